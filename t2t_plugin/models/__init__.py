@@ -1,0 +1,5 @@
+from .backbones import T2TViT
+from .heads import T2TClsHead
+from .t2t import T2TModule
+
+__all__ = ['T2TClsHead', 'T2TModule', 'T2TViT']

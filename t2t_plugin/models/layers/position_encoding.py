@@ -1,0 +1,54 @@
+from typing import Tuple
+
+import torch
+import torch.nn.functional as F
+
+
+def sinusoid_position_table(num_positions: int,
+                            embed_dims: int) -> torch.Tensor:
+    """The fixed sinusoidal table of "Attention Is All You Need".
+
+    Position ``p`` and channel ``i`` hold ``sin(p / 10000 ** (2 * (i // 2) /
+    embed_dims))`` for even ``i`` and the cosine of the same angle for odd
+    ``i``. T2T-ViT adds it to ``[cls_token; tokens]`` and never trains it.
+
+    Returns:
+        torch.Tensor: Shape ``(1, num_positions, embed_dims)``, float32.
+    """
+    position = torch.arange(num_positions, dtype=torch.float64)[:, None]
+    exponent = 2 * (torch.arange(embed_dims) // 2) / embed_dims
+    angle = position / torch.pow(10000.0, exponent.double())[None, :]
+    table = torch.empty_like(angle)
+    table[:, 0::2] = torch.sin(angle[:, 0::2])
+    table[:, 1::2] = torch.cos(angle[:, 1::2])
+    return table.float().unsqueeze(0)
+
+
+def resize_pos_embed(pos_embed: torch.Tensor,
+                     src_shape: Tuple[int, int],
+                     dst_shape: Tuple[int, int],
+                     mode: str = 'bicubic',
+                     num_extra_tokens: int = 1) -> torch.Tensor:
+    """Resize a ``(1, extra + H*W, C)`` position table to another token grid.
+
+    The extra (cls) positions are kept; the grid part is interpolated as an
+    image, which is how the official 384px weights were made from the 224px
+    ones.
+    """
+    if tuple(src_shape) == tuple(dst_shape):
+        return pos_embed
+    length = pos_embed.shape[1]
+    if length != src_shape[0] * src_shape[1] + num_extra_tokens:
+        raise ValueError(
+            f'The position table has {length} positions, which is not a '
+            f'{src_shape[0]}x{src_shape[1]} token grid plus '
+            f'{num_extra_tokens} extra token(s). Check `img_size` and '
+            '`with_cls_token` against the checkpoint.')
+    extra, grid = pos_embed[:, :num_extra_tokens], pos_embed[:,
+                                                             num_extra_tokens:]
+    grid = grid.reshape(1, *src_shape, -1).permute(0, 3, 1, 2)
+    # bicubic interpolation is only implemented for float32
+    grid = F.interpolate(
+        grid.float(), size=tuple(dst_shape), mode=mode, align_corners=False)
+    grid = grid.flatten(2).transpose(1, 2).to(pos_embed.dtype)
+    return torch.cat((extra, grid), dim=1)

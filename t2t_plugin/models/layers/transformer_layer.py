@@ -1,0 +1,72 @@
+from typing import Optional
+
+import torch
+from mmcv.cnn.bricks import DropPath
+from torch import nn
+
+from .ffn import FFN
+from .self_attention import SelfAttention
+
+
+class TransformerLayer(nn.Module):
+    """Pre-norm transformer layer: ``x + attn(LN(x))``, ``x + FFN(LN(x))``.
+
+    With ``input_dims`` different from ``embed_dims`` it is the official T2T
+    transformer layer: the attention changes the token width and its residual
+    is ``v`` instead of ``x``.
+
+    Args:
+        embed_dims (int): Output (and attention) dimension.
+        num_heads (int): Number of attention heads.
+        feedforward_channels (int): Hidden dimension of the FFN.
+        input_dims (int, optional): Input dimension. Defaults to
+            ``embed_dims``.
+        qk_scale (float, optional): Attention scale. Defaults to
+            ``head_dims ** -0.5``.
+        qkv_bias (bool): Bias in the qkv projection. Defaults to False.
+        drop_rate (float): Dropout after the attention projection and in the
+            FFN. Defaults to 0.
+        attn_drop_rate (float): Dropout on attention weights. Defaults to 0.
+        drop_path_rate (float): Stochastic depth. Defaults to 0.
+        norm_eps (float): LayerNorm epsilon. Defaults to 1e-5.
+    """
+
+    def __init__(self,
+                 embed_dims: int,
+                 num_heads: int,
+                 feedforward_channels: int,
+                 input_dims: Optional[int] = None,
+                 qk_scale: Optional[float] = None,
+                 qkv_bias: bool = False,
+                 drop_rate: float = 0.,
+                 attn_drop_rate: float = 0.,
+                 drop_path_rate: float = 0.,
+                 norm_eps: float = 1e-5) -> None:
+        super().__init__()
+        self.v_shortcut = input_dims is not None and input_dims != embed_dims
+        input_dims = input_dims or embed_dims
+        self.ln1 = nn.LayerNorm(input_dims, eps=norm_eps)
+        self.attn = SelfAttention(
+            input_dims,
+            embed_dims,
+            num_heads=num_heads,
+            scale=qk_scale,
+            qkv_bias=qkv_bias,
+            attn_drop=attn_drop_rate,
+            proj_drop=drop_rate,
+            v_shortcut=self.v_shortcut)
+        self.ln2 = nn.LayerNorm(embed_dims, eps=norm_eps)
+        self.ffn = FFN(
+            embed_dims,
+            feedforward_channels,
+            hidden_drop=drop_rate,
+            out_drop=drop_rate)
+        self.drop_path = DropPath(
+            drop_path_rate) if drop_path_rate > 0 else nn.Identity()
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if self.v_shortcut:
+            x = self.attn(self.ln1(x))
+        else:
+            x = x + self.drop_path(self.attn(self.ln1(x)))
+        return x + self.drop_path(self.ffn(self.ln2(x)))

@@ -1,0 +1,190 @@
+import math
+from typing import List, Optional, Sequence, Tuple, Union
+
+import torch
+import torch.utils.checkpoint as cp
+from mmengine.model import BaseModule
+from mmpretrain.registry import MODELS
+from torch import nn
+
+from .token_performer import TokenPerformer
+from .token_transformer import TokenTransformer
+
+TOKEN_LAYERS = ('transformer', 'performer', 'convolution')
+
+
+def _pair(value: Union[int, Sequence[int]]) -> Tuple[int, int]:
+    return (value, value) if isinstance(value, int) else tuple(value)
+
+
+@MODELS.register_module()
+class T2TModule(BaseModule):
+    """Tokens-to-Token module: progressive tokenisation of the image.
+
+    Three soft splits (overlapping ``nn.Unfold`` patches) alternate with two
+    T2T layers that re-structure the tokens into a map again::
+
+        image -> split0 -> layer1 -> map (stride 4) -> split1 -> layer2
+              -> map (stride 8) -> split2 -> linear projection (stride 16)
+
+    With ``token_layer='convolution'`` (the ablation of Table 7 of the paper)
+    the two splits and the projection are convolutions with the same
+    kernels, strides and paddings.
+
+    Args:
+        img_size (int | tuple): The input size the module is built for; it
+            only sets ``init_out_size``. Defaults to 224.
+        in_channels (int): Image channels. Defaults to 3.
+        embed_dims (int): Width of the output tokens. Defaults to 384.
+        token_dims (int): Width of the tokens between the T2T layers.
+            Defaults to 64.
+        token_layer (str): ``'transformer'``, ``'performer'`` or
+            ``'convolution'``. Defaults to ``'performer'``.
+        kernel_sizes (Sequence[int]): Kernels of the three soft splits.
+            Defaults to ``(7, 3, 3)``.
+        strides (Sequence[int]): Their strides. Defaults to ``(4, 2, 2)``.
+        paddings (Sequence[int]): Their paddings. Defaults to ``(2, 1, 1)``.
+        mlp_ratio (float): FFN ratio of the transformer T2T layer.
+            Defaults to 1.
+        kernel_ratio (float): Random features per token dimension of the
+            performer. Defaults to 0.5.
+        drop_rate (float, optional): Dropout inside the T2T layers. Defaults
+            to the official values: 0.1 for the performer, 0 otherwise.
+        with_cp (bool): Activation checkpointing of the two T2T layers.
+            Defaults to False.
+        init_cfg (dict, optional): Initialisation config. Defaults to None.
+    """
+
+    def __init__(self,
+                 img_size: Union[int, Sequence[int]] = 224,
+                 in_channels: int = 3,
+                 embed_dims: int = 384,
+                 token_dims: int = 64,
+                 token_layer: str = 'performer',
+                 kernel_sizes: Sequence[int] = (7, 3, 3),
+                 strides: Sequence[int] = (4, 2, 2),
+                 paddings: Sequence[int] = (2, 1, 1),
+                 mlp_ratio: float = 1.,
+                 kernel_ratio: float = 0.5,
+                 drop_rate: Optional[float] = None,
+                 with_cp: bool = False,
+                 init_cfg: Optional[dict] = None) -> None:
+        super().__init__(init_cfg=init_cfg)
+        if token_layer not in TOKEN_LAYERS:
+            raise ValueError(f'Unknown T2T token_layer {token_layer!r}; '
+                             f'choose one of {TOKEN_LAYERS}.')
+        for name, value in (('kernel_sizes', kernel_sizes),
+                            ('strides', strides), ('paddings', paddings)):
+            if len(value) != 3:
+                raise ValueError(
+                    f'T2TModule needs one value per soft split in `{name}`, '
+                    f'3 in all; got {tuple(value)}.')
+        self.in_channels = in_channels
+        self.embed_dims = embed_dims
+        self.token_dims = token_dims
+        self.token_layer = token_layer
+        self.kernel_sizes = tuple(kernel_sizes)
+        self.strides = tuple(strides)
+        self.paddings = tuple(paddings)
+        self.with_cp = with_cp
+
+        split_args = list(zip(self.kernel_sizes, self.strides, self.paddings))
+        if token_layer == 'convolution':
+            self.soft_split0 = nn.Conv2d(in_channels, token_dims,
+                                         *split_args[0])
+            self.soft_split1 = nn.Conv2d(token_dims, token_dims,
+                                         *split_args[1])
+            self.project = nn.Conv2d(token_dims, embed_dims, *split_args[2])
+        else:
+            self.soft_split0, self.soft_split1, self.soft_split2 = (
+                nn.Unfold(kernel, stride=stride, padding=padding)
+                for kernel, stride, padding in split_args)
+            in_dims = (in_channels * self.kernel_sizes[0]**2,
+                       token_dims * self.kernel_sizes[1]**2)
+            if token_layer == 'transformer':
+                layers = [
+                    TokenTransformer(
+                        dims, token_dims, mlp_ratio, drop_rate=drop_rate or 0.)
+                    for dims in in_dims
+                ]
+            else:
+                drop = 0.1 if drop_rate is None else drop_rate
+                layers = [
+                    TokenPerformer(dims, token_dims, kernel_ratio, drop)
+                    for dims in in_dims
+                ]
+            self.attention1, self.attention2 = layers
+            self.project = nn.Linear(token_dims * self.kernel_sizes[2]**2,
+                                     embed_dims)
+        self.init_out_size = self.output_sizes(_pair(img_size))[-1]
+
+    @property
+    def total_stride(self) -> int:
+        return math.prod(self.strides)
+
+    def output_sizes(self, size: Tuple[int, int]) -> List[Tuple[int, int]]:
+        """Token grids after each soft split for an ``(H, W)`` input.
+
+        Raises:
+            ValueError: If a split does not tile its input exactly.
+        """
+        sizes = []
+        current = tuple(size)
+        for kernel, stride, padding in zip(self.kernel_sizes, self.strides,
+                                           self.paddings):
+            out = tuple((side + 2 * padding - kernel) // stride + 1
+                        for side in current)
+            if any(o * stride != side for o, side in zip(out, current)):
+                total = self.total_stride
+                fit = tuple(math.ceil(side / total) * total for side in size)
+                raise ValueError(
+                    f'T2T-ViT cannot tile a {size[0]}x{size[1]} input: its '
+                    f'soft splits (kernels {self.kernel_sizes}, strides '
+                    f'{self.strides}, paddings {self.paddings}) need both '
+                    f'sides to be multiples of {total}. Resize or pad the '
+                    f'image, e.g. to {fit[0]}x{fit[1]}.')
+            sizes.append(out)
+            current = out
+        return sizes
+
+    def _run_layer(self, layer: nn.Module, x: torch.Tensor) -> torch.Tensor:
+        if self.with_cp and x.requires_grad:
+            return cp.checkpoint(layer, x, use_reentrant=False)
+        return layer(x)
+
+    def forward(
+        self, x: torch.Tensor
+    ) -> Tuple[torch.Tensor, Tuple[int, int], List[torch.Tensor]]:
+        """Tokenise images.
+
+        Args:
+            x (torch.Tensor): Images of shape ``(B, in_channels, H, W)``.
+
+        Returns:
+            tuple: The tokens ``(B, h*w, embed_dims)`` at the total stride,
+            their grid ``(h, w)``, and the two intermediate maps
+            ``(B, token_dims, H/4, W/4)`` and ``(B, token_dims, H/8, W/8)``
+            (for the default strides) for dense prediction.
+        """
+        if x.dim() != 4 or x.shape[1] != self.in_channels:
+            raise ValueError(
+                f'T2T-ViT expects images of shape (B, {self.in_channels}, H, '
+                f'W), got {tuple(x.shape)}. Set `in_channels` in the backbone '
+                'config to the number of image channels.')
+        sizes = self.output_sizes(x.shape[-2:])
+        batch = x.shape[0]
+        maps = []
+        if self.token_layer == 'convolution':
+            for conv in (self.soft_split0, self.soft_split1):
+                x = conv(x)
+                maps.append(x)
+            tokens = self.project(x).flatten(2).transpose(1, 2)
+            return tokens, sizes[2], maps
+        for step, layer in enumerate((self.attention1, self.attention2)):
+            split = getattr(self, f'soft_split{step}')
+            tokens = self._run_layer(layer, split(x).transpose(1, 2))
+            x = tokens.transpose(1, 2).reshape(batch, self.token_dims,
+                                               *sizes[step])
+            maps.append(x)
+        tokens = self.project(self.soft_split2(x).transpose(1, 2))
+        return tokens, sizes[2], maps

@@ -1,0 +1,94 @@
+import math
+
+import torch
+from torch import nn
+
+from ..layers import FFN
+
+
+class PerformerAttention(nn.Module):
+    """Single-head Performer attention of the official T2T layer.
+
+    Softmax attention is approximated with positive random features
+    ``phi(x) = exp(x @ w^T - |x|^2 / 2) / sqrt(m)`` (Choromanski et al.,
+    FAVOR+), so the cost is linear in the number of tokens:
+    ``y = phi(q) (phi(k)^T v) / (phi(q) . sum_t phi(k_t) + 1e-8)``, then
+    ``y = v + proj(y)``.
+
+    ``w`` (``random_matrix``) is a fixed random orthogonal ``m x token_dims``
+    matrix scaled by ``sqrt(m)``; it is never trained and is saved with the
+    weights, which depend on it. The kernel runs in float32 even under
+    autocast: in half precision the features underflow and the 1e-8 epsilon
+    vanishes, which turns the division into NaNs.
+
+    Args:
+        in_dims (int): Input token width.
+        token_dims (int): Width of k, q, v and of the output. Defaults to 64.
+        kernel_ratio (float): ``m / token_dims``. Defaults to 0.5.
+        proj_drop (float): Dropout after the projection. Defaults to 0.1.
+    """
+
+    eps = 1e-8
+
+    def __init__(self,
+                 in_dims: int,
+                 token_dims: int = 64,
+                 kernel_ratio: float = 0.5,
+                 proj_drop: float = 0.1) -> None:
+        super().__init__()
+        self.token_dims = token_dims
+        self.num_features = int(token_dims * kernel_ratio)
+        # the official layout orders the projection as k, q, v
+        self.kqv = nn.Linear(in_dims, 3 * token_dims)
+        self.proj = nn.Linear(token_dims, token_dims)
+        self.proj_drop = nn.Dropout(proj_drop)
+        random_matrix = torch.empty(self.num_features, token_dims)
+        nn.init.orthogonal_(random_matrix)
+        self.register_buffer('random_matrix',
+                             random_matrix * math.sqrt(self.num_features))
+
+    def random_features(self, x: torch.Tensor) -> torch.Tensor:
+        """``phi(x)`` of shape ``(B, N, m)``, in float32."""
+        # dividing by sqrt(m) is folded into the exponent
+        offset = 0.5 * (x * x).sum(-1, keepdim=True) + 0.5 * math.log(
+            self.num_features)
+        return torch.exp(x @ self.random_matrix.t() - offset)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        k, q, v = self.kqv(x).split(self.token_dims, dim=-1)
+        with torch.autocast(device_type=x.device.type, enabled=False):
+            k_features = self.random_features(k.float())
+            q_features = self.random_features(q.float())
+            kv = k_features.transpose(1, 2) @ v.float()
+            normaliser = q_features @ k_features.sum(1).unsqueeze(-1)
+            y = (q_features @ kv) / (normaliser + self.eps)
+        return v + self.proj_drop(self.proj(y.to(v.dtype)))
+
+
+class TokenPerformer(nn.Module):
+    """The T2T performer layer: ``y = attn(LN(x))``, then ``y + FFN(LN(y))``.
+
+    Args:
+        in_dims (int): Width of the soft-split tokens.
+        token_dims (int): Output width. Defaults to 64.
+        kernel_ratio (float): Random features per token dimension.
+            Defaults to 0.5.
+        drop_rate (float): Dropout after the attention projection and at the
+            end of the FFN, 0.1 in the official code. Defaults to 0.1.
+    """
+
+    def __init__(self,
+                 in_dims: int,
+                 token_dims: int = 64,
+                 kernel_ratio: float = 0.5,
+                 drop_rate: float = 0.1) -> None:
+        super().__init__()
+        self.ln1 = nn.LayerNorm(in_dims)
+        self.attn = PerformerAttention(
+            in_dims, token_dims, kernel_ratio, proj_drop=drop_rate)
+        self.ln2 = nn.LayerNorm(token_dims)
+        self.ffn = FFN(token_dims, token_dims, out_drop=drop_rate)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = self.attn(self.ln1(x))
+        return x + self.ffn(self.ln2(x))

@@ -1,0 +1,31 @@
+from ..layers import TransformerLayer
+
+
+class TokenTransformer(TransformerLayer):
+    """The T2T transformer layer: one head, ``in_dims -> token_dims``.
+
+    Two quirks of the official code are part of the released weights and are
+    kept: the attention scale is ``in_dims ** -0.5`` (147 or 576, not the head
+    width 64), and the attention residual is ``v``.
+
+    Args:
+        in_dims (int): Width of the soft-split tokens (``C * k * k``).
+        token_dims (int): Output width. Defaults to 64.
+        mlp_ratio (float): FFN hidden width over ``token_dims``.
+            Defaults to 1.
+        drop_rate (float): Dropout in attention projection and FFN.
+            Defaults to 0.
+    """
+
+    def __init__(self,
+                 in_dims: int,
+                 token_dims: int = 64,
+                 mlp_ratio: float = 1.,
+                 drop_rate: float = 0.) -> None:
+        super().__init__(
+            embed_dims=token_dims,
+            num_heads=1,
+            feedforward_channels=int(token_dims * mlp_ratio),
+            input_dims=in_dims,
+            qk_scale=in_dims**-0.5,
+            drop_rate=drop_rate)
