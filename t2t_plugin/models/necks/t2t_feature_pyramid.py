@@ -1,0 +1,152 @@
+from typing import List, Optional, Sequence, Tuple, Union
+
+import torch
+from mmengine.model import BaseModule
+from mmpretrain.models.utils import build_norm_layer
+from mmpretrain.registry import MODELS
+from torch import nn
+
+
+@MODELS.register_module()
+class T2TFeaturePyramid(BaseModule):
+    """Four-level feature pyramid (strides 4, 8, 16, 32) from a T2T-ViT.
+
+    A plain ViT has a single stride-16 map, so dense-prediction necks for it
+    (ViTDet's simple pyramid, mmseg's ``MultiLevelNeck``) have to invent the
+    finer levels by deconvolution. T2T-ViT does not: its T2T module really
+    computes token maps at strides 4 and 8 on the way to the stride-16
+    tokens. This neck uses them::
+
+        T2T map, stride 4 (token_dims)  -> block -> level 0 (stride 4)
+        T2T map, stride 8 (token_dims)  -> block -> level 1 (stride 8)
+        encoder map(s), stride 16       -> block -> level 2 (stride 16)
+        encoder map(s), 2x2 max pool    -> block -> level 3 (stride 32)
+
+    Every ``block`` is ViTDet's: 1x1 conv + norm to the level's width, then
+    3x3 conv + norm. The stride-32 level is pooled from the stride-16 input
+    as in ViTDet. Several encoder maps (e.g. ``out_indices=(6, 13)``) are
+    concatenated along channels before the blocks, so their 1x1 convs learn
+    how to mix them; the last encoder map alone (the default in our
+    configs) already carries the semantics, as ViTDet found for plain ViTs,
+    and the fine detail comes from the T2T maps.
+
+    The output goes unchanged into mmdet's ``FPN`` or mmseg's ``UPerHead``
+    with ``in_channels`` set to this neck's ``out_channels``. Feed it from
+    ``T2TViT(out_type='featmap', out_t2t_maps=True, out_indices=...)``.
+    Levels a head does not read (stride 4 for RetinaNet, whose FPN starts at
+    stride 8) are left out with ``out_indices``, so that no parameter goes
+    unused under distributed training.
+
+    Args:
+        in_channels (Sequence[int]): Widths of the backbone outputs in the
+            order the backbone returns them: the stride-4 and stride-8 T2T
+            maps (``token_dims``, 64 for every released arch), then one or
+            more stride-16 encoder maps (``embed_dims``), e.g.
+            ``(64, 64, 384)`` for T2T-ViT-14 / t-14 with one output index.
+        out_channels (int | Sequence[int]): Width of each output level, or
+            one width for all, e.g. ``(96, 192, 384, 768)`` or 256.
+        out_indices (Sequence[int]): Levels to build and output: 0, 1, 2, 3
+            for strides 4, 8, 16, 32. Defaults to all four.
+        norm_cfg (dict): Norm layer after each conv, built by mmpretrain's
+            ``build_norm_layer`` (``LN2d``, ``GN``, ``BN``, ``SyncBN``...).
+            Defaults to channel-wise LayerNorm, ``dict(type='LN2d',
+            eps=1e-6)``, which does not depend on the batch size.
+        init_cfg (dict | list[dict], optional): Initialisation config.
+            Defaults to Xavier-uniform convs, as mmdet's ``FPN``.
+    """
+
+    def __init__(self,
+                 in_channels: Sequence[int],
+                 out_channels: Union[int, Sequence[int]],
+                 out_indices: Sequence[int] = (0, 1, 2, 3),
+                 norm_cfg: dict = dict(type='LN2d', eps=1e-6),
+                 init_cfg: Optional[Union[dict, List[dict]]] = dict(
+                     type='Xavier', layer='Conv2d',
+                     distribution='uniform')) -> None:
+        super().__init__(init_cfg=init_cfg)
+        in_channels = tuple(in_channels)
+        if len(in_channels) < 3:
+            raise ValueError(
+                'T2TFeaturePyramid needs the two T2T maps and at least one '
+                f'encoder map, got in_channels={in_channels}. Build the '
+                "backbone with out_t2t_maps=True and out_type='featmap', and "
+                'list the widths of all its outputs, e.g. (64, 64, 384).')
+        out_indices = tuple(out_indices)
+        if (not out_indices or sorted(set(out_indices)) != list(out_indices)
+                or not set(out_indices) <= {0, 1, 2, 3}):
+            raise ValueError(
+                'out_indices must list pyramid levels in increasing order, '
+                'each 0, 1, 2 or 3 (strides 4, 8, 16, 32), got '
+                f'{out_indices}.')
+        if isinstance(out_channels, int):
+            out_channels = (out_channels, ) * len(out_indices)
+        out_channels = tuple(out_channels)
+        if len(out_channels) != len(out_indices):
+            raise ValueError(
+                f'out_channels needs one width per output level '
+                f'(out_indices={out_indices}) or one int for all, got '
+                f'{out_channels}.')
+        self.in_channels = in_channels
+        self.out_channels = out_channels
+        self.out_indices = out_indices
+        self.out_strides = tuple(4 * 2**index for index in out_indices)
+
+        encoder_channels = sum(in_channels[2:])
+        level_inputs = (in_channels[0], in_channels[1], encoder_channels,
+                        encoder_channels)
+        self.downsample = nn.MaxPool2d(2, ceil_mode=True)
+        self.levels = nn.ModuleList(
+            self._block(level_inputs[index], out_dims, norm_cfg)
+            for index, out_dims in zip(out_indices, out_channels))
+
+    @staticmethod
+    def _block(in_dims: int, out_dims: int, norm_cfg: dict) -> nn.Sequential:
+        # No conv bias: each conv is followed by a norm with its own shift.
+        return nn.Sequential(
+            nn.Conv2d(in_dims, out_dims, 1, bias=False),
+            build_norm_layer(norm_cfg, out_dims),
+            nn.Conv2d(out_dims, out_dims, 3, padding=1, bias=False),
+            build_norm_layer(norm_cfg, out_dims))
+
+    def forward(self,
+                inputs: Sequence[torch.Tensor]) -> Tuple[torch.Tensor, ...]:
+        """Build the pyramid.
+
+        Args:
+            inputs (Sequence[Tensor]): The backbone outputs: the stride-4
+                and stride-8 T2T maps, then the stride-16 encoder maps.
+
+        Returns:
+            tuple[Tensor]: One map per ``out_indices`` entry, at strides
+            ``out_strides``, with ``out_channels`` channels.
+        """
+        self._check_inputs(inputs)
+        encoder_map = torch.cat(list(inputs[2:]), dim=1)
+        level_inputs = (inputs[0], inputs[1], encoder_map, encoder_map)
+        outs = []
+        for index, level in zip(self.out_indices, self.levels):
+            x = level_inputs[index]
+            if index == 3:
+                x = self.downsample(x)
+            outs.append(level(x))
+        return tuple(outs)
+
+    def _check_inputs(self, inputs: Sequence[torch.Tensor]) -> None:
+        widths = tuple(x.shape[1] for x in inputs)
+        if widths != self.in_channels:
+            raise ValueError(
+                f'T2TFeaturePyramid expects inputs of widths '
+                f'{self.in_channels}, got {widths}. Make the backbone return '
+                "the T2T maps and the encoder maps (out_t2t_maps=True, "
+                "out_type='featmap') and match in_channels to them.")
+        # The T2T module tiles its input exactly, so each map is exactly
+        # half the previous one.
+        sizes = [tuple(x.shape[-2:]) for x in inputs]
+        height, width = sizes[0]
+        expected = [(height, width), (height // 2, width // 2)]
+        expected += [(height // 4, width // 4)] * (len(sizes) - 2)
+        if height % 4 or width % 4 or sizes != expected:
+            raise ValueError(
+                'T2TFeaturePyramid expects maps at strides 4, 8 and 16 '
+                f'(each half the size of the previous one), got sizes '
+                f'{sizes}. Use the default T2T soft-split strides (4, 2, 2).')
