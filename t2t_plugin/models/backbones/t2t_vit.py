@@ -363,7 +363,7 @@ class T2TViT(BaseModule):
 
         outs = list(t2t_maps) if self.out_t2t_maps else []
         for index, layer in enumerate(self.encoder):
-            if self.with_cp and x.requires_grad:
+            if self.with_cp and self.training and torch.is_grad_enabled():
                 x = cp.checkpoint(layer, x, use_reentrant=False)
             else:
                 x = layer(x)

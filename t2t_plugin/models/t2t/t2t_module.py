@@ -148,7 +148,7 @@ class T2TModule(BaseModule):
         return sizes
 
     def _run_layer(self, layer: nn.Module, x: torch.Tensor) -> torch.Tensor:
-        if self.with_cp and x.requires_grad:
+        if self.with_cp and self.training and torch.is_grad_enabled():
             return cp.checkpoint(layer, x, use_reentrant=False)
         return layer(x)
 

@@ -1,0 +1,278 @@
+"""The T2T-ViT backbone, module and head: shapes, math, options, errors."""
+import math
+
+import pytest
+import torch
+from mmpretrain.registry import MODELS
+
+import t2t_plugin  # noqa: F401
+from t2t_plugin.models import T2TModule, T2TViT
+from t2t_plugin.models.layers import sinusoid_position_table
+
+from .reference import sinusoid_table, t2t_vit_logits
+
+# trainable parameters with a 1000-class head, from the official code
+PARAMS = {
+    '7': 4_255_694,
+    '10': 5_834_702,
+    '12': 6_887_374,
+    '14': 21_465_806,
+    '19': 39_085_070,
+    '24': 64_000_974,
+    't-14': 21_465_422,
+    't-19': 39_084_686,
+    't-24': 64_000_590,
+    '14-resnext': 21_465_806,
+    '14-wide': 25_000_910,
+}
+
+
+def tiny_arch(token_layer='transformer', **overrides):
+    arch = dict(
+        token_layer=token_layer,
+        embed_dims=48,
+        num_layers=3,
+        num_heads=3,
+        feedforward_channels=96)
+    arch.update(overrides)
+    return arch
+
+
+def classifier(arch, num_classes=10, **backbone):
+    embed = T2TViT.arch_zoo[arch]['embed_dims'] if isinstance(
+        arch, str) else arch['embed_dims']
+    return MODELS.build(
+        dict(
+            type='ImageClassifier',
+            backbone=dict(type='T2TViT', arch=arch, **backbone),
+            head=dict(
+                type='T2TClsHead',
+                num_classes=num_classes,
+                in_channels=embed)))
+
+
+@pytest.mark.parametrize('arch', sorted(PARAMS))
+def test_parameter_count_matches_official(arch):
+    model = classifier(arch, num_classes=1000)
+    trainable = sum(p.numel() for p in model.parameters() if p.requires_grad)
+    assert trainable == PARAMS[arch]
+    assert MODELS.build(dict(type='T2TViT',
+                             arch=f't2t-vit-{arch}')).embed_dims == \
+        T2TViT.arch_zoo[arch]['embed_dims']
+
+
+@pytest.mark.parametrize('token_layer', ['transformer', 'performer'])
+def test_classifier_matches_plain_formula(token_layer):
+    model = classifier(tiny_arch(token_layer), img_size=64)
+    model.init_weights()
+    model.eval()
+    img = torch.randn(2, 3, 64, 64)
+    expected = t2t_vit_logits(img, model.state_dict(), token_layer, 3)
+    torch.testing.assert_close(
+        model(img, mode='tensor'), expected, atol=1e-5, rtol=1e-5)
+
+
+def test_sinusoid_table_matches_formula():
+    torch.testing.assert_close(
+        sinusoid_position_table(197, 384), sinusoid_table(197, 384))
+    backbone = T2TViT(arch='t-14')
+    assert not any(p is backbone.pos_embed for p in backbone.parameters())
+    assert 'pos_embed' in backbone.state_dict()
+
+
+def test_default_t2t_geometry():
+    module = T2TModule(token_layer='transformer', embed_dims=32)
+    tokens, grid, maps = module(torch.randn(1, 3, 224, 224))
+    assert tokens.shape == (1, 196, 32) and grid == (14, 14)
+    assert [m.shape for m in maps] == [(1, 64, 56, 56), (1, 64, 28, 28)]
+    assert module.attention1.ln1.normalized_shape == (147, )
+    assert module.attention2.ln1.normalized_shape == (576, )
+
+
+@pytest.mark.parametrize('token_layer',
+                         ['transformer', 'performer', 'convolution'])
+def test_non_square_input(token_layer):
+    backbone = T2TViT(
+        arch=tiny_arch(token_layer), img_size=64, out_type='featmap',
+        out_indices=(0, -1), out_t2t_maps=True)
+    outs = backbone(torch.randn(2, 3, 96, 64))
+    assert [o.shape for o in outs] == [(2, 64, 24, 16), (2, 64, 12, 8),
+                                       (2, 48, 6, 4), (2, 48, 6, 4)]
+
+
+def test_out_types():
+    img = torch.randn(2, 3, 64, 64)
+    shapes = {
+        'cls_token': (2, 48),
+        'avg_featmap': (2, 48),
+        'featmap': (2, 48, 4, 4),
+        'raw': (2, 17, 48),
+    }
+    raw = None
+    for out_type, shape in shapes.items():
+        torch.manual_seed(0)
+        backbone = T2TViT(arch=tiny_arch(), img_size=64, out_type=out_type)
+        backbone.eval()
+        (out, ) = backbone(img)
+        assert out.shape == shape
+        if out_type == 'raw':
+            raw = out
+    torch.manual_seed(0)
+    backbone = T2TViT(arch=tiny_arch(), img_size=64, out_type='avg_featmap')
+    torch.testing.assert_close(
+        backbone.eval()(img)[0], raw[:, 1:].mean(1))
+
+
+def test_small_image_variant_is_a_config():
+    # 8x8 digits: strides 1, 1, 2 give a 4x4 token grid
+    backbone = T2TViT(
+        arch=tiny_arch('performer'),
+        img_size=8,
+        in_channels=1,
+        out_type='featmap',
+        t2t_cfg=dict(
+            kernel_sizes=(3, 3, 3), strides=(1, 1, 2), paddings=(1, 1, 1)))
+    assert backbone(torch.randn(2, 1, 8, 8))[0].shape == (2, 48, 4, 4)
+
+
+def test_position_table_resized_on_load_224_to_384():
+    arch = tiny_arch()
+    small = classifier(arch, img_size=224)
+    large = classifier(arch, img_size=384)
+    state = small.state_dict()
+    large.load_state_dict(state, strict=True)
+    table = large.backbone.pos_embed
+    assert table.shape == (1, 1 + 24 * 24, 48)
+    grid = state['backbone.pos_embed'][:, 1:].reshape(1, 14, 14, 48)
+    expected = torch.nn.functional.interpolate(
+        grid.permute(0, 3, 1, 2), size=(24, 24), mode='bicubic',
+        align_corners=False).flatten(2).transpose(1, 2)
+    torch.testing.assert_close(table[:, 1:], expected)
+    cls_position = state['backbone.pos_embed'][:, :1]
+    torch.testing.assert_close(table[:, :1], cls_position)
+
+
+def test_position_table_resized_in_forward():
+    backbone = T2TViT(arch=tiny_arch(), img_size=64, out_type='raw')
+    backbone.eval()
+    img = torch.randn(1, 3, 96, 96)
+    resized = T2TViT(arch=tiny_arch(), img_size=96, out_type='raw').eval()
+    state = backbone.state_dict()
+    resized.load_state_dict(state)
+    torch.testing.assert_close(backbone(img)[0], resized(img)[0])
+
+
+def test_with_cp_same_output_and_gradients():
+    img = torch.randn(2, 3, 64, 64)
+    outputs, grads = [], []
+    for with_cp in (False, True):
+        torch.manual_seed(0)
+        backbone = T2TViT(
+            arch=tiny_arch('performer'), img_size=64, with_cp=with_cp,
+            t2t_cfg=dict(drop_rate=0.))
+        backbone.train()
+        out = backbone(img)[0]
+        out.square().sum().backward()
+        outputs.append(out)
+        grads.append({n: p.grad for n, p in backbone.named_parameters()})
+    torch.testing.assert_close(outputs[0], outputs[1])
+    assert grads[0].keys() == grads[1].keys()
+    for name in grads[0]:
+        torch.testing.assert_close(grads[0][name], grads[1][name], msg=name)
+
+
+def test_with_cp_recomputes_layers():
+    backbone = T2TViT(arch=tiny_arch(), img_size=64, with_cp=True)
+    calls = []
+    t2t = backbone.tokens_to_token
+    for layer in [*backbone.encoder, t2t.attention1, t2t.attention2]:
+        forward = layer.ffn.forward
+        layer.ffn.forward = lambda x, f=forward: calls.append(1) or f(x)
+    backbone(torch.randn(1, 3, 64, 64))[0].sum().backward()
+    # each checkpointed layer runs twice: forward and recomputation
+    assert len(calls) == 2 * 5
+    calls.clear()
+    with torch.no_grad():
+        backbone(torch.randn(1, 3, 64, 64))
+    assert len(calls) == 5
+
+
+def test_frozen_stages():
+    backbone = T2TViT(arch=tiny_arch(), img_size=64, frozen_stages=2)
+    assert backbone.train() is backbone
+    assert not backbone.cls_token.requires_grad
+    assert not any(p.requires_grad
+                   for p in backbone.tokens_to_token.parameters())
+    for index, layer in enumerate(backbone.encoder):
+        assert all(p.requires_grad != (index < 2) for p in layer.parameters())
+        assert layer.training == (index >= 2)
+    assert not backbone.tokens_to_token.training
+    assert all(p.requires_grad for p in backbone.norm.parameters())
+    full = T2TViT(arch=tiny_arch(), img_size=64, frozen_stages=3)
+    assert not any(p.requires_grad for p in full.parameters())
+
+
+def test_layer_depth_for_lr_decay():
+    backbone = T2TViT(arch=tiny_arch(), img_size=64)
+    depth = backbone.get_layer_depth
+    assert depth('backbone.cls_token', 'backbone.') == (0, 5)
+    assert depth('backbone.tokens_to_token.project.weight',
+                 'backbone.') == (0, 5)
+    assert depth('backbone.encoder.0.ln1.weight', 'backbone.') == (1, 5)
+    assert depth('backbone.encoder.2.attn.qkv.weight', 'backbone.') == (3, 5)
+    assert depth('backbone.norm.weight', 'backbone.') == (4, 5)
+    assert depth('head.layers.head.weight', 'backbone.') == (4, 5)
+
+
+def test_official_initialisation():
+    backbone = T2TViT(arch='t-14')
+    backbone.init_weights()
+    weight = backbone.encoder[0].ffn.layers[1].weight
+    assert abs(weight.std().item() - 0.02) < 0.002
+    assert torch.all(backbone.encoder[0].attn.proj.bias == 0)
+    assert torch.all(backbone.norm.weight == 1)
+    assert abs(backbone.cls_token.std().item() - 0.02) < 0.006
+
+
+def test_out_indices_negative_and_invalid():
+    backbone = T2TViT(arch=tiny_arch(), img_size=64, out_indices=(-1, 0))
+    assert backbone.out_indices == [2, 0]
+    with pytest.raises(ValueError, match='out_indices entry 3'):
+        T2TViT(arch=tiny_arch(), out_indices=3)
+
+
+def test_bad_input_errors():
+    backbone = T2TViT(arch=tiny_arch(), img_size=64)
+    with pytest.raises(ValueError, match=r'\(B, 3, H, W\).*in_channels'):
+        backbone(torch.randn(1, 1, 64, 64))
+    with pytest.raises(ValueError, match='multiples of 16.*64x80'):
+        backbone(torch.randn(1, 3, 60, 72))
+    with pytest.raises(ValueError, match="Unknown T2T-ViT arch 'fancy'"):
+        T2TViT(arch='fancy')
+    with pytest.raises(ValueError, match='missing'):
+        T2TViT(arch=dict(embed_dims=64))
+    with pytest.raises(ValueError, match='token_layer'):
+        T2TModule(token_layer='lstm')
+
+
+def test_checkpoint_that_does_not_fit():
+    model = T2TViT(arch='t-14')
+    with pytest.raises(ValueError, match='embed_dims=448.*arch'):
+        model.load_state_dict(T2TViT(arch='t-19').state_dict())
+    with pytest.raises(ValueError, match='performer T2T layers'):
+        model.load_state_dict(T2TViT(arch='14').state_dict())
+
+
+def test_dropout_only_in_training():
+    backbone = T2TViT(
+        arch=tiny_arch('performer'), img_size=64, drop_rate=0.3,
+        drop_path_rate=0.2)
+    img = torch.randn(2, 3, 64, 64)
+    backbone.eval()
+    torch.testing.assert_close(backbone(img)[0], backbone(img)[0])
+    backbone.train()
+    assert not torch.allclose(backbone(img)[0], backbone(img)[0])
+    rates = [layer.drop_path.drop_prob for layer in backbone.encoder[1:]]
+    assert rates == pytest.approx([0.1, 0.2])
+    assert math.isclose(backbone.tokens_to_token.attention1.attn.proj_drop.p,
+                        0.1)
