@@ -1,0 +1,11 @@
+# RetinaNet with the performer T2T-ViT-14 backbone: the same recipe as the
+# t-14 config. Its T2T layers are linear in the number of tokens, which
+# makes it the cheaper choice at 800x1333 (see README).
+_base_ = './retinanet_t2t-vit-t-14_fpn_1x_coco.py'
+
+checkpoint = 'checkpoints/t2t-vit-14_in1k.pth'
+
+model = dict(
+    backbone=dict(
+        arch='14',
+        init_cfg=dict(checkpoint=checkpoint)))

@@ -1,0 +1,371 @@
+"""T2T-ViT inside mmdetection and mmsegmentation: configs, training, weights.
+
+Each test runs on CPU on tiny synthetic data that it writes itself: COCO-format
+images and annotations for RetinaNet / Mask R-CNN, ADE20K-layout images and
+label maps for UPerNet. ``make test`` installs both toolboxes (``make
+install-dense``); without them these tests are skipped.
+"""
+import importlib
+import json
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from mmengine.config import Config
+from mmengine.dataset import pseudo_collate
+from mmengine.optim import build_optim_wrapper
+from mmengine.registry import DefaultScope, init_default_scope
+
+from t2t_plugin.models import T2TViT
+
+CONFIGS = Path(__file__).parents[1] / 'configs'
+DET_CONFIGS = sorted((CONFIGS / 'det').glob('*.py'))
+SEG_CONFIGS = sorted((CONFIGS / 'seg').glob('*.py'))
+
+# A two-layer T2T-ViT with narrow T2T maps keeps every step around a second.
+TINY_ARCH = dict(
+    token_layer='transformer',
+    embed_dims=64,
+    num_layers=2,
+    num_heads=2,
+    feedforward_channels=128)
+TOKEN_DIMS = 16
+
+
+def toolbox(name: str):
+    """Import mmdet / mmseg with all modules registered, or skip."""
+    try:
+        package = importlib.import_module(name)
+        importlib.import_module(f'{name}.models')
+        utils = importlib.import_module(f'{name}.utils')
+    except Exception as error:  # mmcv without compiled ops raises many kinds
+        pytest.skip(f'{name} is not importable ({type(error).__name__}: '
+                    f'{error}); `make install-dense` installs it.')
+    utils.register_all_modules(init_default_scope=False)
+    return package
+
+
+@pytest.fixture(autouse=True)
+def restore_default_scope():
+    """Tests switch to mmdet's or mmseg's default scope; leaving it set would
+    make later mmpretrain builds look in the wrong registry."""
+    with DefaultScope.overwrite_default_scope('mmengine'):
+        yield
+
+
+def load_config(path: Path, tiny: bool) -> Config:
+    cfg = Config.fromfile(str(path))
+    if tiny:
+        backbone = cfg.model.backbone
+        token_layer = 'performer' if backbone.arch == '14' else 'transformer'
+        backbone.arch = dict(TINY_ARCH, token_layer=token_layer)
+        backbone.t2t_cfg = dict(token_dims=TOKEN_DIMS)
+        backbone.drop_path_rate = 0.
+        backbone.init_cfg = None
+        neck = cfg.model.neck[0] if isinstance(cfg.model.neck,
+                                               list) else cfg.model.neck
+        neck.in_channels = (TOKEN_DIMS, TOKEN_DIMS, TINY_ARCH['embed_dims'])
+    return cfg
+
+
+def build_model(cfg: Config, scope: str):
+    registry = importlib.import_module(f'{scope}.registry')
+    init_default_scope(scope)
+    return registry.MODELS.build(cfg.model)
+
+
+def backbone_grads_are_nonzero(model) -> bool:
+    grads = [(name, param.grad)
+             for name, param in model.backbone.named_parameters()
+             if name.startswith('tokens_to_token.')]
+    return bool(grads) and all(
+        grad is not None and grad.abs().sum() > 0 for _, grad in grads)
+
+
+# --------------------------------------------------------------- configs --
+
+
+def test_configs_are_all_here():
+    assert {path.name for path in DET_CONFIGS} == {
+        'retinanet_t2t-vit-t-14_fpn_1x_coco.py',
+        'retinanet_t2t-vit-14_fpn_1x_coco.py',
+        'mask-rcnn_t2t-vit-t-14_fpn_1x_coco.py',
+        'mask-rcnn_t2t-vit-14_fpn_1x_coco.py',
+    }
+    assert {path.name for path in SEG_CONFIGS} == {
+        'upernet_t2t-vit-t-14_8xb2-160k_ade20k-512x512.py',
+        'upernet_t2t-vit-14_8xb2-160k_ade20k-512x512.py',
+    }
+
+
+@pytest.mark.parametrize(
+    'path', DET_CONFIGS + SEG_CONFIGS, ids=lambda path: path.stem)
+def test_config_builds_with_the_real_backbone(path):
+    scope = 'mmdet' if path.parent.name == 'det' else 'mmseg'
+    toolbox(scope)
+    cfg = load_config(path, tiny=False)
+    assert cfg.default_scope == scope
+    assert cfg.custom_imports.imports == ['t2t_plugin']
+    backbone_cfg = cfg.model.backbone
+    assert backbone_cfg.type == 'mmpretrain.T2TViT'
+    assert backbone_cfg.init_cfg.prefix == 'backbone.'
+    model = build_model(cfg, scope)
+
+    expected_layer = 'transformer' if 't2t-vit-t-14' in path.name else (
+        'performer')
+    assert isinstance(model.backbone, T2TViT)
+    assert model.backbone.tokens_to_token.token_layer == expected_layer
+    assert model.backbone.num_layers == 14
+    with torch.no_grad():
+        feats = model.extract_feat(torch.randn(1, 3, 64, 96))
+    if scope == 'mmdet':
+        # FPN: five levels of 256 channels from stride 4 (Mask R-CNN) or
+        # stride 8 (RetinaNet) on.
+        first = 4 if 'mask-rcnn' in path.name else 8
+        assert [tuple(f.shape[-2:]) for f in feats] == [
+            (-(-64 // (first * 2**i)), -(-96 // (first * 2**i)))
+            for i in range(5)
+        ]
+        assert {f.shape[1] for f in feats} == {256}
+    else:
+        assert [tuple(f.shape) for f in feats] == [(1, 96, 16, 24),
+                                                   (1, 192, 8, 12),
+                                                   (1, 384, 4, 6),
+                                                   (1, 768, 2, 3)]
+
+
+@pytest.mark.parametrize(
+    'path', [CONFIGS / 'det' / 'retinanet_t2t-vit-t-14_fpn_1x_coco.py',
+             CONFIGS / 'seg' /
+             'upernet_t2t-vit-t-14_8xb2-160k_ade20k-512x512.py'],
+    ids=lambda path: path.stem)
+def test_layer_wise_lr_decay_matches_get_layer_depth(path):
+    """The configs' custom_keys reproduce mmpretrain's layer-wise decay."""
+    scope = 'mmdet' if path.parent.name == 'det' else 'mmseg'
+    toolbox(scope)
+    cfg = load_config(path, tiny=False)
+    model = build_model(cfg, scope)
+    optim_wrapper = build_optim_wrapper(model, cfg.optim_wrapper)
+    base_lr = cfg.optim_wrapper.optimizer.lr
+    base_wd = cfg.optim_wrapper.optimizer.weight_decay
+    rate = cfg.layer_decay_rate
+    groups = {
+        id(param): group
+        for group in optim_wrapper.optimizer.param_groups
+        for param in group['params']
+    }
+    for name, param in model.named_parameters():
+        group = groups[id(param)]
+        if name.startswith('backbone.'):
+            # mmpretrain's LearningRateDecayOptimWrapperConstructor rule.
+            depth, num_depths = model.backbone.get_layer_depth(
+                name, 'backbone.')
+            expected_lr = base_lr * rate**(num_depths - depth - 1)
+            no_decay = ('.ln' in name or name.startswith('backbone.norm.')
+                        or name == 'backbone.cls_token')
+        else:
+            expected_lr, no_decay = base_lr, False
+        assert group['lr'] == pytest.approx(expected_lr, rel=1e-9), name
+        expected_wd = 0. if no_decay else base_wd
+        assert group['weight_decay'] == pytest.approx(expected_wd), name
+    t2t_lr = groups[id(model.backbone.tokens_to_token.project.weight)]['lr']
+    assert t2t_lr == pytest.approx(base_lr * 0.75**15)
+
+
+# -------------------------------------------------------------- training --
+
+
+def write_coco(root: Path, num_images: int = 2, size: int = 128) -> None:
+    """Images with two objects each and their COCO-format annotations."""
+    import mmcv
+    rng = np.random.default_rng(0)
+    (root / 'images').mkdir(parents=True)
+    images, annotations = [], []
+    for index in range(num_images):
+        image = rng.integers(0, 255, (size, size, 3), dtype=np.uint8)
+        mmcv.imwrite(image, str(root / 'images' / f'{index}.jpg'))
+        images.append(
+            dict(id=index, file_name=f'{index}.jpg', height=size,
+                 width=size))
+        for category, (x, y, w, h) in ((1, (10, 12, 50, 40)),
+                                       (3, (60, 50, 48, 64))):
+            polygon = [x, y, x + w, y, x + w, y + h, x, y + h]
+            annotations.append(
+                dict(id=len(annotations) + 1, image_id=index,
+                     category_id=category, bbox=[x, y, w, h], area=w * h,
+                     segmentation=[polygon], iscrowd=0))
+    categories = [dict(id=1, name='person'), dict(id=3, name='car')]
+    (root / 'train.json').write_text(
+        json.dumps(dict(images=images, annotations=annotations,
+                        categories=categories)))
+
+
+def write_ade(root: Path, num_images: int = 2) -> None:
+    """Images and label maps in ADE20K's layout (labels 0..150, 0 ignored)."""
+    import mmcv
+    rng = np.random.default_rng(0)
+    (root / 'images' / 'training').mkdir(parents=True)
+    (root / 'annotations' / 'training').mkdir(parents=True)
+    for index in range(num_images):
+        image = rng.integers(0, 255, (64, 96, 3), dtype=np.uint8)
+        label = np.zeros((64, 96), dtype=np.uint8)
+        label[:32] = 5
+        label[32:, :48] = 17
+        label[32:, 48:] = 150
+        mmcv.imwrite(image, str(root / 'images' / 'training' / f'{index}.jpg'))
+        mmcv.imwrite(label,
+                     str(root / 'annotations' / 'training' / f'{index}.png'))
+
+
+def first_batch(cfg: Config, scope: str):
+    registry = importlib.import_module(f'{scope}.registry')
+    dataset = registry.DATASETS.build(cfg.train_dataloader.dataset)
+    return pseudo_collate([dataset[i] for i in range(len(dataset))])
+
+
+def train_step(model, cfg: Config, batch) -> dict:
+    """Forward and backward of one batch; returns the losses."""
+    model.train()
+    data = model.data_preprocessor(batch, True)
+    losses = model(**data, mode='loss')
+    loss, log_vars = model.parse_losses(losses)
+    loss.backward()
+    optim_wrapper = build_optim_wrapper(model, cfg.optim_wrapper)
+    optim_wrapper.step()
+    return log_vars
+
+
+@pytest.mark.parametrize('name', [
+    'retinanet_t2t-vit-t-14_fpn_1x_coco.py',
+    'mask-rcnn_t2t-vit-t-14_fpn_1x_coco.py',
+    'mask-rcnn_t2t-vit-14_fpn_1x_coco.py',
+])
+def test_detector_trains_on_coco_format_data(name, tmp_path, record_property):
+    toolbox('mmdet')
+    write_coco(tmp_path)
+    cfg = load_config(CONFIGS / 'det' / name, tiny=True)
+    dataset = cfg.train_dataloader.dataset
+    dataset.update(
+        data_root=str(tmp_path), ann_file='train.json',
+        data_prefix=dict(img='images/'))
+    for transform in dataset.pipeline:
+        if transform.type == 'Resize':
+            transform.scale = (128, 128)
+        if transform.type == 'RandomFlip':
+            transform.prob = 0.
+    torch.manual_seed(0)
+    model = build_model(cfg, 'mmdet')
+    model.init_weights()
+    batch = first_batch(cfg, 'mmdet')
+    assert tuple(batch['inputs'][0].shape) == (3, 128, 128)
+
+    start = time.perf_counter()
+    log_vars = train_step(model, cfg, batch)
+    record_property('train_step_s', time.perf_counter() - start)
+
+    expected = {'loss_cls', 'loss_bbox'} if 'retinanet' in name else {
+        'loss_rpn_cls', 'loss_rpn_bbox', 'loss_cls', 'loss_bbox', 'loss_mask'
+    }
+    assert expected <= set(log_vars)
+    assert all(np.isfinite(value) for value in log_vars.values())
+    assert log_vars['loss'] > 0
+    assert backbone_grads_are_nonzero(model)
+
+
+@pytest.mark.parametrize('name', [
+    'upernet_t2t-vit-t-14_8xb2-160k_ade20k-512x512.py',
+    'upernet_t2t-vit-14_8xb2-160k_ade20k-512x512.py',
+])
+def test_segmentor_trains_on_ade_layout_data(name, tmp_path, record_property):
+    toolbox('mmseg')
+    write_ade(tmp_path)
+    cfg = load_config(CONFIGS / 'seg' / name, tiny=True)
+    crop_size = (64, 64)
+    cfg.model.data_preprocessor.size = crop_size
+    dataset = cfg.train_dataloader.dataset
+    dataset.data_root = str(tmp_path)
+    for transform in dataset.pipeline:
+        if transform.type == 'RandomResize':
+            transform.scale = (128, 64)
+        if transform.type == 'RandomCrop':
+            transform.crop_size = crop_size
+    torch.manual_seed(0)
+    model = build_model(cfg, 'mmseg')
+    model.init_weights()
+    batch = first_batch(cfg, 'mmseg')
+
+    start = time.perf_counter()
+    log_vars = train_step(model, cfg, batch)
+    record_property('train_step_s', time.perf_counter() - start)
+
+    assert {'decode.loss_ce', 'aux.loss_ce'} <= set(log_vars)
+    assert all(np.isfinite(value) for value in log_vars.values())
+    assert log_vars['decode.loss_ce'] > 0
+    assert backbone_grads_are_nonzero(model)
+
+
+def test_segmentor_tests_whole_images_of_any_size():
+    """Whole-image inference pads to a multiple of 32 and crops back."""
+    toolbox('mmseg')
+    from mmseg.structures import SegDataSample
+    cfg = load_config(
+        CONFIGS / 'seg' / 'upernet_t2t-vit-t-14_8xb2-160k_ade20k-512x512.py',
+        tiny=True)
+    model = build_model(cfg, 'mmseg').eval()
+    image = torch.randint(0, 255, (3, 50, 75), dtype=torch.uint8)
+    sample = SegDataSample(metainfo=dict(ori_shape=(50, 75),
+                                         img_shape=(50, 75)))
+    with torch.no_grad():
+        results = model.test_step(dict(inputs=[image],
+                                       data_samples=[sample]))
+    assert tuple(results[0].pred_sem_seg.data.shape) == (1, 50, 75)
+
+
+# ------------------------------------------------------------- weights --
+
+
+def test_classification_checkpoint_loads_into_the_detector(tmp_path):
+    """An ImageClassifier(T2TViT, T2TClsHead) checkpoint initialises the
+    detector's backbone through the config's Pretrained init_cfg."""
+    toolbox('mmdet')
+    from mmengine.runner.checkpoint import _load_checkpoint_with_prefix
+    from mmpretrain.registry import MODELS as PRETRAIN_MODELS
+
+    torch.manual_seed(0)
+    classifier = PRETRAIN_MODELS.build(
+        dict(
+            type='ImageClassifier',
+            backbone=dict(
+                type='T2TViT',
+                arch=TINY_ARCH,
+                t2t_cfg=dict(token_dims=TOKEN_DIMS)),
+            head=dict(
+                type='T2TClsHead', num_classes=10,
+                in_channels=TINY_ARCH['embed_dims'])))
+    classifier.init_weights()
+    checkpoint = tmp_path / 't2t-vit-tiny_in1k.pth'
+    torch.save(dict(state_dict=classifier.state_dict(), meta=dict()),
+               checkpoint)
+
+    path = CONFIGS / 'det' / 'mask-rcnn_t2t-vit-t-14_fpn_1x_coco.py'
+    cfg = load_config(path, tiny=True)
+    init_cfg = Config.fromfile(str(path)).model.backbone.init_cfg
+    init_cfg.checkpoint = str(checkpoint)
+    cfg.model.backbone.init_cfg = init_cfg
+    detector = build_model(cfg, 'mmdet')
+
+    # Strict: the prefix-stripped checkpoint is exactly the backbone.
+    backbone_state = _load_checkpoint_with_prefix('backbone.',
+                                                  str(checkpoint))
+    detector.backbone.load_state_dict(backbone_state, strict=True)
+
+    torch.manual_seed(1)
+    fresh = build_model(cfg, 'mmdet')
+    fresh.init_weights()
+    expected = classifier.backbone.state_dict()
+    loaded = fresh.backbone.state_dict()
+    assert loaded.keys() == expected.keys()
+    for key, value in expected.items():
+        torch.testing.assert_close(loaded[key], value, rtol=0, atol=0)
