@@ -32,10 +32,15 @@ setup(
     extras_require={
         'lite': ['mmcv-lite>=2.0,<2.2'],
         'tests': ['pytest', 'ruff'],
+        # Full mmcv with compiled ops comes from tools/install/build_mmcv.sh
+        # (make install-dense); mmseg imports ftfy and regex without
+        # declaring them.
         'dense': [
             'mmcv>=2.0,<2.2',
             'mmdet>=3.3,<3.4',
             'mmsegmentation>=1.2.2,<1.3',
+            'ftfy',
+            'regex',
         ],
     },
     classifiers=[
