@@ -1,0 +1,279 @@
+"""Official T2T-ViT release weights -> this plugin's checkpoint layout.
+
+The official code (github.com/yitu-opensource/T2T-ViT) names its modules
+after timm's ``VisionTransformer``; this plugin uses the layout of
+mmpretrain's ``T2T_ViT`` inside an ``ImageClassifier``. The conversion is a
+pure renaming: no tensor is changed, so the converted model reproduces the
+official logits exactly.
+"""
+import re
+from collections import OrderedDict
+from typing import Any, Dict, Mapping, Optional, Tuple
+
+import torch
+
+from ..models.backbones import T2TViT
+
+# official T2T layer names -> ours, per kind of token layer
+_PERFORMER_T2T_KEYS = {
+    'norm1': 'ln1',
+    'kqv': 'attn.kqv',
+    'proj': 'attn.proj',
+    'w': 'attn.random_matrix',
+    'norm2': 'ln2',
+    'mlp.0': 'ffn.layers.0.0',
+    'mlp.2': 'ffn.layers.1',
+}
+# timm-style blocks: the transformer T2T layers and the encoder blocks
+_BLOCK_KEYS = {
+    'norm1': 'ln1',
+    'attn.qkv': 'attn.qkv',
+    'attn.proj': 'attn.proj',
+    'norm2': 'ln2',
+    'mlp.fc1': 'ffn.layers.0.0',
+    'mlp.fc2': 'ffn.layers.1',
+}
+_T2T_LAYER = re.compile(r'tokens_to_token\.attention([12])\.(.+)$')
+_BLOCK = re.compile(r'blocks\.(\d+)\.(.+)$')
+_TOP_LEVEL = {
+    'cls_token': 'backbone.cls_token',
+    'pos_embed': 'backbone.pos_embed',
+    'tokens_to_token.project.weight': 'backbone.tokens_to_token.project.'
+    'weight',
+    'tokens_to_token.project.bias': 'backbone.tokens_to_token.project.bias',
+    'norm.weight': 'backbone.norm.weight',
+    'norm.bias': 'backbone.norm.bias',
+    'head.weight': 'head.layers.head.weight',
+    'head.bias': 'head.layers.head.bias',
+}
+# the official total stride, which turns the position table into a size
+_TOTAL_STRIDE = 16
+
+
+def extract_state_dict(checkpoint: Any) -> Dict[str, torch.Tensor]:
+    """The model weights inside a loaded official checkpoint file.
+
+    The releases are ``.pth.tar`` files holding ``{'state_dict_ema': ...}``;
+    timm training checkpoints hold ``state_dict`` (and ``state_dict_ema``),
+    and a bare state dict also works. The ``module.`` prefix that
+    ``DataParallel`` training leaves is removed.
+
+    Args:
+        checkpoint (Any): What ``torch.load`` returned for the file.
+
+    Returns:
+        Dict[str, torch.Tensor]: The weights, with official key names.
+
+    Raises:
+        ValueError: If ``checkpoint`` holds no state dict.
+    """
+    if not isinstance(checkpoint, Mapping):
+        raise ValueError(
+            f'Expected a checkpoint dict, found a {type(checkpoint).__name__}'
+            '; this is not a T2T-ViT checkpoint.')
+    # the EMA weights are the ones the official results were measured with
+    for key in ('state_dict_ema', 'state_dict', 'model'):
+        if isinstance(checkpoint.get(key), Mapping):
+            checkpoint = checkpoint[key]
+            break
+    state_dict = OrderedDict()
+    for key, value in checkpoint.items():
+        if not isinstance(value, torch.Tensor):
+            raise ValueError(
+                f'Entry {key!r} of the checkpoint is a '
+                f'{type(value).__name__}, not a tensor; expected a state dict '
+                "or a dict with 'state_dict_ema' / 'state_dict'.")
+        state_dict[key[len('module.'):] if key.startswith('module.') else
+                   key] = value
+    return state_dict
+
+
+def _check_layout(state_dict: Mapping[str, torch.Tensor]) -> None:
+    keys = list(state_dict)
+    if any(k.startswith(('backbone.', 'encoder.')) for k in keys):
+        raise ValueError(
+            'The checkpoint is already in the mmpretrain / t2t-plugin layout '
+            "('backbone.*' or 'encoder.*' keys); load it directly, without "
+            'conversion.')
+    missing = [
+        k for k in ('cls_token', 'tokens_to_token.project.weight',
+                    'blocks.0.attn.qkv.weight') if k not in state_dict
+    ]
+    if missing:
+        raise ValueError(
+            f'This is not an official T2T-ViT checkpoint: it lacks '
+            f'{missing} (it has {len(keys)} entries, e.g. {keys[:3]}).')
+
+
+def detect_official_arch(state_dict: Mapping[str, torch.Tensor],
+                         num_heads: Optional[int] = None) -> Dict[str, Any]:
+    """Read the architecture of an official T2T-ViT from its weights.
+
+    The token layer, widths, depth, resolution and classes follow from the
+    tensor shapes. The number of heads does not (it only splits the same
+    ``qkv`` matrix); it is taken from the ``arch_zoo`` entry with the same
+    shapes (``'14'`` rather than ``'14-resnext'``, which differs only in
+    heads), or ``embed_dims // 64`` as in every official arch, unless
+    given.
+
+    Args:
+        state_dict (Mapping[str, torch.Tensor]): Official weights, as
+            returned by :func:`extract_state_dict`.
+        num_heads (int, optional): The encoder's heads, for archs that are
+            not in the zoo. Defaults to None (guessed).
+
+    Returns:
+        dict: ``arch`` (the ``arch_zoo`` name, or None for a custom one),
+        ``token_layer``, ``embed_dims``, ``num_layers``, ``num_heads`` (and
+        ``heads_given``, whether they were given), ``feedforward_channels``,
+        ``token_dims``, ``img_size`` and ``num_classes`` (0 without a
+        classifier).
+
+    Raises:
+        ValueError: If the weights are not those of an official T2T-ViT.
+    """
+    _check_layout(state_dict)
+    if 'tokens_to_token.attention1.kqv.weight' in state_dict:
+        token_layer = 'performer'
+        t2t_qkv = state_dict['tokens_to_token.attention1.kqv.weight']
+    elif 'tokens_to_token.attention1.attn.qkv.weight' in state_dict:
+        token_layer = 'transformer'
+        t2t_qkv = state_dict['tokens_to_token.attention1.attn.qkv.weight']
+    else:
+        raise ValueError(
+            'The T2T module of this checkpoint has neither performer '
+            "('tokens_to_token.attention1.kqv') nor transformer "
+            "('tokens_to_token.attention1.attn.qkv') layers; convolution "
+            'T2T-ViTs were never released and cannot be converted.')
+    embed_dims = state_dict['cls_token'].shape[-1]
+    num_layers = 1 + max(
+        int(match.group(1)) for match in map(_BLOCK.match, state_dict)
+        if match)
+    feedforward_channels = state_dict['blocks.0.mlp.fc1.weight'].shape[0]
+    info: Dict[str, Any] = dict(
+        arch=None,
+        token_layer=token_layer,
+        embed_dims=embed_dims,
+        num_layers=num_layers,
+        num_heads=num_heads or max(embed_dims // 64, 1),
+        heads_given=num_heads is not None,
+        feedforward_channels=feedforward_channels,
+        token_dims=t2t_qkv.shape[0] // 3,
+        img_size=224,
+        num_classes=0)
+    if 'pos_embed' in state_dict:
+        grid = state_dict['pos_embed'].shape[1] - 1
+        side = int(round(grid**0.5))
+        info['img_size'] = side * _TOTAL_STRIDE
+    if 'head.weight' in state_dict:
+        info['num_classes'] = state_dict['head.weight'].shape[0]
+    shape = {k: info[k] for k in ('token_layer', 'embed_dims', 'num_layers',
+                                  'feedforward_channels')}
+    for name, settings in T2TViT.arch_zoo.items():
+        if name.startswith('t2t-vit-') or any(settings[k] != v
+                                              for k, v in shape.items()):
+            continue
+        info['arch'] = name
+        info['num_heads'] = num_heads or settings['num_heads']
+        break
+    if embed_dims % info['num_heads']:
+        raise ValueError(f"num_heads={info['num_heads']} does not divide "
+                         f'embed_dims={embed_dims}.')
+    return info
+
+
+def _rename_in_layer(name: str,
+                     table: Mapping[str, str]) -> Optional[str]:
+    for old, new in table.items():
+        if name == old or name.startswith(old + '.'):
+            return new + name[len(old):]
+    return None
+
+
+def _rename(key: str, t2t_table: Mapping[str, str]) -> Optional[str]:
+    if key in _TOP_LEVEL:
+        return _TOP_LEVEL[key]
+    match = _T2T_LAYER.match(key)
+    if match:
+        new = _rename_in_layer(match.group(2), t2t_table)
+        layer = match.group(1)
+        return new and f'backbone.tokens_to_token.attention{layer}.{new}'
+    match = _BLOCK.match(key)
+    if match:
+        new = _rename_in_layer(match.group(2), _BLOCK_KEYS)
+        return new and f'backbone.encoder.{match.group(1)}.{new}'
+    return None
+
+
+def convert_official_state_dict(
+    state_dict: Mapping[str, torch.Tensor],
+    num_heads: Optional[int] = None
+) -> Tuple['OrderedDict[str, torch.Tensor]', Dict[str, Any]]:
+    """Rename official T2T-ViT weights to an ``ImageClassifier`` state dict.
+
+    The backbone keys get the ``backbone.`` prefix and the classifier becomes
+    ``head.layers.head`` (:class:`T2TClsHead`). The performer's fixed random
+    matrix ``w`` is kept: the trained weights are only valid with it.
+
+    Args:
+        state_dict (Mapping[str, torch.Tensor]): Official weights (see
+            :func:`extract_state_dict` for whole checkpoint files).
+        num_heads (int, optional): The encoder's heads, which the weights do
+            not tell; needed for archs outside the zoo. Defaults to None.
+
+    Returns:
+        tuple: The converted state dict and the detected arch (see
+        :func:`detect_official_arch`).
+
+    Raises:
+        ValueError: If the weights are not those of an official T2T-ViT or
+            hold keys the official model does not have.
+    """
+    arch_info = detect_official_arch(state_dict, num_heads)
+    converted = OrderedDict()
+    unknown = []
+    t2t_table = (_PERFORMER_T2T_KEYS if arch_info['token_layer']
+                 == 'performer' else _BLOCK_KEYS)
+    for key, value in state_dict.items():
+        new_key = _rename(key, t2t_table)
+        if new_key is None:
+            unknown.append(key)
+        else:
+            converted[new_key] = value
+    if unknown:
+        raise ValueError(
+            f'{len(unknown)} key(s) of the checkpoint are not part of an '
+            f'official T2T-ViT, e.g. {unknown[:3]}; was it saved from a '
+            'modified model?')
+    return converted, arch_info
+
+
+def describe_arch(arch_info: Mapping[str, Any]) -> str:
+    """One line naming the arch that :func:`detect_official_arch` found."""
+    name = (f"T2T-ViT-{arch_info['arch']}"
+            if arch_info['arch'] else 'a custom T2T-ViT')
+    heads = f"{arch_info['num_heads']} heads"
+    if not arch_info['arch'] and not arch_info['heads_given']:
+        heads += ' (a guess: head width 64)'
+    return (f"{name} ({arch_info['token_layer']} T2T layers, embed_dims "
+            f"{arch_info['embed_dims']}, {arch_info['num_layers']} layers, "
+            f"{heads}, {arch_info['img_size']}px, "
+            f"{arch_info['num_classes']} classes)")
+
+
+def matching_config(arch_info: Mapping[str, Any]) -> Optional[str]:
+    """The config of this repository that the converted weights fit.
+
+    Returns:
+        str, optional: A path relative to the repository root, or None for
+        archs and resolutions without an ImageNet config.
+    """
+    arch = arch_info['arch']
+    if arch is None or arch_info['num_classes'] != 1000 or arch in (
+            '14-resnext', '14-wide'):
+        return None
+    if arch_info['img_size'] == 224:
+        return f'configs/t2t-vit-{arch}_8xb64_in1k.py'
+    if arch == '14' and arch_info['img_size'] == 384:
+        return 'configs/t2t-vit-14_8xb64_in1k-384px.py'
+    return None

@@ -1,0 +1,194 @@
+"""Convert official T2T-ViT release weights to t2t-plugin checkpoints.
+
+Examples::
+
+    python tools/model_converters/t2t_vit_official_to_plugin.py \\
+        81.5_T2T_ViT_14.pth.tar checkpoints/t2t-vit-14_in1k.pth
+    # several files or a folder of them: DST is a folder
+    python tools/model_converters/t2t_vit_official_to_plugin.py \\
+        official_weights/ checkpoints/
+"""
+import argparse
+import os
+import sys
+import tempfile
+from pathlib import Path
+from typing import List, Optional, Sequence, Tuple
+
+import torch
+from rich.console import Console
+from rich.progress import Progress
+
+from t2t_plugin.converters import (
+    convert_official_state_dict,
+    describe_arch,
+    extract_state_dict,
+    matching_config,
+)
+
+CHECKPOINT_SUFFIXES = ('.pth.tar', '.pth', '.pt', '.tar', '.bin')
+
+
+def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        description='Convert official T2T-ViT weights (.pth.tar of '
+        'github.com/yitu-opensource/T2T-ViT) into checkpoints that load '
+        'strictly into the configs of this repository.')
+    parser.add_argument(
+        'src',
+        nargs='+',
+        help='official checkpoint file(s), or a folder of them')
+    parser.add_argument(
+        'dst',
+        help='output file (one source) or folder (several sources, or a '
+        'folder); converted files are named after their source, with .pth')
+    parser.add_argument(
+        '--num-heads',
+        type=int,
+        help='encoder heads of an arch outside the zoo (the weights do not '
+        'tell; guessed from a head width of 64 otherwise)')
+    parser.add_argument(
+        '--trust-pickle',
+        action='store_true',
+        help='load sources that hold arbitrary Python objects besides the '
+        'weights (unsafe: only for files from a source you trust)')
+    return parser.parse_args(argv)
+
+
+def _strip_suffix(name: str) -> str:
+    for suffix in CHECKPOINT_SUFFIXES:
+        if name.endswith(suffix):
+            return name[:-len(suffix)]
+    return name
+
+
+def collect_jobs(sources: Sequence[str], dst: str) -> List[Tuple[Path, Path]]:
+    """Pair every source file with the file to write.
+
+    Raises:
+        FileNotFoundError: If a source does not exist.
+        ValueError: If a folder holds no checkpoint or several sources are
+            to be written to a single file.
+    """
+    files: List[Path] = []
+    from_folder = False
+    for source in map(Path, sources):
+        if source.is_dir():
+            found = sorted(p for p in source.iterdir()
+                           if p.name.endswith(CHECKPOINT_SUFFIXES))
+            if not found:
+                raise ValueError(
+                    f'{source} holds no checkpoint file (names ending in '
+                    f'{", ".join(CHECKPOINT_SUFFIXES)}).')
+            files += found
+            from_folder = True
+        elif source.is_file():
+            files.append(source)
+        else:
+            raise FileNotFoundError(f'{source} does not exist.')
+    dst_path = Path(dst)
+    if len(files) == 1 and not from_folder and not dst_path.is_dir():
+        return [(files[0], dst_path)]
+    if dst_path.is_file():
+        raise ValueError(
+            f'{len(files)} checkpoints cannot all be written to the file '
+            f'{dst_path}; give a folder as DST.')
+    return [(src, dst_path / (_strip_suffix(src.name) + '.pth'))
+            for src in files]
+
+
+def load_checkpoint_file(path: Path, trust_pickle: bool) -> object:
+    """``torch.load`` a source, refusing arbitrary Python objects by default.
+
+    Raises:
+        ValueError: If the file is not a torch checkpoint, or needs
+            ``--trust-pickle``.
+    """
+    try:
+        # timm training checkpoints keep their argparse options
+        with torch.serialization.safe_globals([argparse.Namespace]):
+            return torch.load(
+                path, map_location='cpu', weights_only=not trust_pickle)
+    except Exception as error:  # torch.load fails in many ways on junk
+        if 'Unsupported global' in str(error):
+            raise ValueError(
+                f'{path} holds Python objects besides the weights. If it is '
+                'a checkpoint from a source you trust, rerun with '
+                '--trust-pickle.') from None
+        raise ValueError(f'{path} is not a torch checkpoint (torch.load '
+                         f'raised {type(error).__name__}).') from None
+
+
+def save_atomically(checkpoint: dict, path: Path) -> None:
+    """Write ``checkpoint`` so that ``path`` is never left half-written."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    handle, tmp_name = tempfile.mkstemp(
+        dir=path.parent, prefix=f'.{path.name}.', suffix='.tmp')
+    os.close(handle)
+    try:
+        torch.save(checkpoint, tmp_name)
+        os.replace(tmp_name, path)
+    finally:
+        if os.path.exists(tmp_name):
+            os.remove(tmp_name)
+
+
+def convert_file(src: Path,
+                 dst: Path,
+                 num_heads: Optional[int] = None,
+                 trust_pickle: bool = False) -> str:
+    """Convert one official checkpoint file; return a line to print.
+
+    The output is a slim mmengine checkpoint, ``{'state_dict', 'meta'}``,
+    that ``torch.load(..., weights_only=True)`` reads.
+
+    Raises:
+        ValueError: If ``src`` is not an official T2T-ViT checkpoint.
+    """
+    state_dict = extract_state_dict(load_checkpoint_file(src, trust_pickle))
+    converted, arch_info = convert_official_state_dict(state_dict, num_heads)
+    meta = dict(
+        arch=arch_info,
+        converted_from=src.name,
+        converter='tools/model_converters/t2t_vit_official_to_plugin.py')
+    if arch_info['num_classes'] == 1000:
+        from mmpretrain.datasets.categories import IMAGENET_CATEGORIES
+        meta['dataset_meta'] = dict(classes=list(IMAGENET_CATEGORIES))
+    save_atomically(dict(state_dict=converted, meta=meta), dst)
+    config = matching_config(arch_info)
+    line = f'{src}: found {describe_arch(arch_info)} -> {dst}'
+    if config:
+        line += f' (config: {config})'
+    elif not arch_info['arch'] and not arch_info['heads_given']:
+        line += '; pass --num-heads if the heads differ'
+    return line
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    args = parse_args(argv)
+    # soft wrapping keeps every message on one line
+    console = Console(soft_wrap=True)
+    errors = Console(stderr=True, soft_wrap=True)
+    try:
+        jobs = collect_jobs(args.src, args.dst)
+    except (FileNotFoundError, ValueError) as error:
+        errors.print(f'error: {error}', markup=False, highlight=False)
+        return 1
+    failed = 0
+    with Progress(console=console, transient=True,
+                  disable=len(jobs) == 1) as progress:
+        task = progress.add_task('Converting', total=len(jobs))
+        for src, dst in jobs:
+            try:
+                line = convert_file(src, dst, args.num_heads,
+                                    args.trust_pickle)
+                progress.console.print(line, markup=False, highlight=False)
+            except ValueError as error:
+                failed += 1
+                errors.print(f'error: {error}', markup=False, highlight=False)
+            progress.advance(task)
+    return 1 if failed else 0
+
+
+if __name__ == '__main__':
+    sys.exit(main())
