@@ -1,0 +1,109 @@
+"""MAC counting: against a formula written out by hand, and the paper."""
+import importlib.util
+import re
+from pathlib import Path
+
+import pytest
+from mmpretrain.registry import MODELS
+
+import t2t_plugin  # noqa: F401
+from t2t_plugin.analysis import PAPER_MACS, count_complexity
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _load_get_flops():
+    path = ROOT / 'tools/analysis_tools/get_flops.py'
+    spec = importlib.util.spec_from_file_location('get_flops', path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+get_flops = _load_get_flops()
+
+
+def expected_macs(token_layer, side, embed, depth, ffn, token_dims,
+                  num_classes):
+    """MACs of a T2T-ViT classifier with the default soft splits.
+
+    Returns (total, attention products).
+    """
+    m = token_dims // 2
+    total = attention = 0
+    splits = [((side // 4)**2, 3 * 7 * 7), ((side // 8)**2, token_dims * 9)]
+    for tokens, in_dims in splits:
+        total += tokens * in_dims * 3 * token_dims  # qkv / kqv
+        total += 3 * tokens * token_dims * token_dims  # proj and the MLP
+        if token_layer == 'transformer':
+            products = 2 * tokens * tokens * token_dims  # q k^T, attn v
+        else:
+            # phi(q), phi(k); phi(k)^T v; phi(q) (...); the normaliser
+            products = (2 * tokens * token_dims * m + 2 * tokens * m *
+                        token_dims + tokens * m)
+        total += products
+        attention += products
+    total += (side // 16)**2 * token_dims * 9 * embed  # projection
+    length = (side // 16)**2 + 1
+    per_layer_products = 2 * length * length * embed
+    total += depth * (length * embed * 4 * embed + 2 * length * embed * ffn +
+                      per_layer_products)
+    attention += depth * per_layer_products
+    return total + embed * num_classes, attention
+
+
+def _classifier(arch, img_size, num_classes):
+    embed = arch['embed_dims'] if isinstance(arch, dict) else 384
+    return MODELS.build(
+        dict(
+            type='ImageClassifier',
+            backbone=dict(
+                type='T2TViT',
+                arch=arch,
+                img_size=img_size,
+                t2t_cfg=dict(token_dims=16) if isinstance(arch, dict) else
+                None),
+            head=dict(
+                type='T2TClsHead', num_classes=num_classes,
+                in_channels=embed)))
+
+
+@pytest.mark.parametrize('token_layer', ['performer', 'transformer'])
+def test_counts_match_the_formula(token_layer):
+    arch = dict(token_layer=token_layer, embed_dims=48, num_layers=2,
+                num_heads=3, feedforward_channels=96)
+    result = count_complexity(_classifier(arch, 64, 10), (64, 64))
+    total, attention = expected_macs(token_layer, 64, 48, 2, 96, 16, 10)
+    assert result.macs == total
+    assert result.attention_macs == attention
+
+
+def _run_tool(capsys, tmp_path, arch):
+    """get_flops.py on the arch's config; a stand-in until it exists."""
+    config = ROOT / f'configs/t2t-vit-{arch}_8xb64_in1k.py'
+    if not config.is_file():
+        config = tmp_path / f't2t-vit-{arch}.py'
+        config.write_text(
+            'model = dict(type="ImageClassifier", backbone=dict('
+            f'type="T2TViT", arch="{arch}"), head=dict(type="T2TClsHead", '
+            'num_classes=1000, in_channels=384))\n')
+    assert get_flops.main([str(config)]) == 0
+    return capsys.readouterr().out
+
+
+@pytest.mark.parametrize('arch,params', [('14', 21_465_806),
+                                         ('t-14', 21_465_422)])
+def test_tool_is_within_a_few_percent_of_the_paper(capsys, tmp_path, arch,
+                                                   params):
+    out = _run_tool(capsys, tmp_path, arch)
+    assert f'({params:,})' in out
+    macs = float(re.search(r'^MACs +([\d.]+)G', out, re.M).group(1))
+    paper = float(re.search(r'^Paper MACs +([\d.]+)G', out, re.M).group(1))
+    assert paper * 1e9 == PAPER_MACS[(arch, 224)]
+    assert macs == pytest.approx(paper, rel=0.03)
+    attention = float(
+        re.search(r'attention products ([\d.]+)G', out).group(1))
+    if arch == 't-14':
+        # what hook counters miss; the first T2T layer alone: 2 * 3136^2 * 64
+        assert attention > 2 * 3136**2 * 64 / 1e9
+

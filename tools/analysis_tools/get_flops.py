@@ -1,0 +1,140 @@
+"""Parameters and MACs of a T2T-ViT config, attention products counted.
+
+Examples::
+
+    python tools/analysis_tools/get_flops.py configs/t2t-vit-t-14_8xb64_in1k.py
+    python tools/analysis_tools/get_flops.py CONFIG --shape 384 384
+    python tools/analysis_tools/get_flops.py --all   # every arch vs the paper
+"""
+import argparse
+import sys
+from typing import List, Optional, Sequence
+
+import torch
+from mmengine.config import Config, DictAction
+from mmpretrain.registry import MODELS
+from rich.console import Console
+from rich.progress import track
+from rich.table import Table
+
+import t2t_plugin  # noqa: F401  (registers the models)
+from t2t_plugin.analysis import PAPER_MACS, ModelComplexity, count_complexity
+from t2t_plugin.models import T2TViT
+
+
+def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        description='Count parameters and multiply-accumulates (MACs) of a '
+        'model, the attention matrix products included, and compare them '
+        "with the paper's figures.")
+    parser.add_argument('config', nargs='?', help='model config file')
+    parser.add_argument(
+        '--shape',
+        type=int,
+        nargs='+',
+        help='input size: H [W] (default: the size the model is built for)')
+    parser.add_argument(
+        '--all',
+        action='store_true',
+        help="count every arch of the paper's tables at its resolution")
+    parser.add_argument(
+        '--cfg-options',
+        nargs='+',
+        action=DictAction,
+        help='override config settings, as in mmpretrain tools')
+    args = parser.parse_args(argv)
+    if bool(args.config) == args.all:
+        parser.error('give either a CONFIG or --all')
+    if args.shape and len(args.shape) not in (1, 2):
+        parser.error('--shape takes H or H W')
+    return args
+
+
+def build_classifier(arch: str, img_size: int) -> torch.nn.Module:
+    """An ImageNet classifier of ``arch``, built for ``img_size``."""
+    embed_dims = T2TViT.arch_zoo[arch]['embed_dims']
+    return MODELS.build(
+        dict(
+            type='ImageClassifier',
+            backbone=dict(type='T2TViT', arch=arch, img_size=img_size),
+            head=dict(
+                type='T2TClsHead', num_classes=1000, in_channels=embed_dims)))
+
+
+def _giga(value: float) -> str:
+    return f'{value / 1e9:.2f}G'
+
+
+def _versus_paper(result: ModelComplexity, paper: Optional[float]) -> str:
+    if paper is None:
+        return '-'
+    return f'{100 * (result.macs / paper - 1):+.1f}%'
+
+
+def run_all(console: Console) -> None:
+    table = Table(title='T2T-ViT complexity (1000 classes, one image)')
+    for column in ('arch', 'input', 'params', 'MACs', 'of which attention',
+                   'paper MACs', 'ours vs paper'):
+        table.add_column(column, justify='left' if column == 'arch' else
+                         'right')
+    for (arch, side), paper in track(
+            list(PAPER_MACS.items()),
+            description='Counting',
+            console=console,
+            transient=True):
+        result = count_complexity(build_classifier(arch, side), (side, side))
+        table.add_row(arch, f'{side}x{side}', f'{result.params / 1e6:.2f}M',
+                      _giga(result.macs), _giga(result.attention_macs),
+                      _giga(paper), _versus_paper(result, paper))
+    console.print(table)
+
+
+def run_config(args: argparse.Namespace, console: Console) -> None:
+    cfg = Config.fromfile(args.config)
+    if args.cfg_options:
+        cfg.merge_from_dict(args.cfg_options)
+    model = MODELS.build(cfg.model)
+    backbone = getattr(model, 'backbone', model)
+    if args.shape:
+        shape = (args.shape[0], args.shape[-1])
+    elif hasattr(backbone, 'tokens_to_token'):
+        t2t = backbone.tokens_to_token
+        shape = tuple(side * t2t.total_stride for side in t2t.init_out_size)
+    else:
+        shape = (224, 224)
+    in_channels = cfg.model.get('backbone', {}).get('in_channels', 3)
+    result = count_complexity(model, shape, in_channels)
+    arch = cfg.model.get('backbone', {}).get('arch')
+    if isinstance(arch, str):
+        arch = arch.lower().replace('t2t-vit-', '')
+    paper = PAPER_MACS.get((arch, shape[0])) if shape[0] == shape[1] else None
+    lines: List[str] = [
+        f'Config      {args.config}',
+        f'Input       {in_channels}x{shape[0]}x{shape[1]}',
+        f'Params      {result.params / 1e6:.2f}M ({result.params:,})',
+        f'MACs        {_giga(result.macs)} (attention products '
+        f'{_giga(result.attention_macs)})',
+    ]
+    if paper is not None:
+        lines.append(f'Paper MACs  {_giga(paper)} '
+                     f'(ours {_versus_paper(result, paper)})')
+    for line in lines:
+        console.print(line, markup=False, highlight=False)
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    args = parse_args(argv)
+    console = Console(soft_wrap=True)
+    try:
+        if args.all:
+            run_all(console)
+        else:
+            run_config(args, console)
+    except (FileNotFoundError, ValueError, KeyError) as error:
+        print(f'error: {error}', file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == '__main__':
+    sys.exit(main())
