@@ -26,4 +26,4 @@ lint:
 	$(PYTHON) -m ruff check t2t_plugin tools tests configs
 
 demo: install
-	@echo "The demo is not yet available."
+	$(PYTHON) tools/demo.py

@@ -1,0 +1,37 @@
+# Runtime shared by every classification config of this project.
+# Registries of mmpretrain, with this plugin's modules added on import.
+default_scope = 'mmpretrain'
+custom_imports = dict(imports=['t2t_plugin'], allow_failed_imports=False)
+
+default_hooks = dict(
+    timer=dict(type='IterTimerHook'),
+    logger=dict(type='LoggerHook', interval=100),
+    param_scheduler=dict(type='ParamSchedulerHook'),
+    # Written to a temporary file and renamed, so a run killed while saving
+    # never leaves a truncated checkpoint for `--resume auto` to pick up.
+    checkpoint=dict(
+        type='CheckpointHook',
+        interval=1,
+        max_keep_ckpts=3,
+        save_best='auto',
+        backend_args=dict(backend='atomic_local')),
+    sampler_seed=dict(type='DistSamplerSeedHook'),
+    visualization=dict(type='VisualizationHook', enable=False),
+    # work_dirs/<config>/curves.png (loss, lr, accuracy) after training.
+    curves=dict(type='TrainingCurvesHook'),
+)
+
+env_cfg = dict(
+    cudnn_benchmark=False,
+    mp_cfg=dict(mp_start_method='fork', opencv_num_threads=0),
+    # tools/train.py switches to gloo on machines without CUDA.
+    dist_cfg=dict(backend='nccl'),
+)
+
+vis_backends = [dict(type='LocalVisBackend')]
+visualizer = dict(type='UniversalVisualizer', vis_backends=vis_backends)
+
+log_level = 'INFO'
+load_from = None
+resume = False
+randomness = dict(seed=None, deterministic=False)

@@ -1,0 +1,94 @@
+import os.path as osp
+import pickle
+from typing import List
+
+import numpy as np
+from mmpretrain.datasets import CIFAR10, CIFAR100
+from mmpretrain.registry import DATASETS
+
+# The README section a user is sent to when files are missing.
+DATA_DOC = "README.md, section 'Data preparation'"
+
+
+class _LocalCIFARMixin:
+    """Reads the python-pickle CIFAR files that are already on disk.
+
+    mmpretrain's CIFAR classes verify md5 sums of every file and try to
+    download the archive when a check fails, which breaks on machines without
+    internet and on re-packed copies of the data. This variant only needs the
+    standard pickle layout under ``data_root``::
+
+        data_root/cifar-10-batches-py/{data_batch_1..5, test_batch}
+        data_root/cifar-100-python/{train, test}
+
+    Class names come from the class's ``METAINFO``, as in mmpretrain.
+    """
+
+    def load_data_list(self) -> List[dict]:
+        """Load the images (HWC, RGB, uint8) and labels of the split."""
+        folder = osp.join(self.data_prefix['root'], self.base_folder)
+        names = [name for name, _ in (
+            self.train_list if self.split == 'train' else self.test_list)]
+        missing = [name for name in names
+                   if not osp.isfile(osp.join(folder, name))]
+        if missing:
+            raise FileNotFoundError(
+                f'{type(self).__name__}: expected {", ".join(missing)} in '
+                f'{folder} (the python version of the dataset); see '
+                f'{DATA_DOC}.')
+
+        images, labels = [], []
+        for name in names:
+            with open(osp.join(folder, name), 'rb') as f:
+                entry = pickle.load(f, encoding='latin1')
+            images.append(np.asarray(entry['data'], dtype=np.uint8))
+            labels.extend(entry['labels'] if 'labels' in entry else
+                          entry['fine_labels'])
+        # Rows are stored as 3 planes of 32x32 (CHW, RGB).
+        images = np.concatenate(images).reshape(-1, 3, 32, 32)
+        images = images.transpose(0, 2, 3, 1)
+
+        return [dict(img=img, gt_label=int(label))
+                for img, label in zip(images, labels)]
+
+
+@DATASETS.register_module()
+class LocalCIFAR10(_LocalCIFARMixin, CIFAR10):
+    """CIFAR-10 from the python-pickle files in ``data_root``.
+
+    Same arguments and samples as mmpretrain's ``CIFAR10``, without md5
+    checks or downloads; a missing file raises :class:`FileNotFoundError`
+    naming the expected path.
+
+    Args:
+        data_root (str): Folder that holds ``cifar-10-batches-py``.
+        split (str): ``'train'`` (50,000 images) or ``'test'`` (10,000).
+            Defaults to ``'train'``.
+        **kwargs: Other arguments of mmpretrain's ``BaseDataset``, e.g.
+            ``pipeline``.
+    """
+
+    def __init__(self, data_root: str, split: str = 'train',
+                 **kwargs) -> None:
+        super().__init__(
+            data_root=data_root, split=split, download=False, **kwargs)
+
+
+@DATASETS.register_module()
+class LocalCIFAR100(_LocalCIFARMixin, CIFAR100):
+    """CIFAR-100 (fine labels) from the python-pickle files in ``data_root``.
+
+    Same arguments and samples as mmpretrain's ``CIFAR100``, without md5
+    checks or downloads.
+
+    Args:
+        data_root (str): Folder that holds ``cifar-100-python``.
+        split (str): ``'train'`` (50,000 images) or ``'test'`` (10,000).
+            Defaults to ``'train'``.
+        **kwargs: Other arguments of mmpretrain's ``BaseDataset``.
+    """
+
+    def __init__(self, data_root: str, split: str = 'train',
+                 **kwargs) -> None:
+        super().__init__(
+            data_root=data_root, split=split, download=False, **kwargs)

@@ -1,0 +1,64 @@
+from typing import List, Optional
+
+import numpy as np
+from mmpretrain.datasets import BaseDataset
+from mmpretrain.registry import DATASETS
+
+
+@DATASETS.register_module()
+class DigitsDataset(BaseDataset):
+    """The handwritten digits bundled with scikit-learn, as 8x8 images.
+
+    ``sklearn.datasets.load_digits`` ships the test part of the UCI
+    Optical Recognition of Handwritten Digits data: 1,797 images of 8x8
+    pixels with 17 grey levels (0-16) and 10 classes. Nothing is downloaded,
+    which makes it the dataset of the embedded demo. A fixed permutation
+    drawn from ``seed`` splits it into ``train`` and ``val``; each sample is
+    a ``uint8`` image of shape (8, 8) with grey levels rescaled to 0-255.
+
+    Args:
+        split (str): ``'train'``, ``'val'`` or ``'all'``. Defaults to
+            ``'train'``.
+        val_ratio (float): Share of the images that go to ``val``.
+            Defaults to 0.2 (1,438 train, 359 val images).
+        seed (int): Seed of the split permutation. Defaults to 0.
+        pipeline (Sequence): Transforms of each sample. Defaults to ().
+        **kwargs: Other arguments of mmpretrain's ``BaseDataset``.
+    """
+
+    METAINFO = {'classes': tuple(str(i) for i in range(10))}
+    SPLITS = ('train', 'val', 'all')
+
+    def __init__(self,
+                 split: str = 'train',
+                 val_ratio: float = 0.2,
+                 seed: int = 0,
+                 pipeline: Optional[list] = None,
+                 **kwargs) -> None:
+        if split not in self.SPLITS:
+            raise ValueError(f'Unknown split {split!r}; choose one of '
+                             f'{self.SPLITS}.')
+        if not 0 < val_ratio < 1:
+            raise ValueError(
+                f'val_ratio must lie in (0, 1), got {val_ratio}.')
+        self.split = split
+        self.val_ratio = val_ratio
+        self.seed = seed
+        super().__init__(ann_file='', pipeline=pipeline or (), **kwargs)
+
+    def load_data_list(self) -> List[dict]:
+        """Split the bundled digits and return this split's samples."""
+        from sklearn.datasets import load_digits
+
+        digits = load_digits()
+        images = np.round(digits.images * (255 / 16)).astype(np.uint8)
+        order = np.random.default_rng(self.seed).permutation(len(images))
+        num_val = int(round(len(images) * self.val_ratio))
+        if self.split == 'val':
+            order = np.sort(order[:num_val])
+        elif self.split == 'train':
+            order = np.sort(order[num_val:])
+        else:
+            order = np.arange(len(images))
+        return [dict(img=images[i], gt_label=int(digits.target[i]))
+                for i in order]

@@ -1,0 +1,23 @@
+"""Training helpers: atomic and loadable checkpoints, CPU autocast and
+distributed set-up, training curves, and input checks for the tools."""
+from .checkpoint import (
+    AtomicLocalBackend,
+    allow_mmengine_checkpoints,
+    checkpoint_safe_globals,
+)
+from .curves import find_scalar_files, load_scalars, plot_curves
+from .distributed import init_cpu_dist, setup_cpu_dist
+from .hooks import TrainingCurvesHook
+from .inputs_check import find_missing_inputs
+from .optim_wrapper import AutocastOptimWrapper
+
+# Resume, ``load_from`` and ``Pretrained`` initialisation all go through
+# ``torch.load``; configs import this package before any of them runs.
+allow_mmengine_checkpoints()
+
+__all__ = [
+    'AtomicLocalBackend', 'AutocastOptimWrapper', 'TrainingCurvesHook',
+    'allow_mmengine_checkpoints', 'checkpoint_safe_globals',
+    'find_missing_inputs', 'find_scalar_files', 'init_cpu_dist',
+    'load_scalars', 'plot_curves', 'setup_cpu_dist'
+]

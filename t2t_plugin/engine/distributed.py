@@ -1,0 +1,90 @@
+"""Distributed set-up for machines without CUDA (gloo backend).
+
+mmengine's ``init_dist`` calls ``torch.cuda.set_device`` whatever the
+backend, and the Runner wraps the model in DDP with
+``device_ids=[LOCAL_RANK]``, which DDP rejects for a CPU model. The process
+group is therefore opened here, before the Runner is built (the Runner then
+skips its own initialisation), and the model wrapper is told to use no
+device ids.
+"""
+import datetime
+import os
+import subprocess
+
+import torch.distributed as torch_dist
+from mmengine.config import Config
+
+LAUNCHERS = ('pytorch', 'slurm', 'mpi')
+
+
+def _export_slurm_env() -> None:
+    """Fill torch's rendezvous variables from Slurm's."""
+    node_list = os.environ['SLURM_NODELIST']
+    os.environ.setdefault(
+        'MASTER_ADDR',
+        subprocess.getoutput(f'scontrol show hostname {node_list} | head -n1'))
+    os.environ.setdefault('MASTER_PORT', '29500')
+    os.environ['WORLD_SIZE'] = os.environ['SLURM_NTASKS']
+    os.environ['RANK'] = os.environ['SLURM_PROCID']
+    os.environ['LOCAL_RANK'] = os.environ.get('SLURM_LOCALID', '0')
+
+
+def _export_mpi_env() -> None:
+    """Fill torch's rendezvous variables from Open MPI's."""
+    os.environ.setdefault('MASTER_ADDR', '127.0.0.1')
+    os.environ.setdefault('MASTER_PORT', '29500')
+    os.environ['WORLD_SIZE'] = os.environ['OMPI_COMM_WORLD_SIZE']
+    os.environ['RANK'] = os.environ['OMPI_COMM_WORLD_RANK']
+    os.environ['LOCAL_RANK'] = os.environ['OMPI_COMM_WORLD_LOCAL_RANK']
+
+
+def init_cpu_dist(launcher: str, timeout: float = 1800.) -> None:
+    """Open a gloo process group from the launcher's environment.
+
+    Args:
+        launcher (str): ``'pytorch'`` (torchrun), ``'slurm'`` (srun) or
+            ``'mpi'`` (mpirun).
+        timeout (float): Seconds collective operations may wait.
+            Defaults to 1800.
+    """
+    if launcher not in LAUNCHERS:
+        raise ValueError(
+            f'Unknown launcher {launcher!r}; choose one of {LAUNCHERS}.')
+    if launcher == 'slurm':
+        _export_slurm_env()
+    elif launcher == 'mpi':
+        _export_mpi_env()
+    missing = [name for name in ('MASTER_ADDR', 'MASTER_PORT', 'RANK',
+                                 'WORLD_SIZE') if name not in os.environ]
+    if missing:
+        raise RuntimeError(
+            f'launcher={launcher!r} needs the environment variables '
+            f'{", ".join(missing)}; start the script with torchrun, e.g. '
+            'tools/dist_train.sh.')
+    torch_dist.init_process_group(
+        backend='gloo',
+        rank=int(os.environ['RANK']),
+        world_size=int(os.environ['WORLD_SIZE']),
+        timeout=datetime.timedelta(seconds=timeout))
+
+
+def setup_cpu_dist(cfg: Config, launcher: str) -> None:
+    """Prepare a config and the process group for CPU-only distributed runs.
+
+    Args:
+        cfg (Config): The run's config; its ``env_cfg.dist_cfg`` backend is
+            set to gloo and, unless the config has its own,
+            ``model_wrapper_cfg`` to a DDP without device ids.
+        launcher (str): ``'pytorch'``, ``'slurm'`` or ``'mpi'``.
+    """
+    dist_cfg = cfg.setdefault('env_cfg', {}).setdefault('dist_cfg', {})
+    dist_cfg['backend'] = 'gloo'
+    if cfg.get('model_wrapper_cfg') is None:
+        # An explicit None: the Runner's default is [LOCAL_RANK].
+        cfg.model_wrapper_cfg = dict(
+            type='MMDistributedDataParallel',
+            device_ids=None,
+            broadcast_buffers=False,
+            find_unused_parameters=cfg.get('find_unused_parameters', False))
+    if not torch_dist.is_initialized():
+        init_cpu_dist(launcher, timeout=dist_cfg.get('timeout', 1800))

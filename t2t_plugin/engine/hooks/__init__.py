@@ -1,0 +1,3 @@
+from .training_curves_hook import TrainingCurvesHook
+
+__all__ = ['TrainingCurvesHook']

@@ -1,0 +1,104 @@
+"""Checks, before a run starts, that the files a config names exist.
+
+Without them a missing dataset or checkpoint surfaces deep inside dataset or
+model construction as a long traceback; tools call :func:`find_missing_inputs`
+first and print one line per missing path instead.
+"""
+import os.path as osp
+from typing import Iterator, List, Optional
+
+from mmengine.config import Config
+
+DATA_DOC = "README.md, section 'Data preparation'"
+CHECKPOINT_DOC = "README.md, section 'Training'"
+
+# Datasets that read ``data_root/<split>`` when ``split`` is given.
+_SPLIT_FOLDER_DATASETS = ('ImageNet', 'ImageNet21k')
+
+
+def _is_remote(path: str) -> bool:
+    return '://' in path
+
+
+def _dataset_paths(dataset: dict) -> Iterator[str]:
+    """Local paths a dataset config reads, outermost first."""
+    if 'dataset' in dataset:  # RepeatDataset, ClassBalancedDataset, ...
+        yield from _dataset_paths(dataset['dataset'])
+    for child in dataset.get('datasets', ()):  # ConcatDataset
+        yield from _dataset_paths(child)
+    root = dataset.get('data_root') or ''
+    if _is_remote(root):
+        return
+    if root:
+        yield root
+    ann_file = dataset.get('ann_file') or ''
+    if ann_file and not _is_remote(ann_file):
+        yield osp.join(root, ann_file)
+    prefix = dataset.get('data_prefix') or ''
+    prefixes = prefix.values() if isinstance(prefix, dict) else [prefix]
+    for value in prefixes:
+        if isinstance(value, str) and value and not _is_remote(value):
+            yield osp.join(root, value)
+    kind = str(dataset.get('type', '')).split('.')[-1]
+    if kind in _SPLIT_FOLDER_DATASETS and dataset.get('split') and root:
+        yield osp.join(root, dataset['split'])
+
+
+def _checkpoint_paths(node: object) -> Iterator[str]:
+    """``checkpoint`` entries of every ``init_cfg`` in a model config."""
+    if isinstance(node, dict):
+        init_cfgs = node.get('init_cfg')
+        for init_cfg in (init_cfgs if isinstance(init_cfgs, list) else
+                         [init_cfgs]):
+            if isinstance(init_cfg, dict) and isinstance(
+                    init_cfg.get('checkpoint'), str):
+                yield init_cfg['checkpoint']
+        for key, value in node.items():
+            if key != 'init_cfg':
+                yield from _checkpoint_paths(value)
+    elif isinstance(node, (list, tuple)):
+        for value in node:
+            yield from _checkpoint_paths(value)
+
+
+def find_missing_inputs(cfg: Config,
+                        dataloaders: Optional[List[str]] = None,
+                        check_load_from: bool = True) -> List[str]:
+    """Messages, one per missing dataset path or checkpoint of a config.
+
+    Args:
+        cfg (Config): The config of the run.
+        dataloaders (list[str], optional): Dataloader keys to check.
+            Defaults to ``train_dataloader``, ``val_dataloader`` and
+            ``test_dataloader``.
+        check_load_from (bool): Also check ``load_from`` (off when a test
+            run gets its checkpoint from the command line). Defaults to True.
+
+    Returns:
+        list[str]: A one-line message per missing path (empty when all
+        exist); a path missing for several dataloaders is named once.
+    """
+    keys = dataloaders or ['train_dataloader', 'val_dataloader',
+                           'test_dataloader']
+    messages, seen = [], set()
+
+    def report(path: str, what: str, doc: str) -> None:
+        if path not in seen and not osp.exists(path):
+            seen.add(path)
+            messages.append(f'{what} not found: expected {path} (see {doc}).')
+
+    for key in keys:
+        loader = cfg.get(key)
+        if not isinstance(loader, dict) or 'dataset' not in loader:
+            continue
+        for path in _dataset_paths(loader['dataset']):
+            report(path, 'Dataset', DATA_DOC)
+            if path in seen:
+                break  # the deeper paths of a missing root add nothing
+    checkpoints = list(_checkpoint_paths(cfg.get('model', {})))
+    if check_load_from and cfg.get('load_from'):
+        checkpoints.append(cfg.load_from)
+    for path in checkpoints:
+        if not _is_remote(path):
+            report(path, 'Checkpoint', CHECKPOINT_DOC)
+    return messages

@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# Training on a Slurm cluster, one task per GPU.
+#   [GPUS=8] [GPUS_PER_NODE=8] [CPUS_PER_TASK=5] [SRUN_ARGS=...] \
+#   bash tools/slurm_train.sh PARTITION JOB_NAME CONFIG [WORK_DIR] \
+#       [train.py options]
+# WORK_DIR defaults to work_dirs/<config name>.
+set -euo pipefail
+
+if [ $# -lt 3 ]; then
+    echo "usage: bash $0 PARTITION JOB_NAME CONFIG [WORK_DIR] [options]" >&2
+    exit 2
+fi
+PARTITION=$1
+JOB_NAME=$2
+CONFIG=$3
+WORK_DIR=${4:-"work_dirs/$(basename "${CONFIG%.py}")"}
+GPUS=${GPUS:-8}
+GPUS_PER_NODE=${GPUS_PER_NODE:-8}
+CPUS_PER_TASK=${CPUS_PER_TASK:-5}
+SRUN_ARGS=${SRUN_ARGS:-""}
+TOOLS="$(cd "$(dirname "$0")" && pwd)"
+
+# SRUN_ARGS is split into words on purpose: it holds several options.
+# shellcheck disable=SC2086
+PYTHONPATH="$TOOLS/..${PYTHONPATH:+:$PYTHONPATH}" \
+srun -p "$PARTITION" \
+    --job-name="$JOB_NAME" \
+    --gres=gpu:"$GPUS_PER_NODE" \
+    --ntasks="$GPUS" \
+    --ntasks-per-node="$GPUS_PER_NODE" \
+    --cpus-per-task="$CPUS_PER_TASK" \
+    --kill-on-bad-exit=1 \
+    $SRUN_ARGS \
+    "${PYTHON:-python}" -u "$TOOLS/train.py" "$CONFIG" \
+    --work-dir="$WORK_DIR" --launcher=slurm "${@:5}"

@@ -1,0 +1,129 @@
+"""Evaluate a checkpoint on a config's test set with mmengine's Runner.
+
+Works for this project's mmpretrain configs and for mmdet / mmseg configs
+with the T2T-ViT backbone. Prints the metrics (top-1 / top-5 accuracy for
+classification) and can save them or the predictions with ``--out``.
+"""
+import argparse
+import os
+import os.path as osp
+import sys
+
+import torch
+from mmengine.config import Config, DictAction
+from mmengine.evaluator import DumpResults
+from mmengine.fileio import dump
+from mmengine.registry import RUNNERS
+from mmengine.runner import Runner
+
+from t2t_plugin.engine import find_missing_inputs, setup_cpu_dist
+
+
+def parse_args() -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument('config', help='config file')
+    parser.add_argument('checkpoint', help='checkpoint file')
+    parser.add_argument(
+        '--work-dir', help='folder for the logs (default work_dirs/<config>)')
+    parser.add_argument(
+        '--out',
+        help='file to save the metrics to (.json, .yaml or .pkl) or, with '
+        '--out-item pred, the predictions (.pkl)')
+    parser.add_argument(
+        '--out-item',
+        choices=['metrics', 'pred'],
+        default='metrics',
+        help='what --out saves')
+    parser.add_argument(
+        '--show-dir',
+        help='save images with their predictions drawn to this folder '
+        '(inside the work dir if relative)')
+    parser.add_argument(
+        '--cfg-options',
+        nargs='+',
+        action=DictAction,
+        help='override config entries, e.g. test_dataloader.batch_size=32')
+    parser.add_argument(
+        '--launcher',
+        choices=['none', 'pytorch', 'slurm', 'mpi'],
+        default='none',
+        help='how the processes were started (none: a single process)')
+    parser.add_argument('--local_rank', '--local-rank', type=int, default=0)
+    args = parser.parse_args()
+    os.environ.setdefault('LOCAL_RANK', str(args.local_rank))
+    return args
+
+
+def enable_show(cfg: Config, show_dir: str) -> None:
+    """Switch on the visualization hook of any OpenMMLab toolbox."""
+    hook = cfg.get('default_hooks', {}).get('visualization')
+    if hook is None:
+        raise ValueError('--show-dir needs a visualization hook in '
+                         'default_hooks.')
+    if cfg.get('default_scope') == 'mmpretrain':
+        hook.update(enable=True, out_dir=show_dir)
+    else:  # mmdet's and mmseg's hooks
+        hook.update(draw=True, test_out_dir=show_dir)
+
+
+def merge_args(cfg: Config, args: argparse.Namespace) -> Config:
+    """Apply the command-line options to the config."""
+    if args.cfg_options:
+        cfg.merge_from_dict(args.cfg_options)
+    if args.work_dir:
+        cfg.work_dir = args.work_dir
+    elif cfg.get('work_dir') is None:
+        cfg.work_dir = osp.join('./work_dirs',
+                                osp.splitext(osp.basename(args.config))[0])
+    cfg.load_from = args.checkpoint
+    cfg.launcher = args.launcher
+    if args.show_dir:
+        enable_show(cfg, args.show_dir)
+    if args.out and args.out_item == 'pred' and not args.out.endswith('.pkl'):
+        raise ValueError('--out-item pred saves a .pkl file; got --out '
+                         f'{args.out}.')
+    return cfg
+
+
+def main() -> int:
+    args = parse_args()
+    for path, what in ((args.config, 'Config'),
+                       (args.checkpoint, 'Checkpoint')):
+        if not osp.isfile(path):
+            print(f'{what} not found: {path}', file=sys.stderr)
+            return 2
+    try:
+        cfg = merge_args(Config.fromfile(args.config), args)
+    except (ValueError, KeyError) as error:
+        print(f'Invalid options for {args.config}: {error}', file=sys.stderr)
+        return 2
+    missing = find_missing_inputs(
+        cfg, ['test_dataloader'], check_load_from=False)
+    if missing:
+        print('\n'.join(missing), file=sys.stderr)
+        return 1
+
+    if args.launcher != 'none' and not torch.cuda.is_available():
+        setup_cpu_dist(cfg, args.launcher)
+
+    try:
+        runner = (Runner.from_cfg(cfg) if 'runner_type' not in cfg else
+                  RUNNERS.build(cfg))
+        if args.out and args.out_item == 'pred':
+            runner.test_evaluator.metrics.append(
+                DumpResults(out_file_path=args.out))
+        metrics = runner.test()
+    except FileNotFoundError as error:
+        print(error, file=sys.stderr)
+        return 1
+    if args.out and args.out_item == 'metrics' and runner.rank == 0:
+        dump(metrics, args.out)
+    if runner.rank == 0:
+        for name, value in metrics.items():
+            print(f'{name}: {value:.4f}' if isinstance(value, float) else
+                  f'{name}: {value}')
+    return 0
+
+
+if __name__ == '__main__':
+    sys.exit(main())

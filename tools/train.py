@@ -1,0 +1,154 @@
+"""Train a model from an mmengine config with mmengine's Runner.
+
+Works for this project's mmpretrain configs and for mmdet / mmseg configs
+that use ``type='mmpretrain.T2TViT'`` (the config's ``default_scope`` picks
+the registries). Outputs go to ``work_dirs/<config name>/`` unless
+``--work-dir`` says otherwise.
+"""
+import argparse
+import os
+import os.path as osp
+import sys
+
+import torch
+from mmengine.config import Config, DictAction
+from mmengine.registry import RUNNERS
+from mmengine.runner import Runner
+
+from t2t_plugin.engine import find_missing_inputs, setup_cpu_dist
+
+
+def parse_args() -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument('config', help='config file')
+    parser.add_argument('--work-dir', help='folder for logs and checkpoints')
+    parser.add_argument(
+        '--resume',
+        nargs='?',
+        type=str,
+        const='auto',
+        help='resume from the latest checkpoint in the work dir (no value '
+        'or "auto") or from the checkpoint PATH given')
+    parser.add_argument(
+        '--amp',
+        action='store_true',
+        help='mixed precision: fp16 autocast with dynamic loss scaling on '
+        'CUDA (bf16 if the config sets optim_wrapper.dtype), bf16 autocast '
+        'on CPU')
+    parser.add_argument(
+        '--auto-scale-lr',
+        action='store_true',
+        help='scale the learning rate by the real batch size over the '
+        "config's auto_scale_lr.base_batch_size")
+    parser.add_argument(
+        '--no-validate',
+        action='store_true',
+        help='skip evaluation during training')
+    parser.add_argument(
+        '--cfg-options',
+        nargs='+',
+        action=DictAction,
+        help='override config entries, e.g. train_cfg.max_epochs=10 '
+        '"model.backbone.arch=t-14"')
+    parser.add_argument(
+        '--launcher',
+        choices=['none', 'pytorch', 'slurm', 'mpi'],
+        default='none',
+        help='how the processes were started (none: a single process)')
+    # torch.distributed.launch passes --local_rank (or --local-rank).
+    parser.add_argument('--local_rank', '--local-rank', type=int, default=0)
+    args = parser.parse_args()
+    os.environ.setdefault('LOCAL_RANK', str(args.local_rank))
+    return args
+
+
+def set_amp(cfg: Config) -> None:
+    """Turn on mixed precision in ``cfg.optim_wrapper``."""
+    optim_wrapper = cfg.optim_wrapper
+    kind = optim_wrapper.get('type', 'OptimWrapper')
+    if kind not in ('OptimWrapper', 'AmpOptimWrapper',
+                    'AutocastOptimWrapper'):
+        raise ValueError(f'--amp supports OptimWrapper configs, but this '
+                         f'one uses {kind}; set mixed precision in the '
+                         'config instead.')
+    if torch.cuda.is_available():
+        optim_wrapper.type = 'AmpOptimWrapper'
+        optim_wrapper.setdefault('loss_scale', 'dynamic')
+    else:
+        # mmengine's AmpOptimWrapper asserts on CPU; CPU autocast is bf16.
+        optim_wrapper.type = 'AutocastOptimWrapper'
+        optim_wrapper.pop('loss_scale', None)
+        optim_wrapper.dtype = 'bfloat16'
+
+
+def merge_args(cfg: Config, args: argparse.Namespace) -> Config:
+    """Apply the command-line options to the config."""
+    if args.cfg_options:
+        cfg.merge_from_dict(args.cfg_options)
+    if args.work_dir:
+        cfg.work_dir = args.work_dir
+    elif cfg.get('work_dir') is None:
+        cfg.work_dir = osp.join('./work_dirs',
+                                osp.splitext(osp.basename(args.config))[0])
+    if args.amp:
+        set_amp(cfg)
+    if args.resume == 'auto':
+        cfg.resume = True
+        cfg.load_from = None
+    elif args.resume is not None:
+        cfg.resume = True
+        cfg.load_from = args.resume
+    if args.auto_scale_lr:
+        if 'base_batch_size' not in cfg.get('auto_scale_lr', {}):
+            raise ValueError('--auto-scale-lr needs auto_scale_lr = '
+                             'dict(base_batch_size=...) in the config.')
+        cfg.auto_scale_lr.enable = True
+    if args.no_validate:
+        cfg.val_cfg = cfg.val_dataloader = cfg.val_evaluator = None
+    cfg.launcher = args.launcher
+    # Atomic checkpoint writes also for configs from other toolboxes.
+    checkpoint_hook = cfg.get('default_hooks', {}).get('checkpoint')
+    if (checkpoint_hook is not None and checkpoint_hook.get('out_dir') is None
+            and checkpoint_hook.get('backend_args') is None):
+        checkpoint_hook.backend_args = dict(backend='atomic_local')
+    return cfg
+
+
+def main() -> int:
+    args = parse_args()
+    if not osp.isfile(args.config):
+        print(f'Config not found: {args.config}', file=sys.stderr)
+        return 2
+    try:
+        cfg = merge_args(Config.fromfile(args.config), args)
+    except (ValueError, KeyError) as error:
+        print(f'Invalid options for {args.config}: {error}', file=sys.stderr)
+        return 2
+
+    loaders = ['train_dataloader'] + (
+        [] if args.no_validate else ['val_dataloader'])
+    # A resumed run reads its own checkpoint; only --resume PATH is checked.
+    missing = find_missing_inputs(
+        cfg, loaders, check_load_from=args.resume != 'auto')
+    if missing:
+        print('\n'.join(missing), file=sys.stderr)
+        return 1
+
+    if args.launcher != 'none' and not torch.cuda.is_available():
+        setup_cpu_dist(cfg, args.launcher)
+
+    try:
+        runner = (Runner.from_cfg(cfg) if 'runner_type' not in cfg else
+                  RUNNERS.build(cfg))
+        runner.train()
+    except FileNotFoundError as error:
+        print(error, file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print('Interrupted; resume with --resume.', file=sys.stderr)
+        return 130
+    return 0
+
+
+if __name__ == '__main__':
+    sys.exit(main())
