@@ -1,0 +1,104 @@
+"""Channel grids of T2T-ViT token maps, as in Fig. 2 of the paper.
+
+For each image: the maps after the two T2T layers (stride 4 and 8), the
+projected tokens (stride 16) and the outputs of chosen encoder blocks, one
+PNG each, every channel min-max scaled on its own.
+
+Example::
+
+    python tools/visualization/vis_features.py demo.jpg \\
+        configs/t2t-vit-14_8xb64_in1k.py checkpoints/t2t-vit-14_in1k.pth \\
+        --blocks 0 6 13 --out-dir work_dirs/vis_features
+"""
+import argparse
+import math
+import sys
+from pathlib import Path
+from typing import List, Optional, Sequence
+
+from rich.console import Console
+from rich.progress import track
+
+from t2t_plugin.analysis import collect_token_maps, default_block_indices
+from t2t_plugin.analysis.figures import colorize, resize_map, save_panel_grid
+from t2t_plugin.apis import init_model, list_images, preprocess_image
+
+
+def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        description='Draw the token maps of a T2T-ViT (after the T2T '
+        'module and after chosen encoder blocks) as channel grids.')
+    parser.add_argument('image', help='image file, or a folder of images')
+    parser.add_argument('config', help='model config file')
+    parser.add_argument('checkpoint', help='checkpoint file')
+    parser.add_argument(
+        '--blocks',
+        type=int,
+        nargs='+',
+        help='encoder blocks to draw, from 0 (default: first, middle, last)')
+    parser.add_argument(
+        '--channels',
+        type=int,
+        default=36,
+        help='channels per map, the first ones (default 36)')
+    parser.add_argument(
+        '--panel-size',
+        type=int,
+        default=64,
+        help='side of one channel in pixels (default 64)')
+    parser.add_argument(
+        '--out-dir', default='work_dirs/vis_features', help='PNG folder')
+    parser.add_argument('--device', default='cpu', help="e.g. 'cuda:0'")
+    args = parser.parse_args(argv)
+    if args.channels < 1 or args.panel_size < 1:
+        parser.error('--channels and --panel-size must be positive')
+    return args
+
+
+def draw_features(model, image: Path, blocks: Sequence[int], channels: int,
+                  panel_size: int, out_dir: Path) -> List[Path]:
+    """Write one channel grid per token map of ``image``; return the PNGs."""
+    inputs, picture = preprocess_image(model, image)
+    maps = collect_token_maps(model.backbone, inputs, blocks)
+    written = []
+    for name, feature_map in maps.items():
+        feature_map = feature_map[0]
+        count = min(channels, feature_map.shape[0])
+        cols = math.ceil(math.sqrt(count))
+        panels = [(f'ch {index}',
+                   colorize(
+                       resize_map(feature_map[index],
+                                  (panel_size, panel_size), 'nearest')))
+                  for index in range(count)]
+        rows = [panels[start:start + cols] for start in range(0, count, cols)]
+        height, width = feature_map.shape[1:]
+        stride = picture.shape[0] // height
+        title = (f'{image.name} {name}: {height}x{width}, stride {stride}, '
+                 f'{count}/{feature_map.shape[0]} channels')
+        written.append(
+            save_panel_grid(rows, out_dir / f'{image.stem}_{name}.png',
+                            title))
+    return written
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    args = parse_args(argv)
+    console = Console(soft_wrap=True)
+    try:
+        images = list_images(args.image)
+        model = init_model(args.config, args.checkpoint, args.device)
+        blocks = args.blocks or default_block_indices(
+            len(model.backbone.encoder))
+        for image in track(images, description='Drawing', console=console,
+                           transient=True, disable=len(images) == 1):
+            for path in draw_features(model, image, blocks, args.channels,
+                                      args.panel_size, Path(args.out_dir)):
+                console.print(str(path), markup=False, highlight=False)
+    except (FileNotFoundError, ValueError, TypeError) as error:
+        print(f'error: {error}', file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == '__main__':
+    sys.exit(main())
