@@ -18,7 +18,7 @@ model = dict(
             prefix='backbone.')),
     head=dict(
         num_classes=10,
-        loss=dict(type='CrossEntropyLoss', loss_weight=1.0)),
+        loss=dict(_delete_=True, type='CrossEntropyLoss', loss_weight=1.0)),
     # Plain labels: no mixup or cutmix in the transfer recipe.
     train_cfg=None,
 )

@@ -80,10 +80,10 @@ param_scheduler = [
         eta_min=1e-5,
         by_epoch=True,
         begin=5,
-        end=60,
+        end=40,
         convert_to_iter_based=True),
 ]
-train_cfg = dict(by_epoch=True, max_epochs=60, val_interval=5)
+train_cfg = dict(by_epoch=True, max_epochs=40, val_interval=4)
 val_cfg = dict()
 test_cfg = dict()
 auto_scale_lr = dict(base_batch_size=64)

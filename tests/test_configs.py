@@ -1,0 +1,263 @@
+"""Every config builds a working model; the ImageNet configs carry the
+official recipe (optimizer, schedule values, augmentations, hooks)."""
+import copy
+import math
+from pathlib import Path
+
+import pytest
+import torch
+from mmengine.config import Config
+from mmengine.model import ExponentialMovingAverage
+from mmengine.optim import build_optim_wrapper
+from mmengine.registry import PARAM_SCHEDULERS
+from mmpretrain.registry import MODELS
+
+import t2t_plugin  # noqa: F401
+
+CONFIG_DIR = Path(__file__).resolve().parents[1] / 'configs'
+# Top level only: configs/_base_, configs/det and configs/seg are not
+# classification configs.
+CONFIGS = sorted(CONFIG_DIR.glob('*.py'))
+
+# (lr, weight decay) of the official recipe per variant, batch 512.
+RECIPE = {
+    't2t-vit-7_8xb64_in1k': (1e-3, 0.03),
+    't2t-vit-10_8xb64_in1k': (1e-3, 0.03),
+    't2t-vit-12_8xb64_in1k': (1e-3, 0.03),
+    't2t-vit-14_8xb64_in1k': (5e-4, 0.05),
+    't2t-vit-14_8xb64_in1k-384px': (5e-4, 0.05),
+    't2t-vit-19_8xb64_in1k': (5e-4, 0.065),
+    't2t-vit-24_8xb64_in1k': (5e-4, 0.065),
+    't2t-vit-t-14_8xb64_in1k': (5e-4, 0.05),
+    't2t-vit-t-19_8xb64_in1k': (5e-4, 0.065),
+    't2t-vit-t-24_8xb64_in1k': (5e-4, 0.065),
+}
+TINY_ARCH = dict(
+    token_layer='performer',
+    embed_dims=32,
+    num_layers=2,
+    num_heads=2,
+    feedforward_channels=64)
+
+
+def load(name: str) -> Config:
+    return Config.fromfile(CONFIG_DIR / f'{name}.py')
+
+
+def test_all_variants_have_configs():
+    names = {path.stem for path in CONFIGS}
+    assert set(RECIPE) <= names
+    assert {'t2t-vit-mini_1xb64_digits', 't2t-vit-7_1xb128_cifar10-32px',
+            't2t-vit-14_in1k-pre_1xb64_cifar10-224px',
+            't2t-vit-14_in1k-pre_1xb64_cifar100-224px'} <= names
+
+
+@pytest.mark.parametrize('path', CONFIGS, ids=lambda p: p.stem)
+def test_config_builds_model_and_runs_forward(path):
+    cfg = Config.fromfile(path)
+    assert cfg.default_scope == 'mmpretrain'
+    assert cfg.custom_imports == dict(
+        imports=['t2t_plugin'], allow_failed_imports=False)
+    num_classes = cfg.model.head.num_classes
+    assert cfg.data_preprocessor.num_classes == num_classes
+
+    model_cfg = copy.deepcopy(cfg.model)
+    backbone = model_cfg.backbone
+    # The full-size ImageNet models take seconds at 224; 64x64 inputs run
+    # the same layers.
+    size = min(backbone.img_size, 64)
+    backbone.img_size = size
+    backbone.pop('init_cfg', None)  # transfer configs name a checkpoint
+    model = MODELS.build(model_cfg).eval()
+    channels = backbone.get('in_channels', 3)
+    with torch.no_grad():
+        logits = model(torch.randn(2, channels, size, size), mode='tensor')
+    assert logits.shape == (2, num_classes)
+    assert torch.isfinite(logits).all()
+
+
+def simulate_lr(cfg: Config, epoch_length: int) -> list:
+    """lr of each training iteration, from the config's own schedulers."""
+    optim_wrapper = build_optim_wrapper(
+        torch.nn.Linear(2, 2), dict(optimizer=cfg.optim_wrapper.optimizer))
+    schedulers = [
+        PARAM_SCHEDULERS.build(
+            copy.deepcopy(s),
+            default_args=dict(
+                optimizer=optim_wrapper, epoch_length=epoch_length))
+        for s in cfg.param_scheduler
+    ]
+    lrs = []
+    for _ in range(cfg.train_cfg.max_epochs):
+        for _ in range(epoch_length):
+            lrs.append(optim_wrapper.param_groups[0]['lr'])
+            for scheduler in schedulers:
+                if not scheduler.by_epoch:
+                    scheduler.step()
+        for scheduler in schedulers:
+            if scheduler.by_epoch:
+                scheduler.step()
+    return lrs
+
+
+@pytest.mark.parametrize('name', sorted(RECIPE))
+def test_imagenet_schedule(name):
+    cfg = load(name)
+    lr, weight_decay = RECIPE[name]
+    optimizer = cfg.optim_wrapper.optimizer
+    assert optimizer.type == 'AdamW'
+    assert optimizer.lr == lr and optimizer.weight_decay == weight_decay
+    assert cfg.train_cfg.max_epochs == 310
+    assert cfg.auto_scale_lr.base_batch_size == 512 == (
+        8 * cfg.train_dataloader.batch_size)
+
+    epoch_length = 4
+    lrs = simulate_lr(cfg, epoch_length)
+
+    def at(epoch: float) -> float:
+        return lrs[int(epoch * epoch_length)]
+
+    warmup_iters = 10 * epoch_length
+    cosine_iters = 290 * epoch_length
+    # Linear warm-up per iteration from 1e-6 to lr over 10 epochs.
+    assert at(0) == pytest.approx(1e-6, rel=1e-9)
+    for i in (1, 17, warmup_iters - 1):
+        expected = 1e-6 + (lr - 1e-6) * i / (warmup_iters - 1)
+        assert lrs[i] == pytest.approx(expected, rel=1e-9)
+    # Cosine from lr (epoch 10) to 1e-5 (epoch 300), per iteration.
+    for epoch in (10, 57.25, 155, 250.5):
+        t = (epoch - 10) * epoch_length
+        expected = 1e-5 + (lr - 1e-5) * (
+            1 + math.cos(math.pi * t / cosine_iters)) / 2
+        assert at(epoch) == pytest.approx(expected, rel=1e-9)
+    assert at(155) == pytest.approx((lr + 1e-5) / 2, rel=1e-9)
+    # Cool-down: 10 epochs at 1e-5.
+    for epoch in (300, 305, 309.75):
+        assert at(epoch) == pytest.approx(1e-5, rel=1e-3)
+    assert len(lrs) == 310 * epoch_length
+
+
+@pytest.mark.parametrize('name', sorted(RECIPE))
+def test_imagenet_no_decay_groups(name):
+    cfg = load(name)
+    model_cfg = copy.deepcopy(cfg.model)
+    model_cfg.backbone.update(arch=TINY_ARCH, img_size=64)
+    model_cfg.head.in_channels = TINY_ARCH['embed_dims']
+    model = MODELS.build(model_cfg)
+    optim_wrapper = build_optim_wrapper(model, cfg.optim_wrapper)
+    decay_of = {
+        id(p): group['weight_decay']
+        for group in optim_wrapper.param_groups for p in group['params']
+    }
+    weight_decay = RECIPE[name][1]
+    for param_name, param in model.named_parameters():
+        # timm's rule for the official recipe: no decay on 1-d parameters
+        # (norms, biases) and on the model's no_weight_decay() (cls_token).
+        no_decay = param.ndim <= 1 or param_name.endswith('cls_token')
+        assert decay_of[id(param)] == (0. if no_decay else weight_decay), \
+            param_name
+    assert 'pos_embed' not in dict(model.named_parameters())
+
+
+def pipeline_step(pipeline: list, kind: str) -> dict:
+    return next(step for step in pipeline if step['type'] == kind)
+
+
+@pytest.mark.parametrize('name', sorted(RECIPE))
+def test_imagenet_augments_and_hooks(name):
+    cfg = load(name)
+    size = 384 if name.endswith('384px') else 224
+    assert cfg.model.backbone.img_size == size
+    assert cfg.model.backbone.drop_path_rate == 0.1
+    assert cfg.model.head.loss == dict(
+        type='LabelSmoothLoss', label_smooth_val=0.1, mode='original')
+    assert cfg.model.train_cfg.augments == [
+        dict(type='Mixup', alpha=0.8),
+        dict(type='CutMix', alpha=1.0)
+    ]
+
+    train = cfg.train_dataloader.dataset
+    assert (train.type, train.data_root, train.split) == (
+        'ImageNet', 'data/imagenet', 'train')
+    crop = pipeline_step(train.pipeline, 'RandomResizedCrop')
+    assert (crop.scale, crop.interpolation) == (size, 'bicubic')
+    assert pipeline_step(train.pipeline, 'RandomFlip').prob == 0.5
+    randaug = pipeline_step(train.pipeline, 'RandAugment')
+    assert randaug.policies == 'timm_increasing'
+    assert (randaug.num_policies, randaug.magnitude_level,
+            randaug.magnitude_std) == (2, 9, 0.5)
+    assert randaug.hparams.interpolation == 'bicubic'
+    erasing = pipeline_step(train.pipeline, 'RandomErasing')
+    assert (erasing.erase_prob, erasing.mode) == (0.25, 'rand')
+
+    for loader in (cfg.val_dataloader, cfg.test_dataloader):
+        resize = pipeline_step(loader.dataset.pipeline, 'ResizeEdge')
+        assert (resize.scale, resize.edge, resize.interpolation) == (
+            248 if size == 224 else 384, 'short', 'bicubic')
+        assert pipeline_step(loader.dataset.pipeline,
+                             'CenterCrop').crop_size == size
+    assert cfg.val_evaluator == dict(type='Accuracy', topk=(1, 5))
+    assert cfg.model.head.topk == (1, 5)
+
+    (ema, ) = [h for h in cfg.custom_hooks if h.type == 'EMAHook']
+    assert ema.momentum == pytest.approx(1 - 0.99996)
+    assert cfg.default_hooks.checkpoint.backend_args == dict(
+        backend='atomic_local')
+    assert cfg.default_hooks.curves.type == 'TrainingCurvesHook'
+    if size == 384:
+        assert cfg.load_from.endswith('t2t-vit-14_8xb64_in1k/epoch_310.pth')
+
+
+def test_ema_momentum_convention():
+    # mmengine's momentum weighs the new value: 4e-5 is timm's decay
+    # 0.99996.
+    model = torch.nn.Linear(1, 1, bias=False)
+    torch.nn.init.constant_(model.weight, 1.)
+    ema = ExponentialMovingAverage(model, momentum=4e-5)
+    torch.nn.init.constant_(model.weight, 2.)
+    ema.update_parameters(model)  # the first call only copies
+    torch.nn.init.constant_(model.weight, 3.)
+    ema.update_parameters(model)
+    expected = 0.99996 * 2. + (1 - 0.99996) * 3.
+    assert ema.module.weight.item() == pytest.approx(expected, rel=1e-7)
+
+
+@pytest.mark.parametrize('classes', [10, 100])
+def test_cifar_transfer_recipe(classes):
+    cfg = load(f't2t-vit-14_in1k-pre_1xb64_cifar{classes}-224px')
+    assert cfg.model.head.num_classes == classes
+    assert cfg.model.train_cfg is None  # no mixup in the transfer recipe
+    init = cfg.model.backbone.init_cfg
+    assert (init.type, init.prefix) == ('Pretrained', 'backbone.')
+    assert cfg.train_dataloader.batch_size == 64
+    assert cfg.train_dataloader.dataset.type == f'LocalCIFAR{classes}'
+    assert cfg.train_cfg.max_epochs == 60
+    resize = pipeline_step(cfg.train_dataloader.dataset.pipeline, 'Resize')
+    assert resize.scale == 224
+
+    model_cfg = copy.deepcopy(cfg.model)
+    model_cfg.backbone.update(arch=TINY_ARCH, img_size=64, init_cfg=None)
+    model_cfg.head.in_channels = TINY_ARCH['embed_dims']
+    model = MODELS.build(model_cfg)
+    optim_wrapper = build_optim_wrapper(model, cfg.optim_wrapper)
+    lr_of = {
+        id(p): (group['lr'], group['weight_decay'], group['momentum'])
+        for group in optim_wrapper.param_groups for p in group['params']
+    }
+    for name, param in model.named_parameters():
+        lr = 0.05 if name.startswith('head.') else 0.05 * 0.01
+        assert lr_of[id(param)] == pytest.approx((lr, 5e-4, 0.9)), name
+
+    lrs = simulate_lr(cfg, epoch_length=1)
+    for epoch in (0, 13, 30, 59):
+        expected = 2e-4 + (0.05 - 2e-4) * (
+            1 + math.cos(math.pi * epoch / 60)) / 2
+        assert lrs[epoch] == pytest.approx(expected, rel=1e-9)
+
+
+def test_cifar_scratch_config_tokens():
+    cfg = load('t2t-vit-7_1xb128_cifar10-32px')
+    model = MODELS.build(cfg.model)
+    # strides 1, 2, 2: 32x32 pixels -> 8x8 tokens
+    assert model.backbone.patch_resolution == (8, 8)
+    assert cfg.train_dataloader.dataset.type == 'LocalCIFAR10'
