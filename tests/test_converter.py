@@ -14,14 +14,17 @@ import pytest
 import torch
 import torch.nn.functional as F
 from mmengine.config import Config
+from mmpretrain.datasets.categories import IMAGENET_CATEGORIES
 from mmpretrain.registry import MODELS
 from torch import nn
 
 import t2t_plugin  # noqa: F401
+from t2t_plugin.apis import inference_model, init_model, preprocess_image
 from t2t_plugin.converters import (
     convert_official_state_dict,
     detect_official_arch,
     extract_state_dict,
+    matching_config,
 )
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -299,13 +302,22 @@ def test_official_224_weights_load_into_a_larger_resolution():
         assert torch.isfinite(ours(torch.randn(1, 3, 96, 96))).all()
 
 
+def _zoo_entry(tokens_type, embed_dim, depth, num_heads, mlp_ratio):
+    return dict(tokens_type=tokens_type, embed_dim=embed_dim, depth=depth,
+                num_heads=num_heads, mlp_ratio=mlp_ratio)
+
+
+# the official model factories (t2t_vit.py), arch name -> arguments
 ZOO = {
-    '14': dict(tokens_type='performer', embed_dim=384, depth=14, num_heads=6,
-               mlp_ratio=3),
-    't-14': dict(tokens_type='transformer', embed_dim=384, depth=14,
-                 num_heads=6, mlp_ratio=3),
-    '7': dict(tokens_type='performer', embed_dim=256, depth=7, num_heads=4,
-              mlp_ratio=2),
+    '7': _zoo_entry('performer', 256, 7, 4, 2),
+    '10': _zoo_entry('performer', 256, 10, 4, 2),
+    '12': _zoo_entry('performer', 256, 12, 4, 2),
+    '14': _zoo_entry('performer', 384, 14, 6, 3),
+    '19': _zoo_entry('performer', 448, 19, 7, 3),
+    '24': _zoo_entry('performer', 512, 24, 8, 3),
+    't-14': _zoo_entry('transformer', 384, 14, 6, 3),
+    't-19': _zoo_entry('transformer', 448, 19, 7, 3),
+    't-24': _zoo_entry('transformer', 512, 24, 8, 3),
 }
 
 
@@ -317,27 +329,40 @@ def _official_shapes(arch, img_size=224):
 
 
 @pytest.mark.parametrize('arch,config', [
-    ('14', 'configs/t2t-vit-14_8xb64_in1k.py'),
-    ('t-14', 'configs/t2t-vit-t-14_8xb64_in1k.py'),
-    ('7', 'configs/t2t-vit-7_8xb64_in1k.py'),
-    ('14', 'configs/t2t-vit-14_8xb64_in1k-384px.py'),
-])
+    (arch, f'configs/t2t-vit-{arch}_8xb64_in1k.py') for arch in ZOO
+] + [('14', 'configs/t2t-vit-14_8xb64_in1k-384px.py')])
 def test_zoo_weights_load_strictly_into_their_config(arch, config):
     converted, arch_info = convert_official_state_dict(_official_shapes(arch))
     assert arch_info['arch'] == arch
     assert arch_info['num_heads'] == ZOO[arch]['num_heads']
     assert (arch_info['img_size'], arch_info['num_classes']) == (224, 1000)
-    if (ROOT / config).is_file():
-        model_cfg = Config.fromfile(str(ROOT / config)).model
-    else:
-        img_size = 384 if '384px' in config else 224
-        model_cfg = dict(
-            type='ImageClassifier',
-            backbone=dict(type='T2TViT', arch=arch, img_size=img_size),
-            head=dict(type='T2TClsHead', num_classes=1000,
-                      in_channels=ZOO[arch]['embed_dim']))
+    # the converter names the config of the release's resolution
+    assert matching_config(arch_info) == config.replace('-384px', '')
+    model_cfg = Config.fromfile(str(ROOT / config)).model
     model = MODELS.build(model_cfg).to('meta')
     model.load_state_dict(converted, strict=True)
+
+
+def test_converted_release_classifies_like_the_official_model(tmp_path):
+    """Official weights -> converter -> ImageNet config -> inference API."""
+    official = OfficialT2TViT(img_size=224, **ZOO['7']).eval()
+    src = tmp_path / '71.7_T2T_ViT_7.pth.tar'
+    torch.save({'state_dict_ema': official.state_dict()}, src)
+    dst = tmp_path / 't2t-vit-7.pth'
+    assert converter_tool.main([str(src), str(dst)]) == 0
+
+    model = init_model(ROOT / 'configs/t2t-vit-7_8xb64_in1k.py', dst)
+    image = np.random.default_rng(0).integers(0, 255, (260, 300, 3))
+    image = image.astype(np.uint8)
+    result = inference_model(model, image, topk=5)
+    inputs, _ = preprocess_image(model, image)
+    assert inputs.shape == (1, 3, 224, 224)
+    with torch.no_grad():
+        expected = official(inputs).softmax(-1)[0]
+    torch.testing.assert_close(result['pred_scores'], expected, atol=1e-5,
+                               rtol=1e-4)
+    best = int(expected.argmax())
+    assert result['pred_class'] == IMAGENET_CATEGORIES[best]
 
 
 def test_384px_official_weights_are_detected():
