@@ -1,0 +1,161 @@
+"""Datasets: the digits demo split and CIFAR from local pickle files;
+missing inputs are reported as one line each."""
+import pickle
+from pathlib import Path
+
+import numpy as np
+import pytest
+from mmengine.config import Config
+from mmpretrain.registry import DATASETS
+from sklearn.datasets import load_digits
+
+import t2t_plugin  # noqa: F401
+from t2t_plugin.engine import find_missing_inputs
+
+CONFIG_DIR = Path(__file__).resolve().parents[1] / 'configs'
+
+
+def test_digits_split_is_fixed_and_complete():
+    train = DATASETS.build(dict(type='DigitsDataset', split='train'))
+    val = DATASETS.build(dict(type='DigitsDataset', split='val'))
+    assert (len(train), len(val)) == (1438, 359)
+    assert train.metainfo['classes'] == tuple('0123456789')
+
+    digits = load_digits()
+    # Find each sample among the originals by its pixels and label.
+    originals = {(digits.images[i].tobytes(), int(digits.target[i])): i
+                 for i in range(len(digits.images))}
+    seen = []
+    for dataset in (train, val):
+        for i in range(len(dataset)):
+            info = dataset.get_data_info(i)
+            img = info['img']
+            assert img.dtype == np.uint8 and img.shape == (8, 8)
+            grey = (img.astype(np.float64) * 16 / 255).round()
+            seen.append(originals[(grey.tobytes(), info['gt_label'])])
+    assert sorted(seen) == list(range(1797))
+
+    again = DATASETS.build(dict(type='DigitsDataset', split='val'))
+    assert [again.get_data_info(i)['gt_label'] for i in range(len(val))] == \
+        [val.get_data_info(i)['gt_label'] for i in range(len(val))]
+    other = DATASETS.build(dict(type='DigitsDataset', split='val', seed=1))
+    assert not all(
+        np.array_equal(other.get_data_info(i)['img'],
+                       val.get_data_info(i)['img']) for i in range(len(val)))
+
+
+def test_digits_through_the_pipeline():
+    dataset = DATASETS.build(
+        dict(
+            type='DigitsDataset',
+            split='val',
+            pipeline=[dict(type='PackInputs')]))
+    sample = dataset[0]
+    assert tuple(sample['inputs'].shape) == (1, 8, 8)
+    assert sample['data_samples'].gt_label.item() == \
+        dataset.get_data_info(0)['gt_label']
+
+
+def test_digits_rejects_unknown_split():
+    with pytest.raises(ValueError, match='split'):
+        DATASETS.build(dict(type='DigitsDataset', split='test'))
+
+
+def write_batch(path: Path, images: np.ndarray, label_key: str,
+                labels: list) -> None:
+    # The layout of the python version of CIFAR: rows of 3 colour planes.
+    rows = images.transpose(0, 3, 1, 2).reshape(len(images), -1)
+    with open(path, 'wb') as f:
+        pickle.dump({'data': rows, label_key: labels}, f)
+
+
+def make_cifar10(root: Path, per_batch: int = 2) -> dict:
+    folder = root / 'cifar-10-batches-py'
+    folder.mkdir(parents=True)
+    rng = np.random.default_rng(0)
+    made = {'train': ([], []), 'test': ([], [])}
+    names = [f'data_batch_{i}' for i in range(1, 6)] + ['test_batch']
+    for n, name in enumerate(names):
+        images = rng.integers(0, 256, (per_batch, 32, 32, 3), np.uint8)
+        labels = [(n + i) % 10 for i in range(per_batch)]
+        write_batch(folder / name, images, 'labels', labels)
+        split = 'test' if name == 'test_batch' else 'train'
+        made[split][0].extend(images)
+        made[split][1].extend(labels)
+    return made
+
+
+@pytest.mark.parametrize('split', ['train', 'test'])
+def test_local_cifar10_reads_pickle_files(tmp_path, split):
+    made = make_cifar10(tmp_path)
+    dataset = DATASETS.build(
+        dict(type='LocalCIFAR10', data_root=str(tmp_path), split=split))
+    images, labels = made[split]
+    assert len(dataset) == len(images) == (10 if split == 'train' else 2)
+    for i in range(len(dataset)):
+        info = dataset.get_data_info(i)
+        np.testing.assert_array_equal(info['img'], images[i])
+        assert info['gt_label'] == labels[i]
+    assert dataset.metainfo['classes'][:2] == ('airplane', 'automobile')
+
+
+def test_local_cifar100_reads_fine_labels(tmp_path):
+    folder = tmp_path / 'cifar-100-python'
+    folder.mkdir()
+    rng = np.random.default_rng(1)
+    images = rng.integers(0, 256, (3, 32, 32, 3), np.uint8)
+    write_batch(folder / 'test', images, 'fine_labels', [7, 42, 99])
+    dataset = DATASETS.build(
+        dict(
+            type='LocalCIFAR100',
+            data_root=str(tmp_path),
+            split='test',
+            pipeline=[dict(type='PackInputs')]))
+    assert len(dataset) == 3
+    sample = dataset[2]
+    assert sample['data_samples'].gt_label.item() == 99
+    # PackInputs gives CHW; the stored image is HWC.
+    np.testing.assert_array_equal(sample['inputs'].numpy(),
+                                  images[2].transpose(2, 0, 1))
+    assert len(dataset.metainfo['classes']) == 100
+
+
+def test_local_cifar_names_missing_files(tmp_path):
+    with pytest.raises(FileNotFoundError) as info:
+        DATASETS.build(dict(type='LocalCIFAR10', data_root=str(tmp_path)))
+    message = str(info.value)
+    assert str(tmp_path / 'cifar-10-batches-py') in message
+    assert 'data_batch_1' in message and 'Data preparation' in message
+
+
+def test_missing_imagenet_is_one_line_per_path(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    cfg = Config.fromfile(CONFIG_DIR / 't2t-vit-14_8xb64_in1k.py')
+    assert find_missing_inputs(cfg) == [
+        'Dataset not found: expected data/imagenet (see README.md, section '
+        "'Data preparation')."
+    ]
+    (tmp_path / 'data' / 'imagenet' / 'train').mkdir(parents=True)
+    assert find_missing_inputs(cfg) == [
+        'Dataset not found: expected data/imagenet/val (see README.md, '
+        "section 'Data preparation')."
+    ]
+    (tmp_path / 'data' / 'imagenet' / 'val').mkdir()
+    assert find_missing_inputs(cfg) == []
+
+
+def test_missing_checkpoints_are_reported(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / 'data' / 'cifar10').mkdir(parents=True)
+    cfg = Config.fromfile(
+        CONFIG_DIR / 't2t-vit-14_in1k-pre_1xb64_cifar10-224px.py')
+    assert find_missing_inputs(cfg) == [
+        'Checkpoint not found: expected '
+        'work_dirs/t2t-vit-14_8xb64_in1k/epoch_310.pth (see README.md, '
+        "section 'Training')."
+    ]
+    cfg = Config.fromfile(CONFIG_DIR / 't2t-vit-mini_1xb64_digits.py')
+    assert find_missing_inputs(cfg) == []
+    cfg.load_from = 'nowhere.pth'
+    assert find_missing_inputs(cfg, check_load_from=False) == []
+    assert len(find_missing_inputs(cfg)) == 1
