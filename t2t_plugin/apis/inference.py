@@ -163,8 +163,10 @@ def init_model(config: Union[str, Path, Config],
     """
     cfg = load_config(config, cfg_options)
     cfg.model.setdefault('data_preprocessor', cfg.get('data_preprocessor'))
-    # the checkpoint replaces whatever the config would load
+    # the checkpoint replaces whatever the config would load, and batch
+    # augmentations (mixup, cutmix) only act in training
     cfg.model.get('backbone', {}).pop('init_cfg', None)
+    cfg.model.pop('train_cfg', None)
     model = MODELS.build(cfg.model)
     meta: dict = {}
     if checkpoint is not None:

@@ -81,7 +81,8 @@ def run_all(console: Console) -> None:
             list(PAPER_MACS.items()),
             description='Counting',
             console=console,
-            transient=True):
+            transient=True,
+            disable=not console.is_terminal):
         result = count_complexity(build_classifier(arch, side), (side, side))
         table.add_row(arch, f'{side}x{side}', f'{result.params / 1e6:.2f}M',
                       _giga(result.macs), _giga(result.attention_macs),

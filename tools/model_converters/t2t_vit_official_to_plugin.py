@@ -11,7 +11,6 @@ Examples::
 import argparse
 import os
 import sys
-import tempfile
 from pathlib import Path
 from typing import List, Optional, Sequence, Tuple
 
@@ -122,15 +121,14 @@ def load_checkpoint_file(path: Path, trust_pickle: bool) -> object:
 def save_atomically(checkpoint: dict, path: Path) -> None:
     """Write ``checkpoint`` so that ``path`` is never left half-written."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    handle, tmp_name = tempfile.mkstemp(
-        dir=path.parent, prefix=f'.{path.name}.', suffix='.tmp')
-    os.close(handle)
+    # a sibling file, so that the final rename stays on one file system
+    tmp_path = path.with_name(f'.{path.name}.{os.getpid()}.tmp')
     try:
-        torch.save(checkpoint, tmp_name)
-        os.replace(tmp_name, path)
+        torch.save(checkpoint, tmp_path)
+        os.replace(tmp_path, path)
     finally:
-        if os.path.exists(tmp_name):
-            os.remove(tmp_name)
+        if tmp_path.exists():
+            tmp_path.unlink()
 
 
 def convert_file(src: Path,
@@ -175,8 +173,10 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         errors.print(f'error: {error}', markup=False, highlight=False)
         return 1
     failed = 0
+    # a bar only where someone watches: a terminal, several files
     with Progress(console=console, transient=True,
-                  disable=len(jobs) == 1) as progress:
+                  disable=len(jobs) == 1
+                  or not console.is_terminal) as progress:
         task = progress.add_task('Converting', total=len(jobs))
         for src, dst in jobs:
             try:

@@ -86,7 +86,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         blocks = args.blocks or default_block_indices(
             len(model.backbone.encoder))
         for image in track(images, description='Drawing', console=console,
-                           transient=True, disable=len(images) == 1):
+                           transient=True,
+                           disable=len(images) == 1
+                           or not console.is_terminal):
             path = draw_attention(model, image, blocks, args.per_head,
                                   args.alpha, Path(args.out_dir))
             console.print(str(path), markup=False, highlight=False)

@@ -90,7 +90,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         blocks = args.blocks or default_block_indices(
             len(model.backbone.encoder))
         for image in track(images, description='Drawing', console=console,
-                           transient=True, disable=len(images) == 1):
+                           transient=True,
+                           disable=len(images) == 1
+                           or not console.is_terminal):
             for path in draw_features(model, image, blocks, args.channels,
                                       args.panel_size, Path(args.out_dir)):
                 console.print(str(path), markup=False, highlight=False)
