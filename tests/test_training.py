@@ -1,0 +1,261 @@
+"""tools/train.py and tools/test.py on the digits demo config (CPU):
+a run killed mid-epoch resumes on the same schedule, checkpoints load with
+torch's safe unpickler, test.py reports top-1/top-5, --amp trains in bf16,
+and a missing dataset is one line on stderr."""
+import argparse
+import copy
+import importlib.util
+import io
+import json
+import os
+import pickle
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import torch
+from mmengine.config import Config
+from mmengine.logging import HistoryBuffer
+from mmengine.optim import build_optim_wrapper
+from mmengine.registry import PARAM_SCHEDULERS
+from mmengine.runner import load_checkpoint
+from mmpretrain.registry import DATASETS, MODELS
+
+import t2t_plugin  # noqa: F401
+from t2t_plugin.engine import (
+    AtomicLocalBackend,
+    find_scalar_files,
+    load_scalars,
+)
+
+ROOT = Path(__file__).resolve().parents[1]
+DEMO = str(ROOT / 'configs' / 't2t-vit-mini_1xb64_digits.py')
+EPOCH_LENGTH = 23  # ceil(1438 training images / 64)
+SHORT_RUN = [
+    '--cfg-options', 'train_cfg.max_epochs=3', 'train_cfg.val_interval=3',
+    'default_hooks.logger.interval=1', 'default_hooks.checkpoint.interval=1',
+    'default_hooks.checkpoint.max_keep_ckpts=5'
+]
+
+
+def tool_env() -> dict:
+    env = dict(os.environ)
+    env['PYTHONPATH'] = os.pathsep.join(
+        [str(ROOT)] + [p for p in [env.get('PYTHONPATH')] if p])
+    env.update(OMP_NUM_THREADS='1', CUDA_VISIBLE_DEVICES='',
+               PYTHONWARNINGS='ignore')
+    return env
+
+
+def run_tool(*args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, *args], cwd=cwd, env=tool_env(),
+                          capture_output=True, text=True, timeout=300)
+
+
+def demo_lrs(num_iters: int) -> list:
+    """lr of each iteration of the demo schedule, by mmengine's schedulers."""
+    cfg = Config.fromfile(DEMO)
+    optim_wrapper = build_optim_wrapper(
+        torch.nn.Linear(1, 1), dict(optimizer=cfg.optim_wrapper.optimizer))
+    schedulers = [
+        PARAM_SCHEDULERS.build(
+            copy.deepcopy(s),
+            default_args=dict(
+                optimizer=optim_wrapper, epoch_length=EPOCH_LENGTH))
+        for s in cfg.param_scheduler
+    ]
+    lrs = []
+    for _ in range(num_iters):
+        lrs.append(optim_wrapper.param_groups[0]['lr'])
+        for scheduler in schedulers:
+            scheduler.step()
+    return lrs
+
+
+@pytest.fixture(scope='module')
+def interrupted_run(tmp_path_factory):
+    """A 3-epoch demo run killed after its first checkpoint, then resumed."""
+    work_dir = tmp_path_factory.mktemp('interrupted')
+    args = [sys.executable, 'tools/train.py', DEMO, '--work-dir',
+            str(work_dir), *SHORT_RUN]
+    first = subprocess.Popen(args, cwd=ROOT, env=tool_env(),
+                             stdout=subprocess.DEVNULL,
+                             stderr=subprocess.DEVNULL)
+    deadline = time.time() + 240
+    while not (work_dir / 'epoch_1.pth').exists():
+        assert first.poll() is None, 'training stopped before epoch 1'
+        assert time.time() < deadline, 'no checkpoint after 240 s'
+        time.sleep(0.05)
+    time.sleep(0.5)  # into epoch 2
+    killed_mid_run = first.poll() is None
+    first.send_signal(signal.SIGKILL)
+    first.wait()
+    resumed = run_tool('tools/train.py', DEMO, '--work-dir', str(work_dir),
+                       '--resume', *SHORT_RUN)
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    assert killed_mid_run
+    return work_dir, resumed.stdout + resumed.stderr
+
+
+def test_resume_after_kill_continues_the_schedule(interrupted_run):
+    work_dir, log = interrupted_run
+    line = next(ln for ln in log.splitlines() if 'resumed epoch:' in ln)
+    resumed_epoch = int(line.split('resumed epoch:')[1].split(',')[0])
+    assert resumed_epoch in (1, 2)
+    assert f'iter: {resumed_epoch * EPOCH_LENGTH}' in line
+
+    # The resumed start logs every iteration after its checkpoint with the
+    # lr of the uninterrupted schedule.
+    runs = sorted(work_dir.glob('*/vis_data/scalars.json'))
+    assert len(runs) == 2
+    train, _ = load_scalars([str(runs[1])])
+    steps = [r['step'] for r in train]
+    assert steps == list(
+        range(resumed_epoch * EPOCH_LENGTH + 1, 3 * EPOCH_LENGTH + 1))
+    lrs = demo_lrs(3 * EPOCH_LENGTH)
+    for record in train:
+        assert record['lr'] == pytest.approx(lrs[record['step'] - 1],
+                                             rel=1e-6)
+
+    # Both starts together make one curve, step 1 to the end.
+    train, val = load_scalars(find_scalar_files(str(work_dir)))
+    assert [r['step'] for r in train] == list(range(1, 3 * EPOCH_LENGTH + 1))
+    assert [r['step'] for r in val] == [3]
+    assert (work_dir / 'curves.png').stat().st_size > 10_000
+
+
+def test_full_checkpoint_loads_with_weights_only(interrupted_run):
+    work_dir, _ = interrupted_run
+    last = (work_dir / 'last_checkpoint').read_text().strip()
+    assert last == str(work_dir / 'epoch_3.pth')
+    # torch >= 2.6 loads with weights_only=True by default.
+    checkpoint = torch.load(last, map_location='cpu')
+    assert checkpoint['meta']['epoch'] == 3
+    assert checkpoint['meta']['iter'] == 3 * EPOCH_LENGTH
+    history = checkpoint['message_hub']['log_scalars']['train/lr']
+    assert isinstance(history, HistoryBuffer)
+    assert history.current() == pytest.approx(
+        demo_lrs(3 * EPOCH_LENGTH)[-1], rel=1e-6)
+
+
+def evaluate_in_process(checkpoint: str) -> tuple:
+    """Top-1 / top-5 (%) on the digits val split, computed directly."""
+    cfg = Config.fromfile(DEMO)
+    model_cfg = copy.deepcopy(cfg.model)
+    model_cfg.data_preprocessor = cfg.data_preprocessor
+    model = MODELS.build(model_cfg).eval()
+    load_checkpoint(model, checkpoint, map_location='cpu', strict=True)
+    dataset = DATASETS.build(dict(type='DigitsDataset', split='val'))
+    infos = [dataset.get_data_info(i) for i in range(len(dataset))]
+    images = torch.stack([torch.from_numpy(i['img']) for i in infos])
+    labels = torch.tensor([i['gt_label'] for i in infos])
+    inputs = (images[:, None].float() - 77.8) / 95.8
+    with torch.no_grad():
+        logits = model(inputs, mode='tensor')
+    top5 = logits.topk(5, dim=1).indices
+    top1 = (top5[:, 0] == labels).float().mean().item() * 100
+    top5 = (top5 == labels[:, None]).any(dim=1).float().mean().item() * 100
+    return top1, top5
+
+
+def test_test_tool_reports_top1_top5(interrupted_run, tmp_path):
+    work_dir, _ = interrupted_run
+    out = tmp_path / 'metrics.json'
+    checkpoint = str(work_dir / 'epoch_3.pth')
+    result = run_tool('tools/test.py', DEMO, checkpoint, '--work-dir',
+                      str(tmp_path), '--out', str(out))
+    assert result.returncode == 0, result.stderr[-3000:]
+    metrics = json.loads(out.read_text())
+    top1, top5 = evaluate_in_process(checkpoint)
+    assert metrics['accuracy/top1'] == pytest.approx(top1, abs=1e-3)
+    assert metrics['accuracy/top5'] == pytest.approx(top5, abs=1e-3)
+    assert f'accuracy/top1: {metrics["accuracy/top1"]:.4f}' in result.stdout
+
+
+def load_tool(name: str):
+    spec = importlib.util.spec_from_file_location(
+        f'{name}_tool', ROOT / 'tools' / f'{name}.py')
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_amp_on_cpu_trains_in_bfloat16():
+    train_tool = load_tool('train')
+    args = argparse.Namespace(
+        config=DEMO, cfg_options=None, work_dir='unused', amp=True,
+        resume=None, auto_scale_lr=False, no_validate=False,
+        launcher='none')
+    cfg = train_tool.merge_args(Config.fromfile(DEMO), args)
+    assert cfg.optim_wrapper.type == 'AutocastOptimWrapper'
+    assert cfg.optim_wrapper.dtype == 'bfloat16'
+
+    model_cfg = copy.deepcopy(cfg.model)
+    model_cfg.data_preprocessor = cfg.data_preprocessor
+    model = MODELS.build(model_cfg)
+    optim_wrapper = build_optim_wrapper(model, cfg.optim_wrapper)
+    dtypes = []
+    model.head.layers.head.register_forward_hook(
+        lambda module, inputs, output: dtypes.append(output.dtype))
+    dataset = DATASETS.build(
+        dict(type='DigitsDataset', pipeline=[dict(type='PackInputs')]))
+    batch = [dataset[i] for i in range(16)]
+    data = dict(inputs=[b['inputs'] for b in batch],
+                data_samples=[b['data_samples'] for b in batch])
+    before = model.head.layers.head.weight.detach().clone()
+    losses = model.train_step(data, optim_wrapper)
+    assert dtypes == [torch.bfloat16]
+    assert torch.isfinite(losses['loss'])
+    assert not torch.equal(before, model.head.layers.head.weight)
+    assert model.head.layers.head.weight.dtype == torch.float32
+
+
+def test_missing_dataset_is_one_line(tmp_path):
+    config = str(ROOT / 'configs' / 't2t-vit-14_8xb64_in1k.py')
+    result = run_tool(str(ROOT / 'tools' / 'train.py'), config, cwd=tmp_path)
+    assert result.returncode == 1
+    assert result.stderr.strip() == (
+        'Dataset not found: expected data/imagenet (see README.md, section '
+        "'Data preparation').")
+    assert 'Traceback' not in result.stdout + result.stderr
+
+
+def test_atomic_backend_keeps_the_old_file_on_failure(tmp_path, monkeypatch):
+    backend = AtomicLocalBackend()
+    target = tmp_path / 'sub' / 'epoch_1.pth'
+    backend.put(b'complete', target)
+    assert target.read_bytes() == b'complete'
+
+    def fail(*args):
+        raise OSError('disk full')
+
+    monkeypatch.setattr(os, 'replace', fail)
+    with pytest.raises(OSError, match='disk full'):
+        backend.put(b'trunc', target)
+    assert target.read_bytes() == b'complete'
+    assert sorted(p.name for p in target.parent.iterdir()) == ['epoch_1.pth']
+
+
+class _Reach:
+    """Pickles as a call of ``getattr`` on an allowed class."""
+
+    def __init__(self, owner, name):
+        self.owner, self.name = owner, name
+
+    def __reduce__(self):
+        return getattr, (self.owner, self.name)
+
+
+@pytest.mark.parametrize('payload', [
+    _Reach(HistoryBuffer, '__init__'),
+    _Reach(torch.Tensor, 'copy_'),
+])
+def test_safe_loading_still_refuses_other_globals(payload):
+    buffer = io.BytesIO()
+    torch.save({'state_dict': {}, 'x': payload}, buffer)
+    buffer.seek(0)
+    with pytest.raises(pickle.UnpicklingError):
+        torch.load(buffer)
