@@ -155,7 +155,8 @@ def test_mmengine_training_checkpoints_load(tmp_path):
         dict(
             meta=dict(epoch=1, seed=np.int64(0)),
             state_dict=reference.state_dict(),
-            message_hub=dict(log_scalars=dict(loss=HistoryBuffer([1.0], [1])))),
+            message_hub=dict(
+                log_scalars=dict(loss=HistoryBuffer([1.0], [1])))),
         full)
     model = init_model(config, full)
     weight = 'backbone.encoder.0.attn.qkv.weight'
