@@ -365,6 +365,13 @@ def test_converted_release_classifies_like_the_official_model(tmp_path):
     assert result['pred_class'] == IMAGENET_CATEGORIES[best]
 
 
+def test_given_heads_pick_the_zoo_arch_that_has_them():
+    weights = _official_shapes('14')
+    assert detect_official_arch(weights, num_heads=32)['arch'] == '14-resnext'
+    custom = detect_official_arch(weights, num_heads=12)
+    assert (custom['arch'], custom['num_heads']) == (None, 12)
+
+
 def test_384px_official_weights_are_detected():
     arch_info = detect_official_arch(_official_shapes('14', img_size=384))
     assert (arch_info['arch'], arch_info['img_size']) == ('14', 384)

@@ -114,7 +114,7 @@ def detect_official_arch(state_dict: Mapping[str, torch.Tensor],
     ``qkv`` matrix); it is taken from the ``arch_zoo`` entry with the same
     shapes (``'14'`` rather than ``'14-resnext'``, which differs only in
     heads), or ``embed_dims // 64`` as in every official arch, unless
-    given.
+    given (``num_heads=32`` then finds ``'14-resnext'``).
 
     Args:
         state_dict (Mapping[str, torch.Tensor]): Official weights, as
@@ -173,8 +173,10 @@ def detect_official_arch(state_dict: Mapping[str, torch.Tensor],
         if name.startswith('t2t-vit-') or any(settings[k] != v
                                               for k, v in shape.items()):
             continue
+        if num_heads is not None and settings['num_heads'] != num_heads:
+            continue
         info['arch'] = name
-        info['num_heads'] = num_heads or settings['num_heads']
+        info['num_heads'] = settings['num_heads']
         break
     if embed_dims % info['num_heads']:
         raise ValueError(f"num_heads={info['num_heads']} does not divide "
