@@ -99,3 +99,14 @@ def test_tool_is_within_a_few_percent_of_the_paper(capsys, arch, params):
         # what hook counters miss; the first T2T layer alone: 2 * 3136^2 * 64
         assert attention > 2 * 3136**2 * 64 / 1e9
 
+
+
+def test_all_prints_the_comparison_table(capsys, monkeypatch):
+    # the smallest arch only, to keep the test fast
+    monkeypatch.setattr(get_flops, 'PAPER_MACS', {('7', 224): 1.1e9})
+    assert get_flops.main(['--all']) == 0
+    row = next(line for line in capsys.readouterr().out.splitlines()
+               if ' 7 ' in line)
+    cells = [cell.strip() for cell in row.strip('│ ').split('│')]
+    assert cells[:3] == ['7', '224x224', '4.26M']
+    assert cells[5:] == ['1.10G', '+4.3%']
