@@ -20,9 +20,21 @@ from .. import models  # noqa: F401  (registers the models)
 
 ImageInput = Union[str, Path, np.ndarray, Image.Image]
 IMAGE_SUFFIXES = ('.jpg', '.jpeg', '.png', '.bmp', '.webp', '.tif', '.tiff')
-# modules whose objects mmengine puts into its training checkpoints
-_CHECKPOINT_MODULES = ('mmengine.', 'numpy.', 'torch.', 'collections.',
-                       'builtins.', '_codecs.')
+# what mmengine's training checkpoints hold besides tensors: its message
+# hub's buffers and numpy values (numpy pickles dtypes through getattr)
+_TRAINING_CHECKPOINT_GLOBALS = frozenset({
+    'mmengine.logging.history_buffer.HistoryBuffer',
+    'numpy.ndarray',
+    'numpy.dtype',
+    'numpy.core.multiarray.scalar',
+    'numpy._core.multiarray.scalar',
+    'numpy.core.multiarray._reconstruct',
+    'numpy._core.multiarray._reconstruct',
+    'builtins.getattr',
+    '_codecs.encode',
+    'collections.OrderedDict',
+    'collections.defaultdict',
+})
 
 
 def load_config(config: Union[str, Path, Config],
@@ -52,7 +64,7 @@ def load_checkpoint_file(path: Union[str, Path]) -> Dict[str, Any]:
 
     Slim checkpoints (``state_dict`` + ``meta``, as written by the
     converter) load as they are. mmengine's training checkpoints also hold
-    its message hub and numpy values: those classes, and only those, are
+    its message hub and numpy values: the few classes these need are
     allowed by name; anything else is refused.
 
     Raises:
@@ -67,8 +79,10 @@ def load_checkpoint_file(path: Union[str, Path]) -> Dict[str, Any]:
     except Exception as error:  # torch fails in many ways on other files
         raise ValueError(f'{path} is not a torch checkpoint (torch '
                          f'raised {type(error).__name__}).') from None
-    foreign = [name for name in unsafe
-               if not name.startswith(_CHECKPOINT_MODULES)]
+    foreign = [
+        name for name in unsafe if name not in _TRAINING_CHECKPOINT_GLOBALS
+        and not name.startswith('numpy.dtypes.')
+    ]
     if foreign:
         raise ValueError(
             f'{path} holds Python objects that are not weights '
