@@ -1,7 +1,7 @@
 """Single-image classification with a config and a checkpoint.
 
-mmpretrain's ``init_model`` / ``inference_model`` only accept config paths
-of models in its own model zoo; these two take any config of this
+mmpretrain's ``inference_model`` does not take the config path of a model
+outside its own model zoo; these functions take any config of this
 repository (or a :class:`Config`) and work on CPU.
 """
 import importlib
