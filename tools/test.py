@@ -39,6 +39,11 @@ def parse_args() -> argparse.Namespace:
         help='save images with their predictions drawn to this folder '
         '(inside the work dir if relative)')
     parser.add_argument(
+        '--interval',
+        type=int,
+        default=1,
+        help='with --show-dir, draw every INTERVAL-th test image')
+    parser.add_argument(
         '--cfg-options',
         nargs='+',
         action=DictAction,
@@ -54,16 +59,26 @@ def parse_args() -> argparse.Namespace:
     return args
 
 
-def enable_show(cfg: Config, show_dir: str) -> None:
+def enable_show(cfg: Config, show_dir: str, interval: int) -> None:
     """Switch on the visualization hook of any OpenMMLab toolbox."""
     hook = cfg.get('default_hooks', {}).get('visualization')
     if hook is None:
         raise ValueError('--show-dir needs a visualization hook in '
                          'default_hooks.')
-    if cfg.get('default_scope') == 'mmpretrain':
-        hook.update(enable=True, out_dir=show_dir)
-    else:  # mmdet's and mmseg's hooks
-        hook.update(draw=True, test_out_dir=show_dir)
+    scope = cfg.get('default_scope')
+    if scope == 'mmpretrain':
+        # mmpretrain's hook takes out_dir as given (relative to the current
+        # folder); mmdet's puts test_out_dir inside the work dir itself.
+        hook.update(
+            enable=True,
+            interval=interval,
+            out_dir=osp.join(cfg.work_dir, show_dir))
+    elif scope == 'mmseg':
+        # mmseg's hook writes through the visualizer's save_dir.
+        hook.update(draw=True, interval=interval)
+        cfg.visualizer.save_dir = osp.join(cfg.work_dir, show_dir)
+    else:
+        hook.update(draw=True, interval=interval, test_out_dir=show_dir)
 
 
 def merge_args(cfg: Config, args: argparse.Namespace) -> Config:
@@ -78,7 +93,7 @@ def merge_args(cfg: Config, args: argparse.Namespace) -> Config:
     cfg.load_from = args.checkpoint
     cfg.launcher = args.launcher
     if args.show_dir:
-        enable_show(cfg, args.show_dir)
+        enable_show(cfg, args.show_dir, args.interval)
     if args.out and args.out_item == 'pred' and not args.out.endswith('.pkl'):
         raise ValueError('--out-item pred saves a .pkl file; got --out '
                          f'{args.out}.')

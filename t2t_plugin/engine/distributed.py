@@ -19,10 +19,16 @@ LAUNCHERS = ('pytorch', 'slurm', 'mpi')
 
 def _export_slurm_env() -> None:
     """Fill torch's rendezvous variables from Slurm's."""
-    node_list = os.environ['SLURM_NODELIST']
-    os.environ.setdefault(
-        'MASTER_ADDR',
-        subprocess.getoutput(f'scontrol show hostname {node_list} | head -n1'))
+    if 'MASTER_ADDR' not in os.environ:
+        # The first node of the allocation hosts the rendezvous.
+        result = subprocess.run(
+            ['scontrol', 'show', 'hostnames', os.environ['SLURM_NODELIST']],
+            capture_output=True, text=True)
+        if result.returncode != 0 or not result.stdout.strip():
+            raise RuntimeError(
+                'Could not resolve the first Slurm node with scontrol; set '
+                'MASTER_ADDR to its host name.')
+        os.environ['MASTER_ADDR'] = result.stdout.split()[0]
     os.environ.setdefault('MASTER_PORT', '29500')
     os.environ['WORLD_SIZE'] = os.environ['SLURM_NTASKS']
     os.environ['RANK'] = os.environ['SLURM_PROCID']
