@@ -16,7 +16,7 @@ from mmengine.fileio import dump
 from mmengine.registry import RUNNERS
 from mmengine.runner import Runner
 
-from t2t_plugin.engine import find_missing_inputs, setup_cpu_dist
+from t2t_plugin.engine import find_missing_inputs, load_config, setup_cpu_dist
 
 
 def parse_args() -> argparse.Namespace:
@@ -107,8 +107,11 @@ def main() -> int:
         if not osp.isfile(path):
             print(f'{what} not found: {path}', file=sys.stderr)
             return 2
+    cfg = load_config(args.config)
+    if cfg is None:
+        return 2
     try:
-        cfg = merge_args(Config.fromfile(args.config), args)
+        cfg = merge_args(cfg, args)
     except (ValueError, KeyError) as error:
         print(f'Invalid options for {args.config}: {error}', file=sys.stderr)
         return 2

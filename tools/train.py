@@ -15,7 +15,7 @@ from mmengine.config import Config, DictAction
 from mmengine.registry import RUNNERS
 from mmengine.runner import Runner
 
-from t2t_plugin.engine import find_missing_inputs, setup_cpu_dist
+from t2t_plugin.engine import find_missing_inputs, load_config, setup_cpu_dist
 
 
 def parse_args() -> argparse.Namespace:
@@ -119,8 +119,11 @@ def main() -> int:
     if not osp.isfile(args.config):
         print(f'Config not found: {args.config}', file=sys.stderr)
         return 2
+    cfg = load_config(args.config)
+    if cfg is None:
+        return 2
     try:
-        cfg = merge_args(Config.fromfile(args.config), args)
+        cfg = merge_args(cfg, args)
     except (ValueError, KeyError) as error:
         print(f'Invalid options for {args.config}: {error}', file=sys.stderr)
         return 2

@@ -1,10 +1,12 @@
-"""Checks, before a run starts, that the files a config names exist.
+"""Checks, before a run starts, that a config loads and the files it names
+exist.
 
 Without them a missing dataset or checkpoint surfaces deep inside dataset or
 model construction as a long traceback; tools call :func:`find_missing_inputs`
 first and print one line per missing path instead.
 """
 import os.path as osp
+import sys
 from typing import Iterator, List, Optional
 
 from mmengine.config import Config
@@ -102,3 +104,29 @@ def find_missing_inputs(cfg: Config,
         if not _is_remote(path):
             report(path, 'Checkpoint', CHECKPOINT_DOC)
     return messages
+
+
+def load_config(path: str) -> Optional[Config]:
+    """Load a config, or print one line saying why it cannot be loaded.
+
+    A config that names a toolbox that is not installed (``mmdet::``,
+    ``mmseg::`` bases), has a syntax error or imports a missing module is a
+    problem of the user's set-up, not a bug to show a traceback for.
+
+    Args:
+        path (str): Config file.
+
+    Returns:
+        Config | None: The config, or None after printing the reason to
+        stderr.
+    """
+    try:
+        return Config.fromfile(path)
+    except Exception as error:  # any failure of user-supplied config code
+        hint = ''
+        if isinstance(error, ImportError) and any(
+                name in str(error) for name in ('mmdet', 'mmseg')):
+            hint = ' (make install-dense installs mmdet and mmseg)'
+        print(f'Cannot load config {path}: {type(error).__name__}: '
+              f'{error}{hint}', file=sys.stderr)
+        return None
