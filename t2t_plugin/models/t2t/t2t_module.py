@@ -7,6 +7,7 @@ from mmengine.model import BaseModule
 from mmpretrain.registry import MODELS
 from torch import nn
 
+from .soft_split import SoftSplit
 from .token_performer import TokenPerformer
 from .token_transformer import TokenTransformer
 
@@ -21,8 +22,8 @@ def _pair(value: Union[int, Sequence[int]]) -> Tuple[int, int]:
 class T2TModule(BaseModule):
     """Tokens-to-Token module: progressive tokenisation of the image.
 
-    Three soft splits (overlapping ``nn.Unfold`` patches) alternate with two
-    T2T layers that re-structure the tokens into a map again::
+    Three soft splits (overlapping patches, :class:`SoftSplit`) alternate
+    with two T2T layers that re-structure the tokens into a map again::
 
         image -> split0 -> layer1 -> map (stride 4) -> split1 -> layer2
               -> map (stride 8) -> split2 -> linear projection (stride 16)
@@ -97,8 +98,7 @@ class T2TModule(BaseModule):
             self.project = nn.Conv2d(token_dims, embed_dims, *split_args[2])
         else:
             self.soft_split0, self.soft_split1, self.soft_split2 = (
-                nn.Unfold(kernel, stride=stride, padding=padding)
-                for kernel, stride, padding in split_args)
+                SoftSplit(*args) for args in split_args)
             in_dims = (in_channels * self.kernel_sizes[0]**2,
                        token_dims * self.kernel_sizes[1]**2)
             if token_layer == 'transformer':
@@ -164,7 +164,8 @@ class T2TModule(BaseModule):
             tuple: The tokens ``(B, h*w, embed_dims)`` at the total stride,
             their grid ``(h, w)``, and the two intermediate maps
             ``(B, token_dims, H/4, W/4)`` and ``(B, token_dims, H/8, W/8)``
-            (for the default strides) for dense prediction.
+            (for the default strides) for dense prediction. The maps are
+            channels-last views of the T2T layers' tokens, not copies.
         """
         if x.dim() != 4 or x.shape[1] != self.in_channels:
             raise ValueError(
@@ -180,11 +181,12 @@ class T2TModule(BaseModule):
                 maps.append(x)
             tokens = self.project(x).flatten(2).transpose(1, 2)
             return tokens, sizes[2], maps
+        # maps stay channels-last, (B, H, W, C), the layout of the tokens
+        x = x.permute(0, 2, 3, 1)
         for step, layer in enumerate((self.attention1, self.attention2)):
             split = getattr(self, f'soft_split{step}')
-            tokens = self._run_layer(layer, split(x).transpose(1, 2))
-            x = tokens.transpose(1, 2).reshape(batch, self.token_dims,
-                                               *sizes[step])
-            maps.append(x)
-        tokens = self.project(self.soft_split2(x).transpose(1, 2))
+            tokens = self._run_layer(layer, split(x))
+            x = tokens.view(batch, *sizes[step], self.token_dims)
+            maps.append(x.permute(0, 3, 1, 2))
+        tokens = self.project(self.soft_split2(x))
         return tokens, sizes[2], maps

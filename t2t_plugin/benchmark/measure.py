@@ -1,0 +1,208 @@
+"""Repeatable inference and training steps, their time and peak memory.
+
+Peak memory means the same thing on every device: the bytes of the tensors
+that are alive when a step starts (the model's parameters and buffers, the
+gradients and AdamW state left by the previous step, the input batch) plus
+the highest amount allocated on top of them during the step. On CUDA the
+extra part comes from ``torch.cuda.max_memory_allocated``; on the CPU from
+the allocation and free events that ``torch.profiler`` records with
+``profile_memory=True``. Allocator caching, the Python heap and library code
+are not counted: this is tensor memory, what activation checkpointing or a
+fused kernel can change.
+"""
+import contextlib
+import os
+import sys
+import time
+from typing import Iterable, Iterator, List, Optional
+
+import torch
+from torch import nn
+from torch.profiler import ProfilerActivity, profile
+
+DTYPES = {'fp32': None, 'bf16': torch.bfloat16, 'fp16': torch.float16}
+
+
+def _first_output(output) -> torch.Tensor:
+    # backbones return a tuple of outputs, the official model a tensor
+    return output[0] if isinstance(output, (tuple, list)) else output
+
+
+class StepRunner:
+    """One inference or training step of a model, callable again and again.
+
+    A training step is forward, backward and an ``AdamW`` step on the mean
+    square of the first output (a loss that costs nothing next to the
+    model). The learning rate is 0: AdamW does all its arithmetic, but the
+    weights stay those that were loaded, so every repeat and every
+    implementation computes on the same numbers.
+
+    Args:
+        model (nn.Module): The model, already on its device.
+        images (torch.Tensor): The input batch.
+        train (bool): Training step instead of inference.
+        dtype (str): ``'fp32'``, or ``'bf16'`` / ``'fp16'`` autocast.
+    """
+
+    def __init__(self, model: nn.Module, images: torch.Tensor, train: bool,
+                 dtype: str) -> None:
+        if dtype not in DTYPES:
+            raise ValueError(f'Unknown dtype {dtype!r}; choose one of '
+                             f'{sorted(DTYPES)}.')
+        self.model = model
+        self.images = images
+        self.train = train
+        self.device = images.device
+        self.amp_dtype = DTYPES[dtype]
+        # mmpretrain 1.2.0 backbones return None from train(): no chaining
+        model.train(train)
+        self.optimizer = None
+        self.scaler = None
+        if train:
+            params = [p for p in model.parameters() if p.requires_grad]
+            self.optimizer = torch.optim.AdamW(params, lr=0.)
+            if self.amp_dtype == torch.float16:
+                self.scaler = torch.amp.GradScaler(self.device.type)
+
+    def _autocast(self):
+        return torch.autocast(
+            self.device.type,
+            dtype=self.amp_dtype,
+            enabled=self.amp_dtype is not None)
+
+    def __call__(self) -> None:
+        if not self.train:
+            with torch.inference_mode(), self._autocast():
+                self.model(self.images)
+            return
+        self.optimizer.zero_grad(set_to_none=True)
+        with self._autocast():
+            output = _first_output(self.model(self.images))
+        loss = output.float().square().mean()
+        if self.scaler is None:
+            loss.backward()
+            self.optimizer.step()
+        else:
+            self.scaler.scale(loss).backward()
+            self.scaler.step(self.optimizer)
+            self.scaler.update()
+
+    def live_tensors(self) -> Iterator[torch.Tensor]:
+        """The tensors that stay alive between steps."""
+        yield self.images
+        yield from self.model.parameters()
+        yield from self.model.buffers()
+        for param in self.model.parameters():
+            if param.grad is not None:
+                yield param.grad
+        if self.optimizer is not None:
+            for state in self.optimizer.state.values():
+                yield from (value for value in state.values()
+                            if isinstance(value, torch.Tensor))
+
+
+def synchronize(device: torch.device) -> None:
+    """Wait for queued kernels, so that a clock reading means something."""
+    if device.type == 'cuda':
+        torch.cuda.synchronize(device)
+
+
+def time_steps(step: StepRunner, iters: int) -> float:
+    """Seconds that ``iters`` consecutive calls of ``step`` take."""
+    synchronize(step.device)
+    start = time.perf_counter()
+    for _ in range(iters):
+        step()
+    synchronize(step.device)
+    return time.perf_counter() - start
+
+
+def tensor_bytes(tensors: Iterable[torch.Tensor]) -> int:
+    """Bytes of the distinct storages behind ``tensors``."""
+    storages = {}
+    for tensor in tensors:
+        storage = tensor.untyped_storage()
+        storages[storage.data_ptr()] = storage.nbytes()
+    return sum(storages.values())
+
+
+@contextlib.contextmanager
+def _quiet_stderr() -> Iterator[None]:
+    # the profiler's C++ backend logs its start and stop to file descriptor 2
+    sys.stderr.flush()
+    saved = os.dup(2)
+    with open(os.devnull, 'w') as devnull:
+        os.dup2(devnull.fileno(), 2)
+        try:
+            yield
+        finally:
+            os.dup2(saved, 2)
+            os.close(saved)
+
+
+def _profiled_extra_bytes(step: StepRunner) -> int:
+    with _quiet_stderr(), profile(
+            activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
+        step()
+    # a CPU step allocates on the CPU only: every memory event counts
+    events = sorted((event.start_ns(), event.nbytes())
+                    for event in prof.profiler.kineto_results.events()
+                    if event.name() == '[memory]')
+    current = peak = 0
+    for _, nbytes in events:
+        current += nbytes
+        peak = max(peak, current)
+    return peak
+
+
+def peak_memory(step: StepRunner) -> int:
+    """Peak tensor memory of one call of ``step``, in bytes.
+
+    Call it after a warm-up step, so that gradients and optimizer state
+    exist as they do in training.
+    """
+    baseline = tensor_bytes(step.live_tensors())
+    device = step.device
+    if device.type == 'cuda':
+        synchronize(device)
+        torch.cuda.reset_peak_memory_stats(device)
+        before = torch.cuda.memory_allocated(device)
+        step()
+        synchronize(device)
+        extra = torch.cuda.max_memory_allocated(device) - before
+    elif device.type == 'cpu':
+        extra = _profiled_extra_bytes(step)
+    else:
+        raise ValueError(f'Peak memory is measured on cpu and cuda only, '
+                         f'not {device.type}.')
+    return baseline + extra
+
+
+def matmul_gflops(device: torch.device,
+                  dtype: Optional[torch.dtype] = None,
+                  size: int = 1024,
+                  repeats: int = 5) -> float:
+    """GFLOP/s of a square matrix product: the arithmetic ceiling.
+
+    Args:
+        device (torch.device): Where to multiply.
+        dtype (torch.dtype, optional): Element type. Defaults to float32.
+        size (int): Side of the matrices. Defaults to 1024.
+        repeats (int): Products timed; the fastest counts. Defaults to 5.
+
+    Returns:
+        float: ``2 * size**3`` FLOPs over the fastest product's seconds, in
+        units of 1e9.
+    """
+    dtype = dtype or torch.float32
+    a = torch.randn(size, size, device=device).to(dtype)
+    b = torch.randn(size, size, device=device).to(dtype)
+    a @ b
+    best: List[float] = []
+    for _ in range(repeats):
+        synchronize(device)
+        start = time.perf_counter()
+        a @ b
+        synchronize(device)
+        best.append(time.perf_counter() - start)
+    return 2 * size**3 / min(best) / 1e9
