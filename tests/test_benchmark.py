@@ -1,0 +1,169 @@
+"""The benchmark library and tool: references, memory accounting, CLI.
+
+No timing is asserted anywhere: this machine's speed is not a test result.
+"""
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+from torch import nn
+
+from t2t_plugin.benchmark import (
+    StepRunner,
+    build_mmpretrain_reference,
+    matmul_gflops,
+    peak_memory,
+    plugin_to_official_state_dict,
+    tensor_bytes,
+)
+from t2t_plugin.converters import convert_official_state_dict
+from t2t_plugin.models.backbones import T2TViT
+
+ROOT = Path(__file__).resolve().parents[1]
+TOOL = ROOT / 'tools' / 'analysis_tools' / 'benchmark.py'
+TINY = dict(embed_dims=32, num_layers=2, num_heads=2, feedforward_channels=64)
+
+
+def _tiny(token_layer, img_size=32):
+    return T2TViT(dict(TINY, token_layer=token_layer), img_size=img_size)
+
+
+@pytest.mark.parametrize('token_layer', ['transformer', 'performer'])
+def test_official_key_layout_round_trips_through_converter(token_layer):
+    model = _tiny(token_layer)
+    state_dict = model.state_dict()
+    official = plugin_to_official_state_dict(state_dict, token_layer)
+    assert 'blocks.1.mlp.fc2.weight' in official
+    assert not any(key.startswith('encoder.') for key in official)
+    if token_layer == 'performer':
+        assert 'tokens_to_token.attention1.w' in official
+        assert 'tokens_to_token.attention2.mlp.2.bias' in official
+    else:
+        assert 'tokens_to_token.attention1.attn.qkv.weight' in official
+        assert 'tokens_to_token.attention2.mlp.fc1.weight' in official
+    # the converter of official releases must undo the renaming exactly
+    back, _ = convert_official_state_dict(official, num_heads=2)
+    assert list(back) == [f'backbone.{key}' for key in state_dict]
+    for key, value in state_dict.items():
+        assert back[f'backbone.{key}'] is value
+
+
+def test_mmpretrain_reference_holds_our_weights():
+    model = _tiny('transformer', img_size=64)
+    reference = build_mmpretrain_reference(model)
+    ours = model.state_dict()
+    theirs = reference.state_dict()
+    assert set(ours) == set(theirs)
+    for key, value in ours.items():
+        assert torch.equal(value, theirs[key]), key
+    reference.eval()
+    with torch.no_grad():
+        out = reference(torch.randn(2, 3, 64, 64))
+    assert out[0].shape == (2, 32)
+
+
+def test_mmpretrain_reference_refuses_performer():
+    with pytest.raises(ValueError, match='only transformer'):
+        build_mmpretrain_reference(_tiny('performer'))
+
+
+class _Allocator(nn.Module):
+    """Allocates a known 4 MiB temporary per call."""
+
+    def __init__(self):
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(8))
+
+    def forward(self, x):
+        temporary = torch.ones(1024, 1024)
+        return x * self.weight.sum() + temporary[0, 0]
+
+
+def test_peak_memory_counts_live_tensors_and_temporaries():
+    images = torch.randn(2, 3, 8, 8)
+    step = StepRunner(_Allocator(), images, train=False, dtype='fp32')
+    step()
+    baseline = tensor_bytes(step.live_tensors())
+    assert baseline == images.numel() * 4 + 8 * 4
+    extra = peak_memory(step) - baseline
+    # the temporary, plus the output and a few scalars
+    assert 4 * 2**20 <= extra < 4 * 2**20 + 4096
+
+
+def test_training_step_keeps_weights_and_fills_gradients():
+    model = _tiny('performer')
+    before = {k: v.clone() for k, v in model.state_dict().items()}
+    step = StepRunner(model, torch.randn(2, 3, 32, 32), train=True,
+                      dtype='fp32')
+    step()
+    step()
+    assert all(p.grad is not None for p in model.parameters())
+    assert len(step.optimizer.state) == len(list(model.parameters()))
+    for key, value in model.state_dict().items():
+        assert torch.equal(value, before[key]), key
+
+
+def test_bf16_autocast_step_runs():
+    step = StepRunner(_tiny('transformer'), torch.randn(2, 3, 32, 32),
+                      train=True, dtype='bf16')
+    step()
+
+
+def test_matmul_ceiling_is_positive():
+    assert matmul_gflops(torch.device('cpu'), size=64, repeats=2) > 0
+
+
+def _run_tool(*args):
+    env = dict(os.environ)
+    env['PYTHONPATH'] = os.pathsep.join(
+        filter(None, [str(ROOT), env.get('PYTHONPATH')]))
+    return subprocess.run([sys.executable, str(TOOL), *args],
+                          capture_output=True,
+                          text=True,
+                          env=env,
+                          timeout=300)
+
+
+def test_tool_end_to_end_on_a_tiny_arch(tmp_path):
+    arch = json.dumps(dict(TINY, token_layer='transformer'))
+    result = _run_tool('--archs', arch, '--img-size', '32', '--batch-sizes',
+                       '1', '2', '--iters', '1', '--rounds', '2', '--warmup',
+                       '0', '--threads', '1', '--with-cp', '--json',
+                       str(tmp_path / 'b.json'), '--csv',
+                       str(tmp_path / 'b.csv'), '--plot',
+                       str(tmp_path / 'b.png'))
+    assert result.returncode == 0, result.stderr
+    assert 'mmpretrain' in result.stdout
+    report = json.loads((tmp_path / 'b.json').read_text())
+    assert report['threads'] == 1
+    records = report['records']
+    # 2 batch sizes x (inference: ours, mmpretrain; training: + with_cp)
+    assert len(records) == 2 * (2 + 3)
+    for record in records:
+        assert len(record['round_images_per_s']) == 2
+        assert record['images_per_s'] > 0
+        assert record['peak_memory_mib'] > 0
+        assert record['gmacs_per_image'] > 0
+        if record['implementation'] == 't2t-plugin':
+            assert record['speedup_of_ours'] is None
+        else:
+            assert record['speedup_of_ours'] > 0
+            assert record['memory_ratio_of_ours'] > 0
+    rows = (tmp_path / 'b.csv').read_text().splitlines()
+    assert len(rows) == 1 + len(records)
+    assert (tmp_path / 'b.png').read_bytes()[:8] == b'\x89PNG\r\n\x1a\n'
+
+
+@pytest.mark.parametrize('args,message', [
+    (['--archs', 'nope'], 'Unknown T2T-ViT arch'),
+    (['--official-repo', '/nonexistent'], 'not a checkout'),
+])
+def test_tool_user_errors_are_one_line(args, message):
+    result = _run_tool(*args, '--img-size', '32', '--iters', '1')
+    assert result.returncode == 2
+    assert 'Traceback' not in result.stderr
+    assert message in result.stderr
