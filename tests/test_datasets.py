@@ -144,9 +144,20 @@ def test_missing_imagenet_is_one_line_per_path(tmp_path, monkeypatch):
     assert find_missing_inputs(cfg) == []
 
 
-def test_missing_checkpoints_are_reported(tmp_path, monkeypatch):
+def test_missing_cifar_folder_is_named(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     (tmp_path / 'data' / 'cifar10').mkdir(parents=True)
+    cfg = Config.fromfile(CONFIG_DIR / 't2t-vit-7_1xb128_cifar10-32px.py')
+    assert find_missing_inputs(cfg) == [
+        'Dataset not found: expected data/cifar10/cifar-10-batches-py (see '
+        "README.md, section 'Data preparation')."
+    ]
+
+
+def test_missing_checkpoints_are_reported(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / 'data' / 'cifar10' / 'cifar-10-batches-py').mkdir(
+        parents=True)
     cfg = Config.fromfile(
         CONFIG_DIR / 't2t-vit-14_in1k-pre_1xb64_cifar10-224px.py')
     assert find_missing_inputs(cfg) == [

@@ -84,12 +84,16 @@ def interrupted_run(tmp_path_factory):
     first = subprocess.Popen(args, cwd=ROOT, env=tool_env(),
                              stdout=subprocess.DEVNULL,
                              stderr=subprocess.DEVNULL)
+    # mmengine names the checkpoint to resume from in last_checkpoint,
+    # written right after the checkpoint itself.
+    pointer = work_dir / 'last_checkpoint'
     deadline = time.time() + 240
-    while not (work_dir / 'epoch_1.pth').exists():
+    while not (pointer.exists() and pointer.read_text().strip().endswith(
+            'epoch_1.pth')):
         assert first.poll() is None, 'training stopped before epoch 1'
         assert time.time() < deadline, 'no checkpoint after 240 s'
-        time.sleep(0.05)
-    time.sleep(0.5)  # into epoch 2
+        time.sleep(0.02)
+    time.sleep(0.2)  # into epoch 2
     killed_mid_run = first.poll() is None
     first.send_signal(signal.SIGKILL)
     first.wait()

@@ -10,6 +10,7 @@ import sys
 from typing import Iterator, List, Optional
 
 from mmengine.config import Config
+from mmpretrain.registry import DATASETS
 
 DATA_DOC = "README.md, section 'Data preparation'"
 CHECKPOINT_DOC = "README.md, section 'Training'"
@@ -44,6 +45,11 @@ def _dataset_paths(dataset: dict) -> Iterator[str]:
     kind = str(dataset.get('type', '')).split('.')[-1]
     if kind in _SPLIT_FOLDER_DATASETS and dataset.get('split') and root:
         yield osp.join(root, dataset['split'])
+    # CIFAR classes read a fixed sub-folder of data_root.
+    dataset_class = DATASETS.get(kind) if kind else None
+    base_folder = getattr(dataset_class, 'base_folder', None)
+    if root and isinstance(base_folder, str):
+        yield osp.join(root, base_folder)
 
 
 def _checkpoint_paths(node: object) -> Iterator[str]:
