@@ -54,7 +54,12 @@ def parse_args() -> argparse.Namespace:
         default='none',
         help='how the processes were started (none: a single process)')
     parser.add_argument('--local_rank', '--local-rank', type=int, default=0)
-    args = parser.parse_args()
+    try:
+        args = parser.parse_args()
+    except (AssertionError, RecursionError, ValueError, SyntaxError):
+        # mmengine's DictAction fails this way on values it cannot parse.
+        parser.error('cannot parse the --cfg-options values; write lists '
+                     'as key=[a,b] and give dicts in a config file')
     os.environ.setdefault('LOCAL_RANK', str(args.local_rank))
     return args
 
