@@ -71,7 +71,8 @@ def _checkpoint_paths(node: object) -> Iterator[str]:
 
 def find_missing_inputs(cfg: Config,
                         dataloaders: Optional[List[str]] = None,
-                        check_load_from: bool = True) -> List[str]:
+                        check_load_from: bool = True,
+                        check_init_cfg: bool = True) -> List[str]:
     """Messages, one per missing dataset path or checkpoint of a config.
 
     Args:
@@ -81,6 +82,9 @@ def find_missing_inputs(cfg: Config,
             ``test_dataloader``.
         check_load_from (bool): Also check ``load_from`` (off when a test
             run gets its checkpoint from the command line). Defaults to True.
+        check_init_cfg (bool): Also check the checkpoints of the model's
+            ``init_cfg`` entries (off for test runs, which do not initialise
+            weights). Defaults to True.
 
     Returns:
         list[str]: A one-line message per missing path (empty when all
@@ -103,7 +107,8 @@ def find_missing_inputs(cfg: Config,
             report(path, 'Dataset', DATA_DOC)
             if path in seen:
                 break  # the deeper paths of a missing root add nothing
-    checkpoints = list(_checkpoint_paths(cfg.get('model', {})))
+    checkpoints = (list(_checkpoint_paths(cfg.get('model', {})))
+                   if check_init_cfg else [])
     if check_load_from and cfg.get('load_from'):
         checkpoints.append(cfg.load_from)
     for path in checkpoints:
