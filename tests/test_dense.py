@@ -7,6 +7,9 @@ install-dense``); without them these tests are skipped.
 """
 import importlib
 import json
+import os
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -252,7 +255,6 @@ def train_step(model, cfg: Config, batch, record_property) -> dict:
 
 @pytest.mark.parametrize('name', [
     'retinanet_t2t-vit-t-14_fpn_1x_coco.py',
-    'retinanet_t2t-vit-14_fpn_1x_coco.py',
     'mask-rcnn_t2t-vit-t-14_fpn_1x_coco.py',
 ])
 def test_detector_trains_on_coco_format_data(name, tmp_path, record_property):
@@ -334,6 +336,59 @@ def test_segmentor_tests_whole_images_of_any_size():
         results = model.test_step(dict(inputs=[image],
                                        data_samples=[sample]))
     assert tuple(results[0].pred_sem_seg.data.shape) == (1, 50, 75)
+
+
+TINY_RETINANET = """
+_base_ = {base!r}
+model = dict(
+    backbone=dict(
+        arch=dict(_delete_=True, **{arch!r}),
+        t2t_cfg=dict(token_dims={token_dims}),
+        init_cfg=None),
+    neck=[
+        dict(type='mmpretrain.T2TFeaturePyramid',
+             in_channels=({token_dims}, {token_dims}, {embed_dims}),
+             out_channels=(192, 384, 768), out_indices=(1, 2, 3)),
+        dict(type='FPN', in_channels=[192, 384, 768], out_channels=256,
+             start_level=0, add_extra_convs='on_input', num_outs=5),
+    ])
+pipeline = [
+    dict(type='LoadImageFromFile'),
+    dict(type='LoadAnnotations', with_bbox=True),
+    dict(type='Resize', scale=(128, 128), keep_ratio=True),
+    dict(type='PackDetInputs'),
+]
+train_dataloader = dict(
+    num_workers=0, persistent_workers=False,
+    dataset=dict(data_root={root!r}, ann_file='train.json',
+                 data_prefix=dict(img='images/'), pipeline=pipeline))
+train_cfg = dict(max_epochs=1)
+default_hooks = dict(logger=dict(interval=1))
+"""
+
+
+def test_train_tool_runs_a_detection_config(tmp_path):
+    """tools/train.py takes mmdet configs (default_scope='mmdet')."""
+    toolbox('mmdet')
+    write_coco(tmp_path / 'coco')
+    config = tmp_path / 'retinanet_tiny.py'
+    config.write_text(
+        TINY_RETINANET.format(
+            base=str(CONFIGS / 'det' /
+                     'retinanet_t2t-vit-t-14_fpn_1x_coco.py'),
+            arch=TINY_ARCH,
+            token_dims=TOKEN_DIMS,
+            embed_dims=TINY_ARCH['embed_dims'],
+            root=str(tmp_path / 'coco')))
+    work_dir = tmp_path / 'work'
+    result = subprocess.run(
+        [sys.executable, str(CONFIGS.parent / 'tools' / 'train.py'),
+         str(config), '--work-dir', str(work_dir), '--no-validate'],
+        capture_output=True, text=True, timeout=300,
+        env=dict(os.environ, OMP_NUM_THREADS='1'))
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert (work_dir / 'epoch_1.pth').is_file()
+    assert 'loss_cls' in result.stdout + result.stderr
 
 
 # ------------------------------------------------------------- weights --
