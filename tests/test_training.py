@@ -181,7 +181,7 @@ def test_test_tool_reports_top1_top5(interrupted_run, tmp_path):
 
 def load_tool(name: str):
     spec = importlib.util.spec_from_file_location(
-        f'{name}_tool', ROOT / 'tools' / f'{name}.py')
+        name.replace('/', '_'), ROOT / 'tools' / f'{name}.py')
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
@@ -263,3 +263,21 @@ def test_safe_loading_still_refuses_other_globals(payload):
     buffer.seek(0)
     with pytest.raises(pickle.UnpicklingError):
         torch.load(buffer)
+
+
+def test_plot_curves_tool_redraws_from_a_work_dir(interrupted_run, tmp_path,
+                                                  monkeypatch, capsys):
+    work_dir, _ = interrupted_run
+    plot_tool = load_tool('analysis_tools/plot_curves')
+    out = tmp_path / 'redrawn.png'
+    monkeypatch.setattr(sys, 'argv',
+                        ['plot_curves.py', str(work_dir), '--out', str(out)])
+    assert plot_tool.main() == 0
+    assert f'{3 * EPOCH_LENGTH} training and 1 evaluation' in \
+        capsys.readouterr().out
+    assert out.read_bytes()[:8] == b'\x89PNG\r\n\x1a\n'
+
+    monkeypatch.setattr(sys, 'argv',
+                        ['plot_curves.py', str(tmp_path / 'nothing')])
+    assert plot_tool.main() == 1
+    assert 'No training log found' in capsys.readouterr().err
