@@ -13,9 +13,9 @@ class T2TFeaturePyramid(BaseModule):
 
     A plain ViT has a single stride-16 map, so dense-prediction necks for it
     (ViTDet's simple pyramid, mmseg's ``MultiLevelNeck``) have to invent the
-    finer levels by deconvolution. T2T-ViT does not: its T2T module really
-    computes token maps at strides 4 and 8 on the way to the stride-16
-    tokens. This neck uses them::
+    finer levels by deconvolution or upsampling. T2T-ViT does not: its T2T
+    module really computes token maps at strides 4 and 8 on the way to the
+    stride-16 tokens. This neck uses them::
 
         T2T map, stride 4 (token_dims)  -> block -> level 0 (stride 4)
         T2T map, stride 8 (token_dims)  -> block -> level 1 (stride 8)
@@ -24,11 +24,11 @@ class T2TFeaturePyramid(BaseModule):
 
     Every ``block`` is ViTDet's: 1x1 conv + norm to the level's width, then
     3x3 conv + norm. The stride-32 level is pooled from the stride-16 input
-    as in ViTDet. Several encoder maps (e.g. ``out_indices=(6, 13)``) are
-    concatenated along channels before the blocks, so their 1x1 convs learn
-    how to mix them; the last encoder map alone (the default in our
-    configs) already carries the semantics, as ViTDet found for plain ViTs,
-    and the fine detail comes from the T2T maps.
+    as in ViTDet. Several encoder maps (the backbone's ``out_indices=(6,
+    13)``, say) are concatenated along channels before the blocks, so their
+    1x1 convs learn how to mix them; the last encoder map alone (the default
+    in our configs) already carries the semantics, as ViTDet found for plain
+    ViTs, and the fine detail comes from the T2T maps.
 
     The output goes unchanged into mmdet's ``FPN`` or mmseg's ``UPerHead``
     with ``in_channels`` set to this neck's ``out_channels``. Feed it from
