@@ -10,7 +10,7 @@ from mmengine.config import Config
 from mmengine.model import ExponentialMovingAverage
 from mmengine.optim import build_optim_wrapper
 from mmengine.registry import PARAM_SCHEDULERS
-from mmpretrain.registry import MODELS
+from mmpretrain.registry import MODELS, TRANSFORMS
 
 import t2t_plugin  # noqa: F401
 
@@ -261,3 +261,49 @@ def test_cifar_scratch_config_tokens():
     # strides 1, 2, 2: 32x32 pixels -> 8x8 tokens
     assert model.backbone.patch_resolution == (8, 8)
     assert cfg.train_dataloader.dataset.type == 'LocalCIFAR10'
+
+
+def test_imagenet_recipe_trains_a_step():
+    """The train pipeline and a training step with mixup/cutmix soft labels
+    and label smoothing, on a small model with the recipe's other parts."""
+    cfg = load('t2t-vit-14_8xb64_in1k')
+    # Images come from memory instead of LoadImageFromFile.
+    transforms = [TRANSFORMS.build(t) for t in cfg.train_pipeline[1:]]
+
+    def pipeline(results: dict) -> dict:
+        for transform in transforms:
+            results = transform(results)
+        return results
+
+    rng = torch.Generator().manual_seed(0)
+    samples = []
+    for label in (3, 7):
+        img = torch.randint(0, 256, (300, 260, 3), generator=rng,
+                            dtype=torch.uint8).numpy()
+        samples.append(
+            pipeline(dict(img=img, img_shape=img.shape[:2],
+                          ori_shape=img.shape[:2], gt_label=label)))
+    assert tuple(samples[0]['inputs'].shape) == (3, 224, 224)
+
+    model_cfg = copy.deepcopy(cfg.model)
+    model_cfg.backbone.update(arch=TINY_ARCH)
+    model_cfg.head.in_channels = TINY_ARCH['embed_dims']
+    model_cfg.data_preprocessor = cfg.data_preprocessor
+    model = MODELS.build(model_cfg)
+    data = model.data_preprocessor(
+        dict(inputs=[s['inputs'] for s in samples],
+             data_samples=[s['data_samples'] for s in samples]),
+        training=True)
+    scores = torch.stack([s.gt_score for s in data['data_samples']])
+    # Mixed one-hot labels: two classes share each row.
+    assert scores.shape == (2, 1000)
+    assert torch.allclose(scores.sum(dim=1), torch.ones(2))
+    assert set(scores.nonzero()[:, 1].tolist()) <= {3, 7}
+
+    optim_wrapper = build_optim_wrapper(model, cfg.optim_wrapper)
+    losses = model.train_step(
+        dict(inputs=[s['inputs'] for s in samples],
+             data_samples=[s['data_samples'] for s in samples]),
+        optim_wrapper)
+    # Label smoothing 0.1 over 1000 classes keeps the loss near ln(1000).
+    assert 5. < losses['loss'].item() < 9.
