@@ -78,6 +78,7 @@ def set_amp(cfg: Config) -> None:
                          'config instead.')
     if torch.cuda.is_available():
         optim_wrapper.type = 'AmpOptimWrapper'
+        optim_wrapper.pop('device_type', None)  # AutocastOptimWrapper's
         optim_wrapper.setdefault('loss_scale', 'dynamic')
     else:
         # mmengine's AmpOptimWrapper asserts on CPU; CPU autocast is bf16.

@@ -48,6 +48,8 @@ class DigitsDataset(BaseDataset):
 
     def load_data_list(self) -> List[dict]:
         """Split the bundled digits and return this split's samples."""
+        # Imported here: scikit-learn takes a second to import, and only
+        # this dataset needs it.
         from sklearn.datasets import load_digits
 
         digits = load_digits()
