@@ -4,7 +4,8 @@ mmpretrain's ``inference_model`` does not take the config path of a model
 outside its own model zoo; these functions take any config of this
 repository (or a :class:`Config`) and work on CPU.
 """
-import importlib
+import pickle
+import re
 from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
 
@@ -16,25 +17,11 @@ from mmpretrain.registry import DATASETS, MODELS, TRANSFORMS
 from PIL import Image
 from torch import nn
 
-from .. import models  # noqa: F401  (registers the models)
+# registers the models and lets torch.load read mmengine checkpoints
+from .. import engine, models  # noqa: F401
 
 ImageInput = Union[str, Path, np.ndarray, Image.Image]
 IMAGE_SUFFIXES = ('.jpg', '.jpeg', '.png', '.bmp', '.webp', '.tif', '.tiff')
-# what mmengine's training checkpoints hold besides tensors: its message
-# hub's buffers and numpy values (numpy pickles dtypes through getattr)
-_TRAINING_CHECKPOINT_GLOBALS = frozenset({
-    'mmengine.logging.history_buffer.HistoryBuffer',
-    'numpy.ndarray',
-    'numpy.dtype',
-    'numpy.core.multiarray.scalar',
-    'numpy._core.multiarray.scalar',
-    'numpy.core.multiarray._reconstruct',
-    'numpy._core.multiarray._reconstruct',
-    'builtins.getattr',
-    '_codecs.encode',
-    'collections.OrderedDict',
-    'collections.defaultdict',
-})
 
 
 def load_config(config: Union[str, Path, Config],
@@ -54,18 +41,13 @@ def load_config(config: Union[str, Path, Config],
     return config
 
 
-def _resolve(name: str) -> Any:
-    module, _, attr = name.rpartition('.')
-    return getattr(importlib.import_module(module), attr)
-
-
 def load_checkpoint_file(path: Union[str, Path]) -> Dict[str, Any]:
     """Read a checkpoint with ``weights_only=True``.
 
     Slim checkpoints (``state_dict`` + ``meta``, as written by the
-    converter) load as they are. mmengine's training checkpoints also hold
-    its message hub and numpy values: the few classes these need are
-    allowed by name; anything else is refused.
+    converter) load as they are; mmengine's training checkpoints load
+    through the allow-list of :mod:`t2t_plugin.engine.checkpoint`. Any other
+    Python object in the file is refused.
 
     Raises:
         FileNotFoundError: If ``path`` does not exist.
@@ -75,21 +57,18 @@ def load_checkpoint_file(path: Union[str, Path]) -> Dict[str, Any]:
     if not path.is_file():
         raise FileNotFoundError(f'Checkpoint {path} does not exist.')
     try:
-        unsafe = torch.serialization.get_unsafe_globals_in_checkpoint(path)
+        return torch.load(path, map_location='cpu', weights_only=True)
+    except pickle.UnpicklingError as error:
+        found = re.search(r'GLOBAL (\S+)', str(error))
+        name = found.group(1) if found else 'unknown'
+        raise ValueError(
+            f'{path} holds Python objects that are not weights ({name}); '
+            'save the state dict alone with '
+            "torch.save({'state_dict': model.state_dict()}, path)."
+        ) from None
     except Exception as error:  # torch fails in many ways on other files
         raise ValueError(f'{path} is not a torch checkpoint (torch '
                          f'raised {type(error).__name__}).') from None
-    foreign = [
-        name for name in unsafe if name not in _TRAINING_CHECKPOINT_GLOBALS
-        and not name.startswith('numpy.dtypes.')
-    ]
-    if foreign:
-        raise ValueError(
-            f'{path} holds Python objects that are not weights '
-            f'({", ".join(foreign[:3])}); save the state dict alone with '
-            "torch.save({'state_dict': model.state_dict()}, path).")
-    with torch.serialization.safe_globals([_resolve(n) for n in unsafe]):
-        return torch.load(path, map_location='cpu', weights_only=True)
 
 
 def _load_weights(model: nn.Module, checkpoint: Dict[str, Any],

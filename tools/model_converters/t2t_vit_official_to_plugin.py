@@ -9,7 +9,7 @@ Examples::
         official_weights/ checkpoints/
 """
 import argparse
-import os
+import io
 import sys
 from pathlib import Path
 from typing import List, Optional, Sequence, Tuple
@@ -24,6 +24,7 @@ from t2t_plugin.converters import (
     extract_state_dict,
     matching_config,
 )
+from t2t_plugin.engine import AtomicLocalBackend
 
 CHECKPOINT_SUFFIXES = ('.pth.tar', '.pth', '.pt', '.tar', '.bin')
 
@@ -118,19 +119,6 @@ def load_checkpoint_file(path: Path, trust_pickle: bool) -> object:
                          f'raised {type(error).__name__}).') from None
 
 
-def save_atomically(checkpoint: dict, path: Path) -> None:
-    """Write ``checkpoint`` so that ``path`` is never left half-written."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    # a sibling file, so that the final rename stays on one file system
-    tmp_path = path.with_name(f'.{path.name}.{os.getpid()}.tmp')
-    try:
-        torch.save(checkpoint, tmp_path)
-        os.replace(tmp_path, path)
-    finally:
-        if tmp_path.exists():
-            tmp_path.unlink()
-
-
 def convert_file(src: Path,
                  dst: Path,
                  num_heads: Optional[int] = None,
@@ -152,7 +140,9 @@ def convert_file(src: Path,
     if arch_info['num_classes'] == 1000:
         from mmpretrain.datasets.categories import IMAGENET_CATEGORIES
         meta['dataset_meta'] = dict(classes=list(IMAGENET_CATEGORIES))
-    save_atomically(dict(state_dict=converted, meta=meta), dst)
+    buffer = io.BytesIO()
+    torch.save(dict(state_dict=converted, meta=meta), buffer)
+    AtomicLocalBackend().put(buffer.getvalue(), dst)
     config = matching_config(arch_info)
     line = f'{src}: found {describe_arch(arch_info)} -> {dst}'
     if config:
