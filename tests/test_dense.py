@@ -388,6 +388,7 @@ def test_train_tool_runs_a_detection_config(tmp_path):
         env=dict(os.environ, OMP_NUM_THREADS='1'))
     assert result.returncode == 0, result.stderr[-3000:]
     assert (work_dir / 'epoch_1.pth').is_file()
+    assert (work_dir / 'curves.png').stat().st_size > 0
     assert 'loss_cls' in result.stdout + result.stderr
 
 
@@ -437,3 +438,15 @@ def test_classification_checkpoint_loads_into_the_detector(tmp_path):
     assert loaded.keys() == expected.keys()
     for key, value in expected.items():
         torch.testing.assert_close(loaded[key], value, rtol=0, atol=0)
+
+
+def test_missing_coco_points_to_the_dense_readme_section(tmp_path):
+    toolbox('mmdet')
+    from t2t_plugin.engine import find_missing_inputs
+    cfg = Config.fromfile(
+        str(CONFIGS / 'det' / 'retinanet_t2t-vit-t-14_fpn_1x_coco.py'))
+    cfg.train_dataloader.dataset.data_root = str(tmp_path / 'nowhere') + '/'
+    messages = find_missing_inputs(cfg, dataloaders=['train_dataloader'])
+    assert messages[0].startswith('Dataset not found: expected '
+                                  f'{tmp_path}/nowhere/')
+    assert all("section 'Detection and segmentation'" in m for m in messages)

@@ -82,3 +82,6 @@ param_scheduler = [
         milestones=[8, 11],
         gamma=0.1)
 ]
+
+# loss, learning-rate and metric curves as <work_dir>/curves.png
+default_hooks = dict(curves=dict(type='TrainingCurvesHook'))

@@ -87,3 +87,6 @@ param_scheduler = [
 train_dataloader = dict(batch_size=2)
 val_dataloader = dict(batch_size=1)
 test_dataloader = val_dataloader
+
+# loss, learning-rate and metric curves as <work_dir>/curves.png
+default_hooks = dict(curves=dict(type='TrainingCurvesHook'))

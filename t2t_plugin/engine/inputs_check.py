@@ -14,6 +14,7 @@ from mmpretrain.registry import DATASETS
 
 DATA_DOC = "README.md, section 'Data preparation'"
 CHECKPOINT_DOC = "README.md, section 'Training'"
+DENSE_DOC = "README.md, section 'Detection and segmentation'"
 
 # Datasets that read ``data_root/<split>`` when ``split`` is given.
 _SPLIT_FOLDER_DATASETS = ('ImageNet', 'ImageNet21k')
@@ -93,6 +94,9 @@ def find_missing_inputs(cfg: Config,
     keys = dataloaders or ['train_dataloader', 'val_dataloader',
                            'test_dataloader']
     messages, seen = [], set()
+    dense = cfg.get('default_scope') in ('mmdet', 'mmseg')
+    data_doc = DENSE_DOC if dense else DATA_DOC
+    checkpoint_doc = DENSE_DOC if dense else CHECKPOINT_DOC
 
     def report(path: str, what: str, doc: str) -> None:
         if path not in seen and not osp.exists(path):
@@ -104,7 +108,7 @@ def find_missing_inputs(cfg: Config,
         if not isinstance(loader, dict) or 'dataset' not in loader:
             continue
         for path in _dataset_paths(loader['dataset']):
-            report(path, 'Dataset', DATA_DOC)
+            report(path, 'Dataset', data_doc)
             if path in seen:
                 break  # the deeper paths of a missing root add nothing
     checkpoints = (list(_checkpoint_paths(cfg.get('model', {})))
@@ -113,7 +117,7 @@ def find_missing_inputs(cfg: Config,
         checkpoints.append(cfg.load_from)
     for path in checkpoints:
         if not _is_remote(path):
-            report(path, 'Checkpoint', CHECKPOINT_DOC)
+            report(path, 'Checkpoint', checkpoint_doc)
     return messages
 
 
