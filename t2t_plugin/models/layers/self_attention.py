@@ -56,7 +56,10 @@ class SelfAttention(nn.Module):
         batch, length, _ = x.shape
         qkv = self.qkv(x).view(batch, length, 3, self.num_heads,
                                self.head_dims)
-        return qkv.permute(2, 0, 3, 1, 4).unbind(0)
+        # unbind along the qkv axis: its backward stacks the three gradients
+        # straight into the (B, N, 3 * C) layout of the qkv projection,
+        # without another copy
+        return tuple(t.transpose(1, 2) for t in qkv.unbind(2))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         batch, length, _ = x.shape
