@@ -335,6 +335,9 @@ def write_plot(records: List[Record], path: Path, title: str) -> None:
                       linestyle='-' if name.startswith(OURS) else '--',
                       label=f'{name} {arch} {dtype}')
         axis.set_xscale('log', base=2)
+        sizes = sorted({r.batch_size for r in records})
+        axis.set_xticks(sizes, [str(size) for size in sizes])
+        axis.minorticks_off()
         axis.set_xlabel('batch size')
         axis.set_ylabel('images/s')
         axis.set_title('training step' if mode == 'train' else 'inference')
