@@ -56,6 +56,9 @@ class StepRunner:
         self.amp_dtype = DTYPES[dtype]
         # mmpretrain 1.2.0 backbones return None from train(): no chaining
         model.train(train)
+        # gradients left by an earlier training step would count as live
+        # memory of this one
+        model.zero_grad(set_to_none=True)
         self.optimizer = None
         self.scaler = None
         if train:
