@@ -155,7 +155,7 @@ def test_config_builds_with_the_real_backbone(path):
              'upernet_t2t-vit-t-14_8xb2-160k_ade20k-512x512.py'],
     ids=lambda path: path.stem)
 def test_layer_wise_lr_decay_matches_get_layer_depth(path):
-    """The configs' custom_keys reproduce mmpretrain's layer-wise decay."""
+    """The configs' optimizer follows the backbone's layer depths."""
     scope = 'mmdet' if path.parent.name == 'det' else 'mmseg'
     toolbox(scope)
     cfg = load_config(path, tiny=False)
@@ -163,24 +163,32 @@ def test_layer_wise_lr_decay_matches_get_layer_depth(path):
     optim_wrapper = build_optim_wrapper(model, cfg.optim_wrapper)
     base_lr = cfg.optim_wrapper.optimizer.lr
     base_wd = cfg.optim_wrapper.optimizer.weight_decay
-    rate = cfg.layer_decay_rate
+    rate = cfg.optim_wrapper.paramwise_cfg.layer_decay_rate
     groups = {
         id(param): group
         for group in optim_wrapper.optimizer.param_groups
         for param in group['params']
     }
+    norm_types = (torch.nn.LayerNorm, torch.nn.GroupNorm,
+                  torch.nn.modules.batchnorm._BatchNorm)
+    norm_params = {
+        id(param)
+        for module in model.modules() if isinstance(module, norm_types)
+        for param in module.parameters(recurse=False)
+    }
     for name, param in model.named_parameters():
         group = groups[id(param)]
-        if name.startswith('backbone.'):
-            # mmpretrain's LearningRateDecayOptimWrapperConstructor rule.
-            depth, num_depths = model.backbone.get_layer_depth(
-                name, 'backbone.')
-            expected_lr = base_lr * rate**(num_depths - depth - 1)
-            no_decay = ('.ln' in name or name.startswith('backbone.norm.')
-                        or name == 'backbone.cls_token')
+        if name.startswith('backbone.encoder.'):
+            # encoder layer i of 14 sits at depth i + 1 of 16
+            layer = int(name.split('.')[2])
+            expected_lr = base_lr * rate**(14 - layer)
+        elif name.startswith(('backbone.tokens_to_token.',
+                              'backbone.cls_token')):
+            expected_lr = base_lr * rate**15
         else:
-            expected_lr, no_decay = base_lr, False
+            expected_lr = base_lr
         assert group['lr'] == pytest.approx(expected_lr, rel=1e-9), name
+        no_decay = id(param) in norm_params or name == 'backbone.cls_token'
         expected_wd = 0. if no_decay else base_wd
         assert group['weight_decay'] == pytest.approx(expected_wd), name
     t2t_lr = groups[id(model.backbone.tokens_to_token.project.weight)]['lr']

@@ -9,6 +9,3 @@ model = dict(
     backbone=dict(
         arch='14',
         init_cfg=dict(checkpoint=checkpoint)))
-
-# loss, learning-rate and metric curves as <work_dir>/curves.png
-default_hooks = dict(curves=dict(type='TrainingCurvesHook'))

@@ -38,37 +38,19 @@ model = dict(
 
 # AdamW with layer-wise learning-rate decay over the depths of
 # T2TViT.get_layer_depth: encoder layer i trains at lr * 0.75 ** (14 - i),
-# the T2T module and the class token at lr * 0.75 ** 15, the final norm, neck
-# and head at lr (0.75 per layer spreads ViTDet's 0.7 over 12 layers across
-# 14). Norms and the class token get no weight decay.
-layer_decay_rate = 0.75
-num_layers = 14
-custom_keys = {
-    'backbone.tokens_to_token.':
-    dict(lr_mult=layer_decay_rate**(num_layers + 1)),
-    'backbone.tokens_to_token.attention1.ln':
-    dict(lr_mult=layer_decay_rate**(num_layers + 1), decay_mult=0.),
-    'backbone.tokens_to_token.attention2.ln':
-    dict(lr_mult=layer_decay_rate**(num_layers + 1), decay_mult=0.),
-    'backbone.cls_token':
-    dict(lr_mult=layer_decay_rate**(num_layers + 1), decay_mult=0.),
-    'backbone.norm.': dict(decay_mult=0.),
-}
-custom_keys.update({
-    f'backbone.encoder.{i}.': dict(lr_mult=layer_decay_rate**(num_layers - i))
-    for i in range(num_layers)
-})
-custom_keys.update({
-    f'backbone.encoder.{i}.ln':
-    dict(lr_mult=layer_decay_rate**(num_layers - i), decay_mult=0.)
-    for i in range(num_layers)
-})
+# the T2T module and the class token at lr * 0.75 ** 15, the final norm,
+# neck and heads at lr (0.75 per layer spreads ViTDet's 0.7 over 12 layers
+# across 14). Norms and the class token get no weight decay.
 optim_wrapper = dict(
     _delete_=True,
     type='OptimWrapper',
     optimizer=dict(
         type='AdamW', lr=0.0001, betas=(0.9, 0.999), weight_decay=0.05),
-    paramwise_cfg=dict(custom_keys=custom_keys))
+    constructor='mmpretrain.BackboneLayerDecayOptimWrapperConstructor',
+    paramwise_cfg=dict(
+        layer_decay_rate=0.75,
+        norm_decay_mult=0.,
+        custom_keys={'backbone.cls_token': dict(decay_mult=0.)}))
 
 param_scheduler = [
     dict(

@@ -9,6 +9,7 @@ from .curves import find_scalar_files, load_scalars, plot_curves
 from .distributed import init_cpu_dist, setup_cpu_dist
 from .hooks import TrainingCurvesHook
 from .inputs_check import find_missing_inputs, load_config
+from .optim_constructor import BackboneLayerDecayOptimWrapperConstructor
 from .optim_wrapper import AutocastOptimWrapper
 
 # Resume, ``load_from`` and ``Pretrained`` initialisation all go through
@@ -16,7 +17,8 @@ from .optim_wrapper import AutocastOptimWrapper
 allow_mmengine_checkpoints()
 
 __all__ = [
-    'AtomicLocalBackend', 'AutocastOptimWrapper', 'TrainingCurvesHook',
+    'AtomicLocalBackend', 'AutocastOptimWrapper',
+    'BackboneLayerDecayOptimWrapperConstructor', 'TrainingCurvesHook',
     'allow_mmengine_checkpoints', 'checkpoint_safe_globals',
     'find_missing_inputs', 'find_scalar_files', 'init_cpu_dist',
     'load_config', 'load_scalars', 'plot_curves', 'setup_cpu_dist'
