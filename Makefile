@@ -19,11 +19,11 @@ install-dense: install
 	PYTHON=$(PYTHON) bash tools/install/build_mmcv.sh
 	$(PIP) install -e '.[dense]'
 
-test: install-tests install-dense
+test: install-tests install-dense lint
 	$(PYTHON) -m pytest tests $(PYTEST_ARGS)
 
 lint:
-	$(PYTHON) -m ruff check t2t_plugin tools tests configs
+	$(PYTHON) -m ruff check t2t_plugin tools tests configs setup.py
 
 demo: install
 	$(PYTHON) tools/demo.py
