@@ -197,3 +197,62 @@ def test_infer_tool_prints_ranked_classes(tmp_path, capsys):
     assert infer.main([str(config), str(config), str(checkpoint)]) == 1
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith('error: ')
+
+
+def test_files_decode_as_the_dataset_pipeline_decodes_them(tmp_path):
+    """EXIF orientation is applied, 16-bit images are scaled, not clipped."""
+    from mmcv.transforms import LoadImageFromFile
+
+    from t2t_plugin.apis.inference import read_image
+    upright = write_image(tmp_path / 'upright.png', size=(50, 40))
+    pixels = Image.open(upright)
+    exif = Image.Exif()
+    exif[0x0112] = 6  # Orientation: the camera was turned a quarter right
+    rotated = tmp_path / 'rotated.jpg'
+    pixels.save(rotated, exif=exif, quality=95, subsampling=0)
+    decoded = read_image(rotated)
+    assert decoded.shape == (50, 40, 3)
+    loaded = LoadImageFromFile()(dict(img_path=str(rotated)))['img']
+    np.testing.assert_array_equal(decoded, loaded)
+    # the same picture turned by hand, up to JPEG losses
+    rgb = decoded[..., ::-1].astype(int)
+    turned = np.asarray(pixels.transpose(Image.Transpose.ROTATE_270))
+    assert np.abs(rgb - turned).mean() < 3
+    wrong_way = np.asarray(pixels.transpose(Image.Transpose.ROTATE_90))
+    assert np.abs(rgb - wrong_way).mean() > 30
+    # a PIL image of that file is turned upright as well
+    assert read_image(Image.open(rotated)).shape == (50, 40, 3)
+
+    ramp = np.linspace(0, 65535, 30 * 20).reshape(30, 20).astype(np.uint16)
+    deep = tmp_path / 'deep.png'
+    Image.fromarray(ramp).save(deep)  # a 16-bit grey PNG
+    assert Image.open(deep).mode.startswith('I')
+    expected = ramp / 257
+    grey = read_image(deep, in_channels=1)
+    assert grey.dtype == np.uint8 and grey.shape == (30, 20)
+    assert np.abs(grey - expected).max() <= 1
+    colour = read_image(deep)
+    assert colour.shape == (30, 20, 3)
+    assert np.abs(colour[..., 1] - expected).max() <= 1
+
+
+def test_arrays_of_other_kinds_are_converted_or_refused(tmp_path):
+    from t2t_plugin.apis.inference import read_image
+    config, checkpoint, _ = write_tiny_model(tmp_path)
+    model = init_model(config, checkpoint)
+    bgr = np.asarray(Image.open(write_image(tmp_path / 'x.png')))[..., ::-1]
+    alpha = np.full(bgr.shape[:2] + (1, ), 7, np.uint8)
+    bgra = np.concatenate([bgr, alpha], axis=-1)
+    torch.testing.assert_close(
+        inference_model(model, bgra)['pred_scores'],
+        inference_model(model, bgr.copy())['pred_scores'])
+    grey = bgr[..., 0].copy()
+    np.testing.assert_array_equal(read_image(grey), np.dstack([grey] * 3))
+    with pytest.raises(ValueError, match='must be uint8'):
+        inference_model(model, bgr / 255.)
+    with pytest.raises(ValueError, match=r'got shape \(40, 50, 2\)'):
+        inference_model(model, bgr[..., :2])
+    junk = tmp_path / 'junk.png'
+    junk.write_bytes(b'not a picture')
+    with pytest.raises(ValueError, match='junk.png is not an image'):
+        inference_model(model, junk)

@@ -9,12 +9,13 @@ import re
 from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
 
+import mmcv
 import numpy as np
 import torch
 from mmengine.config import Config
 from mmengine.dataset import pseudo_collate
 from mmpretrain.registry import DATASETS, MODELS, TRANSFORMS
-from PIL import Image
+from PIL import Image, ImageOps
 from torch import nn
 
 # registers the models and lets torch.load read mmengine checkpoints
@@ -223,29 +224,73 @@ def list_images(path: Union[str, Path]) -> List[Path]:
     return [source]
 
 
+def _decode_file(path: Path, in_channels: int) -> np.ndarray:
+    if not path.is_file():
+        raise FileNotFoundError(f'Image {path} does not exist.')
+    # as the pipelines' LoadImageFromFile decodes: EXIF orientation applied,
+    # 16-bit images scaled down to 8 bits rather than clipped
+    try:
+        image = mmcv.imfrombytes(
+            path.read_bytes(),
+            flag='grayscale' if in_channels == 1 else 'color',
+            channel_order='bgr')
+    except Exception:  # the decoders raise many kinds of errors on junk
+        image = None
+    if image is None:
+        raise ValueError(f'{path} is not an image that OpenCV can decode; '
+                         'give a JPEG, PNG or other image file.')
+    return image
+
+
+def _check_array(image: np.ndarray, in_channels: int) -> np.ndarray:
+    if image.dtype != np.uint8:
+        raise ValueError(
+            f'Image arrays must be uint8 (0-255), got {image.dtype}; convert '
+            'first, e.g. (image * 255).round().astype(np.uint8) for floats '
+            'in [0, 1].')
+    channels = 1 if image.ndim == 2 else image.shape[-1]
+    if image.ndim not in (2, 3) or channels not in (1, 3, 4):
+        raise ValueError(
+            f'Image arrays must be (H, W), (H, W, 3) BGR or (H, W, 4) BGRA, '
+            f'got shape {image.shape}.')
+    if channels == 4:
+        image = image[..., :3]  # alpha plays no part in classification
+    if in_channels == 1 and channels != 1:
+        return mmcv.bgr2gray(np.ascontiguousarray(image))
+    if in_channels != 1 and channels == 1:
+        return mmcv.gray2bgr(image.reshape(image.shape[:2]))
+    return image
+
+
 def read_image(image: ImageInput, in_channels: int = 3) -> np.ndarray:
     """Decode an image as OpenMMLab pipelines expect it.
 
+    Files are decoded as ``LoadImageFromFile`` does (``mmcv.imfrombytes``),
+    so the result equals what the config's test dataset would see.
+
     Args:
         image (str | Path | np.ndarray | PIL.Image.Image): A file, a PIL
-            image, or an array that is returned as it is.
+            image (turned upright by its EXIF orientation), or a uint8 array
+            (BGR, or BGRA whose alpha is dropped; grey levels are expanded
+            to three channels and colours reduced to grey as the model
+            needs).
         in_channels (int): 1 reads grey levels ``(H, W)``, otherwise BGR
             ``(H, W, 3)`` as ``cv2`` decodes. Defaults to 3.
+
+    Raises:
+        FileNotFoundError: If the file does not exist.
+        ValueError: If the file is not an image, or the array's type or
+            shape is not one of an image.
+        TypeError: If ``image`` is none of the kinds above.
     """
     if isinstance(image, np.ndarray):
-        return image
+        return _check_array(image, in_channels)
     if isinstance(image, (str, Path)):
-        if not Path(image).is_file():
-            raise FileNotFoundError(f'Image {image} does not exist.')
-        try:
-            image = Image.open(image)
-            image.load()
-        except OSError as error:
-            raise ValueError(f'{error}; give a JPEG, PNG or other image '
-                             'file that PIL can read.') from None
+        return _decode_file(Path(image), in_channels)
     if not isinstance(image, Image.Image):
         raise TypeError('image must be a file path, a PIL image or a numpy '
                         f'array, got {type(image).__name__}.')
+    image = ImageOps.exif_transpose(image)
     if in_channels == 1:
         return np.asarray(image.convert('L')).copy()
     return np.asarray(image.convert('RGB'))[..., ::-1].copy()
