@@ -256,3 +256,16 @@ def test_arrays_of_other_kinds_are_converted_or_refused(tmp_path):
     junk.write_bytes(b'not a picture')
     with pytest.raises(ValueError, match='junk.png is not an image'):
         inference_model(model, junk)
+
+
+@pytest.mark.parametrize('content,message', [
+    (torch.zeros(3), 'holds a Tensor, not a checkpoint dict'),
+    ({'state_dict': [torch.zeros(3)]}, "'state_dict' of .* is a list"),
+])
+def test_checkpoints_that_are_not_dicts_are_refused(tmp_path, content,
+                                                    message):
+    config, _, _ = write_tiny_model(tmp_path)
+    bad = tmp_path / 'bad.pth'
+    torch.save(content, bad)
+    with pytest.raises(ValueError, match=message):
+        init_model(config, bad)

@@ -7,7 +7,17 @@ repository (or a :class:`Config`) and work on CPU.
 import pickle
 import re
 from pathlib import Path
-from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
+from typing import (
+    Any,
+    Callable,
+    Dict,
+    List,
+    Mapping,
+    Optional,
+    Sequence,
+    Tuple,
+    Union,
+)
 
 import mmcv
 import numpy as np
@@ -58,7 +68,7 @@ def load_checkpoint_file(path: Union[str, Path]) -> Dict[str, Any]:
     if not path.is_file():
         raise FileNotFoundError(f'Checkpoint {path} does not exist.')
     try:
-        return torch.load(path, map_location='cpu', weights_only=True)
+        checkpoint = torch.load(path, map_location='cpu', weights_only=True)
     except pickle.UnpicklingError as error:
         found = re.search(r'GLOBAL (\S+)', str(error))
         name = found.group(1) if found else 'unknown'
@@ -70,11 +80,21 @@ def load_checkpoint_file(path: Union[str, Path]) -> Dict[str, Any]:
     except Exception as error:  # torch fails in many ways on other files
         raise ValueError(f'{path} is not a torch checkpoint (torch '
                          f'raised {type(error).__name__}).') from None
+    if not isinstance(checkpoint, Mapping):
+        raise ValueError(
+            f'{path} holds a {type(checkpoint).__name__}, not a checkpoint '
+            "dict; save one with torch.save({'state_dict': "
+            'model.state_dict()}, path).')
+    return checkpoint
 
 
 def _load_weights(model: nn.Module, checkpoint: Dict[str, Any],
                   path: Union[str, Path]) -> None:
     state_dict = checkpoint.get('state_dict', checkpoint)
+    if not isinstance(state_dict, Mapping):
+        raise ValueError(
+            f"The 'state_dict' of {path} is a {type(state_dict).__name__}, "
+            'not a dict of weights; save model.state_dict() there.')
     state_dict = {
         key[len('module.'):] if key.startswith('module.') else key: value
         for key, value in state_dict.items()
