@@ -276,3 +276,69 @@ def test_dropout_only_in_training():
     assert rates == pytest.approx([0.1, 0.2])
     assert math.isclose(backbone.tokens_to_token.attention1.attn.proj_drop.p,
                         0.1)
+
+
+def test_init_cfg_applies_on_top_of_the_official_init(tmp_path):
+    source = T2TViT(arch=tiny_arch('performer'), img_size=64)
+    source.init_weights()
+    path = tmp_path / 'backbone.pth'
+    torch.save({'state_dict': source.state_dict()}, path)
+    pretrained = dict(type='Pretrained', checkpoint=str(path))
+    for init_cfg in (pretrained, [pretrained]):
+        backbone = T2TViT(
+            arch=tiny_arch('performer'), img_size=64, init_cfg=init_cfg)
+        backbone.init_weights()
+        for key, value in source.state_dict().items():
+            torch.testing.assert_close(backbone.state_dict()[key], value)
+    backbone = T2TViT(
+        arch=tiny_arch(), img_size=64,
+        init_cfg=dict(type='Constant', layer='LayerNorm', val=2.))
+    backbone.init_weights()
+    assert torch.all(backbone.encoder[0].ln1.weight == 2)
+    assert abs(backbone.encoder[0].attn.qkv.weight.std().item() - .02) < .005
+
+
+@pytest.mark.parametrize('dtype', [torch.bfloat16, torch.float16])
+def test_performer_model_cast_to_half_precision(dtype):
+    backbone = T2TViT(arch=tiny_arch('performer'), img_size=64).eval()
+    backbone.init_weights()
+    img = torch.randn(2, 3, 64, 64)
+    reference = backbone(img)[0]
+    out = backbone.to(dtype)(img.to(dtype))[0]
+    assert out.dtype == dtype and torch.isfinite(out).all()
+    assert (out.float() - reference).abs().max() < 0.05 * reference.abs().max()
+
+
+def test_position_table_between_cls_and_no_cls_models():
+    with_cls = T2TViT(arch=tiny_arch(), img_size=64, out_type='featmap')
+    without = T2TViT(
+        arch=tiny_arch(), img_size=96, out_type='featmap',
+        with_cls_token=False)
+    state = with_cls.state_dict()
+    result = without.load_state_dict(state, strict=False)
+    assert result.unexpected_keys == ['cls_token']
+    assert without.pos_embed.shape == (1, 36, 48)
+    back = T2TViT(arch=tiny_arch(), img_size=64, out_type='featmap')
+    result = back.load_state_dict(without.state_dict(), strict=False)
+    assert result.missing_keys == ['cls_token']
+    assert back.pos_embed.shape == (1, 17, 48)
+    cls_position = with_cls.pos_embed[:, :1]
+    torch.testing.assert_close(back.pos_embed[:, :1], cls_position)
+    non_square = T2TViT(arch=tiny_arch(), img_size=(64, 96))
+    with pytest.raises(ValueError, match="no square token grid.*img_size"):
+        back.load_state_dict(non_square.state_dict())
+
+
+def test_custom_arch_and_t2t_cfg_mistakes():
+    backbone = T2TViT(arch=tiny_arch(mlp_ratio=2.), img_size=64)
+    assert backbone.encoder[0].ffn.layers[1].in_features == 96
+    backbone = T2TViT(
+        arch=dict(embed_dims=48, num_layers=1, num_heads=3, mlp_ratio=2.),
+        img_size=64)
+    assert backbone.encoder[0].ffn.layers[1].in_features == 96
+    with pytest.raises(ValueError, match=r"unknown \['feedforward_channel"):
+        T2TViT(arch=tiny_arch(feedforward_channel=64))
+    with pytest.raises(ValueError, match="Set \\['embed_dims'\\] on the"):
+        T2TViT(arch=tiny_arch(), t2t_cfg=dict(embed_dims=32))
+    with pytest.raises(ValueError, match='non-empty image'):
+        T2TViT(arch=tiny_arch(), img_size=64)(torch.randn(1, 3, 0, 64))

@@ -1,3 +1,4 @@
+import math
 import re
 from typing import Dict, List, Optional, Sequence, Tuple, Union
 
@@ -156,6 +157,11 @@ class T2TViT(BaseModule):
         self.with_cp = with_cp
 
         t2t_cfg = dict(t2t_cfg or {})
+        clashes = {'img_size', 'in_channels', 'embed_dims'} & set(t2t_cfg)
+        if clashes:
+            raise ValueError(
+                f'Set {sorted(clashes)} on the T2TViT backbone, not in '
+                't2t_cfg: the backbone passes them to the T2T module.')
         t2t_cfg.setdefault('token_layer', self.arch_settings['token_layer'])
         t2t_cfg.setdefault('with_cp', with_cp)
         self.tokens_to_token = T2TModule(
@@ -216,15 +222,19 @@ class T2TViT(BaseModule):
                                  f'of {names} or pass a dict.')
             return dict(self.arch_zoo[key])
         required = {'embed_dims', 'num_layers', 'num_heads'}
+        optional = {'token_layer', 'feedforward_channels', 'mlp_ratio'}
         missing = required - set(arch)
-        if missing:
+        unknown = set(arch) - required - optional
+        if missing or unknown:
             raise ValueError(
                 f'A custom T2T-ViT arch needs the keys {sorted(required)} '
-                f'(and optionally token_layer, feedforward_channels); '
-                f'missing {sorted(missing)}.')
+                f'and may set {sorted(optional)}; missing {sorted(missing)}'
+                f', unknown {sorted(unknown)}.')
         settings = dict(token_layer='performer')
         settings.update(arch)
-        settings.setdefault('feedforward_channels', 3 * arch['embed_dims'])
+        mlp_ratio = settings.pop('mlp_ratio', 3.)
+        settings.setdefault('feedforward_channels',
+                            int(arch['embed_dims'] * mlp_ratio))
         return settings
 
     def _parse_out_indices(self, out_indices) -> List[int]:
@@ -242,12 +252,13 @@ class T2TViT(BaseModule):
         return parsed
 
     def init_weights(self) -> None:
-        """Official initialisation, unless ``init_cfg`` loads weights."""
-        if self.init_cfg is not None:
-            super().init_weights()
-            if isinstance(self.init_cfg,
-                          dict) and self.init_cfg.get('type') == 'Pretrained':
-                return
+        """Official initialisation, then ``init_cfg`` on top of it.
+
+        Linear weights trunc-normal (std 0.02) with zero bias, LayerNorms
+        1 and 0, the class token trunc-normal; an ``init_cfg`` (pretrained
+        weights, other initialisers, a list of them) is applied afterwards,
+        so it wins wherever it acts.
+        """
         for module in self.modules():
             if isinstance(module, nn.Linear):
                 trunc_normal_(module.weight, std=.02)
@@ -258,7 +269,10 @@ class T2TViT(BaseModule):
                 nn.init.zeros_(module.bias)
         if self.with_cls_token:
             trunc_normal_(self.cls_token, std=.02)
-        self._is_init = True
+        if self.init_cfg is None:
+            self._is_init = True
+        else:
+            super().init_weights()
 
     def _prepare_checkpoint(self, state_dict: dict, prefix: str, *args,
                             **kwargs) -> None:
@@ -294,20 +308,33 @@ class T2TViT(BaseModule):
         ckpt_pos = state_dict[pos_key]
         if ckpt_pos.shape == self.pos_embed.shape:
             return
-        grid = ckpt_pos.shape[1] - self.num_extra_tokens
-        side = int(round(grid**0.5))
-        if side * side != grid:
+        # a table without a cls position comes from a with_cls_token=False
+        # model; its grid part is what gets resized
+        length = ckpt_pos.shape[1]
+        candidates = [1] if cls_key in state_dict else [
+            self.num_extra_tokens, 1 - self.num_extra_tokens
+        ]
+        for extra in candidates:
+            side = math.isqrt(max(length - extra, 0))
+            if side > 0 and side * side == length - extra:
+                break
+        else:
             raise ValueError(
-                f'The checkpoint position table has {ckpt_pos.shape[1]} '
-                'positions, which is not a square token grid plus the cls '
-                'token; it cannot be resized to this model.')
+                f'The checkpoint position table has {length} positions, '
+                'which is no square token grid (with or without a cls '
+                "position), so its grid is unknown. Build the model with the "
+                "checkpoint's img_size, or drop `pos_embed` from the "
+                "checkpoint to keep this model's own sinusoidal table.")
         MMLogger.get_current_instance().info(
             f'Resize the position table from {tuple(ckpt_pos.shape)} to '
             f'{tuple(self.pos_embed.shape)}.')
-        state_dict[pos_key] = resize_pos_embed(ckpt_pos, (side, side),
-                                               self.patch_resolution,
-                                               self.interpolate_mode,
-                                               self.num_extra_tokens)
+        grid = resize_pos_embed(ckpt_pos, (side, side), self.patch_resolution,
+                                self.interpolate_mode, extra)[:, extra:]
+        if extra == self.num_extra_tokens:
+            head = ckpt_pos[:, :extra]
+        else:
+            head = self.pos_embed[:, :self.num_extra_tokens].to(ckpt_pos)
+        state_dict[pos_key] = torch.cat((head, grid), dim=1)
 
     def _freeze_stages(self) -> None:
         if self.frozen_stages < 0:

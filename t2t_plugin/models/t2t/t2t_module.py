@@ -128,6 +128,9 @@ class T2TModule(BaseModule):
         Raises:
             ValueError: If a split does not tile its input exactly.
         """
+        if min(size) < 1:
+            raise ValueError(f'T2T-ViT needs a non-empty image, got a '
+                             f'{size[0]}x{size[1]} input.')
         sizes = []
         current = tuple(size)
         for kernel, stride, padding in zip(self.kernel_sizes, self.strides,

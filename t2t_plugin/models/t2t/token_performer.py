@@ -48,11 +48,15 @@ class PerformerAttention(nn.Module):
                              random_matrix * math.sqrt(self.num_features))
 
     def random_features(self, x: torch.Tensor) -> torch.Tensor:
-        """``phi(x)`` of shape ``(B, N, m)``, in float32."""
+        """``phi(x)`` of shape ``(B, N, m)``, in float32.
+
+        The matrix is read in float32 too, also when the module was cast to
+        half precision (``model.half()``).
+        """
         # dividing by sqrt(m) is folded into the exponent
         offset = 0.5 * (x * x).sum(-1, keepdim=True) + 0.5 * math.log(
             self.num_features)
-        return torch.exp(x @ self.random_matrix.t() - offset)
+        return torch.exp(x @ self.random_matrix.float().t() - offset)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         k, q, v = self.kqv(x).split(self.token_dims, dim=-1)
