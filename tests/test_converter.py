@@ -22,6 +22,7 @@ import t2t_plugin  # noqa: F401
 from t2t_plugin.apis import inference_model, init_model, preprocess_image
 from t2t_plugin.converters import (
     convert_official_state_dict,
+    describe_arch,
     detect_official_arch,
     extract_state_dict,
     matching_config,
@@ -423,3 +424,54 @@ def test_tool_converts_a_folder(tmp_path, capsys):
     written = sorted(p.name for p in (tmp_path / 'out').iterdir())
     assert written == ['T2T_a.pth', 'T2T_b.pth']
     assert capsys.readouterr().out.count('found a custom T2T-ViT') == 2
+
+
+def test_zoo_archs_of_the_same_shapes_are_named():
+    weights = _official_shapes('14')
+    plain = detect_official_arch(weights)
+    assert (plain['arch'], plain['num_heads']) == ('14', 6)
+    assert plain['same_shapes'] == [('14-resnext', 32)]
+    assert describe_arch(plain).endswith(
+        '6 heads, 224px, 1000 classes) (same weight shapes as 14-resnext; '
+        'pass --num-heads 32 if this is that model)')
+    # the release's own file name tells the ResNeXt-like variant
+    named = detect_official_arch(weights,
+                                 file_name='T2T_ViT_14_ResNeXt.pth.tar')
+    assert (named['arch'], named['num_heads']) == ('14-resnext', 32)
+    assert named['heads_from_name'] and named['same_shapes'] == [('14', 6)]
+    assert '(heads of 14-resnext, as the file name says) (same weight ' \
+        'shapes as 14; pass --num-heads 6' in describe_arch(named)
+    # given heads win over the file name, and leave nothing to say
+    given = detect_official_arch(weights, num_heads=6,
+                                 file_name='t2t_vit_14_resnext.pth')
+    assert (given['arch'], given['same_shapes']) == ('14', [])
+    assert 'same weight shapes' not in describe_arch(given)
+    alone = detect_official_arch(_official_shapes('19'))
+    assert alone['same_shapes'] == [] and not alone['heads_from_name']
+
+
+def test_tool_names_the_arch_of_the_same_shapes(tmp_path, capsys,
+                                                monkeypatch):
+    from t2t_plugin.models import T2TViT
+    tiny = dict(token_layer='performer', embed_dims=32, num_layers=2,
+                feedforward_channels=64)
+    # a tiny pair of zoo archs that differ only in heads, as 14 and
+    # 14-resnext do
+    monkeypatch.setattr(T2TViT, 'arch_zoo', {
+        'tiny': dict(tiny, num_heads=2),
+        'tiny-resnext': dict(tiny, num_heads=4),
+    })
+    weights = tiny_official('performer').state_dict()
+    for name, heads in (('tiny.pth', 2), ('tiny_resnext.pth', 4)):
+        torch.save({'state_dict_ema': weights}, tmp_path / name)
+        assert converter_tool.main(
+            [str(tmp_path / name), str(tmp_path / f'out_{name}')]) == 0
+        line = capsys.readouterr().out.strip()
+        assert f'{heads} heads' in line
+        meta = torch.load(tmp_path / f'out_{name}', weights_only=True)['meta']
+        assert meta['arch']['num_heads'] == heads
+        if heads == 2:
+            assert ('(same weight shapes as tiny-resnext; pass --num-heads '
+                    '4 if this is that model)') in line
+        else:
+            assert '(heads of tiny-resnext, as the file name says)' in line

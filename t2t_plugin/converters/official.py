@@ -106,28 +106,35 @@ def _check_layout(state_dict: Mapping[str, torch.Tensor]) -> None:
 
 
 def detect_official_arch(state_dict: Mapping[str, torch.Tensor],
-                         num_heads: Optional[int] = None) -> Dict[str, Any]:
+                         num_heads: Optional[int] = None,
+                         file_name: Optional[str] = None) -> Dict[str, Any]:
     """Read the architecture of an official T2T-ViT from its weights.
 
     The token layer, widths, depth, resolution and classes follow from the
     tensor shapes. The number of heads does not (it only splits the same
     ``qkv`` matrix); it is taken from the ``arch_zoo`` entry with the same
-    shapes (``'14'`` rather than ``'14-resnext'``, which differs only in
-    heads), or ``embed_dims // 64`` as in every official arch, unless
-    given (``num_heads=32`` then finds ``'14-resnext'``).
+    shapes, or ``embed_dims // 64`` as in every official arch, unless
+    given. ``'14'`` and ``'14-resnext'`` differ only in heads: the first is
+    taken unless ``num_heads=32`` is given or ``file_name`` names the other
+    (contains ``resnext``); ``same_shapes`` lists the zoo archs passed over.
 
     Args:
         state_dict (Mapping[str, torch.Tensor]): Official weights, as
             returned by :func:`extract_state_dict`.
         num_heads (int, optional): The encoder's heads, for archs that are
             not in the zoo. Defaults to None (guessed).
+        file_name (str, optional): The name of the source file, whose words
+            (``resnext``) choose between zoo archs of the same shapes.
+            Defaults to None.
 
     Returns:
         dict: ``arch`` (the ``arch_zoo`` name, or None for a custom one),
         ``token_layer``, ``embed_dims``, ``num_layers``, ``num_heads`` (and
-        ``heads_given``, whether they were given), ``feedforward_channels``,
-        ``token_dims``, ``img_size`` and ``num_classes`` (0 without a
-        classifier).
+        ``heads_given``, whether they were given, ``heads_from_name``,
+        whether the file name chose them), ``same_shapes`` (other zoo archs
+        with these shapes but other heads: a list of ``(name, heads)``),
+        ``feedforward_channels``, ``token_dims``, ``img_size`` and
+        ``num_classes`` (0 without a classifier).
 
     Raises:
         ValueError: If the weights are not those of an official T2T-ViT.
@@ -169,19 +176,32 @@ def detect_official_arch(state_dict: Mapping[str, torch.Tensor],
         info['num_classes'] = state_dict['head.weight'].shape[0]
     shape = {k: info[k] for k in ('token_layer', 'embed_dims', 'num_layers',
                                   'feedforward_channels')}
-    for name, settings in T2TViT.arch_zoo.items():
-        if name.startswith('t2t-vit-') or any(settings[k] != v
-                                              for k, v in shape.items()):
-            continue
-        if num_heads is not None and settings['num_heads'] != num_heads:
-            continue
-        info['arch'] = name
-        info['num_heads'] = settings['num_heads']
-        break
+    candidates = [
+        (name, settings['num_heads'])
+        for name, settings in T2TViT.arch_zoo.items()
+        if not name.startswith('t2t-vit-') and all(
+            settings[k] == v for k, v in shape.items())
+    ]
+    if num_heads is not None:
+        candidates = [c for c in candidates if c[1] == num_heads]
+    named = [c for c in candidates if _named_in(c[0], file_name)]
+    info['heads_from_name'] = bool(named) and num_heads is None
+    if candidates:
+        info['arch'], info['num_heads'] = (named or candidates)[0]
+    info['same_shapes'] = [
+        c for c in candidates if c[1] != info['num_heads']
+    ]
     if embed_dims % info['num_heads']:
         raise ValueError(f"num_heads={info['num_heads']} does not divide "
                          f'embed_dims={embed_dims}.')
     return info
+
+
+def _named_in(arch: str, file_name: Optional[str]) -> bool:
+    # the word that sets a variant apart, e.g. 'resnext' of '14-resnext'
+    base, _, word = arch.rpartition('-')
+    return bool(file_name and base) and word.isalpha() and len(word) > 1 and (
+        word in file_name.lower())
 
 
 def _rename_in_layer(name: str,
@@ -209,7 +229,8 @@ def _rename(key: str, t2t_table: Mapping[str, str]) -> Optional[str]:
 
 def convert_official_state_dict(
     state_dict: Mapping[str, torch.Tensor],
-    num_heads: Optional[int] = None
+    num_heads: Optional[int] = None,
+    file_name: Optional[str] = None
 ) -> Tuple['OrderedDict[str, torch.Tensor]', Dict[str, Any]]:
     """Rename official T2T-ViT weights to an ``ImageClassifier`` state dict.
 
@@ -222,6 +243,8 @@ def convert_official_state_dict(
             :func:`extract_state_dict` for whole checkpoint files).
         num_heads (int, optional): The encoder's heads, which the weights do
             not tell; needed for archs outside the zoo. Defaults to None.
+        file_name (str, optional): The source file's name; see
+            :func:`detect_official_arch`. Defaults to None.
 
     Returns:
         tuple: The converted state dict and the detected arch (see
@@ -231,7 +254,7 @@ def convert_official_state_dict(
         ValueError: If the weights are not those of an official T2T-ViT or
             hold keys the official model does not have.
     """
-    arch_info = detect_official_arch(state_dict, num_heads)
+    arch_info = detect_official_arch(state_dict, num_heads, file_name)
     converted = OrderedDict()
     unknown = []
     t2t_table = (_PERFORMER_T2T_KEYS if arch_info['token_layer']
@@ -257,10 +280,17 @@ def describe_arch(arch_info: Mapping[str, Any]) -> str:
     heads = f"{arch_info['num_heads']} heads"
     if not arch_info['arch'] and not arch_info['heads_given']:
         heads += ' (a guess: head width 64)'
-    return (f"{name} ({arch_info['token_layer']} T2T layers, embed_dims "
+    line = (f"{name} ({arch_info['token_layer']} T2T layers, embed_dims "
             f"{arch_info['embed_dims']}, {arch_info['num_layers']} layers, "
             f"{heads}, {arch_info['img_size']}px, "
             f"{arch_info['num_classes']} classes)")
+    if arch_info.get('heads_from_name'):
+        line += f" (heads of {arch_info['arch']}, as the file name says)"
+    # the weights cannot tell these apart; only the heads differ
+    for other, other_heads in arch_info.get('same_shapes', []):
+        line += (f' (same weight shapes as {other}; pass --num-heads '
+                 f'{other_heads} if this is that model)')
+    return line
 
 
 def matching_config(arch_info: Mapping[str, Any]) -> Optional[str]:

@@ -45,8 +45,9 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
     parser.add_argument(
         '--num-heads',
         type=int,
-        help='encoder heads of an arch outside the zoo (the weights do not '
-        'tell; guessed from a head width of 64 otherwise)')
+        help='encoder heads (the weights do not tell): needed for archs '
+        'outside the zoo (guessed from a head width of 64 otherwise) and '
+        'to tell 14 (6) from 14-resnext (32) when the file name does not')
     parser.add_argument(
         '--trust-pickle',
         action='store_true',
@@ -132,7 +133,8 @@ def convert_file(src: Path,
         ValueError: If ``src`` is not an official T2T-ViT checkpoint.
     """
     state_dict = extract_state_dict(load_checkpoint_file(src, trust_pickle))
-    converted, arch_info = convert_official_state_dict(state_dict, num_heads)
+    converted, arch_info = convert_official_state_dict(
+        state_dict, num_heads, src.name)
     meta = dict(
         arch=arch_info,
         converted_from=src.name,
