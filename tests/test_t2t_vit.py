@@ -342,3 +342,22 @@ def test_custom_arch_and_t2t_cfg_mistakes():
         T2TViT(arch=tiny_arch(), t2t_cfg=dict(embed_dims=32))
     with pytest.raises(ValueError, match='non-empty image'):
         T2TViT(arch=tiny_arch(), img_size=64)(torch.randn(1, 3, 0, 64))
+
+
+def test_with_cp_of_the_t2t_layers_only():
+    backbone = T2TViT(
+        arch=tiny_arch(), img_size=64, t2t_cfg=dict(with_cp=True))
+    calls = {'t2t': 0, 'encoder': 0}
+    t2t = backbone.tokens_to_token
+    for kind, layers in (('t2t', [t2t.attention1, t2t.attention2]),
+                         ('encoder', list(backbone.encoder))):
+        for layer in layers:
+            forward = layer.ffn.forward
+
+            def counted(x, f=forward, kind=kind):
+                calls[kind] += 1
+                return f(x)
+
+            layer.ffn.forward = counted
+    backbone(torch.randn(1, 3, 64, 64))[0].sum().backward()
+    assert calls == {'t2t': 4, 'encoder': 3}
