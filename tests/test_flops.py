@@ -110,3 +110,63 @@ def test_all_prints_the_comparison_table(capsys, monkeypatch):
     cells = [cell.strip() for cell in row.strip('│ ').split('│')]
     assert cells[:3] == ['7', '224x224', '4.26M']
     assert cells[5:] == ['1.10G', '+4.3%']
+
+
+TINY_DET = """
+_base_ = '{base}'
+model = dict(
+    backbone=dict(
+        arch=dict(_delete_=True, token_layer='transformer', embed_dims=32,
+                  num_layers=2, num_heads=2, feedforward_channels=64),
+        img_size=64, t2t_cfg=dict(token_dims=16), init_cfg=None),
+    neck=[
+        dict(type='mmpretrain.T2TFeaturePyramid', in_channels=(16, 16, 32),
+             out_channels=(16, 16, 32, 32)),
+        dict(type='FPN', in_channels=[16, 16, 32, 32], out_channels=256,
+             num_outs=5),
+    ],
+    # few proposals keep the RoI heads cheap
+    test_cfg=dict(rpn=dict(nms_pre=50, max_per_img=10)))
+"""
+
+
+def test_detectors_count_the_backbone_and_the_whole_model(
+        tmp_path, capsys, monkeypatch):
+    pytest.importorskip('mmdet')
+    config = tmp_path / 'tiny_mask_rcnn.py'
+    config.write_text(TINY_DET.format(
+        base=ROOT / 'configs/det/mask-rcnn_t2t-vit-t-14_fpn_1x_coco.py'))
+    assert get_flops.main([str(config)]) == 0
+    out = capsys.readouterr().out
+    backbone, _ = expected_macs('transformer', 64, 32, 2, 64, 16, 0)
+    match = re.search(r'^Backbone +T2TViT: .* ([\d.]+)M MACs', out, re.M)
+    assert float(match.group(1)) == round(backbone / 1e6, 2)
+    whole = re.search(r'^MACs +([\d.]+)([MG]) .*\(whole MaskRCNN\)$', out,
+                      re.M)
+    scale = 1e9 if whole.group(2) == 'G' else 1e6
+    assert float(whole.group(1)) * scale > 10 * backbone
+    assert 'Paper' not in out
+
+    # a model whose forward pass needs more than images: one line about it
+    monkeypatch.setattr(get_flops, '_detector_inputs', lambda *_: None)
+    assert get_flops.main([str(config)]) == 0
+    out = capsys.readouterr().out
+    assert 'Whole model not counted: a forward pass of MaskRCNN' in out
+    assert re.search(r'^Backbone +T2TViT: ', out, re.M)
+
+
+def test_the_paper_is_quoted_for_imagenet_classifiers_only(capsys):
+    config = str(ROOT / 'configs/t2t-vit-7_8xb64_in1k.py')
+    assert get_flops.main([config]) == 0
+    assert re.search(r'^Paper MACs +1.10G', capsys.readouterr().out, re.M)
+    assert get_flops.main(
+        [config, '--cfg-options', 'model.head.num_classes=10']) == 0
+    assert 'Paper' not in capsys.readouterr().out
+
+
+@pytest.mark.parametrize('shape', [['0'], ['224', '-3']])
+def test_shapes_below_one_pixel_are_refused(capsys, shape):
+    with pytest.raises(SystemExit) as exit_info:
+        get_flops.main(['some_config.py', '--shape', *shape])
+    assert exit_info.value.code == 2
+    assert 'error: --shape sides must be at least 1' in capsys.readouterr().err

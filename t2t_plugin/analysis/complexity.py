@@ -9,7 +9,7 @@ sees every operator, with one formula added: torch's CPU flash-attention
 kernel is not in its table and would otherwise count as zero.
 """
 from dataclasses import dataclass
-from typing import Dict, Tuple
+from typing import Any, Dict, Optional, Tuple
 
 import torch
 from torch import nn
@@ -68,15 +68,21 @@ def _flops_of(counts: Dict[str, Dict], name: str) -> int:
 @torch.no_grad()
 def count_complexity(model: nn.Module,
                      input_shape: Tuple[int, int] = (224, 224),
-                     in_channels: int = 3) -> ModelComplexity:
+                     in_channels: int = 3,
+                     forward_kwargs: Optional[Dict[str, Any]] = None
+                     ) -> ModelComplexity:
     """Count parameters and MACs of ``model`` on one random image.
 
     Args:
-        model (nn.Module): A backbone or classifier; ``model(images)`` must
-            run (mmpretrain classifiers do, in their ``'tensor'`` mode).
+        model (nn.Module): A backbone or a whole model;
+            ``model(images, **forward_kwargs)`` must run (mmpretrain
+            classifiers and mmseg segmentors do, in their ``'tensor'``
+            mode).
         input_shape (Tuple[int, int]): Image ``(H, W)``. Defaults to
             ``(224, 224)``.
         in_channels (int): Image channels. Defaults to 3.
+        forward_kwargs (dict, optional): More arguments of the forward
+            pass, e.g. the data samples a detector needs. Defaults to None.
 
     Returns:
         ModelComplexity: The counts.
@@ -91,7 +97,7 @@ def count_complexity(model: nn.Module,
     was_training = model.training
     model.eval()
     with FlopCounterMode(display=False, custom_mapping=custom) as counter:
-        model(images)
+        model(images, **(forward_kwargs or {}))
     model.train(was_training)
     counts = counter.get_flop_counts()
     root = type(model).__name__

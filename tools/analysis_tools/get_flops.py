@@ -1,17 +1,24 @@
 """Parameters and MACs of a T2T-ViT config, attention products counted.
 
+Classifiers are counted whole and, for the paper's 1000-class ImageNet
+archs, compared with its figures. Detectors and segmentors get two counts:
+the backbone alone, then the whole model (in its ``'tensor'`` mode: a
+two-stage detector's heads run on all RPN proposals).
+
 Examples::
 
     python tools/analysis_tools/get_flops.py configs/t2t-vit-t-14_8xb64_in1k.py
     python tools/analysis_tools/get_flops.py CONFIG --shape 384 384
+    python tools/analysis_tools/get_flops.py configs/det/CONFIG --shape 448
     python tools/analysis_tools/get_flops.py --all   # every arch vs the paper
 """
 import argparse
 import sys
-from typing import List, Optional, Sequence
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import torch
 from mmengine.config import Config, DictAction
+from mmpretrain.models import ImageClassifier
 from mmpretrain.registry import MODELS
 from rich.console import Console
 from rich.progress import track
@@ -47,6 +54,8 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
         parser.error('give either a CONFIG or --all')
     if args.shape and len(args.shape) not in (1, 2):
         parser.error('--shape takes H or H W')
+    if args.shape and min(args.shape) < 1:
+        parser.error(f'--shape sides must be at least 1, got {args.shape}')
     return args
 
 
@@ -61,7 +70,13 @@ def build_classifier(arch: str, img_size: int) -> torch.nn.Module:
                 type='T2TClsHead', num_classes=1000, in_channels=embed_dims)))
 
 
-def _giga(value: float) -> str:
+def _giga(value: float, unit_of: Optional[float] = None) -> str:
+    """``value`` in G, or in M for models that would read 0.00G.
+
+    ``unit_of`` takes the unit of another count, to keep one per line.
+    """
+    if (value if unit_of is None else unit_of) < 1e9:
+        return f'{value / 1e6:.2f}M'
     return f'{value / 1e9:.2f}G'
 
 
@@ -85,9 +100,38 @@ def run_all(console: Console) -> None:
             disable=not console.is_terminal):
         result = count_complexity(build_classifier(arch, side), (side, side))
         table.add_row(arch, f'{side}x{side}', f'{result.params / 1e6:.2f}M',
-                      _giga(result.macs), _giga(result.attention_macs),
-                      _giga(paper), _versus_paper(result, paper))
+                      _giga(result.macs),
+                      _giga(result.attention_macs, result.macs), _giga(paper),
+                      _versus_paper(result, paper))
     console.print(table)
+
+
+def _detector_inputs(model: torch.nn.Module,
+                     shape: Tuple[int, int]) -> Optional[Dict[str, Any]]:
+    """The data samples an mmdet detector needs beside the images."""
+    try:
+        from mmdet.models.detectors import BaseDetector
+        from mmdet.structures import DetDataSample
+    except ImportError:
+        return None
+    if not isinstance(model, BaseDetector):
+        return None
+    # the image sizes that the test pipeline would record
+    meta = dict(img_shape=shape, ori_shape=shape, pad_shape=shape,
+                batch_input_shape=shape, scale_factor=(1., 1.))
+    return dict(data_samples=[DetDataSample(metainfo=meta)], mode='tensor')
+
+
+def _counts(result: ModelComplexity) -> str:
+    return (f'{result.params / 1e6:.2f}M params ({result.params:,}), '
+            f'{_giga(result.macs)} MACs (attention products '
+            f'{_giga(result.attention_macs, result.macs)})')
+
+
+def _is_imagenet_classifier(model: torch.nn.Module) -> bool:
+    head = getattr(model, 'head', None)
+    return isinstance(model, ImageClassifier) and getattr(
+        head, 'num_classes', None) == 1000
 
 
 def run_config(args: argparse.Namespace, console: Console) -> None:
@@ -104,18 +148,42 @@ def run_config(args: argparse.Namespace, console: Console) -> None:
     else:
         shape = (224, 224)
     in_channels = cfg.model.get('backbone', {}).get('in_channels', 3)
-    result = count_complexity(model, shape, in_channels)
-    arch = cfg.model.get('backbone', {}).get('arch')
-    if isinstance(arch, str):
-        arch = arch.lower().replace('t2t-vit-', '')
-    paper = PAPER_MACS.get((arch, shape[0])) if shape[0] == shape[1] else None
     lines: List[str] = [
         f'Config      {args.config}',
         f'Input       {in_channels}x{shape[0]}x{shape[1]}',
-        f'Params      {result.params / 1e6:.2f}M ({result.params:,})',
-        f'MACs        {_giga(result.macs)} (attention products '
-        f'{_giga(result.attention_macs)})',
     ]
+    whole = ''
+    if isinstance(model, ImageClassifier) or backbone is model:
+        result = count_complexity(model, shape, in_channels)
+    else:
+        # a detector or segmentor: its backbone on its own, then the whole
+        whole = f' (whole {type(model).__name__})'
+        alone = count_complexity(backbone, shape, in_channels)
+        lines.append(f'Backbone    {type(backbone).__name__}: '
+                     f'{_counts(alone)}')
+        try:
+            result = count_complexity(model, shape, in_channels,
+                                      _detector_inputs(model, shape))
+        except (TypeError, AttributeError, KeyError, IndexError) as error:
+            lines.append(f'Whole model not counted: a forward pass of '
+                         f'{type(model).__name__} on images alone failed '
+                         f'({type(error).__name__}); the backbone is '
+                         'counted above.')
+            result = None
+    if result is not None:
+        lines += [
+            f'Params      {result.params / 1e6:.2f}M ({result.params:,})'
+            f'{whole}',
+            f'MACs        {_giga(result.macs)} (attention products '
+            f'{_giga(result.attention_macs, result.macs)}){whole}',
+        ]
+    arch = cfg.model.get('backbone', {}).get('arch')
+    paper = None
+    # the paper counts 1000-class ImageNet classifiers of its archs only
+    if (isinstance(arch, str) and shape[0] == shape[1]
+            and _is_imagenet_classifier(model)):
+        arch = arch.lower().replace('t2t-vit-', '')
+        paper = PAPER_MACS.get((arch, shape[0]))
     if paper is not None:
         lines.append(f'Paper MACs  {_giga(paper)} '
                      f'(ours {_versus_paper(result, paper)})')
