@@ -1,4 +1,6 @@
 """Token maps, class-token attention, and the PNG tools that draw them."""
+from pathlib import Path
+
 import numpy as np
 import pytest
 import torch
@@ -133,3 +135,30 @@ def test_tools_report_user_mistakes_in_one_line(tiny, capsys):
                          argv) == 1
         err = capsys.readouterr().err.strip().splitlines()
         assert len(err) == 1 and 'Block' in err[0]
+
+
+@pytest.mark.parametrize('tool', [vis_attention, vis_features])
+def test_tools_skip_unreadable_images_and_refuse_a_file_as_out_dir(
+        tiny, tmp_path, capsys, tool):
+    config, checkpoint, images = tiny
+    broken = images / 'broken.jpg'
+    broken.write_bytes(b'\xff\xd8 a truncated download')
+    out_dir = tmp_path / 'out'
+    assert tool.main([str(images), str(config), str(checkpoint), '--blocks',
+                      '0', '--out-dir', str(out_dir)]) == 1
+    captured = capsys.readouterr()
+    err = captured.err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith(f'error: {broken} ')
+    # the readable images around it are drawn
+    written = {Path(line).name.split('_')[0]
+               for line in captured.out.split()}
+    assert written == {'a', 'b'}
+
+    not_a_folder = tmp_path / 'notes.txt'
+    not_a_folder.write_text('')
+    assert tool.main([str(images / 'a.png'), str(config), str(checkpoint),
+                      '--out-dir', str(not_a_folder)]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1
+    assert err[0].startswith(
+        f'error: cannot make the --out-dir folder {not_a_folder}')

@@ -20,7 +20,11 @@ from typing import List, Optional, Sequence
 from rich.console import Console
 from rich.progress import track
 
-from t2t_plugin.analysis import cls_attention_maps, default_block_indices
+from t2t_plugin.analysis import (
+    cls_attention_maps,
+    default_block_indices,
+    resolve_block_indices,
+)
 from t2t_plugin.analysis.figures import overlay, save_panel_grid
 from t2t_plugin.apis import init_model, list_images, preprocess_image
 
@@ -80,22 +84,44 @@ def draw_attention(model, image: Path, blocks: Sequence[int], per_head: bool,
 def main(argv: Optional[Sequence[str]] = None) -> int:
     args = parse_args(argv)
     console = Console(soft_wrap=True)
+    out_dir = Path(args.out_dir)
     try:
         images: List[Path] = list_images(args.image)
         model = init_model(args.config, args.checkpoint, args.device)
-        blocks = args.blocks or default_block_indices(
-            len(model.backbone.encoder))
-        for image in track(images, description='Drawing', console=console,
-                           transient=True,
-                           disable=len(images) == 1
-                           or not console.is_terminal):
-            path = draw_attention(model, image, blocks, args.per_head,
-                                  args.alpha, Path(args.out_dir))
-            console.print(str(path), markup=False, highlight=False)
+        if not model.backbone.with_cls_token:
+            raise ValueError('The class-token attention needs a backbone '
+                             'with with_cls_token=True.')
+        # checked once here, rather than failing on every image
+        blocks = resolve_block_indices(
+            model.backbone, args.blocks
+            or default_block_indices(len(model.backbone.encoder)))
     except (FileNotFoundError, ValueError, TypeError) as error:
         print(f'error: {error}', file=sys.stderr)
         return 1
-    return 0
+    try:
+        out_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as error:
+        print(f'error: cannot make the --out-dir folder {out_dir} '
+              f'({error.strerror}); give a folder path.', file=sys.stderr)
+        return 1
+    failed = 0
+    for image in track(images, description='Drawing', console=console,
+                       transient=True,
+                       disable=len(images) == 1 or not console.is_terminal):
+        try:
+            path = draw_attention(model, image, blocks, args.per_head,
+                                  args.alpha, out_dir)
+        except (OSError, ValueError) as error:
+            # one bad image (unreadable, of a size the model cannot take)
+            # does not stop the others
+            failed += 1
+            message = str(error)
+            if str(image) not in message:
+                message = f'{image}: {message}'
+            print(f'error: {message}', file=sys.stderr)
+            continue
+        console.print(str(path), markup=False, highlight=False)
+    return 1 if failed else 0
 
 
 if __name__ == '__main__':

@@ -19,7 +19,11 @@ from typing import List, Optional, Sequence
 from rich.console import Console
 from rich.progress import track
 
-from t2t_plugin.analysis import collect_token_maps, default_block_indices
+from t2t_plugin.analysis import (
+    collect_token_maps,
+    default_block_indices,
+    resolve_block_indices,
+)
 from t2t_plugin.analysis.figures import colorize, resize_map, save_panel_grid
 from t2t_plugin.apis import init_model, list_images, preprocess_image
 
@@ -84,22 +88,42 @@ def draw_features(model, image: Path, blocks: Sequence[int], channels: int,
 def main(argv: Optional[Sequence[str]] = None) -> int:
     args = parse_args(argv)
     console = Console(soft_wrap=True)
+    out_dir = Path(args.out_dir)
     try:
-        images = list_images(args.image)
+        images: List[Path] = list_images(args.image)
         model = init_model(args.config, args.checkpoint, args.device)
-        blocks = args.blocks or default_block_indices(
-            len(model.backbone.encoder))
-        for image in track(images, description='Drawing', console=console,
-                           transient=True,
-                           disable=len(images) == 1
-                           or not console.is_terminal):
-            for path in draw_features(model, image, blocks, args.channels,
-                                      args.panel_size, Path(args.out_dir)):
-                console.print(str(path), markup=False, highlight=False)
+        # checked once here, rather than failing on every image
+        blocks = resolve_block_indices(
+            model.backbone, args.blocks
+            or default_block_indices(len(model.backbone.encoder)))
     except (FileNotFoundError, ValueError, TypeError) as error:
         print(f'error: {error}', file=sys.stderr)
         return 1
-    return 0
+    try:
+        out_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as error:
+        print(f'error: cannot make the --out-dir folder {out_dir} '
+              f'({error.strerror}); give a folder path.', file=sys.stderr)
+        return 1
+    failed = 0
+    for image in track(images, description='Drawing', console=console,
+                       transient=True,
+                       disable=len(images) == 1 or not console.is_terminal):
+        try:
+            paths = draw_features(model, image, blocks, args.channels,
+                                  args.panel_size, out_dir)
+        except (OSError, ValueError) as error:
+            # one bad image (unreadable, of a size the model cannot take)
+            # does not stop the others
+            failed += 1
+            message = str(error)
+            if str(image) not in message:
+                message = f'{image}: {message}'
+            print(f'error: {message}', file=sys.stderr)
+            continue
+        for path in paths:
+            console.print(str(path), markup=False, highlight=False)
+    return 1 if failed else 0
 
 
 if __name__ == '__main__':
