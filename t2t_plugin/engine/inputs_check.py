@@ -5,6 +5,7 @@ Without them a missing dataset or checkpoint surfaces deep inside dataset or
 model construction as a long traceback; tools call :func:`find_missing_inputs`
 first and print one line per missing path instead.
 """
+import os
 import os.path as osp
 import sys
 from typing import Iterator, List, Optional
@@ -15,6 +16,10 @@ from mmpretrain.registry import DATASETS
 DATA_DOC = "README.md, section 'Data preparation'"
 CHECKPOINT_DOC = "README.md, section 'Training'"
 DENSE_DOC = "README.md, section 'Detection and segmentation'"
+
+# What a wrong config or option raises while mmengine builds the run
+# (model, datasets, loops): a user mistake, not a bug.
+BUILD_ERRORS = (AssertionError, ValueError, TypeError, KeyError)
 
 # Datasets that read ``data_root/<split>`` when ``split`` is given.
 _SPLIT_FOLDER_DATASETS = ('ImageNet', 'ImageNet21k')
@@ -145,3 +150,20 @@ def load_config(path: str) -> Optional[Config]:
         print(f'Cannot load config {path}: {type(error).__name__}: '
               f'{error}{hint}', file=sys.stderr)
         return None
+
+
+def report_build_error(config: str, error: BaseException) -> None:
+    """Print a user mistake found while building a run as one line.
+
+    With ``T2T_DEBUG=1`` in the environment the error is re-raised instead,
+    traceback and all.
+
+    Args:
+        config (str): The config file of the run.
+        error (BaseException): One of :data:`BUILD_ERRORS`, being handled.
+    """
+    if os.environ.get('T2T_DEBUG') == '1':
+        raise error
+    message = ' '.join(str(error).split())
+    print(f'{config}: {type(error).__name__}: {message} '
+          '(set T2T_DEBUG=1 for the traceback)', file=sys.stderr)
