@@ -13,9 +13,17 @@ import sys
 import torch
 from mmengine.config import Config, DictAction
 from mmengine.registry import RUNNERS
-from mmengine.runner import Runner
+from mmengine.runner import Runner, find_latest_checkpoint
 
-from t2t_plugin.engine import find_missing_inputs, load_config, setup_cpu_dist
+from t2t_plugin.engine import (
+    BUILD_ERRORS,
+    checkpoint_read_error,
+    find_missing_inputs,
+    load_config,
+    remove_stale_temp_files,
+    report_build_error,
+    setup_cpu_dist,
+)
 
 
 def parse_args() -> argparse.Namespace:
@@ -87,6 +95,29 @@ def set_amp(cfg: Config) -> None:
         optim_wrapper.dtype = 'bfloat16'
 
 
+def set_resume(cfg: Config, resume: str) -> None:
+    """Resume from ``resume`` or, for ``'auto'``, the work dir's latest.
+
+    A fresh work dir has nothing to resume: the run then starts as it would
+    without ``--resume`` (from the config's ``load_from`` if any), so that
+    jobs that always pass ``--resume`` keep their pretrained weights.
+    """
+    if resume != 'auto':
+        cfg.resume = True
+        cfg.load_from = resume
+        return
+    latest = find_latest_checkpoint(cfg.work_dir)
+    if latest is not None:
+        cfg.resume = True
+        cfg.load_from = latest
+        return
+    cfg.resume = False
+    start = (f'load_from={cfg.load_from}' if cfg.get('load_from') else
+             'scratch')
+    print(f'No checkpoint in {cfg.work_dir} to resume; starting from '
+          f'{start}.')
+
+
 def merge_args(cfg: Config, args: argparse.Namespace) -> Config:
     """Apply the command-line options to the config."""
     if args.cfg_options:
@@ -98,12 +129,8 @@ def merge_args(cfg: Config, args: argparse.Namespace) -> Config:
                                 osp.splitext(osp.basename(args.config))[0])
     if args.amp:
         set_amp(cfg)
-    if args.resume == 'auto':
-        cfg.resume = True
-        cfg.load_from = None
-    elif args.resume is not None:
-        cfg.resume = True
-        cfg.load_from = args.resume
+    if args.resume is not None:
+        set_resume(cfg, args.resume)
     if args.auto_scale_lr:
         if 'base_batch_size' not in cfg.get('auto_scale_lr', {}):
             raise ValueError('--auto-scale-lr needs auto_scale_lr = '
@@ -118,6 +145,20 @@ def merge_args(cfg: Config, args: argparse.Namespace) -> Config:
             and checkpoint_hook.get('backend_args') is None):
         checkpoint_hook.backend_args = dict(backend='atomic_local')
     return cfg
+
+
+def build_runner(cfg: Config) -> Runner:
+    """Build the Runner and its data loaders, before any training step.
+
+    mmengine builds the datasets and loops only inside ``Runner.train``;
+    building them here lets a wrong config or option fail before training
+    starts, where it can be reported as one line.
+    """
+    runner = (Runner.from_cfg(cfg) if 'runner_type' not in cfg else
+              RUNNERS.build(cfg))
+    for loop in ('train_loop', 'val_loop'):
+        getattr(runner, loop)  # the properties build the loops on access
+    return runner
 
 
 def main() -> int:
@@ -136,19 +177,38 @@ def main() -> int:
 
     loaders = ['train_dataloader'] + (
         [] if args.no_validate else ['val_dataloader'])
-    # A resumed run reads its own checkpoint; only --resume PATH is checked.
-    missing = find_missing_inputs(
-        cfg, loaders, check_load_from=args.resume != 'auto')
+    missing = find_missing_inputs(cfg, loaders)
     if missing:
         print('\n'.join(missing), file=sys.stderr)
         return 1
+    load_from = cfg.get('load_from')
+    if load_from and '://' not in load_from:
+        error = checkpoint_read_error(load_from)
+        if error:
+            print(error, file=sys.stderr)
+            return 1
 
     if args.launcher != 'none' and not torch.cuda.is_available():
-        setup_cpu_dist(cfg, args.launcher)
+        try:
+            setup_cpu_dist(cfg, args.launcher)
+        except RuntimeError as error:
+            print(error, file=sys.stderr)
+            return 2
+    removed = remove_stale_temp_files(cfg.work_dir)
+    if removed:
+        print(f'Removed {len(removed)} temporary checkpoint file(s) left in '
+              f'{cfg.work_dir} by an interrupted save.')
 
     try:
-        runner = (Runner.from_cfg(cfg) if 'runner_type' not in cfg else
-                  RUNNERS.build(cfg))
+        runner = build_runner(cfg)
+    except BUILD_ERRORS as error:
+        report_build_error(args.config, error)
+        return 1
+    except FileNotFoundError as error:
+        print(error, file=sys.stderr)
+        return 1
+    # Errors from here on happen while training: they keep their traceback.
+    try:
         runner.train()
     except FileNotFoundError as error:
         print(error, file=sys.stderr)
