@@ -16,7 +16,19 @@ from mmengine.fileio import dump
 from mmengine.registry import RUNNERS
 from mmengine.runner import Runner
 
-from t2t_plugin.engine import find_missing_inputs, load_config, setup_cpu_dist
+from t2t_plugin.engine import (
+    BUILD_ERRORS,
+    CheckpointMismatchError,
+    checkpoint_read_error,
+    find_missing_inputs,
+    load_checkpoints_strictly,
+    load_config,
+    report_build_error,
+    setup_cpu_dist,
+)
+
+# Formats mmengine's ``dump`` writes, by file suffix.
+METRICS_SUFFIXES = ('.json', '.yaml', '.yml', '.pkl')
 
 
 def parse_args() -> argparse.Namespace:
@@ -102,6 +114,12 @@ def merge_args(cfg: Config, args: argparse.Namespace) -> Config:
     if args.out and args.out_item == 'pred' and not args.out.endswith('.pkl'):
         raise ValueError('--out-item pred saves a .pkl file; got --out '
                          f'{args.out}.')
+    # Checked now: dump() would fail only after the whole evaluation.
+    if args.out and args.out_item == 'metrics' and not args.out.lower(
+    ).endswith(METRICS_SUFFIXES):
+        raise ValueError(f'--out saves the metrics as '
+                         f'{", ".join(METRICS_SUFFIXES)}; got --out '
+                         f'{args.out}.')
     return cfg
 
 
@@ -127,19 +145,40 @@ def main() -> int:
     if missing:
         print('\n'.join(missing), file=sys.stderr)
         return 1
+    error = checkpoint_read_error(args.checkpoint)
+    if error:
+        print(error, file=sys.stderr)
+        return 1
 
     if args.launcher != 'none' and not torch.cuda.is_available():
-        setup_cpu_dist(cfg, args.launcher)
+        try:
+            setup_cpu_dist(cfg, args.launcher)
+        except RuntimeError as error:
+            print(error, file=sys.stderr)
+            return 2
 
     try:
         runner = (Runner.from_cfg(cfg) if 'runner_type' not in cfg else
                   RUNNERS.build(cfg))
-        if args.out and args.out_item == 'pred':
-            runner.test_evaluator.metrics.append(
-                DumpResults(out_file_path=args.out))
-        metrics = runner.test()
+        # The loop builds the test dataset: config mistakes show up here.
+        test_loop = runner.test_loop
+    except BUILD_ERRORS as error:
+        report_build_error(args.config, error)
+        return 1
     except FileNotFoundError as error:
         print(error, file=sys.stderr)
+        return 1
+    if args.out and args.out_item == 'pred':
+        test_loop.evaluator.metrics.append(
+            DumpResults(out_file_path=args.out))
+    # Scoring a checkpoint of another model would print random-weight
+    # metrics with exit 0; a strict load refuses it.
+    load_checkpoints_strictly(runner)
+    try:
+        metrics = runner.test()
+    except CheckpointMismatchError as error:
+        print(f'Checkpoint does not fit {args.config}: {error}',
+              file=sys.stderr)
         return 1
     if args.out and args.out_item == 'metrics' and runner.rank == 0:
         dump(metrics, args.out)
