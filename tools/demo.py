@@ -16,6 +16,29 @@ import time
 
 ROOT = osp.dirname(osp.dirname(osp.abspath(__file__)))
 CONFIG = osp.join('configs', 't2t-vit-mini_1xb64_digits.py')
+# Files that mark a folder as the work dir of an earlier training run: the
+# pointer to the last checkpoint and the config mmengine dumps there.
+DEMO_MARKERS = ('last_checkpoint', osp.basename(CONFIG))
+
+
+def can_clear(work_dir: str) -> bool:
+    """Whether the demo may empty ``work_dir`` before it starts.
+
+    Only a new or empty folder or the work dir of an earlier run may go;
+    never the repository, a folder above it, or the home folder (nor one
+    above it), whatever they hold.
+    """
+    real = osp.realpath(work_dir)
+    for kept in (ROOT, osp.expanduser('~')):
+        kept = osp.realpath(kept)
+        if osp.commonpath([real, kept]) == real:
+            return False
+    if not osp.lexists(real):
+        return True
+    if not osp.isdir(real):
+        return False
+    names = os.listdir(real)
+    return not names or any(name in names for name in DEMO_MARKERS)
 
 
 def run(args: list, env: dict) -> None:
@@ -32,10 +55,14 @@ def main() -> None:
     parser.add_argument(
         '--work-dir',
         default=osp.join('work_dirs', 't2t-vit-mini_1xb64_digits'),
-        help='output folder, emptied first (relative to the repository)')
+        help='output folder (relative to the repository): a new or empty '
+        'folder, or the work dir of an earlier demo, which is emptied first')
     args = parser.parse_args()
 
     work_dir = osp.join(ROOT, args.work_dir)
+    if not can_clear(work_dir):
+        sys.exit(f'Demo stopped: {args.work_dir} exists and is not a demo '
+                 'work dir; pass an empty or new folder.')
     shutil.rmtree(work_dir, ignore_errors=True)
     env = dict(os.environ)
     # The model is tiny: more threads only add synchronisation on a CPU.
