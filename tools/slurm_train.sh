@@ -13,7 +13,15 @@ fi
 PARTITION=$1
 JOB_NAME=$2
 CONFIG=$3
-WORK_DIR=${4:-"work_dirs/$(basename "${CONFIG%.py}")"}
+# A 4th argument that starts with '-' is the first train.py option, not
+# the work dir.
+if [ $# -ge 4 ] && [ "${4#-}" = "$4" ]; then
+    WORK_DIR=$4
+    OPTIONS=("${@:5}")
+else
+    WORK_DIR="work_dirs/$(basename "${CONFIG%.py}")"
+    OPTIONS=("${@:4}")
+fi
 GPUS=${GPUS:-8}
 GPUS_PER_NODE=${GPUS_PER_NODE:-8}
 CPUS_PER_TASK=${CPUS_PER_TASK:-5}
@@ -32,4 +40,4 @@ srun -p "$PARTITION" \
     --kill-on-bad-exit=1 \
     $SRUN_ARGS \
     "${PYTHON:-python}" -u "$TOOLS/train.py" "$CONFIG" \
-    --work-dir="$WORK_DIR" --launcher=slurm "${@:5}"
+    --work-dir="$WORK_DIR" --launcher=slurm ${OPTIONS[@]+"${OPTIONS[@]}"}
