@@ -179,6 +179,52 @@ def test_test_tool_reports_top1_top5(interrupted_run, tmp_path):
     assert f'accuracy/top1: {metrics["accuracy/top1"]:.4f}' in result.stdout
 
 
+def test_test_tool_scores_the_averaged_weights_of_ema_checkpoints(
+        interrupted_run, tmp_path):
+    """With EMAHook, a checkpoint's state_dict holds the averaged weights
+    and ema_state_dict the raw ones; test.py loads it strictly through the
+    runner and must score the averaged weights."""
+    work_dir, _ = interrupted_run
+    checkpoint = torch.load(work_dir / 'epoch_3.pth', map_location='cpu')
+    # The hook averages parameters only; buffers are the same in both.
+    model_cfg = copy.deepcopy(Config.fromfile(DEMO).model)
+    parameters = {name for name, _ in MODELS.build(
+        model_cfg).named_parameters()}
+    generator = torch.Generator().manual_seed(0)
+    raw = {
+        f'module.{key}': value + 0.5 * torch.randn(
+            value.shape, generator=generator) if key in parameters
+        else value.clone()
+        for key, value in checkpoint['state_dict'].items()
+    }
+    checkpoint['ema_state_dict'] = dict(raw, steps=torch.tensor(69))
+    ema_checkpoint = tmp_path / 'ema.pth'
+    torch.save(checkpoint, ema_checkpoint)
+    raw_checkpoint = tmp_path / 'raw.pth'
+    torch.save({'state_dict': {key[len('module.'):]: value
+                               for key, value in raw.items()}},
+               raw_checkpoint)
+    config = tmp_path / 'digits_ema.py'
+    config.write_text(
+        f'_base_ = [{DEMO!r}]\n'
+        "custom_hooks = [dict(type='EMAHook', momentum=4e-5, "
+        "priority='ABOVE_NORMAL')]\n")
+
+    out = tmp_path / 'metrics.json'
+    result = run_tool('tools/test.py', str(config), str(ema_checkpoint),
+                      '--work-dir', str(tmp_path / 'work'), '--out',
+                      str(out))
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert 'Start testing on EMA model.' in result.stdout
+    metrics = json.loads(out.read_text())
+    top1, top5 = evaluate_in_process(str(ema_checkpoint))
+    assert metrics['accuracy/top1'] == pytest.approx(top1, abs=1e-3)
+    assert metrics['accuracy/top5'] == pytest.approx(top5, abs=1e-3)
+    # The raw weights score differently, so the check above can fail.
+    assert evaluate_in_process(str(raw_checkpoint))[0] != pytest.approx(
+        top1, abs=1e-3)
+
+
 def load_tool(name: str):
     spec = importlib.util.spec_from_file_location(
         name.replace('/', '_'), ROOT / 'tools' / f'{name}.py')
