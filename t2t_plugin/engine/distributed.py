@@ -17,8 +17,19 @@ from mmengine.config import Config
 LAUNCHERS = ('pytorch', 'slurm', 'mpi')
 
 
+def _require(launcher: str, names: tuple, start: str) -> None:
+    """Raise a RuntimeError naming the launcher variables that are unset."""
+    missing = [name for name in names if name not in os.environ]
+    if missing:
+        raise RuntimeError(
+            f'launcher={launcher!r} needs the environment variables '
+            f'{", ".join(missing)}; {start}.')
+
+
 def _export_slurm_env() -> None:
     """Fill torch's rendezvous variables from Slurm's."""
+    _require('slurm', ('SLURM_NODELIST', 'SLURM_NTASKS', 'SLURM_PROCID'),
+             'start the script with srun, e.g. tools/slurm_train.sh')
     if 'MASTER_ADDR' not in os.environ:
         # The first node of the allocation hosts the rendezvous.
         result = subprocess.run(
@@ -37,6 +48,9 @@ def _export_slurm_env() -> None:
 
 def _export_mpi_env() -> None:
     """Fill torch's rendezvous variables from Open MPI's."""
+    _require('mpi', ('OMPI_COMM_WORLD_SIZE', 'OMPI_COMM_WORLD_RANK',
+                     'OMPI_COMM_WORLD_LOCAL_RANK'),
+             "start the script with Open MPI's mpirun")
     os.environ.setdefault('MASTER_ADDR', '127.0.0.1')
     os.environ.setdefault('MASTER_PORT', '29500')
     os.environ['WORLD_SIZE'] = os.environ['OMPI_COMM_WORLD_SIZE']
@@ -60,13 +74,8 @@ def init_cpu_dist(launcher: str, timeout: float = 1800.) -> None:
         _export_slurm_env()
     elif launcher == 'mpi':
         _export_mpi_env()
-    missing = [name for name in ('MASTER_ADDR', 'MASTER_PORT', 'RANK',
-                                 'WORLD_SIZE') if name not in os.environ]
-    if missing:
-        raise RuntimeError(
-            f'launcher={launcher!r} needs the environment variables '
-            f'{", ".join(missing)}; start the script with torchrun, e.g. '
-            'tools/dist_train.sh.')
+    _require(launcher, ('MASTER_ADDR', 'MASTER_PORT', 'RANK', 'WORLD_SIZE'),
+             'start the script with torchrun, e.g. tools/dist_train.sh')
     torch_dist.init_process_group(
         backend='gloo',
         rank=int(os.environ['RANK']),
