@@ -280,6 +280,20 @@ def test_build_errors_are_one_line(case, tmp_path, monkeypatch, capsys):
     assert err.strip().endswith(' (set T2T_DEBUG=1 for the traceback)')
 
 
+def test_test_tool_build_errors_are_one_line(tmp_path, monkeypatch,
+                                            capsys):
+    checkpoint = save_demo_model(tmp_path / 'model.pth')
+    code, err = run_main('test', DEMO, str(checkpoint), '--work-dir',
+                         str(tmp_path / 'work'), '--cfg-options',
+                         'test_dataloader.dataset.split=tset',
+                         monkeypatch=monkeypatch, capsys=capsys)
+    assert code == 1
+    assert len(err.strip().splitlines()) == 1, err
+    assert err.startswith(f'{DEMO}: ')
+    assert 'tset' in err
+    assert err.strip().endswith(' (set T2T_DEBUG=1 for the traceback)')
+
+
 def test_t2t_debug_keeps_the_traceback(tmp_path):
     env = dict(tool_env(), T2T_DEBUG='1')
     result = subprocess.run(
@@ -293,23 +307,30 @@ def test_t2t_debug_keeps_the_traceback(tmp_path):
 
 # 7. A distributed launcher without torchrun.
 
-@pytest.mark.parametrize('tool', ['train', 'test'])
-def test_pytorch_launcher_without_torchrun_is_one_line(tool, tmp_path,
-                                                        monkeypatch, capsys):
+@pytest.mark.parametrize('tool, launcher, names, start', [
+    ('train', 'pytorch', 'MASTER_ADDR, MASTER_PORT, RANK, WORLD_SIZE',
+     'torchrun, e.g. tools/dist_train.sh'),
+    ('test', 'pytorch', 'MASTER_ADDR, MASTER_PORT, RANK, WORLD_SIZE',
+     'torchrun, e.g. tools/dist_train.sh'),
+    ('train', 'slurm', 'SLURM_NODELIST, SLURM_NTASKS, SLURM_PROCID',
+     'srun, e.g. tools/slurm_train.sh'),
+])
+def test_launcher_without_its_starter_is_one_line(tool, launcher, names,
+                                                  start, tmp_path,
+                                                  monkeypatch, capsys):
     if torch.cuda.is_available():
         pytest.skip('mmengine opens the process group itself with CUDA')
-    for name in ('MASTER_ADDR', 'MASTER_PORT', 'RANK', 'WORLD_SIZE'):
+    for name in ('MASTER_ADDR', 'MASTER_PORT', 'RANK', 'WORLD_SIZE',
+                 'SLURM_NODELIST', 'SLURM_NTASKS', 'SLURM_PROCID'):
         monkeypatch.delenv(name, raising=False)
     checkpoint = [] if tool == 'train' else [
         str(save_demo_model(tmp_path / 'model.pth'))]
-    code, err = run_main(tool, DEMO, *checkpoint, '--launcher', 'pytorch',
+    code, err = run_main(tool, DEMO, *checkpoint, '--launcher', launcher,
                          '--work-dir', str(tmp_path / 'work'),
                          monkeypatch=monkeypatch, capsys=capsys)
     assert code == 2
-    assert err == (
-        "launcher='pytorch' needs the environment variables MASTER_ADDR, "
-        'MASTER_PORT, RANK, WORLD_SIZE; start the script with torchrun, '
-        'e.g. tools/dist_train.sh.\n')
+    assert err == (f"launcher='{launcher}' needs the environment variables "
+                   f'{names}; start the script with {start}.\n')
 
 
 # 8. --out formats.
