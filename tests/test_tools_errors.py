@@ -3,7 +3,9 @@ what the tools write and delete stays within the user's intent (demo work
 dirs, checkpoint permissions, stale temporary files, resume and Slurm
 arguments)."""
 import argparse
+import contextlib
 import copy
+import io
 import os
 import stat
 import subprocess
@@ -42,13 +44,17 @@ def save_demo_model(path: Path, num_classes: int = 10) -> Path:
     return path
 
 
-def run_main(tool: str, *args: str, monkeypatch, capsys) -> tuple:
+def run_main(tool: str, *args: str, monkeypatch) -> tuple:
     """Exit code and stderr of a tool run in this process (no start-up
     cost, for errors that come before any training)."""
     module = load_tool(tool)
     monkeypatch.setattr(sys, 'argv', [f'{tool}.py', *args])
-    code = module.main()
-    return code, capsys.readouterr().err
+    # Own streams rather than capsys: the loggers mmengine creates keep
+    # them, and these stay open for the tests that follow.
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = module.main()
+    return code, err.getvalue()
 
 
 def assert_one_line(result: subprocess.CompletedProcess, code: int) -> str:
@@ -251,7 +257,7 @@ def config_without_model(folder: Path) -> str:
 
 
 @pytest.mark.parametrize('case', ['arch', 'typo', 'no_model', 'imagenet'])
-def test_build_errors_are_one_line(case, tmp_path, monkeypatch, capsys):
+def test_build_errors_are_one_line(case, tmp_path, monkeypatch):
     config, options = DEMO, []
     if case == 'arch':
         options = ['--cfg-options', 'model.backbone.arch=foo']
@@ -273,20 +279,19 @@ def test_build_errors_are_one_line(case, tmp_path, monkeypatch, capsys):
     monkeypatch.delenv('T2T_DEBUG', raising=False)
     code, err = run_main('train', config, '--work-dir',
                          str(tmp_path / 'work'), *options,
-                         monkeypatch=monkeypatch, capsys=capsys)
+                         monkeypatch=monkeypatch)
     assert code == 1
     assert len(err.strip().splitlines()) == 1, err
     assert err.startswith(f'{config}: {expected}')
     assert err.strip().endswith(' (set T2T_DEBUG=1 for the traceback)')
 
 
-def test_test_tool_build_errors_are_one_line(tmp_path, monkeypatch,
-                                            capsys):
+def test_test_tool_build_errors_are_one_line(tmp_path, monkeypatch):
     checkpoint = save_demo_model(tmp_path / 'model.pth')
     code, err = run_main('test', DEMO, str(checkpoint), '--work-dir',
                          str(tmp_path / 'work'), '--cfg-options',
                          'test_dataloader.dataset.split=tset',
-                         monkeypatch=monkeypatch, capsys=capsys)
+                         monkeypatch=monkeypatch)
     assert code == 1
     assert len(err.strip().splitlines()) == 1, err
     assert err.startswith(f'{DEMO}: ')
@@ -317,7 +322,7 @@ def test_t2t_debug_keeps_the_traceback(tmp_path):
 ])
 def test_launcher_without_its_starter_is_one_line(tool, launcher, names,
                                                   start, tmp_path,
-                                                  monkeypatch, capsys):
+                                                  monkeypatch):
     if torch.cuda.is_available():
         pytest.skip('mmengine opens the process group itself with CUDA')
     for name in ('MASTER_ADDR', 'MASTER_PORT', 'RANK', 'WORLD_SIZE',
@@ -327,7 +332,7 @@ def test_launcher_without_its_starter_is_one_line(tool, launcher, names,
         str(save_demo_model(tmp_path / 'model.pth'))]
     code, err = run_main(tool, DEMO, *checkpoint, '--launcher', launcher,
                          '--work-dir', str(tmp_path / 'work'),
-                         monkeypatch=monkeypatch, capsys=capsys)
+                         monkeypatch=monkeypatch)
     assert code == 2
     assert err == (f"launcher='{launcher}' needs the environment variables "
                    f'{names}; start the script with {start}.\n')
@@ -335,13 +340,12 @@ def test_launcher_without_its_starter_is_one_line(tool, launcher, names,
 
 # 8. --out formats.
 
-def test_out_format_is_checked_before_evaluation(tmp_path, monkeypatch,
-                                                 capsys):
+def test_out_format_is_checked_before_evaluation(tmp_path, monkeypatch):
     checkpoint = tmp_path / 'model.pth'
     checkpoint.write_bytes(b'')  # never read: the option fails first
     code, err = run_main('test', DEMO, str(checkpoint), '--out', 'm.txt',
                          '--work-dir', str(tmp_path / 'work'),
-                         monkeypatch=monkeypatch, capsys=capsys)
+                         monkeypatch=monkeypatch)
     assert code == 2
     assert err == (
         f'Invalid options for {DEMO}: --out saves the metrics as .json, '
