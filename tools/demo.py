@@ -27,6 +27,12 @@ def can_clear(work_dir: str) -> bool:
     Only a new or empty folder or the work dir of an earlier run may go;
     never the repository, a folder above it, or the home folder (nor one
     above it), whatever they hold.
+
+    Args:
+        work_dir (str): The folder the demo would empty.
+
+    Returns:
+        bool: True if it may be emptied.
     """
     real = osp.realpath(work_dir)
     for kept in (ROOT, osp.expanduser('~')):

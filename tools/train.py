@@ -101,6 +101,10 @@ def set_resume(cfg: Config, resume: str) -> None:
     A fresh work dir has nothing to resume: the run then starts as it would
     without ``--resume`` (from the config's ``load_from`` if any), so that
     jobs that always pass ``--resume`` keep their pretrained weights.
+
+    Args:
+        cfg (Config): The run's config, with its ``work_dir`` set.
+        resume (str): ``'auto'`` or the path of a checkpoint.
     """
     if resume != 'auto':
         cfg.resume = True
@@ -153,6 +157,12 @@ def build_runner(cfg: Config) -> Runner:
     mmengine builds the datasets and loops only inside ``Runner.train``;
     building them here lets a wrong config or option fail before training
     starts, where it can be reported as one line.
+
+    Args:
+        cfg (Config): The run's config.
+
+    Returns:
+        Runner: The runner, with its training and validation loops built.
     """
     runner = (Runner.from_cfg(cfg) if 'runner_type' not in cfg else
               RUNNERS.build(cfg))
