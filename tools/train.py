@@ -110,7 +110,10 @@ def set_resume(cfg: Config, resume: str) -> None:
         cfg.resume = True
         cfg.load_from = resume
         return
-    latest = find_latest_checkpoint(cfg.work_dir)
+    # mmengine's finder reads last_checkpoint and logs when there is none;
+    # this tool says so itself.
+    latest = (find_latest_checkpoint(cfg.work_dir) if osp.isfile(
+        osp.join(cfg.work_dir, 'last_checkpoint')) else None)
     if latest is not None:
         cfg.resume = True
         cfg.load_from = latest

@@ -30,12 +30,13 @@ import pickle
 import re
 import tempfile
 from pathlib import Path
-from typing import Any, Callable, List, Optional, Tuple, Union
+from typing import Callable, List, Optional, Tuple, Union
 
 import numpy as np
 import torch
 from mmengine.fileio import LocalBackend, register_backend
 from mmengine.logging import HistoryBuffer
+from mmengine.runner import Runner
 
 _STATISTICS_METHODS = ('min', 'max', 'current', 'mean')
 
@@ -218,7 +219,7 @@ class CheckpointMismatchError(RuntimeError):
     """A checkpoint whose weights do not fit the model of the config."""
 
 
-def load_checkpoints_strictly(runner: Any) -> None:
+def load_checkpoints_strictly(runner: Runner) -> None:
     """Make a Runner load ``load_from`` with ``strict=True``.
 
     The runner keeps loading through its own ``load_checkpoint`` (after
