@@ -17,30 +17,17 @@ import sys
 from pathlib import Path
 from typing import List, Optional, Sequence
 
-from rich.console import Console
-from rich.progress import track
-
-from t2t_plugin.analysis import (
-    cls_attention_maps,
-    default_block_indices,
-    resolve_block_indices,
-)
+from t2t_plugin.analysis import cls_attention_maps
 from t2t_plugin.analysis.figures import overlay, save_panel_grid
-from t2t_plugin.apis import init_model, list_images, preprocess_image
+from t2t_plugin.analysis.image_batches import add_image_arguments, draw_images
+from t2t_plugin.apis import preprocess_image
 
 
 def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
         description="Overlay the class token's attention of chosen encoder "
         'blocks on the image.')
-    parser.add_argument('image', help='image file, or a folder of images')
-    parser.add_argument('config', help='model config file')
-    parser.add_argument('checkpoint', help='checkpoint file')
-    parser.add_argument(
-        '--blocks',
-        type=int,
-        nargs='+',
-        help='encoder blocks, from 0 (default: first, middle, last)')
+    add_image_arguments(parser, 'work_dirs/vis_attention')
     parser.add_argument(
         '--per-head',
         action='store_true',
@@ -50,9 +37,6 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
         type=float,
         default=0.5,
         help='opacity of the attention map (default 0.5)')
-    parser.add_argument(
-        '--out-dir', default='work_dirs/vis_attention', help='PNG folder')
-    parser.add_argument('--device', default='cpu', help="e.g. 'cuda:0'")
     args = parser.parse_args(argv)
     if not 0 <= args.alpha <= 1:
         parser.error('--alpha must be between 0 and 1')
@@ -83,45 +67,15 @@ def draw_attention(model, image: Path, blocks: Sequence[int], per_head: bool,
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
     args = parse_args(argv)
-    console = Console(soft_wrap=True)
-    out_dir = Path(args.out_dir)
-    try:
-        images: List[Path] = list_images(args.image)
-        model = init_model(args.config, args.checkpoint, args.device)
-        if not model.backbone.with_cls_token:
-            raise ValueError('The class-token attention needs a backbone '
-                             'with with_cls_token=True.')
-        # checked once here, rather than failing on every image
-        blocks = resolve_block_indices(
-            model.backbone, args.blocks
-            or default_block_indices(len(model.backbone.encoder)))
-    except (FileNotFoundError, ValueError, TypeError) as error:
-        print(f'error: {error}', file=sys.stderr)
-        return 1
-    try:
-        out_dir.mkdir(parents=True, exist_ok=True)
-    except OSError as error:
-        print(f'error: cannot make the --out-dir folder {out_dir} '
-              f'({error.strerror}); give a folder path.', file=sys.stderr)
-        return 1
-    failed = 0
-    for image in track(images, description='Drawing', console=console,
-                       transient=True,
-                       disable=len(images) == 1 or not console.is_terminal):
-        try:
-            path = draw_attention(model, image, blocks, args.per_head,
-                                  args.alpha, out_dir)
-        except (OSError, ValueError) as error:
-            # one bad image (unreadable, of a size the model cannot take)
-            # does not stop the others
-            failed += 1
-            message = str(error)
-            if str(image) not in message:
-                message = f'{image}: {message}'
-            print(f'error: {message}', file=sys.stderr)
-            continue
-        console.print(str(path), markup=False, highlight=False)
-    return 1 if failed else 0
+
+    def draw(model, image: Path, blocks: Sequence[int],
+             out_dir: Path) -> List[Path]:
+        return [
+            draw_attention(model, image, blocks, args.per_head, args.alpha,
+                           out_dir)
+        ]
+
+    return draw_images(args, draw, needs_cls_token=True)
 
 
 if __name__ == '__main__':

@@ -16,30 +16,17 @@ import sys
 from pathlib import Path
 from typing import List, Optional, Sequence
 
-from rich.console import Console
-from rich.progress import track
-
-from t2t_plugin.analysis import (
-    collect_token_maps,
-    default_block_indices,
-    resolve_block_indices,
-)
+from t2t_plugin.analysis import collect_token_maps
 from t2t_plugin.analysis.figures import colorize, resize_map, save_panel_grid
-from t2t_plugin.apis import init_model, list_images, preprocess_image
+from t2t_plugin.analysis.image_batches import add_image_arguments, draw_images
+from t2t_plugin.apis import preprocess_image
 
 
 def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
         description='Draw the token maps of a T2T-ViT (after the T2T '
         'module and after chosen encoder blocks) as channel grids.')
-    parser.add_argument('image', help='image file, or a folder of images')
-    parser.add_argument('config', help='model config file')
-    parser.add_argument('checkpoint', help='checkpoint file')
-    parser.add_argument(
-        '--blocks',
-        type=int,
-        nargs='+',
-        help='encoder blocks to draw, from 0 (default: first, middle, last)')
+    add_image_arguments(parser, 'work_dirs/vis_features')
     parser.add_argument(
         '--channels',
         type=int,
@@ -50,9 +37,6 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
         type=int,
         default=64,
         help='side of one channel in pixels (default 64)')
-    parser.add_argument(
-        '--out-dir', default='work_dirs/vis_features', help='PNG folder')
-    parser.add_argument('--device', default='cpu', help="e.g. 'cuda:0'")
     args = parser.parse_args(argv)
     if args.channels < 1 or args.panel_size < 1:
         parser.error('--channels and --panel-size must be positive')
@@ -87,43 +71,13 @@ def draw_features(model, image: Path, blocks: Sequence[int], channels: int,
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
     args = parse_args(argv)
-    console = Console(soft_wrap=True)
-    out_dir = Path(args.out_dir)
-    try:
-        images: List[Path] = list_images(args.image)
-        model = init_model(args.config, args.checkpoint, args.device)
-        # checked once here, rather than failing on every image
-        blocks = resolve_block_indices(
-            model.backbone, args.blocks
-            or default_block_indices(len(model.backbone.encoder)))
-    except (FileNotFoundError, ValueError, TypeError) as error:
-        print(f'error: {error}', file=sys.stderr)
-        return 1
-    try:
-        out_dir.mkdir(parents=True, exist_ok=True)
-    except OSError as error:
-        print(f'error: cannot make the --out-dir folder {out_dir} '
-              f'({error.strerror}); give a folder path.', file=sys.stderr)
-        return 1
-    failed = 0
-    for image in track(images, description='Drawing', console=console,
-                       transient=True,
-                       disable=len(images) == 1 or not console.is_terminal):
-        try:
-            paths = draw_features(model, image, blocks, args.channels,
-                                  args.panel_size, out_dir)
-        except (OSError, ValueError) as error:
-            # one bad image (unreadable, of a size the model cannot take)
-            # does not stop the others
-            failed += 1
-            message = str(error)
-            if str(image) not in message:
-                message = f'{image}: {message}'
-            print(f'error: {message}', file=sys.stderr)
-            continue
-        for path in paths:
-            console.print(str(path), markup=False, highlight=False)
-    return 1 if failed else 0
+
+    def draw(model, image: Path, blocks: Sequence[int],
+             out_dir: Path) -> List[Path]:
+        return draw_features(model, image, blocks, args.channels,
+                             args.panel_size, out_dir)
+
+    return draw_images(args, draw)
 
 
 if __name__ == '__main__':
