@@ -5,12 +5,10 @@ with the T2T-ViT backbone. Prints the metrics (top-1 / top-5 accuracy for
 classification) and can save them or the predictions with ``--out``.
 """
 import argparse
-import os
 import os.path as osp
 import sys
 
-import torch
-from mmengine.config import Config, DictAction
+from mmengine.config import Config
 from mmengine.evaluator import DumpResults
 from mmengine.fileio import dump
 from mmengine.registry import RUNNERS
@@ -24,7 +22,11 @@ from t2t_plugin.engine import (
     load_checkpoints_strictly,
     load_config,
     report_build_error,
-    setup_cpu_dist,
+)
+from t2t_plugin.engine.launch import (
+    add_launch_arguments,
+    parse_launch_args,
+    prepare_launcher,
 )
 
 # Formats mmengine's ``dump`` writes, by file suffix.
@@ -55,25 +57,8 @@ def parse_args() -> argparse.Namespace:
         type=int,
         default=1,
         help='with --show-dir, draw every INTERVAL-th test image')
-    parser.add_argument(
-        '--cfg-options',
-        nargs='+',
-        action=DictAction,
-        help='override config entries, e.g. test_dataloader.batch_size=32')
-    parser.add_argument(
-        '--launcher',
-        choices=['none', 'pytorch', 'slurm', 'mpi'],
-        default='none',
-        help='how the processes were started (none: a single process)')
-    parser.add_argument('--local_rank', '--local-rank', type=int, default=0)
-    try:
-        args = parser.parse_args()
-    except (AssertionError, RecursionError, ValueError, SyntaxError):
-        # mmengine's DictAction fails this way on values it cannot parse.
-        parser.error('cannot parse the --cfg-options values; write lists '
-                     'as key=[a,b] and give dicts in a config file')
-    os.environ.setdefault('LOCAL_RANK', str(args.local_rank))
-    return args
+    add_launch_arguments(parser, 'test_dataloader.batch_size=32')
+    return parse_launch_args(parser)
 
 
 def enable_show(cfg: Config, show_dir: str, interval: int) -> None:
@@ -150,12 +135,10 @@ def main() -> int:
         print(error, file=sys.stderr)
         return 1
 
-    if args.launcher != 'none' and not torch.cuda.is_available():
-        try:
-            setup_cpu_dist(cfg, args.launcher)
-        except RuntimeError as error:
-            print(error, file=sys.stderr)
-            return 2
+    error = prepare_launcher(cfg, args.launcher)
+    if error:
+        print(error, file=sys.stderr)
+        return 2
 
     try:
         runner = (Runner.from_cfg(cfg) if 'runner_type' not in cfg else

@@ -6,12 +6,11 @@ the registries). Outputs go to ``work_dirs/<config name>/`` unless
 ``--work-dir`` says otherwise.
 """
 import argparse
-import os
 import os.path as osp
 import sys
 
 import torch
-from mmengine.config import Config, DictAction
+from mmengine.config import Config
 from mmengine.registry import RUNNERS
 from mmengine.runner import Runner, find_latest_checkpoint
 
@@ -22,7 +21,11 @@ from t2t_plugin.engine import (
     load_config,
     remove_stale_temp_files,
     report_build_error,
-    setup_cpu_dist,
+)
+from t2t_plugin.engine.launch import (
+    add_launch_arguments,
+    parse_launch_args,
+    prepare_launcher,
 )
 
 
@@ -52,27 +55,9 @@ def parse_args() -> argparse.Namespace:
         '--no-validate',
         action='store_true',
         help='skip evaluation during training')
-    parser.add_argument(
-        '--cfg-options',
-        nargs='+',
-        action=DictAction,
-        help='override config entries, e.g. train_cfg.max_epochs=10 '
-        '"model.backbone.arch=t-14"')
-    parser.add_argument(
-        '--launcher',
-        choices=['none', 'pytorch', 'slurm', 'mpi'],
-        default='none',
-        help='how the processes were started (none: a single process)')
-    # torch.distributed.launch passes --local_rank (or --local-rank).
-    parser.add_argument('--local_rank', '--local-rank', type=int, default=0)
-    try:
-        args = parser.parse_args()
-    except (AssertionError, RecursionError, ValueError, SyntaxError):
-        # mmengine's DictAction fails this way on values it cannot parse.
-        parser.error('cannot parse the --cfg-options values; write lists '
-                     'as key=[a,b] and give dicts in a config file')
-    os.environ.setdefault('LOCAL_RANK', str(args.local_rank))
-    return args
+    add_launch_arguments(
+        parser, 'train_cfg.max_epochs=10 "model.backbone.arch=t-14"')
+    return parse_launch_args(parser)
 
 
 def set_amp(cfg: Config) -> None:
@@ -201,12 +186,10 @@ def main() -> int:
             print(error, file=sys.stderr)
             return 1
 
-    if args.launcher != 'none' and not torch.cuda.is_available():
-        try:
-            setup_cpu_dist(cfg, args.launcher)
-        except RuntimeError as error:
-            print(error, file=sys.stderr)
-            return 2
+    error = prepare_launcher(cfg, args.launcher)
+    if error:
+        print(error, file=sys.stderr)
+        return 2
     removed = remove_stale_temp_files(cfg.work_dir)
     if removed:
         print(f'Removed {len(removed)} temporary checkpoint file(s) left in '

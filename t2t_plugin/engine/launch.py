@@ -1,0 +1,62 @@
+"""Command-line pieces that ``tools/train.py`` and ``tools/test.py`` share."""
+import argparse
+import os
+from typing import Optional
+
+import torch
+from mmengine.config import Config, DictAction
+
+from .distributed import setup_cpu_dist
+
+
+def add_launch_arguments(parser: argparse.ArgumentParser,
+                         cfg_example: str) -> None:
+    """Add ``--cfg-options``, ``--launcher`` and ``--local_rank``.
+
+    Args:
+        parser: The tool's parser.
+        cfg_example: An override to show in the ``--cfg-options`` help.
+    """
+    parser.add_argument(
+        '--cfg-options',
+        nargs='+',
+        action=DictAction,
+        help=f'override config entries, e.g. {cfg_example}')
+    parser.add_argument(
+        '--launcher',
+        choices=['none', 'pytorch', 'slurm', 'mpi'],
+        default='none',
+        help='how the processes were started (none: a single process)')
+    # torch.distributed.launch passes --local_rank (or --local-rank).
+    parser.add_argument('--local_rank', '--local-rank', type=int, default=0)
+
+
+def parse_launch_args(parser: argparse.ArgumentParser) -> argparse.Namespace:
+    """Parse the command line; unparsable ``--cfg-options`` are a usage
+    error, not a traceback."""
+    try:
+        args = parser.parse_args()
+    except (AssertionError, RecursionError, ValueError, SyntaxError):
+        # mmengine's DictAction fails this way on values it cannot parse.
+        parser.error('cannot parse the --cfg-options values; write lists '
+                     'as key=[a,b] and give dicts in a config file')
+    os.environ.setdefault('LOCAL_RANK', str(args.local_rank))
+    return args
+
+
+def prepare_launcher(cfg: Config, launcher: str) -> Optional[str]:
+    """Set up CPU-only distributed runs (gloo) before the Runner is built.
+
+    On CUDA machines mmengine's own launcher set-up runs as usual.
+
+    Returns:
+        str | None: A one-line message if the processes were not started
+        the way ``launcher`` says, else None.
+    """
+    if launcher == 'none' or torch.cuda.is_available():
+        return None
+    try:
+        setup_cpu_dist(cfg, launcher)
+    except RuntimeError as error:
+        return str(error)
+    return None
