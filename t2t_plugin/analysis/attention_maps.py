@@ -5,7 +5,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .token_maps import resolve_block_indices
+from .token_maps import forward_with_hooks, resolve_block_indices
 
 
 @torch.no_grad()
@@ -53,13 +53,7 @@ def cls_attention_maps(
 
         return hook
 
-    handles = [
-        backbone.encoder[index].attn.register_forward_hook(read(index))
-        for index in layers
-    ]
-    try:
-        backbone(images)
-    finally:
-        for handle in handles:
-            handle.remove()
+    forward_with_hooks(
+        backbone, images,
+        [(backbone.encoder[index].attn, read(index)) for index in layers])
     return captured

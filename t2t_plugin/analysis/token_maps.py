@@ -1,6 +1,6 @@
 """The token maps of Fig. 2 of the paper, read from a running backbone."""
 from collections import OrderedDict
-from typing import Dict, List, Sequence
+from typing import Callable, Dict, List, Sequence, Tuple
 
 import torch
 from torch import nn
@@ -74,14 +74,22 @@ def collect_token_maps(
 
         return hook
 
-    handles = [backbone.tokens_to_token.register_forward_hook(read_t2t)]
-    handles += [
-        backbone.encoder[index].register_forward_hook(read_block(index))
-        for index in layers
-    ]
+    hooks = [(backbone.tokens_to_token, read_t2t)]
+    hooks += [(backbone.encoder[index], read_block(index))
+              for index in layers]
+    forward_with_hooks(backbone, images, hooks)
+    return captured
+
+
+def forward_with_hooks(backbone: nn.Module, images: torch.Tensor,
+                       hooks: Sequence[Tuple[nn.Module, Callable]]) -> None:
+    """Run ``backbone`` once with forward hooks on some of its modules.
+
+    The hooks are removed afterwards, also when the forward fails.
+    """
+    handles = [module.register_forward_hook(hook) for module, hook in hooks]
     try:
         backbone(images)
     finally:
         for handle in handles:
             handle.remove()
-    return captured
