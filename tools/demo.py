@@ -6,6 +6,7 @@ CPU, then prints the validation top-1, the work dir, the checkpoint and the
 training-curve PNG. ``make demo`` calls it after installing the package.
 """
 import argparse
+import glob
 import json
 import os
 import os.path as osp
@@ -87,12 +88,17 @@ def main() -> None:
         metrics = json.load(f)
 
     curves = osp.join(work_dir, 'curves.png')
+    # mmengine logs each run to <work_dir>/<timestamp>/<timestamp>.log; the
+    # earliest is the training run, the next the evaluation
+    logs = sorted(glob.glob(osp.join(work_dir, '*', '*.log')))
     print('\nT2T-ViT digits demo')
     print(f'  val top-1:  {metrics["accuracy/top1"]:.2f}% '
           f'(top-5 {metrics["accuracy/top5"]:.2f}%, 359 images)')
     print(f'  train time: {train_seconds:.0f} s on the CPU '
           f'({time.time() - start:.0f} s with evaluation)')
     print(f'  work dir:   {osp.relpath(work_dir, ROOT)}')
+    if logs:
+        print(f'  train log:  {osp.relpath(logs[0], ROOT)}')
     print(f'  checkpoint: {osp.relpath(checkpoint, ROOT)}')
     print(f'  curves:     {osp.relpath(curves, ROOT)}')
 
