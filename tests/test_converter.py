@@ -426,6 +426,18 @@ def test_tool_converts_a_folder(tmp_path, capsys):
     assert capsys.readouterr().out.count('found a custom T2T-ViT') == 2
 
 
+def test_tool_reports_an_unwritable_destination_and_goes_on(
+        tmp_path, capsys):
+    src = tmp_path / 'T2T_tiny.pth.tar'
+    torch.save({'state_dict_ema': tiny_official('performer').state_dict()},
+               src)
+    blocker = tmp_path / 'a_file'
+    blocker.write_text('not a folder')
+    assert converter_tool.main([str(src), str(blocker / 'out.pth')]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith('error: ')
+
+
 def test_zoo_archs_of_the_same_shapes_are_named():
     weights = _official_shapes('14')
     plain = detect_official_arch(weights)

@@ -41,7 +41,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         model = init_model(args.config, args.checkpoint, args.device,
                            args.cfg_options)
         result = inference_model(model, args.image, args.topk)
-    except (FileNotFoundError, ValueError, TypeError) as error:
+    except (OSError, ValueError, TypeError) as error:
         print(f'error: {error}', file=sys.stderr)
         return 1
     print(f'{args.image}:')

@@ -161,7 +161,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     errors = Console(stderr=True, soft_wrap=True)
     try:
         jobs = collect_jobs(args.src, args.dst)
-    except (FileNotFoundError, ValueError) as error:
+    except (OSError, ValueError) as error:
         errors.print(f'error: {error}', markup=False, highlight=False)
         return 1
     failed = 0
@@ -175,7 +175,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                 line = convert_file(src, dst, args.num_heads,
                                     args.trust_pickle)
                 progress.console.print(line, markup=False, highlight=False)
-            except ValueError as error:
+            except (OSError, ValueError) as error:
+                # one unreadable or unwritable file does not stop the rest
                 failed += 1
                 errors.print(f'error: {error}', markup=False, highlight=False)
             progress.advance(task)
