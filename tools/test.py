@@ -25,6 +25,7 @@ from t2t_plugin.engine import (
 )
 from t2t_plugin.engine.launch import (
     add_launch_arguments,
+    close_dist,
     parse_launch_args,
     prepare_launcher,
 )
@@ -169,6 +170,7 @@ def main() -> int:
         for name, value in metrics.items():
             print(f'{name}: {value:.4f}' if isinstance(value, float) else
                   f'{name}: {value}')
+    close_dist()
     return 0
 
 

@@ -24,6 +24,7 @@ from t2t_plugin.engine import (
 )
 from t2t_plugin.engine.launch import (
     add_launch_arguments,
+    close_dist,
     parse_launch_args,
     prepare_launcher,
 )
@@ -212,6 +213,7 @@ def main() -> int:
     except KeyboardInterrupt:
         print('Interrupted; resume with --resume.', file=sys.stderr)
         return 130
+    close_dist()
     return 0
 
 

@@ -4,6 +4,7 @@ import os
 from typing import Optional
 
 import torch
+import torch.distributed as torch_dist
 from mmengine.config import Config, DictAction
 
 from .distributed import setup_cpu_dist
@@ -60,3 +61,17 @@ def prepare_launcher(cfg: Config, launcher: str) -> Optional[str]:
     except RuntimeError as error:
         return str(error)
     return None
+
+
+def close_dist() -> None:
+    """End a distributed run in step on every rank.
+
+    A process that exits with its process group still open can leave a
+    communication thread running; gloo then aborts it at exit ("terminate
+    called without an active exception", SIGABRT) and torchrun reports the
+    whole run as failed. Waiting for all ranks and closing the group first
+    avoids that.
+    """
+    if torch_dist.is_available() and torch_dist.is_initialized():
+        torch_dist.barrier()
+        torch_dist.destroy_process_group()
