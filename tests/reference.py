@@ -11,6 +11,18 @@ import torch
 import torch.nn.functional as F
 
 
+def randomise_norms_and_biases(module):
+    """Non-trivial LayerNorm affine parameters and biases, so that a
+    comparison with the formulas below involves every parameter."""
+    with torch.no_grad():
+        for name, param in module.named_parameters():
+            if 'ln' in name:
+                param.normal_(1.0 if name.endswith('weight') else 0.0, 0.2)
+            elif name.endswith('bias'):
+                param.normal_(0, 0.1)
+    return module
+
+
 def layer_norm(x, sd, name, eps=1e-5):
     return F.layer_norm(x, x.shape[-1:], sd[f'{name}.weight'],
                         sd[f'{name}.bias'], eps)

@@ -5,18 +5,16 @@ import torch
 from t2t_plugin.models.layers import TransformerLayer
 from t2t_plugin.models.t2t import TokenPerformer, TokenTransformer
 
-from .reference import token_performer, token_transformer, transformer_block
+from .reference import (
+    randomise_norms_and_biases,
+    token_performer,
+    token_transformer,
+    transformer_block,
+)
 
 
 def _randomise(module):
-    """Non-trivial LayerNorm affine parameters and biases, so they count."""
-    with torch.no_grad():
-        for name, param in module.named_parameters():
-            if 'ln' in name:
-                param.normal_(1.0 if name.endswith('weight') else 0.0, 0.2)
-            elif name.endswith('bias'):
-                param.normal_(0, 0.1)
-    return module.eval()
+    return randomise_norms_and_biases(module).eval()
 
 
 def _weights(module):

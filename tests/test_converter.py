@@ -5,9 +5,7 @@ T2T-ViT, ``models/t2t_vit.py``, ``token_transformer.py``,
 ``token_performer.py``) in plain PyTorch with its module names, so their
 state dicts have the official key layout. Tiny widths keep the tests fast.
 """
-import importlib.util
 import math
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -28,18 +26,9 @@ from t2t_plugin.converters import (
     matching_config,
 )
 
-ROOT = Path(__file__).resolve().parents[1]
+from .tool_loading import ROOT, load_tool
 
-
-def _load_tool(relative_path):
-    spec = importlib.util.spec_from_file_location(
-        Path(relative_path).stem, ROOT / relative_path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-converter_tool = _load_tool(
+converter_tool = load_tool(
     'tools/model_converters/t2t_vit_official_to_plugin.py')
 
 

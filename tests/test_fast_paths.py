@@ -18,6 +18,8 @@ from t2t_plugin.models.backbones import T2TViT
 from t2t_plugin.models.layers import SelfAttention
 from t2t_plugin.models.t2t import PerformerAttention, SoftSplit, T2TModule
 
+from .reference import randomise_norms_and_biases
+
 TOL = dict(atol=1e-5, rtol=1e-5)
 
 
@@ -81,17 +83,6 @@ def plain_t2t_module(images, module):
     return module.project(tokens), maps
 
 
-def _randomise(module):
-    """Non-trivial norms and biases, so that every parameter counts."""
-    with torch.no_grad():
-        for name, param in module.named_parameters():
-            if 'ln' in name:
-                param.normal_(1.0 if name.endswith('weight') else 0.0, 0.2)
-            elif name.endswith('bias'):
-                param.normal_(0, 0.1)
-    return module
-
-
 def _grads(module, inputs, output):
     """Gradients of a fixed random projection of ``output``."""
     probe = torch.randn(output.shape, generator=torch.Generator().manual_seed(
@@ -126,7 +117,7 @@ def _assert_same_grads(module, x, fast, plain):
         dict(input_dims=48, embed_dims=48, num_heads=4),
     ])
 def test_fused_attention_matches_softmax_formula(config):
-    attn = _randomise(SelfAttention(**config, qkv_bias=True))
+    attn = randomise_norms_and_biases(SelfAttention(**config, qkv_bias=True))
     x = torch.randn(2, 37, config['input_dims'], requires_grad=True)
     fast = attn(x)
     plain = plain_softmax_attention(x, attn)
@@ -136,7 +127,8 @@ def test_fused_attention_matches_softmax_formula(config):
 
 @pytest.mark.parametrize('in_dims', [147, 576])
 def test_performer_matches_official_formula(in_dims):
-    attn = _randomise(PerformerAttention(in_dims, 64, proj_drop=0.))
+    attn = randomise_norms_and_biases(
+        PerformerAttention(in_dims, 64, proj_drop=0.))
     x = torch.randn(2, 49, in_dims, requires_grad=True)
     fast = attn(x)
     plain = plain_performer_attention(x, attn)
@@ -161,7 +153,7 @@ def test_soft_split_equals_unfold(kernel, stride, padding):
 
 @pytest.mark.parametrize('token_layer', ['transformer', 'performer'])
 def test_t2t_module_matches_unfold_pipeline(token_layer):
-    module = _randomise(
+    module = randomise_norms_and_biases(
         T2TModule(
             img_size=64,
             embed_dims=32,
@@ -198,7 +190,7 @@ def test_compiled_backbone_matches_eager(token_layer):
     # aot_eager traces forward and backward the way inductor does, without
     # its minute of C++ compilation; fullgraph fails on any graph break
     torch._dynamo.reset()
-    model = _randomise(_tiny(token_layer))
+    model = randomise_norms_and_biases(_tiny(token_layer))
     compiled = torch.compile(model, fullgraph=True, backend='aot_eager')
     images = torch.randn(2, 3, 32, 32)
     model.eval()

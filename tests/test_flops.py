@@ -1,7 +1,5 @@
 """MAC counting: against a formula written out by hand, and the paper."""
-import importlib.util
 import re
-from pathlib import Path
 
 import pytest
 from mmpretrain.registry import MODELS
@@ -9,18 +7,9 @@ from mmpretrain.registry import MODELS
 import t2t_plugin  # noqa: F401
 from t2t_plugin.analysis import PAPER_MACS, count_complexity
 
-ROOT = Path(__file__).resolve().parents[1]
+from .tool_loading import ROOT, load_tool
 
-
-def _load_get_flops():
-    path = ROOT / 'tools/analysis_tools/get_flops.py'
-    spec = importlib.util.spec_from_file_location('get_flops', path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-get_flops = _load_get_flops()
+get_flops = load_tool('tools/analysis_tools/get_flops.py')
 
 
 def expected_macs(token_layer, side, embed, depth, ffn, token_dims,

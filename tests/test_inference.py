@@ -1,5 +1,4 @@
 """Single-image inference: the Python API and tools/infer.py."""
-import importlib.util
 from pathlib import Path
 
 import numpy as np
@@ -14,7 +13,8 @@ from PIL import Image
 import t2t_plugin  # noqa: F401
 from t2t_plugin.apis import inference_model, init_model
 
-ROOT = Path(__file__).resolve().parents[1]
+from .tool_loading import load_tool
+
 MEAN = (123.675, 116.28, 103.53)
 STD = (58.395, 57.12, 57.375)
 
@@ -42,14 +42,6 @@ RESIZE_PIPELINE = [
     dict(type='CenterCrop', crop_size=32),
     dict(type='PackInputs'),
 ]
-
-
-def load_tool(relative_path):
-    spec = importlib.util.spec_from_file_location(
-        Path(relative_path).stem, ROOT / relative_path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def write_tiny_model(folder, num_classes=10, token_layer='performer',

@@ -23,7 +23,8 @@ from t2t_plugin.engine import (
     remove_stale_temp_files,
 )
 
-from .test_training import DEMO, ROOT, load_tool, run_tool, tool_env
+from .test_training import DEMO, run_tool, tool_env
+from .tool_loading import ROOT, load_tool
 
 ONE_EPOCH = ['--cfg-options', 'train_cfg.max_epochs=1',
              'train_cfg.val_interval=1', 'default_hooks.checkpoint.interval=1']
@@ -47,7 +48,7 @@ def save_demo_model(path: Path, num_classes: int = 10) -> Path:
 def run_main(tool: str, *args: str, monkeypatch) -> tuple:
     """Exit code and stderr of a tool run in this process (no start-up
     cost, for errors that come before any training)."""
-    module = load_tool(tool)
+    module = load_tool(f'tools/{tool}.py')
     monkeypatch.setattr(sys, 'argv', [f'{tool}.py', *args])
     # Own streams rather than capsys: the loggers mmengine creates keep
     # them, and these stay open for the tests that follow.
@@ -87,7 +88,7 @@ def test_demo_refuses_folders_that_are_not_demo_work_dirs(folder, tmp_path):
 
 
 def test_demo_clears_new_empty_and_earlier_demo_folders(tmp_path):
-    demo = load_tool('demo')
+    demo = load_tool('tools/demo.py')
     assert demo.can_clear(str(tmp_path / 'new'))
     assert demo.can_clear(str(tmp_path))  # empty
     (tmp_path / 'last_checkpoint').write_text('epoch_40.pth')
@@ -114,7 +115,7 @@ def resume_args(work_dir: Path, resume: str = 'auto') -> argparse.Namespace:
 
 
 def test_resume_auto_picks_the_latest_checkpoint(tmp_path):
-    train_tool = load_tool('train')
+    train_tool = load_tool('tools/train.py')
     (tmp_path / 'epoch_2.pth').write_bytes(b'')
     (tmp_path / 'last_checkpoint').write_text(str(tmp_path / 'epoch_2.pth'))
     cfg = Config.fromfile(DEMO)

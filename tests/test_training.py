@@ -4,7 +4,6 @@ torch's safe unpickler, test.py reports top-1/top-5, --amp trains in bf16,
 and a missing dataset is one line on stderr."""
 import argparse
 import copy
-import importlib.util
 import io
 import json
 import os
@@ -31,7 +30,8 @@ from t2t_plugin.engine import (
     load_scalars,
 )
 
-ROOT = Path(__file__).resolve().parents[1]
+from .tool_loading import ROOT, load_tool
+
 DEMO = str(ROOT / 'configs' / 't2t-vit-mini_1xb64_digits.py')
 EPOCH_LENGTH = 23  # ceil(1438 training images / 64)
 SHORT_RUN = [
@@ -225,16 +225,8 @@ def test_test_tool_scores_the_averaged_weights_of_ema_checkpoints(
         top1, abs=1e-3)
 
 
-def load_tool(name: str):
-    spec = importlib.util.spec_from_file_location(
-        name.replace('/', '_'), ROOT / 'tools' / f'{name}.py')
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 def test_amp_on_cpu_trains_in_bfloat16():
-    train_tool = load_tool('train')
+    train_tool = load_tool('tools/train.py')
     args = argparse.Namespace(
         config=DEMO, cfg_options=None, work_dir='unused', amp=True,
         resume=None, auto_scale_lr=False, no_validate=False,
@@ -314,7 +306,7 @@ def test_safe_loading_still_refuses_other_globals(payload):
 def test_plot_curves_tool_redraws_from_a_work_dir(interrupted_run, tmp_path,
                                                   monkeypatch, capsys):
     work_dir, _ = interrupted_run
-    plot_tool = load_tool('analysis_tools/plot_curves')
+    plot_tool = load_tool('tools/analysis_tools/plot_curves.py')
     out = tmp_path / 'redrawn.png'
     monkeypatch.setattr(sys, 'argv',
                         ['plot_curves.py', str(work_dir), '--out', str(out)])
