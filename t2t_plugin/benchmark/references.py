@@ -25,29 +25,20 @@ from typing import Dict, Mapping, Union
 import torch
 from torch import nn
 
+from ..converters.official import BLOCK_KEYS, PERFORMER_T2T_KEYS
 from ..models.backbones import T2TViT
 
 # the T2T module both references hard-code
 _REFERENCE_T2T = dict(
     kernel_sizes=(7, 3, 3), strides=(4, 2, 2), paddings=(2, 1, 1))
-# our T2T layer names -> the official ones, per kind of token layer
+# our layer names -> the official ones: the converter's tables, inverted
 _OFFICIAL_PERFORMER_NAMES = {
-    'ln1': 'norm1',
-    'attn.kqv': 'kqv',
-    'attn.proj': 'proj',
-    'attn.random_matrix': 'w',
-    'ln2': 'norm2',
-    'ffn.layers.0.0': 'mlp.0',
-    'ffn.layers.1': 'mlp.2',
+    ours: official
+    for official, ours in PERFORMER_T2T_KEYS.items()
 }
-# our transformer layers (T2T and encoder) -> the official timm-style blocks
 _OFFICIAL_BLOCK_NAMES = {
-    'ln1': 'norm1',
-    'attn.qkv': 'attn.qkv',
-    'attn.proj': 'attn.proj',
-    'ln2': 'norm2',
-    'ffn.layers.0.0': 'mlp.fc1',
-    'ffn.layers.1': 'mlp.fc2',
+    ours: official
+    for official, ours in BLOCK_KEYS.items()
 }
 _LAYER_KEY = re.compile(
     r'(?P<layer>tokens_to_token\.attention[12]|encoder\.\d+)\.(?P<rest>.+)$')

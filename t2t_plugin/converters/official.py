@@ -15,7 +15,7 @@ import torch
 from ..models.backbones import T2TViT
 
 # official T2T layer names -> ours, per kind of token layer
-_PERFORMER_T2T_KEYS = {
+PERFORMER_T2T_KEYS = {
     'norm1': 'ln1',
     'kqv': 'attn.kqv',
     'proj': 'attn.proj',
@@ -25,7 +25,7 @@ _PERFORMER_T2T_KEYS = {
     'mlp.2': 'ffn.layers.1',
 }
 # timm-style blocks: the transformer T2T layers and the encoder blocks
-_BLOCK_KEYS = {
+BLOCK_KEYS = {
     'norm1': 'ln1',
     'attn.qkv': 'attn.qkv',
     'attn.proj': 'attn.proj',
@@ -222,7 +222,7 @@ def _rename(key: str, t2t_table: Mapping[str, str]) -> Optional[str]:
         return new and f'backbone.tokens_to_token.attention{layer}.{new}'
     match = _BLOCK.match(key)
     if match:
-        new = _rename_in_layer(match.group(2), _BLOCK_KEYS)
+        new = _rename_in_layer(match.group(2), BLOCK_KEYS)
         return new and f'backbone.encoder.{match.group(1)}.{new}'
     return None
 
@@ -257,8 +257,8 @@ def convert_official_state_dict(
     arch_info = detect_official_arch(state_dict, num_heads, file_name)
     converted = OrderedDict()
     unknown = []
-    t2t_table = (_PERFORMER_T2T_KEYS if arch_info['token_layer']
-                 == 'performer' else _BLOCK_KEYS)
+    t2t_table = (PERFORMER_T2T_KEYS if arch_info['token_layer']
+                 == 'performer' else BLOCK_KEYS)
     for key, value in state_dict.items():
         new_key = _rename(key, t2t_table)
         if new_key is None:
