@@ -10,7 +10,7 @@ from mmpretrain.registry import DATASETS
 from sklearn.datasets import load_digits
 
 import t2t_plugin  # noqa: F401
-from t2t_plugin.engine import find_missing_inputs
+from t2t_plugin.cli import find_missing_inputs
 
 CONFIG_DIR = Path(__file__).resolve().parents[1] / 'configs'
 

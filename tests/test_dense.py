@@ -450,7 +450,7 @@ def test_classification_checkpoint_loads_into_the_detector(tmp_path):
 
 def test_missing_coco_points_to_the_dense_readme_section(tmp_path):
     toolbox('mmdet')
-    from t2t_plugin.engine import find_missing_inputs
+    from t2t_plugin.cli import find_missing_inputs
     cfg = Config.fromfile(
         str(CONFIGS / 'det' / 'retinanet_t2t-vit-t-14_fpn_1x_coco.py'))
     cfg.train_dataloader.dataset.data_root = str(tmp_path / 'nowhere') + '/'

@@ -24,11 +24,8 @@ from mmengine.runner import load_checkpoint
 from mmpretrain.registry import DATASETS, MODELS
 
 import t2t_plugin  # noqa: F401
-from t2t_plugin.engine import (
-    AtomicLocalBackend,
-    find_scalar_files,
-    load_scalars,
-)
+from t2t_plugin.analysis import find_scalar_files, load_scalars
+from t2t_plugin.engine import AtomicLocalBackend
 
 from .tool_loading import ROOT, load_tool
 

@@ -11,23 +11,23 @@ import sys
 from mmengine.config import Config
 from mmengine.evaluator import DumpResults
 from mmengine.fileio import dump
-from mmengine.registry import RUNNERS
-from mmengine.runner import Runner
 
-from t2t_plugin.engine import (
+from t2t_plugin.cli import (
     BUILD_ERRORS,
-    CheckpointMismatchError,
-    checkpoint_read_error,
-    find_missing_inputs,
-    load_checkpoints_strictly,
-    load_config,
-    report_build_error,
-)
-from t2t_plugin.engine.launch import (
     add_launch_arguments,
+    build_runner,
     close_dist,
+    find_missing_inputs,
+    load_config,
     parse_launch_args,
     prepare_launcher,
+    report_build_error,
+    set_default_work_dir,
+)
+from t2t_plugin.engine import (
+    CheckpointMismatchError,
+    checkpoint_read_error,
+    load_checkpoints_strictly,
 )
 
 # Formats mmengine's ``dump`` writes, by file suffix.
@@ -88,11 +88,7 @@ def merge_args(cfg: Config, args: argparse.Namespace) -> Config:
     """Apply the command-line options to the config."""
     if args.cfg_options:
         cfg.merge_from_dict(args.cfg_options)
-    if args.work_dir:
-        cfg.work_dir = args.work_dir
-    elif cfg.get('work_dir') is None:
-        cfg.work_dir = osp.join('./work_dirs',
-                                osp.splitext(osp.basename(args.config))[0])
+    set_default_work_dir(cfg, args.config, args.work_dir)
     cfg.load_from = args.checkpoint
     cfg.launcher = args.launcher
     if args.show_dir:
@@ -142,10 +138,8 @@ def main() -> int:
         return 2
 
     try:
-        runner = (Runner.from_cfg(cfg) if 'runner_type' not in cfg else
-                  RUNNERS.build(cfg))
         # The loop builds the test dataset: config mistakes show up here.
-        test_loop = runner.test_loop
+        runner = build_runner(cfg, ('test_loop',))
     except BUILD_ERRORS as error:
         report_build_error(args.config, error)
         return 1
@@ -153,7 +147,7 @@ def main() -> int:
         print(error, file=sys.stderr)
         return 1
     if args.out and args.out_item == 'pred':
-        test_loop.evaluator.metrics.append(
+        runner.test_loop.evaluator.metrics.append(
             DumpResults(out_file_path=args.out))
     # Scoring a checkpoint of another model would print random-weight
     # metrics with exit 0; a strict load refuses it.

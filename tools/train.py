@@ -11,23 +11,21 @@ import sys
 
 import torch
 from mmengine.config import Config
-from mmengine.registry import RUNNERS
-from mmengine.runner import Runner, find_latest_checkpoint
+from mmengine.runner import find_latest_checkpoint
 
-from t2t_plugin.engine import (
+from t2t_plugin.cli import (
     BUILD_ERRORS,
-    checkpoint_read_error,
+    add_launch_arguments,
+    build_runner,
+    close_dist,
     find_missing_inputs,
     load_config,
-    remove_stale_temp_files,
-    report_build_error,
-)
-from t2t_plugin.engine.launch import (
-    add_launch_arguments,
-    close_dist,
     parse_launch_args,
     prepare_launcher,
+    report_build_error,
+    set_default_work_dir,
 )
+from t2t_plugin.engine import checkpoint_read_error, remove_stale_temp_files
 
 
 def parse_args() -> argparse.Namespace:
@@ -115,11 +113,7 @@ def merge_args(cfg: Config, args: argparse.Namespace) -> Config:
     """Apply the command-line options to the config."""
     if args.cfg_options:
         cfg.merge_from_dict(args.cfg_options)
-    if args.work_dir:
-        cfg.work_dir = args.work_dir
-    elif cfg.get('work_dir') is None:
-        cfg.work_dir = osp.join('./work_dirs',
-                                osp.splitext(osp.basename(args.config))[0])
+    set_default_work_dir(cfg, args.config, args.work_dir)
     if args.amp:
         set_amp(cfg)
     if args.resume is not None:
@@ -138,26 +132,6 @@ def merge_args(cfg: Config, args: argparse.Namespace) -> Config:
             and checkpoint_hook.get('backend_args') is None):
         checkpoint_hook.backend_args = dict(backend='atomic_local')
     return cfg
-
-
-def build_runner(cfg: Config) -> Runner:
-    """Build the Runner and its data loaders, before any training step.
-
-    mmengine builds the datasets and loops only inside ``Runner.train``;
-    building them here lets a wrong config or option fail before training
-    starts, where it can be reported as one line.
-
-    Args:
-        cfg (Config): The run's config.
-
-    Returns:
-        Runner: The runner, with its training and validation loops built.
-    """
-    runner = (Runner.from_cfg(cfg) if 'runner_type' not in cfg else
-              RUNNERS.build(cfg))
-    for loop in ('train_loop', 'val_loop'):
-        getattr(runner, loop)  # the properties build the loops on access
-    return runner
 
 
 def main() -> int:
@@ -197,7 +171,7 @@ def main() -> int:
               f'{cfg.work_dir} by an interrupted save.')
 
     try:
-        runner = build_runner(cfg)
+        runner = build_runner(cfg, ('train_loop', 'val_loop'))
     except BUILD_ERRORS as error:
         report_build_error(args.config, error)
         return 1

@@ -1,5 +1,8 @@
-"""Training helpers: atomic and loadable checkpoints, CPU autocast and
-distributed set-up, training curves, and input checks for the tools."""
+"""Registered runtime parts: atomic and loadable checkpoints, CPU autocast,
+the layer-decay optimizer constructor and the training-curves hook."""
+import importlib
+import warnings
+
 from .checkpoint import (
     AtomicLocalBackend,
     CheckpointMismatchError,
@@ -9,15 +12,7 @@ from .checkpoint import (
     load_checkpoints_strictly,
     remove_stale_temp_files,
 )
-from .curves import find_scalar_files, load_scalars, plot_curves
-from .distributed import init_cpu_dist, setup_cpu_dist
 from .hooks import TrainingCurvesHook
-from .inputs_check import (
-    BUILD_ERRORS,
-    find_missing_inputs,
-    load_config,
-    report_build_error,
-)
 from .optim_constructor import BackboneLayerDecayOptimWrapperConstructor
 from .optim_wrapper import AutocastOptimWrapper
 
@@ -25,13 +20,37 @@ from .optim_wrapper import AutocastOptimWrapper
 # ``torch.load``; configs import this package before any of them runs.
 allow_mmengine_checkpoints()
 
+# Names that lived here before the command-line plumbing moved to
+# ``t2t_plugin.cli`` and the curves to ``t2t_plugin.analysis``.
+_MOVED = {
+    'BUILD_ERRORS': 't2t_plugin.cli',
+    'find_missing_inputs': 't2t_plugin.cli',
+    'load_config': 't2t_plugin.cli',
+    'report_build_error': 't2t_plugin.cli',
+    'init_cpu_dist': 't2t_plugin.cli',
+    'setup_cpu_dist': 't2t_plugin.cli',
+    'find_scalar_files': 't2t_plugin.analysis',
+    'load_scalars': 't2t_plugin.analysis',
+    'plot_curves': 't2t_plugin.analysis',
+}
+
+
+def __getattr__(name: str):
+    if name not in _MOVED:
+        raise AttributeError(f'module {__name__!r} has no attribute {name!r}')
+    home = _MOVED[name]
+    warnings.warn(
+        f't2t_plugin.engine.{name} moved to {home}.{name}; import it from '
+        'there.',
+        DeprecationWarning,
+        stacklevel=2)
+    return getattr(importlib.import_module(home), name)
+
+
 __all__ = [
-    'BUILD_ERRORS', 'AtomicLocalBackend', 'AutocastOptimWrapper',
+    'AtomicLocalBackend', 'AutocastOptimWrapper',
     'BackboneLayerDecayOptimWrapperConstructor', 'CheckpointMismatchError',
     'TrainingCurvesHook', 'allow_mmengine_checkpoints',
     'checkpoint_read_error', 'checkpoint_safe_globals',
-    'find_missing_inputs', 'find_scalar_files', 'init_cpu_dist',
-    'load_checkpoints_strictly', 'load_config', 'load_scalars',
-    'plot_curves', 'remove_stale_temp_files', 'report_build_error',
-    'setup_cpu_dist'
+    'load_checkpoints_strictly', 'remove_stale_temp_files'
 ]

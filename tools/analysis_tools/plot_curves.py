@@ -9,7 +9,7 @@ import argparse
 import os.path as osp
 import sys
 
-from t2t_plugin.engine import find_scalar_files, load_scalars, plot_curves
+from t2t_plugin.analysis import find_scalar_files, load_scalars, plot_curves
 
 
 def main() -> int:

@@ -5,7 +5,7 @@ from mmengine.dist import master_only
 from mmengine.hooks import Hook
 from mmengine.registry import HOOKS
 
-from ..curves import find_scalar_files, load_scalars, plot_curves
+from ...analysis.curves import find_scalar_files, load_scalars, plot_curves
 
 
 @HOOKS.register_module()

@@ -12,8 +12,8 @@ from typing import Callable, List, Sequence
 from rich.console import Console
 from rich.progress import track
 
+from ..analysis.token_maps import default_block_indices, resolve_block_indices
 from ..apis import init_model, list_images
-from .token_maps import default_block_indices, resolve_block_indices
 
 # draw(model, image, blocks, out_dir) -> the PNG files written
 DrawFunction = Callable[..., Sequence[Path]]
