@@ -125,20 +125,21 @@ def test_local_cifar_names_missing_files(tmp_path):
         DATASETS.build(dict(type='LocalCIFAR10', data_root=str(tmp_path)))
     message = str(info.value)
     assert str(tmp_path / 'cifar-10-batches-py') in message
-    assert 'data_batch_1' in message and 'Data preparation' in message
+    assert 'data_batch_1' in message
+    assert 'docs/getting_started.md#data-preparation' in message
 
 
 def test_missing_imagenet_is_one_line_per_path(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     cfg = Config.fromfile(CONFIG_DIR / 't2t-vit-14_8xb64_in1k.py')
     assert find_missing_inputs(cfg) == [
-        'Dataset not found: expected data/imagenet (see README.md, section '
-        "'Data preparation')."
+        'Dataset not found: expected data/imagenet '
+        '(see docs/getting_started.md#data-preparation).'
     ]
     (tmp_path / 'data' / 'imagenet' / 'train').mkdir(parents=True)
     assert find_missing_inputs(cfg) == [
-        'Dataset not found: expected data/imagenet/val (see README.md, '
-        "section 'Data preparation')."
+        'Dataset not found: expected data/imagenet/val '
+        '(see docs/getting_started.md#data-preparation).'
     ]
     (tmp_path / 'data' / 'imagenet' / 'val').mkdir()
     assert find_missing_inputs(cfg) == []
@@ -150,7 +151,7 @@ def test_missing_cifar_folder_is_named(tmp_path, monkeypatch):
     cfg = Config.fromfile(CONFIG_DIR / 't2t-vit-7_1xb128_cifar10-32px.py')
     assert find_missing_inputs(cfg) == [
         'Dataset not found: expected data/cifar10/cifar-10-batches-py (see '
-        "README.md, section 'Data preparation')."
+        'docs/getting_started.md#data-preparation).'
     ]
 
 
@@ -162,8 +163,8 @@ def test_missing_checkpoints_are_reported(tmp_path, monkeypatch):
         CONFIG_DIR / 't2t-vit-14_in1k-pre_1xb64_cifar10-224px.py')
     assert find_missing_inputs(cfg) == [
         'Checkpoint not found: expected '
-        'work_dirs/t2t-vit-14_8xb64_in1k/epoch_310.pth (see README.md, '
-        "section 'Training')."
+        'work_dirs/t2t-vit-14_8xb64_in1k/epoch_310.pth '
+        '(see docs/training.md#training).'
     ]
     assert find_missing_inputs(cfg, check_init_cfg=False) == []
     cfg = Config.fromfile(CONFIG_DIR / 't2t-vit-mini_1xb64_digits.py')

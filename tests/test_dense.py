@@ -457,4 +457,4 @@ def test_missing_coco_points_to_the_dense_readme_section(tmp_path):
     messages = find_missing_inputs(cfg, dataloaders=['train_dataloader'])
     assert messages[0].startswith('Dataset not found: expected '
                                   f'{tmp_path}/nowhere/')
-    assert all("section 'Detection and segmentation'" in m for m in messages)
+    assert all('(see docs/dense_prediction.md)' in m for m in messages)

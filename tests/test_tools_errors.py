@@ -159,8 +159,8 @@ def test_resume_without_checkpoint_checks_load_from(tmp_path):
     result = run_tool('tools/train.py', DEMO, '--work-dir', str(tmp_path),
                       '--resume', '--cfg-options', f'load_from={missing}')
     assert assert_one_line(result, 1) == (
-        f'Checkpoint not found: expected {missing} (see README.md, section '
-        "'Training').")
+        f'Checkpoint not found: expected {missing} '
+        '(see docs/training.md#training).')
     assert (f'No checkpoint in {tmp_path} to resume; starting from '
             f'load_from={missing}.') in result.stdout
 

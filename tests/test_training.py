@@ -257,8 +257,8 @@ def test_missing_dataset_is_one_line(tmp_path):
     result = run_tool(str(ROOT / 'tools' / 'train.py'), config, cwd=tmp_path)
     assert result.returncode == 1
     assert result.stderr.strip() == (
-        'Dataset not found: expected data/imagenet (see README.md, section '
-        "'Data preparation').")
+        'Dataset not found: expected data/imagenet '
+        '(see docs/getting_started.md#data-preparation).')
     assert 'Traceback' not in result.stdout + result.stderr
 
 

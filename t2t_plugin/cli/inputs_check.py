@@ -13,9 +13,11 @@ from typing import Iterator, List, Optional
 from mmengine.config import Config
 from mmpretrain.registry import DATASETS
 
-DATA_DOC = "README.md, section 'Data preparation'"
-CHECKPOINT_DOC = "README.md, section 'Training'"
-DENSE_DOC = "README.md, section 'Detection and segmentation'"
+from .. import doc_pages
+
+DATA_DOC = doc_pages.DATA_PREPARATION
+CHECKPOINT_DOC = doc_pages.TRAINING
+DENSE_DOC = doc_pages.DENSE_PREDICTION
 
 # What a wrong config or option raises while mmengine builds the run
 # (model, datasets, loops): a user mistake, not a bug.

@@ -6,8 +6,10 @@ import numpy as np
 from mmpretrain.datasets import CIFAR10, CIFAR100
 from mmpretrain.registry import DATASETS
 
-# The README section a user is sent to when files are missing.
-DATA_DOC = "README.md, section 'Data preparation'"
+from .. import doc_pages
+
+# The page a user is sent to when files are missing.
+DATA_DOC = doc_pages.DATA_PREPARATION
 
 
 class _LocalCIFARMixin:

@@ -1,0 +1,8 @@
+"""Where error messages and comments send a user for more: the pages of
+``docs/``, in one place so that a moved section is changed once."""
+
+DATA_PREPARATION = 'docs/getting_started.md#data-preparation'
+TRAINING = 'docs/training.md#training'
+WEIGHTS = 'docs/weights.md'
+DENSE_PREDICTION = 'docs/dense_prediction.md'
+INSTALL_DENSE = 'docs/install.md'
