@@ -345,6 +345,14 @@ def test_cifar_scratch_config_tokens():
     # strides 1, 2, 2: 32x32 pixels -> 8x8 tokens
     assert model.backbone.patch_resolution == (8, 8)
     assert cfg.train_dataloader.dataset.type == 'LocalCIFAR10'
+    assert cfg.train_dataloader.batch_size == 128
+    # the ImageNet schedule of T2T-ViT-7 ending at epoch 300, without EMA
+    assert cfg.optim_wrapper.optimizer.weight_decay == 0.05
+    assert cfg.train_cfg.max_epochs == 300 and not cfg.custom_hooks
+    lrs = simulate_lr(cfg, epoch_length=2)
+    assert lrs[0] == pytest.approx(1e-6, rel=1e-9)
+    assert lrs[20] == pytest.approx(1e-3, rel=1e-9)
+    assert lrs[-1] == pytest.approx(1e-5, rel=1e-3)
 
 
 def test_imagenet_recipe_trains_a_step():
