@@ -5,6 +5,7 @@
 _base_ = [
     './_base_/models/t2t-vit-7.py',
     './_base_/datasets/cifar10_bs128_32px.py',
+    './_base_/schedules/imagenet_bs512_adamw_t2t_310e.py',
     './_base_/default_runtime.py',
 ]
 
@@ -16,32 +17,12 @@ model = dict(
     head=dict(num_classes=10),
 )
 
-optim_wrapper = dict(
-    optimizer=dict(type='AdamW', lr=1e-3, weight_decay=0.05),
-    paramwise_cfg=dict(
-        norm_decay_mult=0.0,
-        bias_decay_mult=0.0,
-        flat_decay_mult=0.0,
-        custom_keys={'.cls_token': dict(decay_mult=0.0)}),
-)
-param_scheduler = [
-    dict(
-        type='LinearLR',
-        start_factor=1e-3,
-        by_epoch=True,
-        begin=0,
-        end=10,
-        convert_to_iter_based=True),
-    dict(
-        type='CosineAnnealingLR',
-        eta_min=1e-5,
-        by_epoch=True,
-        begin=10,
-        end=300,
-        convert_to_iter_based=True),
-]
-
-train_cfg = dict(by_epoch=True, max_epochs=300, val_interval=5)
-val_cfg = dict()
-test_cfg = dict()
+# The ImageNet schedule of T2T-ViT-7 (lr 1e-3, warm-up from 1e-6 over 10
+# epochs, cosine to 1e-5 at epoch 300) with weight decay 0.05, without the
+# cool-down epochs and the EMA.
+optim_wrapper = dict(optimizer=dict(lr=1e-3, weight_decay=0.05))
+param_scheduler = _base_.param_scheduler
+param_scheduler[0].start_factor = 1e-6 / 1e-3  # LinearLR
+train_cfg = dict(max_epochs=300, val_interval=5)
+custom_hooks = []
 auto_scale_lr = dict(base_batch_size=128)

@@ -5,22 +5,8 @@ _base_ = [
     './_base_/default_runtime.py',
 ]
 
-# The official recipe's lr and weight decay for this variant.
+# The official recipe's lr and weight decay for this variant, and the
+# warm-up from 1e-6 that goes with that lr.
 optim_wrapper = dict(optimizer=dict(lr=1e-3, weight_decay=0.03))
-param_scheduler = [
-    dict(
-        type='LinearLR',
-        start_factor=1e-6 / 1e-3,
-        by_epoch=True,
-        begin=0,
-        end=10,
-        convert_to_iter_based=True),
-    dict(
-        type='CosineAnnealingLR',
-        T_max=290,
-        eta_min=1e-5,
-        by_epoch=True,
-        begin=10,
-        end=300,
-        convert_to_iter_based=True),
-]
+param_scheduler = _base_.param_scheduler
+param_scheduler[0].start_factor = 1e-6 / 1e-3  # LinearLR

@@ -3,10 +3,13 @@ import pytest
 import torch
 
 from t2t_plugin.models.layers import TransformerLayer
-from t2t_plugin.models.t2t import TokenPerformer, TokenTransformer
+from t2t_plugin.models.t2t import T2TModule, TokenPerformer, TokenTransformer
 
 from .reference import (
+    layer_norm,
+    mlp,
     randomise_norms_and_biases,
+    softmax_attention,
     token_performer,
     token_transformer,
     transformer_block,
@@ -29,6 +32,39 @@ def test_token_transformer_matches_formula(in_dims):
     x = torch.randn(2, 50, in_dims)
     expected = token_transformer(x, _weights(layer), 'm')
     torch.testing.assert_close(layer(x), expected, atol=1e-5, rtol=1e-5)
+
+
+def test_token_transformer_keeps_v_residual_at_equal_widths():
+    """The official layer adds ``v``, not ``x``, also when its input and
+    output widths agree (a ``t2t_cfg`` with ``in_channels * k**2 ==
+    token_dims``)."""
+    layer = _randomise(TokenTransformer(64, token_dims=64))
+    assert layer.v_shortcut and layer.attn.v_shortcut
+    x = torch.randn(2, 50, 64)
+    sd = _weights(layer)
+    expected = token_transformer(x, sd, 'm')
+    torch.testing.assert_close(layer(x), expected, atol=1e-5, rtol=1e-5)
+    # the x residual of an encoder layer is a different function here
+    y = x + softmax_attention(
+        layer_norm(x, sd, 'm.ln1'), sd, 'm.attn', 1, 64**-0.5, False)
+    x_residual = y + mlp(layer_norm(y, sd, 'm.ln2'), sd, 'm.ffn')
+    assert (x_residual - expected).abs().max() > 0.1
+
+
+def test_t2t_module_sets_v_residual_when_widths_agree():
+    # 4 channels x 4 x 4 kernel = 64 = token_dims in the first T2T layer
+    module = T2TModule(
+        img_size=32, in_channels=4, embed_dims=32, token_dims=64,
+        token_layer='transformer', kernel_sizes=(4, 3, 3),
+        paddings=(0, 1, 1))
+    assert module.attention1.attn.input_dims == 64
+    assert module.attention1.v_shortcut and module.attention2.v_shortcut
+
+
+def test_encoder_layer_has_x_residual_and_rejects_width_change():
+    assert not TransformerLayer(64, 2, 128).v_shortcut
+    with pytest.raises(ValueError, match='v_shortcut=True'):
+        TransformerLayer(64, 1, 64, input_dims=147)
 
 
 @pytest.mark.parametrize('in_dims', [147, 576])

@@ -1,7 +1,9 @@
-"""T2TClsHead: logits, soft-label and label-smoothing losses, pre_logits."""
+"""T2TClsHead: logits, soft-label and label-smoothing losses, pre_logits,
+checkpoint keys shared with mmpretrain's VisionTransformerClsHead."""
 import pytest
 import torch
 import torch.nn.functional as F
+from mmpretrain.models.heads import VisionTransformerClsHead
 from mmpretrain.registry import MODELS
 from mmpretrain.structures import DataSample
 
@@ -57,3 +59,25 @@ def test_wrong_feature_shape_is_explained():
     head = build_head()
     with pytest.raises(ValueError, match="out_type='cls_token'"):
         head((torch.randn(2, 8, 4, 4), ))
+
+
+def test_keys_are_those_of_vision_transformer_head():
+    """Checkpoints of this head (before and after it became a subclass of
+    VisionTransformerClsHead) and of the upstream head load either way."""
+    head = build_head()
+    assert isinstance(head, VisionTransformerClsHead)
+    assert list(head.state_dict()) == ['layers.head.weight',
+                                       'layers.head.bias']
+    upstream = VisionTransformerClsHead(num_classes=5, in_channels=8)
+    upstream.load_state_dict(head.state_dict(), strict=True)
+    cls_token = torch.randn(3, 8)
+    torch.testing.assert_close(upstream((cls_token, )), head((cls_token, )))
+
+    checkpoint = {
+        'layers.head.weight': torch.randn(5, 8),
+        'layers.head.bias': torch.randn(5)
+    }
+    head.load_state_dict(checkpoint, strict=True)
+    expected = cls_token @ checkpoint['layers.head.weight'].t() + checkpoint[
+        'layers.head.bias']
+    torch.testing.assert_close(head((cls_token, )), expected)

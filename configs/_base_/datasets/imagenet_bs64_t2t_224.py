@@ -1,5 +1,11 @@
 # ImageNet-1k in mmpretrain's standard layout (see README, "Data
 # preparation"), with the augmentations of the official T2T-ViT recipe.
+# mmpretrain's _base_/datasets/imagenet_bs64_t2t_224.py holds the same
+# pipelines (tests/test_configs.py checks it); this file is not an
+# `mmpretrain::` base of it because mmengine resolves such a base with
+# pkg_resources, which setuptools >= 82 and fresh Python 3.12 environments
+# no longer provide, and the classification configs must load everywhere.
+# Here the loaders have more workers, persistent and pinned.
 dataset_type = 'ImageNet'
 data_root = 'data/imagenet'
 data_preprocessor = dict(

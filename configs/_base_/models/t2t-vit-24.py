@@ -1,21 +1,4 @@
 # T2T-ViT-24 (performer T2T layers, embed dims 512) for ImageNet-1k.
-model = dict(
-    type='ImageClassifier',
-    backbone=dict(
-        type='T2TViT', arch='24', img_size=224, drop_path_rate=0.1),
-    neck=None,
-    head=dict(
-        type='T2TClsHead',
-        num_classes=1000,
-        in_channels=512,
-        # Applied to the mixed soft labels too, like timm's mixup target.
-        loss=dict(
-            type='LabelSmoothLoss', label_smooth_val=0.1, mode='original'),
-        topk=(1, 5)),
-    # One of the two per batch, picked with equal chance (timm's
-    # mixup_switch_prob 0.5).
-    train_cfg=dict(augments=[
-        dict(type='Mixup', alpha=0.8),
-        dict(type='CutMix', alpha=1.0),
-    ]),
-)
+_base_ = './t2t-vit.py'
+
+model = dict(backbone=dict(arch='24'), head=dict(in_channels=512))

@@ -1,48 +1,46 @@
-from collections import OrderedDict
-from typing import Optional, Sequence, Tuple, Union
+from typing import Optional, Sequence
 
 import torch
-from mmpretrain.models.heads import ClsHead
+from mmpretrain.models.heads import VisionTransformerClsHead
 from mmpretrain.registry import MODELS
-from torch import nn
 
 
 @MODELS.register_module()
-class T2TClsHead(ClsHead):
+class T2TClsHead(VisionTransformerClsHead):
     """The T2T-ViT classifier: one linear layer on the class token.
 
+    mmpretrain's :class:`VisionTransformerClsHead` with ``hidden_dim=None``
+    (the linear layer is ``layers.head``, so checkpoints of either head load
+    into the other) and two differences: the official initialisation,
+    trunc-normal (std 0.02) weights and zero bias where the upstream head
+    starts from zeros, and a check that the backbone hands over a class token,
+    which turns a wrong ``out_type`` into an error that says what to set
+    instead of a shape mismatch inside the linear layer.
+
     Losses, soft labels from mixup / cutmix (``gt_score``), label smoothing
-    (``loss=dict(type='LabelSmoothLoss', ...)``) and top-k accuracy come from
-    mmpretrain's :class:`ClsHead`. The linear layer is ``layers.head`` as in
-    mmpretrain's ``VisionTransformerClsHead``, so its classifier checkpoints
-    load unchanged.
+    and top-k accuracy come from mmpretrain's ``ClsHead``.
 
     Args:
         num_classes (int): Number of classes.
         in_channels (int): Width of the class token (the arch's embed_dims).
-        loss (dict): Loss config. Defaults to cross entropy.
-        topk (int | Sequence[int]): Top-k accuracies to report.
-            Defaults to ``(1, )``.
         init_cfg (dict, optional): Defaults to trunc-normal (std 0.02)
             weights and zero bias, as the official code.
+        **kwargs: Other arguments of :class:`VisionTransformerClsHead`, e.g.
+            ``loss`` (defaults to cross entropy) and ``topk`` (defaults to
+            ``(1, )``).
     """
 
     def __init__(self,
                  num_classes: int,
                  in_channels: int,
-                 loss: dict = dict(type='CrossEntropyLoss', loss_weight=1.0),
-                 topk: Union[int, Tuple[int, ...]] = (1, ),
                  init_cfg: Optional[dict] = dict(
                      type='TruncNormal', layer='Linear', std=.02, bias=0.),
                  **kwargs) -> None:
-        super().__init__(loss=loss, topk=topk, init_cfg=init_cfg, **kwargs)
-        if num_classes <= 0:
-            raise ValueError(
-                f'num_classes must be a positive integer, got {num_classes}.')
-        self.num_classes = num_classes
-        self.in_channels = in_channels
-        self.layers = nn.Sequential(
-            OrderedDict(head=nn.Linear(in_channels, num_classes)))
+        super().__init__(
+            num_classes=num_classes,
+            in_channels=in_channels,
+            init_cfg=init_cfg,
+            **kwargs)
 
     def pre_logits(self, feats: Sequence[torch.Tensor]) -> torch.Tensor:
         """The class token of the last backbone output, ``(B, C)``."""
@@ -53,7 +51,4 @@ class T2TClsHead(ClsHead):
                 f'{self.in_channels}), got {tuple(cls_token.shape)}. Set '
                 "out_type='cls_token' in the backbone and in_channels to its "
                 'embed_dims.')
-        return cls_token
-
-    def forward(self, feats: Sequence[torch.Tensor]) -> torch.Tensor:
-        return self.layers.head(self.pre_logits(feats))
+        return super().pre_logits(feats)

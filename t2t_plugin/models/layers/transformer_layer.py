@@ -11,16 +11,18 @@ from .self_attention import SelfAttention
 class TransformerLayer(nn.Module):
     """Pre-norm transformer layer: ``x + attn(LN(x))``, ``x + FFN(LN(x))``.
 
-    With ``input_dims`` different from ``embed_dims`` it is the official T2T
-    transformer layer: the attention changes the token width and its residual
-    is ``v`` instead of ``x``.
+    With ``v_shortcut=True`` it is the official T2T transformer layer: the
+    attention may change the token width (``input_dims -> embed_dims``) and
+    its residual is ``v`` instead of ``x``, ``y = v + attn(LN(x))``.
 
     Args:
         embed_dims (int): Output (and attention) dimension.
         num_heads (int): Number of attention heads.
         feedforward_channels (int): Hidden dimension of the FFN.
         input_dims (int, optional): Input dimension. Defaults to
-            ``embed_dims``.
+            ``embed_dims``; another width needs ``v_shortcut=True``.
+        v_shortcut (bool): Use ``v`` as the attention residual, the official
+            T2T layer. Defaults to False (``x``).
         qk_scale (float, optional): Attention scale. Defaults to
             ``head_dims ** -0.5``.
         qkv_bias (bool): Bias in the qkv projection. Defaults to False.
@@ -36,6 +38,7 @@ class TransformerLayer(nn.Module):
                  num_heads: int,
                  feedforward_channels: int,
                  input_dims: Optional[int] = None,
+                 v_shortcut: bool = False,
                  qk_scale: Optional[float] = None,
                  qkv_bias: bool = False,
                  drop_rate: float = 0.,
@@ -43,8 +46,13 @@ class TransformerLayer(nn.Module):
                  drop_path_rate: float = 0.,
                  norm_eps: float = 1e-5) -> None:
         super().__init__()
-        self.v_shortcut = input_dims is not None and input_dims != embed_dims
         input_dims = input_dims or embed_dims
+        if input_dims != embed_dims and not v_shortcut:
+            raise ValueError(
+                f'A TransformerLayer from {input_dims} to {embed_dims} dims '
+                'cannot add its input to the attention output; set '
+                'v_shortcut=True (the T2T layer) or input_dims=embed_dims.')
+        self.v_shortcut = v_shortcut
         self.ln1 = nn.LayerNorm(input_dims, eps=norm_eps)
         self.attn = SelfAttention(
             input_dims,

@@ -6,7 +6,8 @@ class TokenTransformer(TransformerLayer):
 
     Two quirks of the official code are part of the released weights and are
     kept: the attention scale is ``in_dims ** -0.5`` (147 or 576, not the head
-    width 64), and the attention residual is ``v``.
+    width 64), and the attention residual is ``v``, also where ``in_dims``
+    equals ``token_dims``.
 
     Args:
         in_dims (int): Width of the soft-split tokens (``C * k * k``).
@@ -27,5 +28,6 @@ class TokenTransformer(TransformerLayer):
             num_heads=1,
             feedforward_channels=int(token_dims * mlp_ratio),
             input_dims=in_dims,
+            v_shortcut=True,
             qk_scale=in_dims**-0.5,
             drop_rate=drop_rate)
