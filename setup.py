@@ -28,6 +28,9 @@ setup(
         'matplotlib',
         'scikit-learn',
         'rich',
+        # mmengine 0.10 resolves ``mmpretrain::`` / ``mmdet::`` config bases
+        # with pkg_resources, which setuptools 81 removed.
+        'setuptools<81',
     ],
     extras_require={
         'lite': ['mmcv-lite>=2.0,<2.2'],
