@@ -13,6 +13,9 @@ from typing import Iterator, List, Optional
 from mmengine.config import Config
 from mmpretrain.registry import DATASETS
 
+from ..engine.config import ConfigError
+from ..engine.config import load_config as read_config
+
 DATA_DOC = "README.md, section 'Data preparation'"
 CHECKPOINT_DOC = "README.md, section 'Training'"
 DENSE_DOC = "README.md, section 'Detection and segmentation'"
@@ -129,9 +132,8 @@ def find_missing_inputs(cfg: Config,
 def load_config(path: str) -> Optional[Config]:
     """Load a config, or print one line saying why it cannot be loaded.
 
-    A config that names a toolbox that is not installed (``mmdet::``,
-    ``mmseg::`` bases), has a syntax error or imports a missing module is a
-    problem of the user's set-up, not a bug to show a traceback for.
+    The tools' side of :func:`t2t_plugin.engine.load_config`, which raises
+    :class:`~t2t_plugin.engine.ConfigError`.
 
     Args:
         path (str): Config file.
@@ -141,14 +143,9 @@ def load_config(path: str) -> Optional[Config]:
         stderr.
     """
     try:
-        return Config.fromfile(path)
-    except Exception as error:  # any failure of user-supplied config code
-        hint = ''
-        if isinstance(error, ImportError) and any(
-                name in str(error) for name in ('mmdet', 'mmseg')):
-            hint = ' (make install-dense installs mmdet and mmseg)'
-        print(f'Cannot load config {path}: {type(error).__name__}: '
-              f'{error}{hint}', file=sys.stderr)
+        return read_config(path)
+    except ConfigError as error:
+        print(error, file=sys.stderr)
         return None
 
 
