@@ -352,6 +352,28 @@ def non_finite_weights(state_dict: Mapping[str, Any]) -> List[str]:
     ]
 
 
+def check_finite_weights(state_dict: Mapping[str, Any],
+                         source: str = 'the checkpoint') -> None:
+    """Refuse weights holding NaN or infinity.
+
+    A run that diverged saves such weights; tested or run, they score
+    chance or NaN without any other sign.
+
+    Args:
+        state_dict (Mapping): Weights by name.
+        source (str): What to call them in the error.
+
+    Raises:
+        CheckpointError: If any floating-point tensor is not finite.
+    """
+    bad = non_finite_weights(state_dict)
+    if bad:
+        raise CheckpointError(
+            f'Checkpoint {source} holds NaN or infinite weights in '
+            f'{len(bad)} tensor(s), e.g. {bad[:3]}; it comes from a run '
+            'that diverged: take an earlier checkpoint.')
+
+
 def load_state_dict_strictly(model: torch.nn.Module,
                              checkpoint: Mapping[str, Any],
                              source: str = 'the checkpoint') -> None:

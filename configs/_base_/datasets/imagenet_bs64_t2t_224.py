@@ -46,6 +46,8 @@ train_pipeline = [
 # The official crop_pct 0.9: 224 / 0.9 -> short side 248.
 test_pipeline = [
     dict(type='LoadImageFromFile'),
+    # arrays of any depth and channels, as the inferencer passes them
+    dict(type='ConvertImage'),
     dict(
         type='ResizeEdge',
         scale=248,

@@ -32,6 +32,8 @@ train_pipeline = [
 # Official 384 models evaluate with crop_pct 1.0: resize to 384, no border.
 test_pipeline = [
     dict(type='LoadImageFromFile'),
+    # arrays of any depth and channels, as the inferencer passes them
+    dict(type='ConvertImage'),
     dict(
         type='ResizeEdge',
         scale=384,
