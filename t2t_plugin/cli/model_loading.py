@@ -80,7 +80,21 @@ def load_model(model: Union[str, Path, Config],
         meta = loaded.get('meta') or {}
         if (meta.get('dataset_meta') or {}).get('classes'):
             built._dataset_meta = meta['dataset_meta']
+    _match_class_names(built)
     return built.to(device).eval()
+
+
+def _match_class_names(model: nn.Module) -> None:
+    # get_model names the classes after the config's test dataset, also
+    # when the head has another number of them (a 1000-class checkpoint
+    # tested on a small dataset's config): then ImageNet's names or none.
+    from mmpretrain.datasets.categories import IMAGENET_CATEGORIES
+    num_classes = getattr(getattr(model, 'head', None), 'num_classes', None)
+    classes = (model._dataset_meta or {}).get('classes')
+    if num_classes is None or (classes and len(classes) == num_classes):
+        return
+    model._dataset_meta = (dict(classes=IMAGENET_CATEGORIES)
+                           if num_classes == 1000 else {})
 
 
 def test_pipeline(cfg: Config) -> Compose:

@@ -392,6 +392,9 @@ def load_state_dict_strictly(model: torch.nn.Module,
     state_dict = checkpoint_state_dict(checkpoint, source)
     try:
         result = model.load_state_dict(state_dict, strict=False)
+    except ValueError as error:  # a load hook names the problem itself
+        raise CheckpointMismatchError(
+            f'{source} does not fit the model: {error}') from None
     except RuntimeError as error:  # shapes differ
         problems = [line.strip().rstrip('.')
                     for line in str(error).splitlines() if line.strip()]
