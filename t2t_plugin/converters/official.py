@@ -102,8 +102,8 @@ def is_official_checkpoint(checkpoint: Any) -> bool:
         if isinstance(checkpoint.get(key), Mapping):
             checkpoint = checkpoint[key]
             break
-    keys = {k[len('module.'):] if k.startswith('module.') else k
-            for k in checkpoint if isinstance(k, str)}
+    keys = set(strip_module_prefix(
+        {k: None for k in checkpoint if isinstance(k, str)}))
     return ('tokens_to_token.project.weight' in keys
             and 'blocks.0.attn.qkv.weight' in keys)
 

@@ -449,7 +449,10 @@ def load_from_local(filename: str, map_location: Any = None) -> dict:
     same safe reading, one-line errors and official-layout conversion.
     """
     checkpoint = read_checkpoint(filename)
-    if map_location not in (None, 'cpu'):
+    # A callable map_location (the Runner's default on GPUs) is left out:
+    # load_state_dict copies every tensor onto its parameter's device.
+    if isinstance(map_location, (str, torch.device)) and str(
+            map_location) != 'cpu':
         checkpoint = _to_device(checkpoint, map_location)
     return checkpoint
 
