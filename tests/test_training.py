@@ -228,6 +228,7 @@ def test_amp_on_cpu_trains_in_bfloat16():
     args = argparse.Namespace(
         config=DEMO, cfg_options=None, work_dir='unused', amp=True,
         resume=None, auto_scale_lr=False, no_validate=False,
+        no_pin_memory=False, no_persistent_workers=False,
         launcher='none')
     cfg = train_tool.merge_args(Config.fromfile(DEMO), args)
     assert cfg.optim_wrapper.type == 'AutocastOptimWrapper'
