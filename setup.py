@@ -1,9 +1,50 @@
+import shutil
+import sys
 from pathlib import Path
 
 from setuptools import find_packages, setup
 
 version = {}
 exec(Path('t2t_plugin/version.py').read_text(), version)
+
+# What OpenMMLab packages ship in ``<package>/.mim``: the model index, the
+# configs and the tools, so that ``mim train t2t-plugin CONFIG`` and
+# ``mmpretrain.get_model(name)`` work from a plain ``pip install``.
+MIM_FILES = ('model-index.yml', 'configs', 'tools')
+MIM_DIR = Path('t2t_plugin', '.mim')
+
+
+def add_mim_extension() -> None:
+    """Copy ``MIM_FILES`` into ``t2t_plugin/.mim`` for a build.
+
+    Only builds that package files (wheel, sdist, install) get the copy; an
+    editable install reads the repository itself (see
+    ``t2t_plugin.model_index.package_root``).
+    """
+    if not any(command in sys.argv
+               for command in ('bdist_wheel', 'sdist', 'install', 'build')):
+        return
+    shutil.rmtree(MIM_DIR, ignore_errors=True)
+    MIM_DIR.mkdir(parents=True)
+    for name in MIM_FILES:
+        source = Path(name)
+        if source.is_dir():
+            shutil.copytree(
+                source,
+                MIM_DIR / name,
+                ignore=shutil.ignore_patterns('__pycache__', '*.pyc'))
+        elif source.is_file():
+            shutil.copy2(source, MIM_DIR / name)
+
+
+def mim_package_data() -> list:
+    """The ``.mim`` files, relative to the package, for ``package_data``."""
+    return sorted(
+        str(path.relative_to('t2t_plugin')) for path in MIM_DIR.rglob('*')
+        if path.is_file())
+
+
+add_mim_extension()
 
 setup(
     name='t2t-plugin',
@@ -15,6 +56,7 @@ setup(
     python_requires='>=3.8',
     packages=find_packages(include=['t2t_plugin', 't2t_plugin.*']),
     include_package_data=True,
+    package_data={'t2t_plugin': mim_package_data()},
     # mmcv comes either as ``mmcv-lite`` (classification) or as full ``mmcv``
     # with compiled ops (detection / segmentation); both provide the same
     # package, so neither is forced here: see the ``lite`` and ``dense``

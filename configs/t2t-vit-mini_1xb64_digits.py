@@ -41,17 +41,25 @@ train_pipeline = [
     dict(type='RandomCrop', crop_size=8, padding=1),
     dict(type='PackInputs'),
 ]
-test_pipeline = [dict(type='PackInputs')]
+# Images from files or arrays of any depth and channels become 8-bit grey
+# (the inferencer reads files in colour).
+test_pipeline = [
+    dict(type='ConvertImage', channels=1),
+    dict(type='PackInputs'),
+]
 
 train_dataloader = dict(
     batch_size=64,
     num_workers=0,
+    # stated, as mmpretrain's tools/train.py turns it on by default
+    persistent_workers=False,
     dataset=dict(type='DigitsDataset', split='train', pipeline=train_pipeline),
     sampler=dict(type='DefaultSampler', shuffle=True),
 )
 val_dataloader = dict(
     batch_size=128,
     num_workers=0,
+    persistent_workers=False,
     dataset=dict(type='DigitsDataset', split='val', pipeline=test_pipeline),
     sampler=dict(type='DefaultSampler', shuffle=False),
 )

@@ -1,7 +1,9 @@
-"""T2T-ViT for OpenMMLab: importing this package registers its models."""
+"""T2T-ViT for OpenMMLab: importing this package registers its models
+in mmpretrain's registries and its model index in mmpretrain's ModelHub."""
 import warnings
 
 from . import datasets, engine, models  # noqa: F401
+from .model_index import register_model_index
 from .version import __version__
 
 # mmengine 0.10 resolves ``mmpretrain::`` / ``mmdet::`` config bases with
@@ -9,5 +11,7 @@ from .version import __version__
 # (setuptools<81) is ours, so the warning tells a user nothing.
 warnings.filterwarnings(
     'ignore', message='pkg_resources is deprecated', category=UserWarning)
+
+register_model_index()
 
 __all__ = ['__version__']

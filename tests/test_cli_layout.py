@@ -10,7 +10,6 @@ from t2t_plugin.cli import set_default_work_dir
 
 
 @pytest.mark.parametrize('name, home', [
-    ('load_config', t2t_plugin.cli),
     ('find_missing_inputs', t2t_plugin.cli),
     ('setup_cpu_dist', t2t_plugin.cli),
     ('plot_curves', t2t_plugin.analysis),

@@ -202,6 +202,8 @@ def paper_pipelines(size: int):
     resize = {224: 248, 384: 384}[size]
     test = [
         dict(type='LoadImageFromFile'),
+        # ours: arrays of any depth and channels, as the inferencer passes
+        dict(type='ConvertImage'),
         dict(type='ResizeEdge', scale=resize, edge='short',
              backend='pillow', interpolation='bicubic'),
         dict(type='CenterCrop', crop_size=size),
@@ -233,8 +235,9 @@ def test_imagenet_pipelines_are_the_papers(name):
 
 def test_imagenet_dataset_file_matches_mmpretrains():
     """Ours inherits mmpretrain's T2T-ViT dataset file (``mmpretrain::``
-    base) and changes only the loaders' worker settings; upstream is read
-    here by path, independently of that inheritance."""
+    base) and changes only the loaders' worker settings and the
+    ``ConvertImage`` step of its test pipeline; upstream is read here by
+    path, independently of that inheritance."""
     import mmpretrain
     upstream = Config.fromfile(
         Path(mmpretrain.__file__).parent / '.mim' / 'configs' / '_base_' /
@@ -242,13 +245,23 @@ def test_imagenet_dataset_file_matches_mmpretrains():
     ours = Config.fromfile(CONFIG_DIR / '_base_' / 'datasets' /
                            'imagenet_bs64_t2t_224.py')
     worker_keys = ('num_workers', 'persistent_workers', 'pin_memory')
+    convert = dict(type='ConvertImage')
+
+    def without_convert(loader: dict) -> dict:
+        pipeline = loader['dataset']['pipeline']
+        if convert in pipeline:
+            assert pipeline.index(convert) == 1  # right after loading
+            pipeline.remove(convert)
+        return {k: v for k, v in loader.items() if k not in worker_keys}
+
     for key in ('train_dataloader', 'val_dataloader', 'test_dataloader'):
-        mine, theirs = (
-            {k: v for k, v in plain(cfg[key]).items() if k not in worker_keys}
-            for cfg in (ours, upstream))
-        assert mine == theirs, key
-    for key in ('data_preprocessor', 'train_pipeline', 'test_pipeline',
-                'val_evaluator', 'test_evaluator'):
+        assert (without_convert(plain(ours[key])) == without_convert(
+            plain(upstream[key]))), key
+    assert plain(ours.test_pipeline) == (
+        plain(upstream.test_pipeline)[:1] + [convert] +
+        plain(upstream.test_pipeline)[1:])
+    for key in ('data_preprocessor', 'train_pipeline', 'val_evaluator',
+                'test_evaluator'):
         assert plain(ours[key]) == plain(upstream[key]), key
 
 

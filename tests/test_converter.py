@@ -12,12 +12,14 @@ import pytest
 import torch
 import torch.nn.functional as F
 from mmengine.config import Config
+from mmpretrain import get_model
+from mmpretrain.apis import ImageClassificationInferencer
 from mmpretrain.datasets.categories import IMAGENET_CATEGORIES
 from mmpretrain.registry import MODELS
 from torch import nn
 
 import t2t_plugin  # noqa: F401
-from t2t_plugin.apis import inference_model, init_model, preprocess_image
+from t2t_plugin.cli.model_loading import preprocess_image
 from t2t_plugin.converters import (
     convert_official_state_dict,
     describe_arch,
@@ -341,16 +343,20 @@ def test_converted_release_classifies_like_the_official_model(tmp_path):
     dst = tmp_path / 't2t-vit-7.pth'
     assert converter_tool.main([str(src), str(dst)]) == 0
 
-    model = init_model(ROOT / 'configs/t2t-vit-7_8xb64_in1k.py', dst)
+    config = str(ROOT / 'configs/t2t-vit-7_8xb64_in1k.py')
     image = np.random.default_rng(0).integers(0, 255, (260, 300, 3))
     image = image.astype(np.uint8)
-    result = inference_model(model, image, topk=5)
-    inputs, _ = preprocess_image(model, image)
-    assert inputs.shape == (1, 3, 224, 224)
-    with torch.no_grad():
-        expected = official(inputs).softmax(-1)[0]
-    torch.testing.assert_close(result['pred_scores'], expected, atol=1e-5,
-                               rtol=1e-4)
+    # the converted file, and the release itself (converted on load)
+    for weights in (dst, src):
+        model = get_model(config, pretrained=str(weights))
+        result = ImageClassificationInferencer(model)(image)[0]
+        inputs, _ = preprocess_image(model, image)
+        assert inputs.shape == (1, 3, 224, 224)
+        with torch.no_grad():
+            expected = official(inputs).softmax(-1)[0]
+        torch.testing.assert_close(
+            torch.as_tensor(result['pred_scores']), expected, atol=1e-5,
+            rtol=1e-4)
     best = int(expected.argmax())
     assert result['pred_class'] == IMAGENET_CATEGORIES[best]
 
@@ -391,7 +397,7 @@ def test_tool_reports_bad_files_in_one_line(tmp_path, capsys):
     text.write_text('not a checkpoint')
     resnet = tmp_path / 'resnet.pth'
     torch.save({'state_dict': {'conv1.weight': torch.zeros(2)}}, resnet)
-    for src, message in ((text, 'is not a torch checkpoint'),
+    for src, message in ((text, 'not a complete PyTorch checkpoint'),
                          (resnet, 'not an official T2T-ViT checkpoint'),
                          (tmp_path / 'missing.pth', 'does not exist')):
         assert converter_tool.main([str(src), str(tmp_path / 'x.pth')]) == 1

@@ -43,7 +43,7 @@ def test_two_process_cpu_training_and_testing(tmp_path):
     out = tmp_path / 'metrics.json'
     result = run_script('dist_test.sh', DEMO, str(checkpoint), '2',
                         '--work-dir', str(tmp_path / 'test'), '--out',
-                        str(out))
+                        str(out), '--out-item', 'metrics')
     assert result.returncode == 0, (result.stdout + result.stderr)[-3000:]
     metrics = json.loads(out.read_text())
     top1, top5 = evaluate_in_process(str(checkpoint))

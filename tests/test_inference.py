@@ -1,4 +1,5 @@
-"""Single-image inference: the Python API and tools/infer.py."""
+"""Inference with mmpretrain's Inferencer on this plugin's models, and
+tools/infer.py."""
 from pathlib import Path
 
 import numpy as np
@@ -6,14 +7,21 @@ import pytest
 import torch
 from mmengine.config import Config
 from mmengine.logging import HistoryBuffer
+from mmpretrain.apis import ImageClassificationInferencer
 from mmpretrain.datasets.categories import IMAGENET_CATEGORIES
 from mmpretrain.registry import MODELS
 from PIL import Image
 
 import t2t_plugin  # noqa: F401
-from t2t_plugin.apis import inference_model, init_model
+from t2t_plugin.cli.model_loading import load_model
+from t2t_plugin.datasets import ConvertImage
+from t2t_plugin.engine import (
+    CheckpointError,
+    CheckpointMismatchError,
+    read_checkpoint,
+)
 
-from .tool_loading import load_tool
+from .tool_loading import ROOT, load_tool
 
 MEAN = (123.675, 116.28, 103.53)
 STD = (58.395, 57.12, 57.375)
@@ -38,6 +46,7 @@ test_dataloader = dict(
 """
 RESIZE_PIPELINE = [
     dict(type='LoadImageFromFile'),
+    dict(type='ConvertImage'),
     dict(type='ResizeEdge', scale=36, edge='short'),
     dict(type='CenterCrop', crop_size=32),
     dict(type='PackInputs'),
@@ -79,64 +88,110 @@ def write_image(path, size=(50, 40), seed=0):
     return Path(path)
 
 
+def scores(model, image):
+    """Softmax scores of mmpretrain's Inferencer, as a tensor."""
+    inferencer = ImageClassificationInferencer(model)
+    return torch.as_tensor(inferencer(image)[0]['pred_scores'])
+
+
 def test_scores_equal_a_forward_pass_on_the_normalised_image(tmp_path):
     config, checkpoint, reference = write_tiny_model(
         tmp_path, pipeline=[dict(type='PackInputs')])
     image = write_image(tmp_path / 'cat.png', size=(32, 32))
-    model = init_model(config, checkpoint)
-    result = inference_model(model, image, topk=3)
+    model = load_model(config, str(checkpoint))
+    result = ImageClassificationInferencer(model)(str(image))[0]
 
     rgb = torch.from_numpy(np.asarray(Image.open(image))).float()
     normalised = ((rgb - torch.tensor(MEAN)) / torch.tensor(STD)).permute(
         2, 0, 1)[None]
     with torch.no_grad():
         expected = reference.eval()(normalised).softmax(-1)[0]
-    torch.testing.assert_close(result['pred_scores'], expected, atol=1e-5,
-                               rtol=1e-5)
-    ranked = expected.argsort(descending=True)[:3].tolist()
-    assert [entry['label'] for entry in result['topk']] == ranked
-    assert result['pred_label'] == ranked[0]
+    torch.testing.assert_close(torch.as_tensor(result['pred_scores']),
+                               expected, atol=1e-5, rtol=1e-5)
+    best = int(expected.argmax())
+    assert result['pred_label'] == best
     # the test dataset of the config names the classes
     assert result['pred_class'] == ('airplane', 'automobile', 'bird', 'cat',
                                     'deer', 'dog', 'frog', 'horse', 'ship',
-                                    'truck')[ranked[0]]
+                                    'truck')[best]
 
 
 @pytest.mark.parametrize('token_layer', ['performer', 'transformer'])
-def test_inputs_of_all_kinds_give_the_same_scores(tmp_path, token_layer):
+def test_files_and_arrays_of_all_kinds_give_the_same_scores(
+        tmp_path, token_layer):
     config, checkpoint, _ = write_tiny_model(tmp_path,
                                              token_layer=token_layer)
-    image = write_image(tmp_path / 'photo.jpg')
-    model = init_model(config, checkpoint)
-    from_file = inference_model(model, image)['pred_scores']
-    pil = Image.open(image)
-    from_pil = inference_model(model, pil)['pred_scores']
-    bgr = np.asarray(pil.convert('RGB'))[..., ::-1]
-    from_array = inference_model(model, bgr)['pred_scores']
-    torch.testing.assert_close(from_pil, from_file)
-    torch.testing.assert_close(from_array, from_file)
+    image = write_image(tmp_path / 'photo.png')
+    model = load_model(config, str(checkpoint))
+    from_file = scores(model, str(image))
+    bgr = np.asarray(Image.open(image).convert('RGB'))[..., ::-1].copy()
+    torch.testing.assert_close(scores(model, bgr), from_file)
+    # alpha is dropped, 16 bits are scaled to 8
+    alpha = np.full(bgr.shape[:2] + (1, ), 7, np.uint8)
+    torch.testing.assert_close(
+        scores(model, np.concatenate([bgr, alpha], -1)), from_file)
+    deep = bgr.astype(np.uint16) * 257
+    torch.testing.assert_close(scores(model, deep), from_file)
     assert from_file.shape == (10, )
     assert from_file.sum().item() == pytest.approx(1.0, abs=1e-5)
+
+
+def test_16_bit_files_and_arrays_are_scaled_alike(tmp_path):
+    config, checkpoint, _ = write_tiny_model(
+        tmp_path, pipeline=[dict(type='ConvertImage'),
+                            dict(type='PackInputs')])
+    model = load_model(config, str(checkpoint))
+    ramp = np.linspace(0, 65535, 32 * 32).reshape(32, 32).astype(np.uint16)
+    deep = tmp_path / 'deep.png'
+    Image.fromarray(ramp).save(deep)  # a 16-bit grey PNG
+    assert Image.open(deep).mode.startswith('I')
+    # as a PIL image handed over with np.asarray, and as a file
+    from_pil = scores(model, np.asarray(Image.open(deep)))
+    torch.testing.assert_close(scores(model, str(deep)), from_pil,
+                               atol=2e-3, rtol=0)
+    grey = ConvertImage(channels=1).convert(ramp)
+    assert grey.dtype == np.uint8
+    assert np.abs(grey - ramp / 257).max() <= 0.5
+
+
+def test_colour_images_reach_a_one_channel_model_as_grey(tmp_path):
+    from mmcv import bgr2gray
+    model = load_model(ROOT / 'configs/t2t-vit-mini_1xb64_digits.py')
+    colour = write_image(tmp_path / 'digit.png', size=(8, 8))
+    bgr = np.asarray(Image.open(colour))[..., ::-1].copy()
+    grey = bgr2gray(bgr)
+    torch.testing.assert_close(scores(model, str(colour)),
+                               scores(model, grey))
+    torch.testing.assert_close(scores(model, bgr), scores(model, grey))
+
+
+@pytest.mark.parametrize('array,message', [
+    (np.zeros((0, 5, 3), np.uint8), 'The image is empty'),
+    (np.zeros((8, 8, 3), np.float32), 'must be uint8'),
+    (np.zeros((8, 8, 2), np.uint8), r'got shape \(8, 8, 2\)'),
+])
+def test_bad_arrays_are_one_clear_error(tmp_path, array, message):
+    config, checkpoint, _ = write_tiny_model(tmp_path)
+    model = load_model(config, str(checkpoint))
+    with pytest.raises(ValueError, match=message):
+        scores(model, array)
 
 
 def test_1000_classes_are_named_after_imagenet(tmp_path):
     config, checkpoint, _ = write_tiny_model(tmp_path, num_classes=1000)
     # a 1000-class model on a 10-class dataset config: ImageNet names win
-    model = init_model(config, checkpoint)
-    result = inference_model(model, write_image(tmp_path / 'x.png'), topk=5)
-    assert len(result['topk']) == 5
-    for entry in result['topk']:
-        assert entry['class_name'] == IMAGENET_CATEGORIES[entry['label']]
-    scores = [entry['score'] for entry in result['topk']]
-    assert scores == sorted(scores, reverse=True)
+    model = load_model(config, str(checkpoint))
+    result = ImageClassificationInferencer(model)(
+        str(write_image(tmp_path / 'x.png')))[0]
+    assert result['pred_class'] == IMAGENET_CATEGORIES[result['pred_label']]
 
 
 def test_checkpoint_meta_names_the_classes(tmp_path):
     names = [f'digit {i}' for i in range(10)]
     config, checkpoint, _ = write_tiny_model(
         tmp_path, extra=dict(dataset_meta=dict(classes=names)))
-    model = init_model(config, checkpoint)
-    assert model.dataset_meta['classes'] == names
+    model = load_model(config, str(checkpoint))
+    assert model._dataset_meta['classes'] == names
 
 
 def test_mmengine_training_checkpoints_load(tmp_path):
@@ -150,7 +205,7 @@ def test_mmengine_training_checkpoints_load(tmp_path):
             message_hub=dict(
                 log_scalars=dict(loss=HistoryBuffer([1.0], [1])))),
         full)
-    model = init_model(config, full)
+    model = load_model(config, str(full))
     weight = 'backbone.encoder.0.attn.qkv.weight'
     torch.testing.assert_close(model.state_dict()[weight],
                                reference.state_dict()[weight])
@@ -164,15 +219,32 @@ def test_checkpoints_with_other_objects_are_refused(tmp_path):
     config, _, reference = write_tiny_model(tmp_path)
     bad = tmp_path / 'bad.pth'
     torch.save(dict(state_dict=reference.state_dict(), extra=Foreign()), bad)
-    with pytest.raises(ValueError, match='Foreign'):
-        init_model(config, bad)
+    with pytest.raises(CheckpointError) as error:
+        read_checkpoint(bad)
+    message = str(error.value)
+    assert 'Foreign' in message and "safe loader refuses" in message
+    assert 'not a complete PyTorch checkpoint' not in message
+    assert '\n' not in message
 
 
 def test_a_checkpoint_of_another_model_is_refused(tmp_path):
     config, _, _ = write_tiny_model(tmp_path)
     _, other, _ = write_tiny_model(tmp_path, token_layer='transformer')
-    with pytest.raises(ValueError, match='does not fit the config'):
-        init_model(config, other)
+    with pytest.raises(CheckpointMismatchError, match='does not fit'):
+        load_model(config, str(other))
+
+
+@pytest.mark.parametrize('content,message', [
+    (torch.zeros(3), 'holds a Tensor, not a checkpoint dict'),
+    ({'state_dict': [torch.zeros(3)]}, "'state_dict' of .* is a list"),
+])
+def test_checkpoints_that_are_not_dicts_are_refused(tmp_path, content,
+                                                    message):
+    config, _, _ = write_tiny_model(tmp_path)
+    bad = tmp_path / 'bad.pth'
+    torch.save(content, bad)
+    with pytest.raises(CheckpointError, match=message):
+        load_model(config, str(bad))
 
 
 def test_infer_tool_prints_ranked_classes(tmp_path, capsys):
@@ -185,79 +257,79 @@ def test_infer_tool_prints_ranked_classes(tmp_path, capsys):
     assert lines[0] == f'{image}:'
     assert len(lines) == 3
     assert lines[1].lstrip().startswith('1.') and '(class ' in lines[1]
+    # a folder: every image in it
+    write_image(tmp_path / 'other.jpg', seed=1)
+    assert infer.main([str(tmp_path), str(config), str(checkpoint),
+                       '--topk', '1']) == 0
+    lines = capsys.readouterr().out.strip().splitlines()
+    assert lines == [f'{tmp_path / "other.jpg"}:', lines[1],
+                     f'{image}:', lines[3]]
+
+
+def one_error_line(capsys):
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith('error: '), err
+    return err[0]
+
+
+def test_infer_tool_mistakes_are_one_line(tmp_path, capsys):
+    infer = load_tool('tools/infer.py')
+    config, checkpoint, reference = write_tiny_model(tmp_path)
+    image = write_image(tmp_path / 'photo.png')
 
     assert infer.main([str(config), str(config), str(checkpoint)]) == 1
-    err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and err[0].startswith('error: ')
+    assert 'not an image' in one_error_line(capsys)
+
+    empty = tmp_path / 'empty'
+    empty.mkdir()
+    assert infer.main([str(empty), str(config), str(checkpoint)]) == 1
+    assert 'folder without image files' in one_error_line(capsys)
+
+    broken = tmp_path / 'broken.py'
+    broken.write_text('model = dict(\n')
+    assert infer.main([str(image), str(broken), str(checkpoint)]) == 1
+    assert 'SyntaxError' in one_error_line(capsys)
+
+    state = reference.state_dict()
+    state['head.layers.head.weight'][0, 0] = float('nan')
+    diverged = tmp_path / 'diverged.pth'
+    torch.save(dict(state_dict=state), diverged)
+    assert infer.main([str(image), str(config), str(diverged)]) == 1
+    assert 'NaN or infinite weights' in one_error_line(capsys)
 
 
-def test_files_decode_as_the_dataset_pipeline_decodes_them(tmp_path):
-    """EXIF orientation is applied, 16-bit images are scaled, not clipped."""
-    from mmcv.transforms import LoadImageFromFile
-
-    from t2t_plugin.apis.inference import read_image
-    upright = write_image(tmp_path / 'upright.png', size=(50, 40))
-    pixels = Image.open(upright)
-    exif = Image.Exif()
-    exif[0x0112] = 6  # Orientation: the camera was turned a quarter right
-    rotated = tmp_path / 'rotated.jpg'
-    pixels.save(rotated, exif=exif, quality=95, subsampling=0)
-    decoded = read_image(rotated)
-    assert decoded.shape == (50, 40, 3)
-    loaded = LoadImageFromFile()(dict(img_path=str(rotated)))['img']
-    np.testing.assert_array_equal(decoded, loaded)
-    # the same picture turned by hand, up to JPEG losses
-    rgb = decoded[..., ::-1].astype(int)
-    turned = np.asarray(pixels.transpose(Image.Transpose.ROTATE_270))
-    assert np.abs(rgb - turned).mean() < 3
-    wrong_way = np.asarray(pixels.transpose(Image.Transpose.ROTATE_90))
-    assert np.abs(rgb - wrong_way).mean() > 30
-    # a PIL image of that file is turned upright as well
-    assert read_image(Image.open(rotated)).shape == (50, 40, 3)
-
-    ramp = np.linspace(0, 65535, 30 * 20).reshape(30, 20).astype(np.uint16)
-    deep = tmp_path / 'deep.png'
-    Image.fromarray(ramp).save(deep)  # a 16-bit grey PNG
-    assert Image.open(deep).mode.startswith('I')
-    expected = ramp / 257
-    grey = read_image(deep, in_channels=1)
-    assert grey.dtype == np.uint8 and grey.shape == (30, 20)
-    assert np.abs(grey - expected).max() <= 1
-    colour = read_image(deep)
-    assert colour.shape == (30, 20, 3)
-    assert np.abs(colour[..., 1] - expected).max() <= 1
+def test_infer_tool_refuses_inputs_above_the_token_budget(tmp_path, capsys):
+    infer = load_tool('tools/infer.py')
+    # no resize in the pipeline: a 256x128 image is 16x8 tokens
+    config, checkpoint, _ = write_tiny_model(
+        tmp_path, pipeline=[dict(type='PackInputs')])
+    image = write_image(tmp_path / 'wide.png', size=(256, 128))
+    assert infer.main([str(image), str(config), str(checkpoint),
+                       '--max-tokens', '100']) == 1
+    assert '128 tokens, above the budget of 100' in one_error_line(capsys)
+    assert infer.main([str(image), str(config), str(checkpoint),
+                       '--max-tokens', '128']) == 0
 
 
-def test_arrays_of_other_kinds_are_converted_or_refused(tmp_path):
-    from t2t_plugin.apis.inference import read_image
-    config, checkpoint, _ = write_tiny_model(tmp_path)
-    model = init_model(config, checkpoint)
-    bgr = np.asarray(Image.open(write_image(tmp_path / 'x.png')))[..., ::-1]
-    alpha = np.full(bgr.shape[:2] + (1, ), 7, np.uint8)
-    bgra = np.concatenate([bgr, alpha], axis=-1)
-    torch.testing.assert_close(
-        inference_model(model, bgra)['pred_scores'],
-        inference_model(model, bgr.copy())['pred_scores'])
-    grey = bgr[..., 0].copy()
-    np.testing.assert_array_equal(read_image(grey), np.dstack([grey] * 3))
-    with pytest.raises(ValueError, match='must be uint8'):
-        inference_model(model, bgr / 255.)
-    with pytest.raises(ValueError, match=r'got shape \(40, 50, 2\)'):
-        inference_model(model, bgr[..., :2])
-    junk = tmp_path / 'junk.png'
-    junk.write_bytes(b'not a picture')
-    with pytest.raises(ValueError, match='junk.png is not an image'):
-        inference_model(model, junk)
+def test_infer_tool_flags_non_finite_scores(tmp_path, capsys):
+    infer = load_tool('tools/infer.py')
+    config, checkpoint, reference = write_tiny_model(tmp_path)
+    image = write_image(tmp_path / 'photo.png')
+    state = reference.state_dict()
+    # finite weights whose features overflow: logits inf - inf = NaN
+    state['backbone.norm.weight'].fill_(3e38)
+    huge = tmp_path / 'huge.pth'
+    torch.save(dict(state_dict=state), huge)
+    assert infer.main([str(image), str(config), str(huge)]) == 1
+    assert 'NaN or infinite scores' in one_error_line(capsys)
 
 
-@pytest.mark.parametrize('content,message', [
-    (torch.zeros(3), 'holds a Tensor, not a checkpoint dict'),
-    ({'state_dict': [torch.zeros(3)]}, "'state_dict' of .* is a list"),
-])
-def test_checkpoints_that_are_not_dicts_are_refused(tmp_path, content,
-                                                    message):
-    config, _, _ = write_tiny_model(tmp_path)
-    bad = tmp_path / 'bad.pth'
-    torch.save(content, bad)
-    with pytest.raises(ValueError, match=message):
-        init_model(config, bad)
+def test_old_api_names_warn_and_point_to_their_replacements():
+    import t2t_plugin.apis
+    with pytest.warns(DeprecationWarning, match='use t2t_plugin.engine'):
+        assert t2t_plugin.apis.load_checkpoint_file is read_checkpoint
+    with pytest.warns(DeprecationWarning, match='mmpretrain.inference_model'):
+        from mmpretrain import inference_model
+        assert t2t_plugin.apis.inference_model is inference_model
+    with pytest.raises(AttributeError, match='no_such_name'):
+        t2t_plugin.apis.no_such_name  # noqa: B018

@@ -111,6 +111,7 @@ def resume_args(work_dir: Path, resume: str = 'auto') -> argparse.Namespace:
     return argparse.Namespace(
         config=DEMO, cfg_options=None, work_dir=str(work_dir), amp=False,
         resume=resume, auto_scale_lr=False, no_validate=False,
+        no_pin_memory=False, no_persistent_workers=False,
         launcher='none')
 
 
@@ -345,12 +346,22 @@ def test_out_format_is_checked_before_evaluation(tmp_path, monkeypatch):
     checkpoint = tmp_path / 'model.pth'
     checkpoint.write_bytes(b'')  # never read: the option fails first
     code, err = run_main('test', DEMO, str(checkpoint), '--out', 'm.txt',
+                         '--out-item', 'metrics',
                          '--work-dir', str(tmp_path / 'work'),
                          monkeypatch=monkeypatch)
     assert code == 2
     assert err == (
         f'Invalid options for {DEMO}: --out saves the metrics as .json, '
         '.yaml, .yml, .pkl; got --out m.txt.\n')
+    # predictions, as mmpretrain's test.py writes them, go to a .pkl
+    code, err = run_main('test', DEMO, str(checkpoint), '--out', 'm.json',
+                         '--work-dir', str(tmp_path / 'work'),
+                         monkeypatch=monkeypatch)
+    assert code == 2
+    assert err == (
+        f'Invalid options for {DEMO}: --out saves the predictions as a .pkl '
+        'file; got --out m.json (use --out-item metrics for .json or '
+        '.yaml).\n')
 
 
 # 9. slurm_train.sh without WORK_DIR but with options.

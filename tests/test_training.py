@@ -167,7 +167,8 @@ def test_test_tool_reports_top1_top5(interrupted_run, tmp_path):
     out = tmp_path / 'metrics.json'
     checkpoint = str(work_dir / 'epoch_3.pth')
     result = run_tool('tools/test.py', DEMO, checkpoint, '--work-dir',
-                      str(tmp_path), '--out', str(out))
+                      str(tmp_path), '--out', str(out), '--out-item',
+                      'metrics')
     assert result.returncode == 0, result.stderr[-3000:]
     metrics = json.loads(out.read_text())
     top1, top5 = evaluate_in_process(checkpoint)
@@ -210,7 +211,7 @@ def test_test_tool_scores_the_averaged_weights_of_ema_checkpoints(
     out = tmp_path / 'metrics.json'
     result = run_tool('tools/test.py', str(config), str(ema_checkpoint),
                       '--work-dir', str(tmp_path / 'work'), '--out',
-                      str(out))
+                      str(out), '--out-item', 'metrics')
     assert result.returncode == 0, result.stderr[-3000:]
     assert 'Start testing on EMA model.' in result.stdout
     metrics = json.loads(out.read_text())
@@ -227,6 +228,7 @@ def test_amp_on_cpu_trains_in_bfloat16():
     args = argparse.Namespace(
         config=DEMO, cfg_options=None, work_dir='unused', amp=True,
         resume=None, auto_scale_lr=False, no_validate=False,
+        no_pin_memory=False, no_persistent_workers=False,
         launcher='none')
     cfg = train_tool.merge_args(Config.fromfile(DEMO), args)
     assert cfg.optim_wrapper.type == 'AutocastOptimWrapper'

@@ -7,7 +7,7 @@ import torch
 from PIL import Image
 
 from t2t_plugin.analysis import cls_attention_maps, collect_token_maps
-from t2t_plugin.apis import init_model, preprocess_image
+from t2t_plugin.cli.model_loading import load_model, preprocess_image
 
 from .test_inference import write_image, write_tiny_model
 from .tool_loading import load_tool
@@ -38,7 +38,7 @@ def _plain_cls_attention(attn, x):
 
 def test_cls_attention_is_the_softmax_row(tiny):
     config, checkpoint, images = tiny
-    model = init_model(config, checkpoint)
+    model = load_model(config, str(checkpoint))
     inputs, _ = preprocess_image(model, images / 'a.png')
     block_inputs = {}
     hooks = [
@@ -62,7 +62,7 @@ def test_cls_attention_is_the_softmax_row(tiny):
 
 def test_token_maps_have_the_strides_of_the_t2t_module(tiny):
     config, checkpoint, images = tiny
-    model = init_model(config, checkpoint)
+    model = load_model(config, str(checkpoint))
     inputs, picture = preprocess_image(model, images / 'a.png')
     assert picture.shape == (32, 32, 3) and picture.dtype == np.uint8
     maps = collect_token_maps(model.backbone, inputs, [1])

@@ -1,29 +1,55 @@
-"""Classify one image and print the top classes with their scores.
+"""Classify images and print the top classes with their scores.
+
+A thin wrapper of mmpretrain's ``ImageClassificationInferencer``; the model
+is a config file or a model name (``mmpretrain.list_models('*_t2tp')``),
+the checkpoint a file or URL (official releases work as they are).
 
 Example::
 
     python tools/infer.py demo.jpg configs/t2t-vit-14_8xb64_in1k.py \\
-        checkpoints/t2t-vit-14_in1k.pth --topk 5
+        81.5_T2T_ViT_14.pth.tar --topk 5
 """
 import argparse
 import sys
 from typing import Optional, Sequence
 
+import numpy as np
 from mmengine.config import DictAction
+from mmpretrain.apis import ImageClassificationInferencer
 
-from t2t_plugin.apis import inference_model, init_model
+from t2t_plugin.cli.model_loading import (
+    DEFAULT_MAX_TOKENS,
+    check_token_budget,
+    list_images,
+    load_model,
+    test_pipeline,
+)
+from t2t_plugin.engine import (
+    CheckpointError,
+    CheckpointMismatchError,
+    ConfigError,
+)
 
 
 def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(
-        description='Classify an image with a config and a checkpoint.')
-    parser.add_argument('image', help='image file')
-    parser.add_argument('config', help='model config file')
-    parser.add_argument('checkpoint', help='checkpoint file')
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument('image', help='image file, or a folder of images')
+    parser.add_argument(
+        'model', help='config file, or a model name of list_models()')
+    parser.add_argument(
+        'checkpoint',
+        nargs='?',
+        help="checkpoint file or URL (default: a model name's weights)")
     parser.add_argument(
         '--topk', type=int, default=5, help='classes to print (default 5)')
     parser.add_argument(
         '--device', default='cpu', help="e.g. 'cpu' (default) or 'cuda:0'")
+    parser.add_argument(
+        '--max-tokens',
+        type=int,
+        default=DEFAULT_MAX_TOKENS,
+        help='refuse images that the test pipeline turns into more tokens '
+        f'(default {DEFAULT_MAX_TOKENS}, a 1024x1024 input at stride 16)')
     parser.add_argument(
         '--cfg-options',
         nargs='+',
@@ -38,17 +64,38 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
 def main(argv: Optional[Sequence[str]] = None) -> int:
     args = parse_args(argv)
     try:
-        model = init_model(args.config, args.checkpoint, args.device,
+        images = list_images(args.image)
+        model = load_model(args.model, args.checkpoint, args.device,
                            args.cfg_options)
-        result = inference_model(model, args.image, args.topk)
-    except (OSError, ValueError, TypeError) as error:
+    except (OSError, ValueError, TypeError, ConfigError, CheckpointError,
+            CheckpointMismatchError) as error:
         print(f'error: {error}', file=sys.stderr)
         return 1
-    print(f'{args.image}:')
-    for rank, entry in enumerate(result['topk'], 1):
-        print(f"{rank:>3}. {entry['score']:7.2%}  {entry['class_name']} "
-              f"(class {entry['label']})")
-    return 0
+    inferencer = ImageClassificationInferencer(model, device=args.device)
+    # the same pipeline as the other tools: 1-channel models get grey levels
+    inferencer.pipeline = test_pipeline(model._config)
+    failed = 0
+    for image in images:
+        try:
+            check_token_budget(model, image, args.max_tokens)
+            result = inferencer(str(image))[0]
+        except (OSError, ValueError, TypeError) as error:
+            failed += 1
+            print(f'error: {image}: {error}', file=sys.stderr)
+            continue
+        scores = np.asarray(result['pred_scores'])
+        if not np.isfinite(scores).all():
+            failed += 1
+            print(f'error: {image}: the model gives NaN or infinite scores; '
+                  'the checkpoint or the input is broken.', file=sys.stderr)
+            continue
+        print(f'{image}:')
+        classes = inferencer.classes
+        for rank, label in enumerate(
+                np.argsort(-scores, kind='stable')[:args.topk], 1):
+            name = classes[label] if classes else f'class {label}'
+            print(f'{rank:>3}. {scores[label]:7.2%}  {name} (class {label})')
+    return 1 if failed else 0
 
 
 if __name__ == '__main__':

@@ -2,7 +2,10 @@
 
 Works for this project's mmpretrain configs and for mmdet / mmseg configs
 with the T2T-ViT backbone. Prints the metrics (top-1 / top-5 accuracy for
-classification) and can save them or the predictions with ``--out``.
+classification); ``--out x.pkl`` saves the predictions as mmpretrain's
+``tools/test.py`` does (read by its ``analyze_results.py`` and
+``confusion_matrix.py``), ``--out-item metrics`` the metrics instead. The
+checkpoint may be a file or a URL, official releases included.
 """
 import argparse
 import os.path as osp
@@ -24,9 +27,14 @@ from t2t_plugin.cli import (
     report_build_error,
     set_default_work_dir,
 )
+from t2t_plugin.cli.testing import (
+    NonFiniteOutputCounter,
+    checkpoint_problem,
+    enable_show,
+    enable_tta,
+)
 from t2t_plugin.engine import (
     CheckpointMismatchError,
-    checkpoint_read_error,
     load_checkpoints_strictly,
 )
 
@@ -37,51 +45,44 @@ METRICS_SUFFIXES = ('.json', '.yaml', '.yml', '.pkl')
 def parse_args() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument('config', help='config file')
-    parser.add_argument('checkpoint', help='checkpoint file')
+    parser.add_argument('checkpoint', help='checkpoint file or URL')
     parser.add_argument(
         '--work-dir', help='folder for the logs (default work_dirs/<config>)')
     parser.add_argument(
         '--out',
-        help='file to save the metrics to (.json, .yaml or .pkl) or, with '
-        '--out-item pred, the predictions (.pkl)')
+        help='file to save the predictions to (.pkl, as mmpretrain) or, '
+        'with --out-item metrics, the metrics (.json, .yaml or .pkl)')
     parser.add_argument(
         '--out-item',
         choices=['metrics', 'pred'],
-        default='metrics',
-        help='what --out saves')
+        help='what --out saves (default: pred)')
+    parser.add_argument(
+        '--show', action='store_true', help='show the predictions')
     parser.add_argument(
         '--show-dir',
         help='save images with their predictions drawn to this folder '
         '(inside the work dir if relative)')
     parser.add_argument(
+        '--wait-time',
+        type=float,
+        default=2,
+        help='with --show, seconds each image stays (default 2)')
+    parser.add_argument(
         '--interval',
         type=int,
         default=1,
-        help='with --show-dir, draw every INTERVAL-th test image')
+        help='with --show or --show-dir, draw every INTERVAL-th test image')
+    parser.add_argument(
+        '--tta',
+        action='store_true',
+        help='test-time augmentation (the config\'s tta_model and '
+        'tta_pipeline, else the average over horizontal flips)')
+    parser.add_argument(
+        '--no-pin-memory',
+        action='store_true',
+        help='turn off pin_memory in the test dataloader')
     add_launch_arguments(parser, 'test_dataloader.batch_size=32')
     return parse_launch_args(parser)
-
-
-def enable_show(cfg: Config, show_dir: str, interval: int) -> None:
-    """Switch on the visualization hook of any OpenMMLab toolbox."""
-    hook = cfg.get('default_hooks', {}).get('visualization')
-    if hook is None:
-        raise ValueError('--show-dir needs a visualization hook in '
-                         'default_hooks.')
-    scope = cfg.get('default_scope')
-    if scope == 'mmpretrain':
-        # mmpretrain's hook takes out_dir as given (relative to the current
-        # folder); mmdet's puts test_out_dir inside the work dir itself.
-        hook.update(
-            enable=True,
-            interval=interval,
-            out_dir=osp.join(cfg.work_dir, show_dir))
-    elif scope == 'mmseg':
-        # mmseg's hook writes through the visualizer's save_dir.
-        hook.update(draw=True, interval=interval)
-        cfg.visualizer.save_dir = osp.join(cfg.work_dir, show_dir)
-    else:
-        hook.update(draw=True, interval=interval, test_out_dir=show_dir)
 
 
 def merge_args(cfg: Config, args: argparse.Namespace) -> Config:
@@ -91,11 +92,20 @@ def merge_args(cfg: Config, args: argparse.Namespace) -> Config:
     set_default_work_dir(cfg, args.config, args.work_dir)
     cfg.load_from = args.checkpoint
     cfg.launcher = args.launcher
-    if args.show_dir:
-        enable_show(cfg, args.show_dir, args.interval)
-    if args.out and args.out_item == 'pred' and not args.out.endswith('.pkl'):
-        raise ValueError('--out-item pred saves a .pkl file; got --out '
-                         f'{args.out}.')
+    if args.show or args.show_dir:
+        enable_show(cfg, args.show_dir, args.show, args.interval,
+                    args.wait_time)
+    if args.tta:
+        enable_tta(cfg)
+    if args.no_pin_memory:
+        cfg.test_dataloader.pin_memory = False
+    if args.out_item and not args.out:
+        raise ValueError('--out-item needs --out FILE.')
+    if args.out and args.out_item != 'metrics' and not args.out.endswith(
+            '.pkl'):
+        raise ValueError('--out saves the predictions as a .pkl file; got '
+                         f'--out {args.out} (use --out-item metrics for '
+                         '.json or .yaml).')
     # Checked now: dump() would fail only after the whole evaluation.
     if args.out and args.out_item == 'metrics' and not args.out.lower(
     ).endswith(METRICS_SUFFIXES):
@@ -109,7 +119,7 @@ def main() -> int:
     args = parse_args()
     for path, what in ((args.config, 'Config'),
                        (args.checkpoint, 'Checkpoint')):
-        if not osp.isfile(path):
+        if '://' not in path and not osp.isfile(path):
             print(f'{what} not found: {path}', file=sys.stderr)
             return 2
     cfg = load_config(args.config)
@@ -127,7 +137,7 @@ def main() -> int:
     if missing:
         print('\n'.join(missing), file=sys.stderr)
         return 1
-    error = checkpoint_read_error(args.checkpoint)
+    error = checkpoint_problem(args.checkpoint)
     if error:
         print(error, file=sys.stderr)
         return 1
@@ -146,9 +156,11 @@ def main() -> int:
     except FileNotFoundError as error:
         print(error, file=sys.stderr)
         return 1
-    if args.out and args.out_item == 'pred':
+    if args.out and args.out_item != 'metrics':
         runner.test_loop.evaluator.metrics.append(
             DumpResults(out_file_path=args.out))
+    non_finite = NonFiniteOutputCounter()
+    runner.register_hook(non_finite)
     # Scoring a checkpoint of another model would print random-weight
     # metrics with exit 0; a strict load refuses it.
     load_checkpoints_strictly(runner)
@@ -165,6 +177,11 @@ def main() -> int:
             print(f'{name}: {value:.4f}' if isinstance(value, float) else
                   f'{name}: {value}')
     close_dist()
+    if non_finite.count:
+        print(f'{non_finite.count} of {non_finite.total} predictions hold '
+              'NaN or infinite values: the metrics above are not '
+              'meaningful.', file=sys.stderr)
+        return 1
     return 0
 
 

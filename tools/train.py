@@ -54,6 +54,14 @@ def parse_args() -> argparse.Namespace:
         '--no-validate',
         action='store_true',
         help='skip evaluation during training')
+    parser.add_argument(
+        '--no-pin-memory',
+        action='store_true',
+        help='turn off pin_memory in the dataloaders')
+    parser.add_argument(
+        '--no-persistent-workers',
+        action='store_true',
+        help='turn off persistent_workers in the dataloaders')
     add_launch_arguments(
         parser, 'train_cfg.max_epochs=10 "model.backbone.arch=t-14"')
     return parse_launch_args(parser)
@@ -125,6 +133,13 @@ def merge_args(cfg: Config, args: argparse.Namespace) -> Config:
         cfg.auto_scale_lr.enable = True
     if args.no_validate:
         cfg.val_cfg = cfg.val_dataloader = cfg.val_evaluator = None
+    for loader in ('train_dataloader', 'val_dataloader', 'test_dataloader'):
+        if cfg.get(loader) is None:
+            continue
+        if args.no_pin_memory:
+            cfg[loader].pin_memory = False
+        if args.no_persistent_workers:
+            cfg[loader].persistent_workers = False
     cfg.launcher = args.launcher
     # Atomic checkpoint writes also for configs from other toolboxes.
     checkpoint_hook = cfg.get('default_hooks', {}).get('checkpoint')

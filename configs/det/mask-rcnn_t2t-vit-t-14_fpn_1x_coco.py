@@ -5,12 +5,10 @@ _base_ = 'mmdet::mask_rcnn/mask-rcnn_r50_fpn_1x_coco.py'
 
 custom_imports = dict(imports=['t2t_plugin'], allow_failed_imports=False)
 
-# An ImageNet-1k checkpoint of ours in mmpretrain's layout (``backbone.*``
-# keys): the official release converted with
-# tools/model_converters/t2t_vit_official_to_plugin.py, or a checkpoint of
-# configs/t2t-vit-t-14_8xb64_in1k.py. See README, "Detection and
-# segmentation".
-checkpoint = 'checkpoints/t2t-vit-t-14_in1k.pth'
+# The official ImageNet-1k release, converted on load (any checkpoint of
+# configs/t2t-vit-t-14_8xb64_in1k.py or in mmpretrain's layout works too).
+checkpoint = ('https://github.com/yitu-opensource/T2T-ViT/releases/'
+              'download/main/81.7_T2T_ViTt_14.pth.tar')
 
 model = dict(
     backbone=dict(

@@ -3,7 +3,8 @@
 # makes it the cheaper choice at 800x1333 (see README).
 _base_ = './retinanet_t2t-vit-t-14_fpn_1x_coco.py'
 
-checkpoint = 'checkpoints/t2t-vit-14_in1k.pth'
+checkpoint = ('https://github.com/yitu-opensource/T2T-ViT/releases/'
+              'download/main/81.5_T2T_ViT_14.pth.tar')
 
 model = dict(
     backbone=dict(

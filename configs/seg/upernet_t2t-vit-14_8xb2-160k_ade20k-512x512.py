@@ -2,7 +2,8 @@
 # t-14 config, with T2T layers linear in the number of tokens (see README).
 _base_ = './upernet_t2t-vit-t-14_8xb2-160k_ade20k-512x512.py'
 
-checkpoint = 'checkpoints/t2t-vit-14_in1k.pth'
+checkpoint = ('https://github.com/yitu-opensource/T2T-ViT/releases/'
+              'download/main/81.5_T2T_ViT_14.pth.tar')
 
 model = dict(
     backbone=dict(

@@ -5,12 +5,10 @@ _base_ = 'mmseg::upernet/upernet_r50_4xb4-160k_ade20k-512x512.py'
 
 custom_imports = dict(imports=['t2t_plugin'], allow_failed_imports=False)
 
-# An ImageNet-1k checkpoint of ours in mmpretrain's layout (``backbone.*``
-# keys): the official release converted with
-# tools/model_converters/t2t_vit_official_to_plugin.py, or a checkpoint of
-# configs/t2t-vit-t-14_8xb64_in1k.py. See README, "Detection and
-# segmentation".
-checkpoint = 'checkpoints/t2t-vit-t-14_in1k.pth'
+# The official ImageNet-1k release, converted on load (any checkpoint of
+# configs/t2t-vit-t-14_8xb64_in1k.py or in mmpretrain's layout works too).
+checkpoint = ('https://github.com/yitu-opensource/T2T-ViT/releases/'
+              'download/main/81.7_T2T_ViTt_14.pth.tar')
 
 crop_size = (512, 512)
 # T2T-ViT tiles its input exactly (sides a multiple of 16), so whole-image

@@ -1,6 +1,8 @@
 """Command-line plumbing of the tools: argument parsing, one-line error
 reporting, launcher and runner set-up shared by ``tools/train.py`` and
-``tools/test.py``, and the image loop of the visualisation tools.
+``tools/test.py``, what ``tools/test.py`` adds to a run (``testing``), the
+model loading and image checks of ``tools/infer.py`` and the visualisation
+tools (``model_loading``), and the image loop of the visualisation tools.
 
 Nothing here is needed to build or run a model from a config; library code
 never imports this package.

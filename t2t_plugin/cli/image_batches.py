@@ -13,7 +13,8 @@ from rich.console import Console
 from rich.progress import track
 
 from ..analysis.token_maps import default_block_indices, resolve_block_indices
-from ..apis import init_model, list_images
+from ..engine import CheckpointError, CheckpointMismatchError, ConfigError
+from .model_loading import list_images, load_model
 
 # draw(model, image, blocks, out_dir) -> the PNG files written
 DrawFunction = Callable[..., Sequence[Path]]
@@ -53,7 +54,7 @@ def draw_images(args: argparse.Namespace,
     out_dir = Path(args.out_dir)
     try:
         images: List[Path] = list_images(args.image)
-        model = init_model(args.config, args.checkpoint, args.device)
+        model = load_model(args.config, args.checkpoint, args.device)
         if needs_cls_token and not model.backbone.with_cls_token:
             raise ValueError('The class-token attention needs a backbone '
                              'with with_cls_token=True.')
@@ -61,7 +62,8 @@ def draw_images(args: argparse.Namespace,
         blocks = resolve_block_indices(
             model.backbone, args.blocks
             or default_block_indices(len(model.backbone.encoder)))
-    except (FileNotFoundError, ValueError, TypeError) as error:
+    except (FileNotFoundError, ValueError, TypeError, CheckpointError,
+            CheckpointMismatchError, ConfigError) as error:
         print(f'error: {error}', file=sys.stderr)
         return 1
     try:

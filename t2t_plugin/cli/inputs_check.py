@@ -14,6 +14,8 @@ from mmengine.config import Config
 from mmpretrain.registry import DATASETS
 
 from .. import doc_pages
+from ..engine.config import ConfigError
+from ..engine.config import load_config as read_config
 
 DATA_DOC = doc_pages.DATA_PREPARATION
 CHECKPOINT_DOC = doc_pages.TRAINING
@@ -131,9 +133,8 @@ def find_missing_inputs(cfg: Config,
 def load_config(path: str) -> Optional[Config]:
     """Load a config, or print one line saying why it cannot be loaded.
 
-    A config that names a toolbox that is not installed (``mmdet::``,
-    ``mmseg::`` bases), has a syntax error or imports a missing module is a
-    problem of the user's set-up, not a bug to show a traceback for.
+    The tools' side of :func:`t2t_plugin.engine.load_config`, which raises
+    :class:`~t2t_plugin.engine.ConfigError`.
 
     Args:
         path (str): Config file.
@@ -143,14 +144,9 @@ def load_config(path: str) -> Optional[Config]:
         stderr.
     """
     try:
-        return Config.fromfile(path)
-    except Exception as error:  # any failure of user-supplied config code
-        hint = ''
-        if isinstance(error, ImportError) and any(
-                name in str(error) for name in ('mmdet', 'mmseg')):
-            hint = ' (make install-dense installs mmdet and mmseg)'
-        print(f'Cannot load config {path}: {type(error).__name__}: '
-              f'{error}{hint}', file=sys.stderr)
+        return read_config(path)
+    except ConfigError as error:
+        print(error, file=sys.stderr)
         return None
 
 

@@ -1,13 +1,16 @@
 """Conversion of foreign T2T-ViT weights to this plugin's layout."""
 from .official import (
+    convert_official_checkpoint,
     convert_official_state_dict,
     describe_arch,
     detect_official_arch,
     extract_state_dict,
+    is_official_checkpoint,
     matching_config,
 )
 
 __all__ = [
-    'convert_official_state_dict', 'describe_arch', 'detect_official_arch',
-    'extract_state_dict', 'matching_config'
+    'convert_official_checkpoint', 'convert_official_state_dict',
+    'describe_arch', 'detect_official_arch', 'extract_state_dict',
+    'is_official_checkpoint', 'matching_config'
 ]

@@ -12,6 +12,7 @@ from typing import Any, Dict, Mapping, Optional, Tuple
 
 import torch
 
+from ..engine.checkpoint import strip_module_prefix
 from ..models.backbones import T2TViT
 
 # official T2T layer names -> ours, per kind of token layer
@@ -76,16 +77,64 @@ def extract_state_dict(checkpoint: Any) -> Dict[str, torch.Tensor]:
         if isinstance(checkpoint.get(key), Mapping):
             checkpoint = checkpoint[key]
             break
-    state_dict = OrderedDict()
     for key, value in checkpoint.items():
         if not isinstance(value, torch.Tensor):
             raise ValueError(
                 f'Entry {key!r} of the checkpoint is a '
                 f'{type(value).__name__}, not a tensor; expected a state dict '
                 "or a dict with 'state_dict_ema' / 'state_dict'.")
-        state_dict[key[len('module.'):] if key.startswith('module.') else
-                   key] = value
-    return state_dict
+    return strip_module_prefix(checkpoint)
+
+
+def is_official_checkpoint(checkpoint: Any) -> bool:
+    """Whether a loaded checkpoint holds official T2T-ViT weights.
+
+    Told by the keys alone (``tokens_to_token.*`` and ``blocks.*`` at the
+    top level, possibly under ``module.`` and inside ``state_dict_ema`` /
+    ``state_dict`` / ``model``), before anything is converted.
+
+    Args:
+        checkpoint (Any): What ``torch.load`` returned.
+    """
+    if not isinstance(checkpoint, Mapping):
+        return False
+    for key in ('state_dict_ema', 'state_dict', 'model'):
+        if isinstance(checkpoint.get(key), Mapping):
+            checkpoint = checkpoint[key]
+            break
+    keys = set(strip_module_prefix(
+        {k: None for k in checkpoint if isinstance(k, str)}))
+    return ('tokens_to_token.project.weight' in keys
+            and 'blocks.0.attn.qkv.weight' in keys)
+
+
+def convert_official_checkpoint(
+        checkpoint: Any,
+        num_heads: Optional[int] = None,
+        file_name: Optional[str] = None) -> Dict[str, Any]:
+    """An official checkpoint as a slim mmengine checkpoint of this plugin.
+
+    Args:
+        checkpoint (Any): What ``torch.load`` returned for an official
+            release (see :func:`extract_state_dict`).
+        num_heads (int, optional): See :func:`detect_official_arch`.
+        file_name (str, optional): See :func:`detect_official_arch`.
+
+    Returns:
+        dict: ``state_dict`` (``ImageClassifier`` keys) and ``meta``
+        (``arch``, ``converted_from`` and, for 1000 classes, ImageNet's
+        ``dataset_meta``).
+
+    Raises:
+        ValueError: If the weights are not those of an official T2T-ViT.
+    """
+    converted, arch_info = convert_official_state_dict(
+        extract_state_dict(checkpoint), num_heads, file_name)
+    meta: Dict[str, Any] = dict(arch=arch_info, converted_from=file_name)
+    if arch_info['num_classes'] == 1000:
+        from mmpretrain.datasets.categories import IMAGENET_CATEGORIES
+        meta['dataset_meta'] = dict(classes=list(IMAGENET_CATEGORIES))
+    return dict(state_dict=converted, meta=meta)
 
 
 def _check_layout(state_dict: Mapping[str, torch.Tensor]) -> None:

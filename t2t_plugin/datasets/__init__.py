@@ -1,5 +1,6 @@
-"""Datasets registered in mmpretrain's ``DATASETS`` registry."""
+"""Datasets and transforms registered in mmpretrain's registries."""
 from .cifar import LocalCIFAR10, LocalCIFAR100
 from .digits import DigitsDataset
+from .transforms import ConvertImage
 
-__all__ = ['DigitsDataset', 'LocalCIFAR10', 'LocalCIFAR100']
+__all__ = ['ConvertImage', 'DigitsDataset', 'LocalCIFAR10', 'LocalCIFAR100']

@@ -1,17 +1,26 @@
 """Registered runtime parts: atomic and loadable checkpoints, CPU autocast,
-the layer-decay optimizer constructor and the training-curves hook."""
+the layer-decay optimizer constructor and the training-curves hook; the one
+reader of checkpoints and configs that every tool and API uses."""
 import importlib
 import warnings
 
 from .checkpoint import (
     AtomicLocalBackend,
+    CheckpointError,
     CheckpointMismatchError,
     allow_mmengine_checkpoints,
+    check_finite_weights,
     checkpoint_read_error,
     checkpoint_safe_globals,
+    checkpoint_state_dict,
     load_checkpoints_strictly,
+    load_state_dict_strictly,
+    non_finite_weights,
+    read_checkpoint,
     remove_stale_temp_files,
+    strip_module_prefix,
 )
+from .config import ConfigError, load_config
 from .hooks import TrainingCurvesHook
 from .optim_constructor import BackboneLayerDecayOptimWrapperConstructor
 from .optim_wrapper import AutocastOptimWrapper
@@ -25,7 +34,6 @@ allow_mmengine_checkpoints()
 _MOVED = {
     'BUILD_ERRORS': 't2t_plugin.cli',
     'find_missing_inputs': 't2t_plugin.cli',
-    'load_config': 't2t_plugin.cli',
     'report_build_error': 't2t_plugin.cli',
     'init_cpu_dist': 't2t_plugin.cli',
     'setup_cpu_dist': 't2t_plugin.cli',
@@ -49,8 +57,12 @@ def __getattr__(name: str):
 
 __all__ = [
     'AtomicLocalBackend', 'AutocastOptimWrapper',
-    'BackboneLayerDecayOptimWrapperConstructor', 'CheckpointMismatchError',
-    'TrainingCurvesHook', 'allow_mmengine_checkpoints',
-    'checkpoint_read_error', 'checkpoint_safe_globals',
-    'load_checkpoints_strictly', 'remove_stale_temp_files'
+    'BackboneLayerDecayOptimWrapperConstructor', 'CheckpointError',
+    'CheckpointMismatchError', 'ConfigError', 'TrainingCurvesHook',
+    'allow_mmengine_checkpoints', 'check_finite_weights',
+    'checkpoint_read_error',
+    'checkpoint_safe_globals', 'checkpoint_state_dict', 'load_config',
+    'load_checkpoints_strictly', 'load_state_dict_strictly',
+    'non_finite_weights', 'read_checkpoint', 'remove_stale_temp_files',
+    'strip_module_prefix'
 ]

@@ -18,25 +18,41 @@ Two problems of mmengine 0.10 on recent torch are handled here:
   the temporary files that a hard kill left behind
   (:func:`remove_stale_temp_files`).
 
-The tools also check a checkpoint before using it
-(:func:`checkpoint_read_error`) and load test checkpoints strictly
-(:func:`load_checkpoints_strictly`), so that a broken file or the checkpoint
-of another model is one clear line instead of a long traceback or a silent
-score of random weights.
+Every tool and API reads checkpoints through :func:`read_checkpoint`
+(safe unpickling, one :class:`CheckpointError` whose message is one line,
+official T2T-ViT releases converted on load) and loads them strictly
+(:func:`load_state_dict_strictly`, :func:`load_checkpoints_strictly`), so
+that a broken file or the checkpoint of another model is one clear line
+instead of a long traceback or a silent score of random weights. mmengine's
+``CheckpointLoader`` schemes for local files and ``http(s)://`` are routed
+through the same reader, so ``load_from``, ``init_cfg=dict(type=
+'Pretrained')`` (mmpretrain, mmdet, mmseg) and mmpretrain's ``get_model``
+take official releases as they are.
 """
+import argparse
 import os
 import os.path as osp
 import pickle
 import re
 import tempfile
+from collections import OrderedDict
 from pathlib import Path
-from typing import Callable, List, Optional, Tuple, Union
+from typing import (
+    Any,
+    Callable,
+    Dict,
+    List,
+    Mapping,
+    Optional,
+    Tuple,
+    Union,
+)
 
 import numpy as np
 import torch
 from mmengine.fileio import LocalBackend, register_backend
 from mmengine.logging import HistoryBuffer
-from mmengine.runner import Runner
+from mmengine.runner import CheckpointLoader, Runner
 
 _STATISTICS_METHODS = ('min', 'max', 'current', 'mean')
 
@@ -180,39 +196,297 @@ def remove_stale_temp_files(folder: str) -> List[str]:
     return removed
 
 
+class CheckpointError(ValueError):
+    """A checkpoint that cannot be read; the message is one line."""
+
+
+def _blocked_global(text: str) -> Optional[str]:
+    # torch names the refused global as 'GLOBAL x.y' or 'Unsupported global:
+    # GLOBAL x.y was not ...', depending on the version.
+    found = re.search(r'GLOBAL ([\w.]+)', text)
+    return found.group(1) if found else None
+
+
+def _torch_load(path: str, trust_pickle: bool) -> Any:
+    try:
+        # timm training checkpoints (official releases of other sizes) keep
+        # their argparse options beside the weights.
+        with torch.serialization.safe_globals([argparse.Namespace]):
+            return torch.load(
+                path, map_location='cpu', weights_only=not trust_pickle)
+    # A damaged file fails anywhere in torch's readers, with any type.
+    except Exception as error:
+        text = str(error)
+        blocked = _blocked_global(text)
+        if blocked:
+            raise CheckpointError(
+                f'Cannot read checkpoint {path}: it holds Python objects '
+                f"that torch's safe loader refuses (GLOBAL {blocked}); save "
+                'the weights alone (state_dict + meta), or convert it with '
+                'tools/model_converters/t2t_vit_official_to_plugin.py '
+                '--trust-pickle if it comes from a source you trust.'
+            ) from None
+        short = next((line.strip() for line in text.splitlines()
+                      if line.strip()), '')
+        short = short.split('. ')[0][:120]
+        detail = f'{type(error).__name__}: {short}' if short else type(
+            error).__name__
+        raise CheckpointError(
+            f'Cannot read checkpoint {path}: not a complete PyTorch '
+            f'checkpoint ({detail}).') from None
+
+
+def read_checkpoint(path_or_url: Union[str, Path],
+                    trust_pickle: bool = False,
+                    convert_official: bool = True) -> Dict[str, Any]:
+    """Read a checkpoint file or URL onto the CPU, safely.
+
+    Local files are read with ``torch.load(weights_only=True)`` (plus the
+    allow-list of :func:`checkpoint_safe_globals`), so that a file cannot
+    run code; remote ones go through mmengine's loader of their scheme
+    (``https://`` downloads to torch's hub cache). Official T2T-ViT
+    releases (``tokens_to_token.*`` keys) come back converted to this
+    plugin's layout, as ``{'state_dict': ..., 'meta': ...}``.
+
+    Args:
+        path_or_url (str | Path): A local file or a URL.
+        trust_pickle (bool): Read local files with the full unpickler
+            (runs any code the file holds: only for files you trust).
+            Defaults to False.
+        convert_official (bool): Convert official releases. Defaults to
+            True; the converter tool reads them as they are.
+
+    Returns:
+        dict: The checkpoint.
+
+    Raises:
+        CheckpointError: If the file is missing, damaged, holds objects the
+            safe loader refuses, or is not a dict.
+    """
+    path = str(path_or_url)
+    if '://' in path:
+        checkpoint = _REMOTE_LOADERS[_scheme_of(path)](path, 'cpu')
+    else:
+        path = osp.expanduser(path)
+        if not osp.isfile(path):
+            raise CheckpointError(f'Checkpoint not found: {path}.')
+        checkpoint = _torch_load(path, trust_pickle)
+    if not isinstance(checkpoint, Mapping):
+        raise CheckpointError(
+            f'Cannot read checkpoint {path}: it holds a '
+            f'{type(checkpoint).__name__}, not a checkpoint dict; save one '
+            "with torch.save({'state_dict': model.state_dict()}, path).")
+    if not convert_official:
+        return dict(checkpoint)
+    return _convert_if_official(checkpoint, osp.basename(path))
+
+
+def _convert_if_official(checkpoint: Mapping[str, Any],
+                         file_name: str) -> Dict[str, Any]:
+    # imported here: the converter imports the models, which import this
+    # package's registries
+    from ..converters.official import (
+        convert_official_checkpoint,
+        is_official_checkpoint,
+    )
+    if not is_official_checkpoint(checkpoint):
+        return dict(checkpoint)
+    try:
+        return convert_official_checkpoint(checkpoint, file_name=file_name)
+    except ValueError as error:
+        raise CheckpointError(f'Cannot convert official checkpoint '
+                              f'{file_name}: {error}') from None
+
+
+def checkpoint_state_dict(checkpoint: Mapping[str, Any],
+                          source: str = 'the checkpoint'
+                          ) -> 'OrderedDict[str, torch.Tensor]':
+    """The weights of a checkpoint, without ``module.`` prefixes.
+
+    Args:
+        checkpoint (Mapping): A checkpoint (``state_dict`` inside, or a bare
+            state dict).
+        source (str): What to call it in errors. Defaults to
+            ``'the checkpoint'``.
+
+    Raises:
+        CheckpointError: If it holds no dict of weights.
+    """
+    state_dict = checkpoint.get('state_dict', checkpoint)
+    if not isinstance(state_dict, Mapping):
+        raise CheckpointError(
+            f"The 'state_dict' of {source} is a "
+            f'{type(state_dict).__name__}, not a dict of weights; save '
+            'model.state_dict() there.')
+    return strip_module_prefix(state_dict)
+
+
+def strip_module_prefix(
+        state_dict: Mapping[str, Any]) -> 'OrderedDict[str, Any]':
+    """Remove the ``module.`` prefix that (Distributed)DataParallel adds.
+
+    Args:
+        state_dict (Mapping): Weights by name.
+
+    Returns:
+        OrderedDict: The same weights; keys without the prefix.
+    """
+    return OrderedDict(
+        (key[len('module.'):] if key.startswith('module.') else key, value)
+        for key, value in state_dict.items())
+
+
+def non_finite_weights(state_dict: Mapping[str, Any]) -> List[str]:
+    """Names of floating-point tensors holding NaN or infinity.
+
+    Args:
+        state_dict (Mapping): Weights by name.
+
+    Returns:
+        list[str]: The names, in the order of the state dict.
+    """
+    return [
+        name for name, value in state_dict.items()
+        if isinstance(value, torch.Tensor) and value.is_floating_point()
+        and not bool(torch.isfinite(value).all())
+    ]
+
+
+def check_finite_weights(state_dict: Mapping[str, Any],
+                         source: str = 'the checkpoint') -> None:
+    """Refuse weights holding NaN or infinity.
+
+    A run that diverged saves such weights; tested or run, they score
+    chance or NaN without any other sign.
+
+    Args:
+        state_dict (Mapping): Weights by name.
+        source (str): What to call them in the error.
+
+    Raises:
+        CheckpointError: If any floating-point tensor is not finite.
+    """
+    bad = non_finite_weights(state_dict)
+    if bad:
+        raise CheckpointError(
+            f'Checkpoint {source} holds NaN or infinite weights in '
+            f'{len(bad)} tensor(s), e.g. {bad[:3]}; it comes from a run '
+            'that diverged: take an earlier checkpoint.')
+
+
+def load_state_dict_strictly(model: torch.nn.Module,
+                             checkpoint: Mapping[str, Any],
+                             source: str = 'the checkpoint') -> None:
+    """Load a checkpoint into a model; every weight must fit.
+
+    Args:
+        model (nn.Module): The model.
+        checkpoint (Mapping): As :func:`read_checkpoint` returns it.
+        source (str): What to call it in errors.
+
+    Raises:
+        CheckpointMismatchError: If weights are missing, unexpected or of
+            another shape.
+        CheckpointError: If the checkpoint holds no weights.
+    """
+    state_dict = checkpoint_state_dict(checkpoint, source)
+    try:
+        result = model.load_state_dict(state_dict, strict=False)
+    except ValueError as error:  # a load hook names the problem itself
+        raise CheckpointMismatchError(
+            f'{source} does not fit the model: {error}') from None
+    except RuntimeError as error:  # shapes differ
+        problems = [line.strip().rstrip('.')
+                    for line in str(error).splitlines() if line.strip()]
+        raise CheckpointMismatchError(
+            f'{source} does not fit the model: '
+            f'{_shorten("; ".join(problems[1:] or problems))}.') from None
+    if result.missing_keys or result.unexpected_keys:
+        raise CheckpointMismatchError(
+            f'{source} does not fit the model: '
+            f'{len(result.missing_keys)} weights missing (e.g. '
+            f'{result.missing_keys[:2]}), {len(result.unexpected_keys)} '
+            f'unexpected (e.g. {result.unexpected_keys[:2]}); use the config '
+            'the checkpoint was trained or converted for.')
+
+
+def _shorten(text: str, limit: int = 600) -> str:
+    return text if len(text) <= limit else text[:limit] + ' ...'
+
+
 def checkpoint_read_error(path: str) -> Optional[str]:
-    """Why ``torch.load`` cannot read a checkpoint, in one line, or None.
+    """Why a checkpoint cannot be read, in one line, or None.
 
     Args:
         path (str): A local checkpoint file.
 
     Returns:
-        str | None: ``'Cannot read checkpoint PATH: ...'`` for a truncated,
-        corrupt or foreign file, or for one that holds objects the safe
-        unpickler refuses; None when the file loads.
+        str | None: The message of :class:`CheckpointError`, or None when
+        the file loads.
     """
     try:
-        torch.load(path, map_location='cpu')
-    # A damaged file fails anywhere in torch's readers, with any type.
-    except Exception as error:
-        text = str(error)
-        # torch's weights_only failure: advice first, the reason after it.
-        marker = 'WeightsUnpickler error:'
-        if marker in text:
-            text = text.split(marker, 1)[1]
-        short = next((line.strip() for line in text.splitlines()
-                      if line.strip()), '')
-        if short.startswith('Unsupported global'):
-            return (f'Cannot read checkpoint {path}: it holds objects that '
-                    "torch's safe loader refuses "
-                    f"({short.split(' was not ')[0]}); load only mmengine "
-                    'checkpoints or plain state dicts.')
-        short = short.split('. ')[0][:120]
-        detail = f'{type(error).__name__}: {short}' if short else type(
-            error).__name__
-        return (f'Cannot read checkpoint {path}: not a complete PyTorch '
-                f'checkpoint ({detail}).')
+        read_checkpoint(path)
+    except CheckpointError as error:
+        return str(error)
     return None
+
+
+def _scheme_of(path: str) -> str:
+    for prefix in _REMOTE_LOADERS:
+        if re.match(prefix, path):
+            return prefix
+    raise CheckpointError(
+        f'Cannot read checkpoint {path}: unknown scheme; give a local file '
+        f'or a URL of {", ".join(sorted(_REMOTE_LOADERS))}.')
+
+
+def load_from_local(filename: str, map_location: Any = None) -> dict:
+    """mmengine's local checkpoint scheme, through :func:`read_checkpoint`.
+
+    mmengine reads ``load_from``, ``Pretrained`` initialisation and
+    mmpretrain's ``get_model(pretrained=...)`` through its
+    ``CheckpointLoader``; routing local files here gives all of them the
+    same safe reading, one-line errors and official-layout conversion.
+    """
+    checkpoint = read_checkpoint(filename)
+    # A callable map_location (the Runner's default on GPUs) is left out:
+    # load_state_dict copies every tensor onto its parameter's device.
+    if isinstance(map_location, (str, torch.device)) and str(
+            map_location) != 'cpu':
+        checkpoint = _to_device(checkpoint, map_location)
+    return checkpoint
+
+
+def load_from_http(filename: str, map_location: Any = None) -> dict:
+    """mmengine's ``http(s)://`` scheme, with official-layout conversion."""
+    checkpoint = _REMOTE_LOADERS['https://'](filename, map_location)
+    if not isinstance(checkpoint, Mapping):
+        raise CheckpointError(f'{filename} holds a '
+                              f'{type(checkpoint).__name__}, not a '
+                              'checkpoint dict.')
+    return _convert_if_official(checkpoint, filename.rsplit('/', 1)[-1])
+
+
+def _to_device(checkpoint: Any, device: Any) -> Any:
+    if isinstance(checkpoint, torch.Tensor):
+        return checkpoint.to(device)
+    if isinstance(checkpoint, Mapping):
+        return type(checkpoint)(
+            (k, _to_device(v, device)) for k, v in checkpoint.items())
+    return checkpoint
+
+
+# mmengine's own loaders of the remote schemes, kept before ours replace
+# them: read_checkpoint downloads through them.
+_REMOTE_LOADERS = {
+    prefix: loader
+    for prefix, loader in CheckpointLoader._schemes.items()
+    if prefix and loader.__module__ == 'mmengine.runner.checkpoint'
+}
+CheckpointLoader.register_scheme('', load_from_local, force=True)
+CheckpointLoader.register_scheme(('http://', 'https://'),
+                                 load_from_http,
+                                 force=True)
 
 
 class CheckpointMismatchError(RuntimeError):

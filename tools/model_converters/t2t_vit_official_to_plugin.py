@@ -19,12 +19,11 @@ from rich.console import Console
 from rich.progress import Progress
 
 from t2t_plugin.converters import (
-    convert_official_state_dict,
+    convert_official_checkpoint,
     describe_arch,
-    extract_state_dict,
     matching_config,
 )
-from t2t_plugin.engine import AtomicLocalBackend
+from t2t_plugin.engine import AtomicLocalBackend, read_checkpoint
 
 CHECKPOINT_SUFFIXES = ('.pth.tar', '.pth', '.pt', '.tar', '.bin')
 
@@ -98,28 +97,6 @@ def collect_jobs(sources: Sequence[str], dst: str) -> List[Tuple[Path, Path]]:
             for src in files]
 
 
-def load_checkpoint_file(path: Path, trust_pickle: bool) -> object:
-    """``torch.load`` a source, refusing arbitrary Python objects by default.
-
-    Raises:
-        ValueError: If the file is not a torch checkpoint, or needs
-            ``--trust-pickle``.
-    """
-    try:
-        # timm training checkpoints keep their argparse options
-        with torch.serialization.safe_globals([argparse.Namespace]):
-            return torch.load(
-                path, map_location='cpu', weights_only=not trust_pickle)
-    except Exception as error:  # torch.load fails in many ways on junk
-        if 'Unsupported global' in str(error):
-            raise ValueError(
-                f'{path} holds Python objects besides the weights. If it is '
-                'a checkpoint from a source you trust, rerun with '
-                '--trust-pickle.') from None
-        raise ValueError(f'{path} is not a torch checkpoint (torch.load '
-                         f'raised {type(error).__name__}).') from None
-
-
 def convert_file(src: Path,
                  dst: Path,
                  num_heads: Optional[int] = None,
@@ -130,20 +107,18 @@ def convert_file(src: Path,
     that ``torch.load(..., weights_only=True)`` reads.
 
     Raises:
-        ValueError: If ``src`` is not an official T2T-ViT checkpoint.
+        ValueError: If ``src`` cannot be read (a
+            :class:`~t2t_plugin.engine.CheckpointError`) or is not an
+            official T2T-ViT checkpoint.
     """
-    state_dict = extract_state_dict(load_checkpoint_file(src, trust_pickle))
-    converted, arch_info = convert_official_state_dict(
-        state_dict, num_heads, src.name)
-    meta = dict(
-        arch=arch_info,
-        converted_from=src.name,
-        converter='tools/model_converters/t2t_vit_official_to_plugin.py')
-    if arch_info['num_classes'] == 1000:
-        from mmpretrain.datasets.categories import IMAGENET_CATEGORIES
-        meta['dataset_meta'] = dict(classes=list(IMAGENET_CATEGORIES))
+    checkpoint = convert_official_checkpoint(
+        read_checkpoint(src, trust_pickle, convert_official=False),
+        num_heads, src.name)
+    checkpoint['meta']['converter'] = (
+        'tools/model_converters/t2t_vit_official_to_plugin.py')
+    arch_info = checkpoint['meta']['arch']
     buffer = io.BytesIO()
-    torch.save(dict(state_dict=converted, meta=meta), buffer)
+    torch.save(checkpoint, buffer)
     AtomicLocalBackend().put(buffer.getvalue(), dst)
     config = matching_config(arch_info)
     line = f'{src}: found {describe_arch(arch_info)} -> {dst}'

@@ -18,8 +18,8 @@ from typing import List, Optional, Sequence
 
 from t2t_plugin.analysis import collect_token_maps
 from t2t_plugin.analysis.figures import colorize, resize_map, save_panel_grid
-from t2t_plugin.apis import preprocess_image
 from t2t_plugin.cli.image_batches import add_image_arguments, draw_images
+from t2t_plugin.cli.model_loading import preprocess_image
 
 
 def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:

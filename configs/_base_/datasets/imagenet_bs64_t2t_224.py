@@ -7,7 +7,15 @@
 # get more workers, persistent and pinned.
 _base_ = 'mmpretrain::_base_/datasets/imagenet_bs64_t2t_224.py'
 
+# Arrays of any depth and channels, as the inferencer passes them.
+test_pipeline = _base_.test_pipeline
+test_pipeline.insert(1, dict(type='ConvertImage'))
+
 train_dataloader = dict(
     num_workers=8, persistent_workers=True, pin_memory=True)
-val_dataloader = dict(num_workers=8, persistent_workers=True, pin_memory=True)
+val_dataloader = dict(
+    num_workers=8,
+    persistent_workers=True,
+    pin_memory=True,
+    dataset=dict(pipeline=test_pipeline))
 test_dataloader = val_dataloader

@@ -7,8 +7,8 @@ train_pipeline[1].scale = 384  # RandomResizedCrop
 
 # Official 384 models evaluate with crop_pct 1.0: resize to 384, no border.
 test_pipeline = _base_.test_pipeline
-test_pipeline[1].scale = 384  # ResizeEdge
-test_pipeline[2].crop_size = 384  # CenterCrop
+test_pipeline[2].scale = 384  # ResizeEdge
+test_pipeline[3].crop_size = 384  # CenterCrop
 
 train_dataloader = dict(dataset=dict(pipeline=train_pipeline))
 val_dataloader = dict(dataset=dict(pipeline=test_pipeline))

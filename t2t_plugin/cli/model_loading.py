@@ -1,0 +1,208 @@
+"""Models and images of the inference and visualisation tools.
+
+mmpretrain's ``get_model`` builds the model and
+``ImageClassificationInferencer`` runs it; this module adds what a tool
+must check first: the checkpoint is read once through
+:func:`~t2t_plugin.engine.read_checkpoint`, refused if its weights are not
+finite, and loaded strictly (``get_model`` only warns about weights that do
+not fit), and an image that would give the model more tokens than a budget
+is refused before it is run.
+"""
+import math
+from pathlib import Path
+from typing import List, Optional, Tuple, Union
+
+import numpy as np
+import torch
+from mmcv.image import imread
+from mmengine.config import Config
+from mmengine.dataset import Compose, pseudo_collate
+from mmpretrain.apis import ModelHub, get_model
+from mmpretrain.datasets import remove_transform
+from mmpretrain.registry import TRANSFORMS
+from torch import nn
+
+from ..engine.checkpoint import (
+    check_finite_weights,
+    checkpoint_state_dict,
+    load_state_dict_strictly,
+    read_checkpoint,
+)
+from ..engine.config import load_config
+
+IMAGE_SUFFIXES = ('.jpg', '.jpeg', '.png', '.bmp', '.webp', '.tif', '.tiff')
+# 64x64 tokens, a 1024x1024 image at stride 16: attention memory grows with
+# the square of the tokens, so a huge image on a pipeline without a resize
+# is refused rather than left to exhaust the memory.
+DEFAULT_MAX_TOKENS = 4096
+
+
+def load_model(model: Union[str, Path, Config],
+               checkpoint: Optional[str] = None,
+               device: str = 'cpu',
+               cfg_options: Optional[dict] = None) -> nn.Module:
+    """Build a classifier with ``get_model`` and load weights strictly.
+
+    Args:
+        model (str | Path | Config): A config file, a config, or a name of
+            ``mmpretrain.list_models()``.
+        checkpoint (str, optional): A file or URL (official releases work
+            as they are). None: the index entry's weights for a name, the
+            random initialisation for a config.
+        device (str): Where to run. Defaults to ``'cpu'``.
+        cfg_options (dict, optional): Config overrides.
+
+    Returns:
+        nn.Module: The model in eval mode, as ``get_model`` returns it
+        (``_config``, ``_dataset_meta``).
+
+    Raises:
+        ConfigError: If the config cannot be loaded.
+        CheckpointError: If the checkpoint cannot be read or holds weights
+            that are not finite.
+        CheckpointMismatchError: If its weights do not fit the model.
+        ValueError: If a name is not in the model index.
+    """
+    if isinstance(model, Config) or str(model).endswith('.py'):
+        cfg = load_config(model, cfg_options)
+    else:
+        metainfo = ModelHub.get(str(model))
+        cfg = load_config(metainfo.config, cfg_options)
+        checkpoint = checkpoint or metainfo.weights
+    # the checkpoint replaces whatever the config would initialise from
+    cfg.model.get('backbone', {}).pop('init_cfg', None)
+    built = get_model(cfg, pretrained=False)
+    if checkpoint:
+        loaded = read_checkpoint(checkpoint)
+        check_finite_weights(
+            checkpoint_state_dict(loaded, checkpoint), checkpoint)
+        load_state_dict_strictly(built, loaded, str(checkpoint))
+        meta = loaded.get('meta') or {}
+        if (meta.get('dataset_meta') or {}).get('classes'):
+            built._dataset_meta = meta['dataset_meta']
+    _match_class_names(built)
+    return built.to(device).eval()
+
+
+def _match_class_names(model: nn.Module) -> None:
+    # get_model names the classes after the config's test dataset, also
+    # when the head has another number of them (a 1000-class checkpoint
+    # tested on a small dataset's config): then ImageNet's names or none.
+    from mmpretrain.datasets.categories import IMAGENET_CATEGORIES
+    num_classes = getattr(getattr(model, 'head', None), 'num_classes', None)
+    classes = (model._dataset_meta or {}).get('classes')
+    if num_classes is None or (classes and len(classes) == num_classes):
+        return
+    model._dataset_meta = (dict(classes=IMAGENET_CATEGORIES)
+                           if num_classes == 1000 else {})
+
+
+def test_pipeline(cfg: Config) -> Compose:
+    """The config's test pipeline without its file loading step.
+
+    As ``ImageClassificationInferencer`` builds it: images are decoded
+    before (:func:`read_image_input`), arrays go in as they are. A
+    pipeline without :class:`~t2t_plugin.datasets.ConvertImage` gets one
+    first, for the backbone's ``in_channels``, so that colour files reach a
+    1-channel model as grey levels.
+    """
+    steps = remove_transform(cfg.test_dataloader.dataset.pipeline,
+                             'LoadImageFromFile')
+    if not any(str(step.get('type', '')).endswith('ConvertImage')
+               for step in steps):
+        channels = cfg.model.get('backbone', {}).get('in_channels', 3)
+        steps = [dict(type='ConvertImage', channels=channels)] + list(steps)
+    return Compose([TRANSFORMS.build(step) for step in steps])
+
+
+def read_image_input(image: Union[str, Path, np.ndarray]) -> dict:
+    """A pipeline sample of an image file or array, as the inferencer
+    makes it.
+
+    Raises:
+        FileNotFoundError: If the file does not exist.
+        ValueError: If the file is not an image.
+    """
+    if isinstance(image, (str, Path)):
+        if not Path(image).is_file():
+            raise FileNotFoundError(f'Image not found: {image}.')
+        decoded = imread(str(image))
+        if decoded is None:
+            raise ValueError(f'{image} is not an image that OpenCV can '
+                             'decode; give a JPEG, PNG or other image file.')
+        image = decoded
+    return dict(img=image, img_shape=image.shape[:2],
+                ori_shape=image.shape[:2])
+
+
+def model_tokens(model: nn.Module, inputs: torch.Tensor) -> int:
+    """Tokens the backbone makes of an input ``(C, H, W)``."""
+    stride = model.backbone.tokens_to_token.total_stride
+    height, width = inputs.shape[-2:]
+    return math.ceil(height / stride) * math.ceil(width / stride)
+
+
+def check_token_budget(model: nn.Module, image: Union[str, Path,
+                                                      np.ndarray],
+                       max_tokens: int) -> None:
+    """Refuse an image that the pipeline turns into too many tokens.
+
+    Raises:
+        ValueError: Above ``max_tokens``.
+    """
+    packed = test_pipeline(model._config)(read_image_input(image))
+    tokens = model_tokens(model, packed['inputs'])
+    if tokens > max_tokens:
+        height, width = packed['inputs'].shape[-2:]
+        raise ValueError(
+            f'{image}: the test pipeline gives a {width}x{height} input, '
+            f'{tokens} tokens, above the budget of {max_tokens}; resize the '
+            'image, add a Resize to the test pipeline, or raise '
+            '--max-tokens.')
+
+
+def list_images(path: Union[str, Path]) -> List[Path]:
+    """An image file, or the image files of a folder, sorted.
+
+    Raises:
+        FileNotFoundError: If there is no image.
+    """
+    source = Path(path)
+    if source.is_dir():
+        images = sorted(p for p in source.iterdir()
+                        if p.suffix.lower() in IMAGE_SUFFIXES)
+        if not images:
+            raise FileNotFoundError(
+                f'{source} is a folder without image files (names ending in '
+                f'{", ".join(IMAGE_SUFFIXES)}); give an image or a folder '
+                'of images.')
+        return images
+    if not source.is_file():
+        raise FileNotFoundError(f'Image not found: {source}.')
+    return [source]
+
+
+@torch.no_grad()
+def preprocess_image(model: nn.Module,
+                     image: Union[str, Path, np.ndarray]
+                     ) -> Tuple[torch.Tensor, np.ndarray]:
+    """The network input for an image, and that input as a picture.
+
+    Args:
+        model (nn.Module): A model from :func:`load_model`.
+        image (str | Path | np.ndarray): An image file or a BGR array.
+
+    Returns:
+        tuple: The normalised batch ``(1, C, H, W)`` on the model's device,
+        and the image after the test pipeline (resized and cropped, not
+        normalised) as ``(H, W, 3)`` uint8 RGB, to draw on.
+    """
+    packed = test_pipeline(model._config)(read_image_input(image))
+    picture = packed['inputs'].permute(1, 2, 0).cpu().numpy()
+    if picture.shape[2] == 1:
+        picture = np.repeat(picture, 3, axis=2)
+    else:
+        picture = picture[..., ::-1]  # pipelines hold BGR, as cv2 decodes
+    picture = np.ascontiguousarray(picture.clip(0, 255).astype(np.uint8))
+    data = model.data_preprocessor(pseudo_collate([packed]), False)
+    return data['inputs'], picture

@@ -1,0 +1,86 @@
+"""Bring any decoded image to the depth and channels a model takes."""
+from typing import Optional
+
+import mmcv
+import numpy as np
+from mmcv.transforms import BaseTransform
+from mmpretrain.registry import TRANSFORMS
+
+
+@TRANSFORMS.register_module()
+class ConvertImage(BaseTransform):
+    """Make ``results['img']`` an 8-bit image of ``channels`` channels.
+
+    ``LoadImageFromFile(color_type='grayscale')`` reads files for 1-channel
+    models, but mmpretrain's ``ImageClassificationInferencer`` drops that
+    step and reads every file in colour, and arrays given to it keep
+    whatever depth and channels they have. Placed first in a test pipeline,
+    this transform makes files and arrays of every kind reach the model as
+    the dataset's own images do:
+
+    * 16-bit images are scaled to 8 bits (``round(v / 257)``), as OpenCV
+      scales a 16-bit file it reads in colour, rather than clipped;
+    * an alpha channel is dropped; colour becomes grey (OpenCV's BGR
+      weights) for ``channels=1`` and grey is repeated for ``channels=3``;
+    * an empty image, or one of another type or shape, is refused with a
+      message that says what was expected.
+
+    Required keys: ``img``. Modified keys: ``img``, ``img_shape``.
+
+    Args:
+        channels (int): 1 (grey) or 3 (BGR). Defaults to 3.
+    """
+
+    def __init__(self, channels: int = 3) -> None:
+        if channels not in (1, 3):
+            raise ValueError(f'channels must be 1 or 3, got {channels}.')
+        self.channels = channels
+
+    def transform(self, results: dict) -> Optional[dict]:
+        """Convert ``results['img']``.
+
+        Args:
+            results (dict): A sample with an ``img`` array.
+
+        Returns:
+            dict: The sample, ``img`` of shape ``(H, W)`` for one channel or
+            ``(H, W, 3)`` BGR, ``uint8``.
+        """
+        results['img'] = self.convert(results['img'])
+        results['img_shape'] = results['img'].shape[:2]
+        return results
+
+    def convert(self, image: np.ndarray) -> np.ndarray:
+        """The conversion of :meth:`transform` on one array."""
+        if not isinstance(image, np.ndarray):
+            raise TypeError('An image must be a numpy array, got '
+                            f'{type(image).__name__}; give a file path or '
+                            'np.asarray(image).')
+        if image.ndim not in (2, 3) or (image.ndim == 3 and
+                                        image.shape[2] not in (1, 3, 4)):
+            raise ValueError(
+                'An image must be an (H, W), (H, W, 3) BGR or (H, W, 4) BGRA '
+                f'array, got shape {image.shape}.')
+        if image.size == 0:
+            raise ValueError(f'The image is empty (shape {image.shape}); '
+                             'give an image of at least one pixel.')
+        if image.dtype == np.uint16:
+            image = (image / 257).round().astype(np.uint8)
+        elif image.dtype != np.uint8:
+            raise ValueError(
+                f'Image arrays must be uint8 (0-255) or uint16, got '
+                f'{image.dtype}; convert floats in [0, 1] with '
+                '(image * 255).round().astype(np.uint8).')
+        if image.ndim == 3 and image.shape[2] == 4:
+            image = image[..., :3]  # alpha plays no part in classification
+        if image.ndim == 3 and image.shape[2] == 1:
+            image = image[..., 0]
+        is_grey = image.ndim == 2
+        if self.channels == 1 and not is_grey:
+            return mmcv.bgr2gray(np.ascontiguousarray(image))
+        if self.channels == 3 and is_grey:
+            return mmcv.gray2bgr(image)
+        return np.ascontiguousarray(image)
+
+    def __repr__(self) -> str:
+        return f'{type(self).__name__}(channels={self.channels})'
