@@ -1,5 +1,10 @@
-"""Datasets registered in mmpretrain's ``DATASETS`` registry."""
+"""Datasets registered in mmpretrain's ``DATASETS`` registry, and the safe
+reader of pickled data files."""
 from .cifar import LocalCIFAR10, LocalCIFAR100
 from .digits import DigitsDataset
+from .safe_pickle import UnsafePickleError, load_data_pickle
 
-__all__ = ['DigitsDataset', 'LocalCIFAR10', 'LocalCIFAR100']
+__all__ = [
+    'DigitsDataset', 'LocalCIFAR10', 'LocalCIFAR100', 'UnsafePickleError',
+    'load_data_pickle'
+]

@@ -1,10 +1,11 @@
 import os.path as osp
-import pickle
 from typing import List
 
 import numpy as np
 from mmpretrain.datasets import CIFAR10, CIFAR100
 from mmpretrain.registry import DATASETS
+
+from .safe_pickle import load_data_pickle
 
 # The README section a user is sent to when files are missing.
 DATA_DOC = "README.md, section 'Data preparation'"
@@ -21,7 +22,9 @@ class _LocalCIFARMixin:
         data_root/cifar-10-batches-py/{data_batch_1..5, test_batch}
         data_root/cifar-100-python/{train, test}
 
-    Class names come from the class's ``METAINFO``, as in mmpretrain.
+    Class names come from the class's ``METAINFO``, as in mmpretrain. The
+    batches are read with :func:`load_data_pickle`, which refuses a file
+    that names anything but arrays and plain containers.
     """
 
     def load_data_list(self) -> List[dict]:
@@ -39,8 +42,11 @@ class _LocalCIFARMixin:
 
         images, labels = [], []
         for name in names:
-            with open(osp.join(folder, name), 'rb') as f:
-                entry = pickle.load(f, encoding='latin1')
+            path = osp.join(folder, name)
+            with open(path, 'rb') as f:
+                # mmpretrain's plain pickle.load would run code a crafted
+                # batch carries.
+                entry = load_data_pickle(f, path)
             images.append(np.asarray(entry['data'], dtype=np.uint8))
             labels.extend(entry['labels'] if 'labels' in entry else
                           entry['fine_labels'])
