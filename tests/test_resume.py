@@ -20,11 +20,13 @@ def digits_options(workers: int, epochs: int = 3) -> list:
     iterations an epoch), a checkpoint and a validation every epoch."""
     return [
         f'train_cfg.max_epochs={epochs}', 'train_cfg.val_interval=1',
-        'train_dataloader.batch_size=32', 'train_dataloader.dataset.indices=192',
+        'train_dataloader.batch_size=32',
+        'train_dataloader.dataset.indices=192',
         'val_dataloader.dataset.indices=128',
         f'train_dataloader.num_workers={workers}',
         f'val_dataloader.num_workers={workers}',
-        'default_hooks.logger.interval=2', 'default_hooks.checkpoint.interval=1',
+        'default_hooks.logger.interval=2',
+        'default_hooks.checkpoint.interval=1',
         'default_hooks.checkpoint.max_keep_ckpts=10',
         'default_hooks.checkpoint.save_best=None',
     ]

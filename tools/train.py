@@ -17,6 +17,7 @@ from t2t_plugin.cli import (
     add_launch_arguments,
     build_runner,
     close_dist,
+    dist_failure_message,
     find_missing_inputs,
     load_config,
     parse_launch_args,
@@ -25,7 +26,7 @@ from t2t_plugin.cli import (
     set_default_work_dir,
 )
 from t2t_plugin.cli.run_checks import (
-    add_safety_hooks,
+    add_training_guards,
     check_training_config,
     check_training_runner,
     misspelt_option_key,
@@ -126,7 +127,7 @@ def merge_args(cfg: Config, args: argparse.Namespace) -> Config:
             raise ValueError(error)
         cfg.merge_from_dict(args.cfg_options)
     set_default_work_dir(cfg, args.config, args.work_dir)
-    add_safety_hooks(cfg)
+    add_training_guards(cfg)
     if args.amp:
         set_amp(cfg)
     if args.resume is not None:
@@ -208,6 +209,12 @@ def main() -> int:
     except KeyboardInterrupt:
         print('Interrupted; resume with --resume.', file=sys.stderr)
         return 130
+    except RuntimeError as error:
+        message = dist_failure_message(error, cfg)
+        if message is None:
+            raise
+        print(message, file=sys.stderr)
+        return 1
     close_dist()
     return 0
 

@@ -23,7 +23,8 @@ from mmengine.runner.checkpoint import _load_checkpoint
 from ..engine import CheckpointMismatchError, checkpoint_read_error
 
 # Hooks every training run gets, unless its config already has them.
-SAFETY_HOOKS = ('NonFiniteGuardHook', 'RandomStateHook')
+SAFETY_HOOKS = ('NonFiniteGuardHook', 'RandomStateHook', 'BadImageHook',
+                'RankProgressHook')
 
 # Top-level keys the Runner and the tools read besides the config's own.
 _RUNNER_KEYS = (
@@ -57,9 +58,11 @@ def _hook_types(hooks: Iterable) -> List[str]:
     ]
 
 
-def add_safety_hooks(cfg: Config) -> None:
-    """Give a training config the non-finite guard and the random-state
-    hook (``custom_hooks``), unless it registers them already.
+def add_training_guards(cfg: Config) -> None:
+    """Give a training config the non-finite guard, the random-state, the
+    bad-image and the rank-progress hooks (``custom_hooks``) unless it
+    registers them, and wrap an mmpretrain training set in
+    ``SkipBadImages``.
 
     Args:
         cfg (Config): The run's config, changed in place.
@@ -71,6 +74,15 @@ def add_safety_hooks(cfg: Config) -> None:
         cfg.custom_hooks = list(cfg.get('custom_hooks') or []) + [
             dict(type=name) for name in missing
         ]
+    loader = cfg.get('train_dataloader')
+    dataset = loader.get('dataset') if isinstance(loader, dict) else None
+    # mmdet / mmseg datasets are built from their own registries, which
+    # the wrapper (an mmpretrain dataset) does not search.
+    if (isinstance(dataset, dict)
+            and cfg.get('default_scope', 'mmpretrain') == 'mmpretrain'
+            and str(dataset.get('type', '')).split('.')[-1] !=
+            'SkipBadImages'):
+        loader['dataset'] = dict(type='SkipBadImages', dataset=dataset)
 
 
 def misspelt_option_key(cfg: Config, options: Optional[dict]) -> \
@@ -379,8 +391,8 @@ def guard_checkpoint_loading(runner: Runner, loader: str) -> None:
     def load_checked(filename: str, *args, **kwargs) -> dict:
         try:
             checkpoint = load(filename, *args, **kwargs)
-        except CheckpointMismatchError as error:
-            raise CheckpointMismatchError(f'{filename}: {error}') from error
+        except CheckpointMismatchError:
+            raise
         except (ValueError, RuntimeError, KeyError) as error:
             message = ' '.join(str(error).split())
             raise CheckpointMismatchError(

@@ -1,3 +1,4 @@
+from .bad_image_hook import BadImageHook, TooManyBadImagesError
 from .non_finite_guard_hook import (
     NonFiniteGuardHook,
     NonFiniteLossError,
@@ -8,11 +9,13 @@ from .random_state_hook import (
     get_random_state,
     set_random_state,
 )
+from .rank_progress_hook import RankProgressHook
 from .training_curves_hook import TrainingCurvesHook
 from .training_stopped import TrainingStopped
 
 __all__ = [
-    'NonFiniteGuardHook', 'NonFiniteLossError', 'RandomStateHook',
+    'BadImageHook', 'NonFiniteGuardHook', 'NonFiniteLossError',
+    'RandomStateHook', 'RankProgressHook', 'TooManyBadImagesError',
     'TrainingCurvesHook', 'TrainingStopped', 'first_non_finite',
     'get_random_state', 'set_random_state'
 ]
