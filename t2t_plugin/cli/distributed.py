@@ -10,11 +10,15 @@ device ids.
 import datetime
 import os
 import subprocess
+import time
 
 import torch.distributed as torch_dist
 from mmengine.config import Config
 
-from ..engine.hooks.rank_progress_hook import progress_key
+from ..engine.hooks.rank_heartbeat_hook import (
+    HEARTBEAT_INTERVAL,
+    heartbeat_key,
+)
 
 LAUNCHERS = ('pytorch', 'slurm', 'mpi')
 
@@ -135,36 +139,34 @@ def is_timeout(error: BaseException) -> bool:
 def silent_ranks_message(timeout: float) -> str:
     """One line naming the ranks that stopped answering.
 
-    The ranks that finished the fewest iterations (``RankProgressHook``
-    notes them in the store) are the silent ones; with no record, the
-    message says only that a rank stopped.
+    Reads the heartbeat counters of ``RankHeartbeatHook`` twice, a few
+    heartbeats apart: the ranks whose counter did not move are silent.
 
     Args:
         timeout (float): The process-group timeout in seconds, for the
             message.
     """
-    progress = {}
+    silent = []
     try:
         store = torch_dist.distributed_c10d._get_default_store()
         # the store may be the silent rank's: do not wait for it as long
         store.set_timeout(datetime.timedelta(seconds=10))
-        for rank in range(torch_dist.get_world_size()):
-            key = progress_key(rank)
-            progress[rank] = (int(store.get(key)) if store.check([key])
-                              else -1)
+        keys = [heartbeat_key(rank)
+                for rank in range(torch_dist.get_world_size())]
+        before = [store.add(key, 0) for key in keys]
+        time.sleep(2.5 * HEARTBEAT_INTERVAL)
+        after = [store.add(key, 0) for key in keys]
+        silent = [rank for rank, (old, new) in enumerate(zip(before, after))
+                  if old == new]
     # the store lives on rank 0's host: it may be gone with that rank
     except Exception:
-        progress = {}
+        silent = []
     own = torch_dist.get_rank() if torch_dist.is_initialized() else 0
     advice = (f'the run ended after the {timeout:g} s process-group '
               'timeout (env_cfg.dist_cfg.timeout); check that process and '
               'its node, then resume with --resume.')
-    if not progress or len(set(progress.values())) == 1:
-        return (f'Rank {own}: another rank stopped answering; {advice}')
-    slowest = min(progress.values())
-    silent = [rank for rank, step in progress.items() if step == slowest]
-    where = (f'iteration {slowest}' if slowest >= 0 else
-             'before its first iteration')
+    if not silent:
+        return f'Rank {own}: another rank stopped answering; {advice}'
     return (f'Rank {own}: rank(s) {", ".join(map(str, silent))} stopped '
-            f'answering (last finished {where}, the others '
-            f'{max(progress.values())}); {advice}')
+            f'answering (no heartbeat for {2.5 * HEARTBEAT_INTERVAL:g} s); '
+            f'{advice}')

@@ -24,7 +24,7 @@ from ..engine import CheckpointMismatchError, checkpoint_read_error
 
 # Hooks every training run gets, unless its config already has them.
 SAFETY_HOOKS = ('NonFiniteGuardHook', 'RandomStateHook', 'BadImageHook',
-                'RankProgressHook')
+                'RankHeartbeatHook')
 
 # Top-level keys the Runner and the tools read besides the config's own.
 _RUNNER_KEYS = (
@@ -60,7 +60,7 @@ def _hook_types(hooks: Iterable) -> List[str]:
 
 def add_training_guards(cfg: Config) -> None:
     """Give a training config the non-finite guard, the random-state, the
-    bad-image and the rank-progress hooks (``custom_hooks``) unless it
+    bad-image and the rank-heartbeat hooks (``custom_hooks``) unless it
     registers them, and wrap an mmpretrain training set in
     ``SkipBadImages``.
 

@@ -9,13 +9,13 @@ from .random_state_hook import (
     get_random_state,
     set_random_state,
 )
-from .rank_progress_hook import RankProgressHook
+from .rank_heartbeat_hook import RankHeartbeatHook
 from .training_curves_hook import TrainingCurvesHook
 from .training_stopped import TrainingStopped
 
 __all__ = [
     'BadImageHook', 'NonFiniteGuardHook', 'NonFiniteLossError',
-    'RandomStateHook', 'RankProgressHook', 'TooManyBadImagesError',
+    'RandomStateHook', 'RankHeartbeatHook', 'TooManyBadImagesError',
     'TrainingCurvesHook', 'TrainingStopped', 'first_non_finite',
     'get_random_state', 'set_random_state'
 ]
