@@ -82,7 +82,11 @@ def add_training_guards(cfg: Config) -> None:
             and cfg.get('default_scope', 'mmpretrain') == 'mmpretrain'
             and str(dataset.get('type', '')).split('.')[-1] !=
             'SkipBadImages'):
-        loader['dataset'] = dict(type='SkipBadImages', dataset=dataset)
+        wrapper = dict(type='SkipBadImages', dataset=dataset)
+        # --cfg-options train_dataloader.dataset.max_bad_images=N
+        if 'max_bad_images' in dataset:
+            wrapper['max_bad_images'] = dataset.pop('max_bad_images')
+        loader['dataset'] = wrapper
 
 
 def misspelt_option_key(cfg: Config, options: Optional[dict]) -> \
