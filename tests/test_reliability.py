@@ -23,6 +23,7 @@ from mmpretrain.registry import DATASETS, MODELS
 from PIL import Image
 
 from t2t_plugin.cli.run_checks import (
+    add_training_guards,
     check_dataset_classes,
     check_pipelines,
     class_mismatch,
@@ -449,3 +450,42 @@ def test_empty_last_checkpoint_falls_back_to_newest_intact(tmp_path):
     assert newest_intact_checkpoint(str(tmp_path)) == str(
         tmp_path / 'epoch_1.pth')
     assert newest_intact_checkpoint(str(tmp_path / 'none')) is None
+
+
+def test_training_guards_are_added_to_any_config():
+    cfg = Config(
+        dict(
+            default_scope='mmpretrain',
+            custom_hooks=[dict(type='EMAHook')],
+            train_dataloader=dict(
+                dataset=dict(type='DigitsDataset', max_bad_images=7))))
+    add_training_guards(cfg)
+    assert [hook['type'] for hook in cfg.custom_hooks] == [
+        'EMAHook', 'NonFiniteGuardHook', 'RandomStateHook', 'BadImageHook',
+        'RankHeartbeatHook'
+    ]
+    assert cfg.train_dataloader.dataset == dict(
+        type='SkipBadImages',
+        max_bad_images=7,
+        dataset=dict(type='DigitsDataset'))
+    add_training_guards(cfg)  # nothing twice
+    assert len(cfg.custom_hooks) == 5
+    assert cfg.train_dataloader.dataset.dataset.type == 'DigitsDataset'
+
+
+@pytest.mark.parametrize('tool', [
+    'tools/analysis_tools/get_flops.py', 'tools/visualization/vis_features.py'
+])
+def test_broken_config_is_one_line_in_other_tools(tool, tmp_path):
+    config = tmp_path / 'broken.py'
+    config.write_text('model = dict(\n')
+    image = tmp_path / 'digit.png'
+    write_png(image)
+    args = ([str(config)] if 'get_flops' in tool else
+            [str(image), str(config), str(config)])
+    result = subprocess.run([sys.executable, tool, *args], cwd=ROOT,
+                            env=dict(os.environ, PYTHONPATH=str(ROOT)),
+                            capture_output=True, text=True, timeout=300)
+    assert result.returncode == 1
+    assert one_line(result.stderr).startswith('error: ')
+    assert 'never closed' in result.stderr
