@@ -376,8 +376,8 @@ def guard_checkpoint_loading(runner: Runner, loader: str) -> None:
       arch's position table, a strict load's missing keys) carries the
       checkpoint path;
     * the checkpoint's ``meta.dataset_meta.classes`` must equal those of
-      the dataset of ``loader`` (when resuming or testing; a ``load_from``
-      for fine-tuning may have other classes);
+      the dataset of ``loader`` when resuming or testing (a ``load_from``
+      for fine-tuning may have other classes: a warning says so);
     * ``--resume`` needs a training checkpoint (epoch, optimizer) whose
       weights have the model's shapes.
 
@@ -401,10 +401,12 @@ def guard_checkpoint_loading(runner: Runner, loader: str) -> None:
             message = ' '.join(str(error).split())
             raise CheckpointMismatchError(
                 f'{filename} does not fit the model: {message}') from error
-        if strict_classes:
-            problem = class_mismatch(checkpoint, classes(), filename)
-            if problem:
-                raise CheckpointMismatchError(problem)
+        problem = class_mismatch(checkpoint, classes(), filename)
+        if problem and strict_classes:
+            raise CheckpointMismatchError(problem)
+        if problem and not runner._resume:
+            # load_from: fine-tuning on other classes is a normal use
+            runner.logger.warning(f'load_from: {problem}')
         return checkpoint
 
     def resume_checked(filename: str, *args, **kwargs) -> None:
