@@ -117,7 +117,8 @@ def resume_args(work_dir: Path, resume: str = 'auto') -> argparse.Namespace:
 
 def test_resume_auto_picks_the_latest_checkpoint(tmp_path):
     train_tool = load_tool('tools/train.py')
-    (tmp_path / 'epoch_2.pth').write_bytes(b'')
+    # --resume takes only a checkpoint that reads completely
+    torch.save({'state_dict': {}}, tmp_path / 'epoch_2.pth')
     (tmp_path / 'last_checkpoint').write_text(str(tmp_path / 'epoch_2.pth'))
     cfg = Config.fromfile(DEMO)
     cfg.load_from = 'pretrained.pth'

@@ -27,6 +27,7 @@ from t2t_plugin.cli import (
     report_build_error,
     set_default_work_dir,
 )
+from t2t_plugin.cli.run_checks import check_test_runner, misspelt_option_key
 from t2t_plugin.cli.testing import (
     NonFiniteOutputCounter,
     checkpoint_problem,
@@ -88,6 +89,9 @@ def parse_args() -> argparse.Namespace:
 def merge_args(cfg: Config, args: argparse.Namespace) -> Config:
     """Apply the command-line options to the config."""
     if args.cfg_options:
+        error = misspelt_option_key(cfg, args.cfg_options)
+        if error:
+            raise ValueError(error)
         cfg.merge_from_dict(args.cfg_options)
     set_default_work_dir(cfg, args.config, args.work_dir)
     cfg.load_from = args.checkpoint
@@ -164,6 +168,10 @@ def main() -> int:
     # Scoring a checkpoint of another model would print random-weight
     # metrics with exit 0; a strict load refuses it.
     load_checkpoints_strictly(runner)
+    error = check_test_runner(runner)
+    if error:
+        print(error, file=sys.stderr)
+        return 1
     try:
         metrics = runner.test()
     except CheckpointMismatchError as error:

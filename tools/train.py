@@ -11,13 +11,13 @@ import sys
 
 import torch
 from mmengine.config import Config
-from mmengine.runner import find_latest_checkpoint
 
 from t2t_plugin.cli import (
     BUILD_ERRORS,
     add_launch_arguments,
     build_runner,
     close_dist,
+    dist_failure_message,
     find_missing_inputs,
     load_config,
     parse_launch_args,
@@ -25,7 +25,19 @@ from t2t_plugin.cli import (
     report_build_error,
     set_default_work_dir,
 )
-from t2t_plugin.engine import checkpoint_read_error, remove_stale_temp_files
+from t2t_plugin.cli.run_checks import (
+    add_training_guards,
+    check_training_config,
+    check_training_runner,
+    misspelt_option_key,
+    newest_intact_checkpoint,
+)
+from t2t_plugin.engine import (
+    CheckpointMismatchError,
+    checkpoint_read_error,
+    remove_stale_temp_files,
+)
+from t2t_plugin.engine.hooks import TrainingStopped
 
 
 def parse_args() -> argparse.Namespace:
@@ -102,10 +114,8 @@ def set_resume(cfg: Config, resume: str) -> None:
         cfg.resume = True
         cfg.load_from = resume
         return
-    # mmengine's finder reads last_checkpoint and logs when there is none;
-    # this tool says so itself.
-    latest = (find_latest_checkpoint(cfg.work_dir) if osp.isfile(
-        osp.join(cfg.work_dir, 'last_checkpoint')) else None)
+    # mmengine's finder trusts last_checkpoint, even an empty one.
+    latest = newest_intact_checkpoint(cfg.work_dir)
     if latest is not None:
         cfg.resume = True
         cfg.load_from = latest
@@ -120,8 +130,12 @@ def set_resume(cfg: Config, resume: str) -> None:
 def merge_args(cfg: Config, args: argparse.Namespace) -> Config:
     """Apply the command-line options to the config."""
     if args.cfg_options:
+        error = misspelt_option_key(cfg, args.cfg_options)
+        if error:
+            raise ValueError(error)
         cfg.merge_from_dict(args.cfg_options)
     set_default_work_dir(cfg, args.config, args.work_dir)
+    add_training_guards(cfg)
     if args.amp:
         set_amp(cfg)
     if args.resume is not None:
@@ -141,6 +155,9 @@ def merge_args(cfg: Config, args: argparse.Namespace) -> Config:
         if args.no_persistent_workers:
             cfg[loader].persistent_workers = False
     cfg.launcher = args.launcher
+    error = check_training_config(cfg)
+    if error:
+        raise ValueError(error)
     # Atomic checkpoint writes also for configs from other toolboxes.
     checkpoint_hook = cfg.get('default_hooks', {}).get('checkpoint')
     if (checkpoint_hook is not None and checkpoint_hook.get('out_dir') is None
@@ -193,15 +210,26 @@ def main() -> int:
     except FileNotFoundError as error:
         print(error, file=sys.stderr)
         return 1
+    error = check_training_runner(runner)
+    if error:
+        print(error, file=sys.stderr)
+        return 1
     # Errors from here on happen while training: they keep their traceback.
     try:
         runner.train()
-    except FileNotFoundError as error:
+    except (FileNotFoundError, CheckpointMismatchError,
+            TrainingStopped) as error:
         print(error, file=sys.stderr)
         return 1
     except KeyboardInterrupt:
         print('Interrupted; resume with --resume.', file=sys.stderr)
         return 130
+    except RuntimeError as error:
+        message = dist_failure_message(error, cfg)
+        if message is None:
+            raise
+        print(message, file=sys.stderr)
+        return 1
     close_dist()
     return 0
 

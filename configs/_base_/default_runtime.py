@@ -17,6 +17,11 @@ default_hooks = dict(
         backend_args=dict(backend='atomic_local')),
     sampler_seed=dict(type='DistSamplerSeedHook'),
     visualization=dict(type='VisualizationHook', enable=False),
+    # Stops a diverging run (5 non-finite losses in a row) and never saves
+    # non-finite weights.
+    non_finite=dict(type='NonFiniteGuardHook', max_consecutive=5),
+    # Checkpoints carry every random generator's state: exact resume.
+    random_state=dict(type='RandomStateHook'),
     # work_dirs/<config>/curves.png (loss, lr, accuracy) after training.
     curves=dict(type='TrainingCurvesHook'),
 )

@@ -17,6 +17,7 @@ from .inputs_check import (
 from .launch import (
     add_launch_arguments,
     close_dist,
+    dist_failure_message,
     parse_launch_args,
     prepare_launcher,
 )
@@ -24,6 +25,7 @@ from .runner import build_runner, set_default_work_dir
 
 __all__ = [
     'BUILD_ERRORS', 'add_launch_arguments', 'build_runner', 'close_dist',
+    'dist_failure_message',
     'find_missing_inputs', 'init_cpu_dist', 'load_config',
     'parse_launch_args', 'prepare_launcher', 'report_build_error',
     'set_default_work_dir', 'setup_cpu_dist'

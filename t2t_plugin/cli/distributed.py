@@ -10,11 +10,28 @@ device ids.
 import datetime
 import os
 import subprocess
+import time
 
 import torch.distributed as torch_dist
 from mmengine.config import Config
 
+from ..engine.hooks.rank_heartbeat_hook import (
+    HEARTBEAT_INTERVAL,
+    heartbeat_key,
+)
+
 LAUNCHERS = ('pytorch', 'slurm', 'mpi')
+
+# Seconds a collective operation waits for the other ranks before the run
+# ends (torch's default, 1800, keeps a job with a frozen rank hanging for
+# half an hour). Set env_cfg.dist_cfg.timeout in a config to change it.
+DEFAULT_TIMEOUT = 300
+
+# Words of the errors a collective raises when a peer stops answering
+# (gloo: "Timed out waiting ...", "Connection closed by peer"; NCCL's
+# watchdog: "Watchdog caught collective operation timeout").
+_TIMEOUT_WORDS = ('timed out', 'timeout', 'connection closed by peer',
+                  'connection reset by peer')
 
 
 def _require(launcher: str, names: tuple, start: str) -> None:
@@ -58,14 +75,14 @@ def _export_mpi_env() -> None:
     os.environ['LOCAL_RANK'] = os.environ['OMPI_COMM_WORLD_LOCAL_RANK']
 
 
-def init_cpu_dist(launcher: str, timeout: float = 1800.) -> None:
+def init_cpu_dist(launcher: str, timeout: float = DEFAULT_TIMEOUT) -> None:
     """Open a gloo process group from the launcher's environment.
 
     Args:
         launcher (str): ``'pytorch'`` (torchrun), ``'slurm'`` (srun) or
             ``'mpi'`` (mpirun).
         timeout (float): Seconds collective operations may wait.
-            Defaults to 1800.
+            Defaults to :data:`DEFAULT_TIMEOUT` (300).
     """
     if launcher not in LAUNCHERS:
         raise ValueError(
@@ -102,4 +119,54 @@ def setup_cpu_dist(cfg: Config, launcher: str) -> None:
             broadcast_buffers=False,
             find_unused_parameters=cfg.get('find_unused_parameters', False))
     if not torch_dist.is_initialized():
-        init_cpu_dist(launcher, timeout=dist_cfg.get('timeout', 1800))
+        init_cpu_dist(launcher,
+                      timeout=dist_cfg.get('timeout', DEFAULT_TIMEOUT))
+
+
+def set_dist_timeout(cfg: Config) -> None:
+    """Give ``env_cfg.dist_cfg`` the default timeout unless it has one
+    (mmengine's ``init_dist`` reads it there for CUDA runs)."""
+    dist_cfg = cfg.setdefault('env_cfg', {}).setdefault('dist_cfg', {})
+    dist_cfg.setdefault('timeout', DEFAULT_TIMEOUT)
+
+
+def is_timeout(error: BaseException) -> bool:
+    """Whether ``error`` is a collective that gave up on a silent peer."""
+    text = str(error).lower()
+    return any(word in text for word in _TIMEOUT_WORDS)
+
+
+def silent_ranks_message(timeout: float) -> str:
+    """One line naming the ranks that stopped answering.
+
+    Reads the heartbeat counters of ``RankHeartbeatHook`` twice, a few
+    heartbeats apart: the ranks whose counter did not move are silent.
+
+    Args:
+        timeout (float): The process-group timeout in seconds, for the
+            message.
+    """
+    silent = []
+    try:
+        store = torch_dist.distributed_c10d._get_default_store()
+        # the store may be the silent rank's: do not wait for it as long
+        store.set_timeout(datetime.timedelta(seconds=10))
+        keys = [heartbeat_key(rank)
+                for rank in range(torch_dist.get_world_size())]
+        before = [store.add(key, 0) for key in keys]
+        time.sleep(2.5 * HEARTBEAT_INTERVAL)
+        after = [store.add(key, 0) for key in keys]
+        silent = [rank for rank, (old, new) in enumerate(zip(before, after))
+                  if old == new]
+    # the store lives on rank 0's host: it may be gone with that rank
+    except Exception:
+        silent = []
+    own = torch_dist.get_rank() if torch_dist.is_initialized() else 0
+    advice = (f'the run ended after the {timeout:g} s process-group '
+              'timeout (env_cfg.dist_cfg.timeout); check that process and '
+              'its node, then resume with --resume.')
+    if not silent:
+        return f'Rank {own}: another rank stopped answering; {advice}'
+    return (f'Rank {own}: rank(s) {", ".join(map(str, silent))} stopped '
+            f'answering (no heartbeat for {2.5 * HEARTBEAT_INTERVAL:g} s); '
+            f'{advice}')

@@ -62,8 +62,10 @@ def draw_images(args: argparse.Namespace,
         blocks = resolve_block_indices(
             model.backbone, args.blocks
             or default_block_indices(len(model.backbone.encoder)))
-    except (FileNotFoundError, ValueError, TypeError, CheckpointError,
-            CheckpointMismatchError, ConfigError) as error:
+    # SyntaxError, ImportError: a broken config or a missing toolbox
+    except (FileNotFoundError, ValueError, TypeError, SyntaxError,
+            ImportError, CheckpointError, CheckpointMismatchError,
+            ConfigError) as error:
         print(f'error: {error}', file=sys.stderr)
         return 1
     try:

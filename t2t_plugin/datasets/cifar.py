@@ -1,5 +1,4 @@
 import os.path as osp
-import pickle
 from typing import List
 
 import numpy as np
@@ -7,6 +6,7 @@ from mmpretrain.datasets import CIFAR10, CIFAR100
 from mmpretrain.registry import DATASETS
 
 from .. import doc_pages
+from .safe_pickle import load_data_pickle
 
 # The page a user is sent to when files are missing.
 DATA_DOC = doc_pages.DATA_PREPARATION
@@ -23,7 +23,9 @@ class _LocalCIFARMixin:
         data_root/cifar-10-batches-py/{data_batch_1..5, test_batch}
         data_root/cifar-100-python/{train, test}
 
-    Class names come from the class's ``METAINFO``, as in mmpretrain.
+    Class names come from the class's ``METAINFO``, as in mmpretrain. The
+    batches are read with :func:`load_data_pickle`, which refuses a file
+    that names anything but arrays and plain containers.
     """
 
     def load_data_list(self) -> List[dict]:
@@ -41,8 +43,11 @@ class _LocalCIFARMixin:
 
         images, labels = [], []
         for name in names:
-            with open(osp.join(folder, name), 'rb') as f:
-                entry = pickle.load(f, encoding='latin1')
+            path = osp.join(folder, name)
+            with open(path, 'rb') as f:
+                # mmpretrain's plain pickle.load would run code a crafted
+                # batch carries.
+                entry = load_data_pickle(f, path)
             images.append(np.asarray(entry['data'], dtype=np.uint8))
             labels.extend(entry['labels'] if 'labels' in entry else
                           entry['fine_labels'])

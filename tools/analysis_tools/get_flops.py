@@ -199,7 +199,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             run_all(console)
         else:
             run_config(args, console)
-    except (FileNotFoundError, ValueError, KeyError) as error:
+    # a config with a syntax error or an import of a missing toolbox
+    except (FileNotFoundError, ValueError, KeyError, SyntaxError,
+            ImportError) as error:
         print(f'error: {error}', file=sys.stderr)
         return 1
     return 0

@@ -1,3 +1,21 @@
+from .bad_image_hook import BadImageHook, TooManyBadImagesError
+from .non_finite_guard_hook import (
+    NonFiniteGuardHook,
+    NonFiniteLossError,
+    first_non_finite,
+)
+from .random_state_hook import (
+    RandomStateHook,
+    get_random_state,
+    set_random_state,
+)
+from .rank_heartbeat_hook import RankHeartbeatHook
 from .training_curves_hook import TrainingCurvesHook
+from .training_stopped import TrainingStopped
 
-__all__ = ['TrainingCurvesHook']
+__all__ = [
+    'BadImageHook', 'NonFiniteGuardHook', 'NonFiniteLossError',
+    'RandomStateHook', 'RankHeartbeatHook', 'TooManyBadImagesError',
+    'TrainingCurvesHook', 'TrainingStopped', 'first_non_finite',
+    'get_random_state', 'set_random_state'
+]

@@ -1,0 +1,100 @@
+import math
+from typing import Optional
+
+import torch
+from mmengine.hooks import Hook
+from mmengine.registry import HOOKS
+
+from .training_stopped import TrainingStopped
+
+# Runs after the optimizer step's hooks and before CheckpointHook
+# (VERY_LOW, 90), so that a diverged model is never saved.
+GUARD_PRIORITY = 80
+
+
+class NonFiniteLossError(TrainingStopped):
+    """Training produced non-finite losses or weights."""
+
+
+def first_non_finite(state_dict: dict) -> Optional[str]:
+    """The name of the first floating tensor of a state dict that holds a
+    NaN or an infinity, or None when all are finite.
+
+    Args:
+        state_dict (dict): Name -> tensor (other values are skipped).
+    """
+    for name, value in state_dict.items():
+        if (isinstance(value, torch.Tensor) and value.is_floating_point()
+                and not bool(torch.isfinite(value).all())):
+            return name
+    return None
+
+
+@HOOKS.register_module()
+class NonFiniteGuardHook(Hook):
+    """Stop a diverging run and keep non-finite weights out of checkpoints.
+
+    mmengine goes on training (and saving checkpoints, which may push good
+    ones out of ``max_keep_ckpts``) when the loss turns into NaN. This hook
+    raises :class:`NonFiniteLossError` after ``max_consecutive`` non-finite
+    losses in a row, and before any checkpoint whose weights hold a NaN or
+    an infinity is written. A single overflow (e.g. one skipped fp16 step)
+    does not stop the run.
+
+    Args:
+        max_consecutive (int): Consecutive non-finite losses that stop
+            training. Defaults to 5.
+    """
+
+    priority = GUARD_PRIORITY
+
+    def __init__(self, max_consecutive: int = 5) -> None:
+        if max_consecutive < 1:
+            raise ValueError('NonFiniteGuardHook: max_consecutive must be at '
+                             f'least 1, got {max_consecutive}.')
+        self.max_consecutive = max_consecutive
+        self.count = 0
+
+    def after_train_iter(self,
+                         runner,
+                         batch_idx: int,
+                         data_batch=None,
+                         outputs: Optional[dict] = None) -> None:
+        """Count consecutive non-finite losses; stop at the limit."""
+        loss = (outputs or {}).get('loss')
+        if loss is None:
+            return
+        value = float(loss.detach().float().mean()) if isinstance(
+            loss, torch.Tensor) else float(loss)
+        if math.isfinite(value):
+            self.count = 0
+            return
+        self.count += 1
+        if self.count >= self.max_consecutive:
+            raise NonFiniteLossError(
+                f'Training stopped at iteration {runner.iter + 1}: loss is '
+                f'{value} for {self.count} iterations in a row. Try a lower '
+                'learning rate, training without --amp, or gradient clipping '
+                '(optim_wrapper.clip_grad=dict(max_norm=1.0)); resume from '
+                'the last checkpoint.')
+
+    def after_train_epoch(self, runner) -> None:
+        """Refuse to go on (and to save) with non-finite weights."""
+        self._check(runner.model.state_dict(), runner.epoch + 1)
+
+    def before_save_checkpoint(self, runner, checkpoint: dict) -> None:
+        """Refuse to write a checkpoint with non-finite weights."""
+        for key in ('state_dict', 'ema_state_dict'):
+            if isinstance(checkpoint.get(key), dict):
+                self._check(checkpoint[key], runner.epoch)
+
+    @staticmethod
+    def _check(state_dict: dict, epoch: int) -> None:
+        name = first_non_finite(state_dict)
+        if name is not None:
+            raise NonFiniteLossError(
+                f'Training stopped after epoch {epoch}: weight {name} is '
+                'NaN or infinite, so no checkpoint is saved. Try a lower '
+                'learning rate, training without --amp, or gradient clipping '
+                '(optim_wrapper.clip_grad=dict(max_norm=1.0)); resume from '
+                'the last checkpoint.')

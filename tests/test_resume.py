@@ -1,0 +1,95 @@
+"""Kill-and-resume: a run killed with SIGKILL mid-epoch and resumed from
+its last checkpoint logs the same losses and ends with the same accuracy as
+the uninterrupted run (RandomStateHook)."""
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+CONFIG = ROOT / 'configs' / 't2t-vit-mini_1xb64_digits.py'
+
+
+def digits_options(workers: int, epochs: int = 3) -> list:
+    """A short digits run: 192 training images in batches of 32 (6
+    iterations an epoch), a checkpoint and a validation every epoch."""
+    return [
+        f'train_cfg.max_epochs={epochs}', 'train_cfg.val_interval=1',
+        'train_dataloader.batch_size=32',
+        'train_dataloader.dataset.indices=192',
+        'val_dataloader.dataset.indices=128',
+        f'train_dataloader.num_workers={workers}',
+        f'val_dataloader.num_workers={workers}',
+        'default_hooks.logger.interval=2',
+        'default_hooks.checkpoint.interval=1',
+        'default_hooks.checkpoint.max_keep_ckpts=10',
+        'default_hooks.checkpoint.save_best=None',
+    ]
+
+
+def train_command(work_dir: Path, options: list, resume: bool) -> list:
+    return ([sys.executable, str(ROOT / 'tools' / 'train.py'), str(CONFIG),
+             '--work-dir', str(work_dir)] + (['--resume'] if resume else []) +
+            ['--cfg-options'] + options)
+
+
+def environment() -> dict:
+    env = dict(os.environ, PYTHONPATH=str(ROOT), OMP_NUM_THREADS='1')
+    return env
+
+
+def logged(work_dir: Path) -> tuple:
+    """Loss at every logged iteration and the validation top-1 of each
+    epoch, over all starts of the run (later starts overwrite)."""
+    losses, top1 = {}, {}
+    for path in sorted(work_dir.glob('*/vis_data/scalars.json')):
+        for line in path.read_text().splitlines():
+            record = json.loads(line)
+            if 'loss' in record:
+                losses[record['iter']] = record['loss']
+            if 'accuracy/top1' in record:
+                top1[record['step']] = record['accuracy/top1']
+    return losses, top1
+
+
+def run_killed_and_resumed(work_dir: Path, options: list,
+                           kill_at_iter: int) -> None:
+    """Start training, SIGKILL it once it logged ``kill_at_iter``, resume."""
+    process = subprocess.Popen(
+        train_command(work_dir, options, resume=False), env=environment(),
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.time() + 600
+    try:
+        while time.time() < deadline and process.poll() is None:
+            if max(logged(work_dir)[0], default=0) >= kill_at_iter:
+                break
+            time.sleep(0.2)
+        assert process.poll() is None, 'training ended before the kill'
+        os.kill(process.pid, signal.SIGKILL)
+    finally:
+        process.wait()
+    subprocess.run(train_command(work_dir, options, resume=True),
+                   env=environment(), check=True, capture_output=True)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize('workers', [0, 2])
+def test_killed_and_resumed_run_equals_uninterrupted(workers, tmp_path):
+    options = digits_options(workers)
+    whole, broken = tmp_path / 'whole', tmp_path / 'broken'
+    subprocess.run(train_command(whole, options, resume=False),
+                   env=environment(), check=True, capture_output=True)
+    # epoch 3 is iterations 13-18: killed after iteration 14 is logged,
+    # resumed from epoch_2.pth
+    run_killed_and_resumed(broken, options, kill_at_iter=14)
+    assert (broken / 'epoch_2.pth').is_file()
+    whole_losses, whole_top1 = logged(whole)
+    broken_losses, broken_top1 = logged(broken)
+    assert sorted(whole_losses) == list(range(2, 19, 2))
+    assert broken_losses == whole_losses
+    assert broken_top1 == whole_top1 and len(whole_top1) == 3
