@@ -3,6 +3,7 @@
 Both runtimes are optional dependencies (``pip install
 t2t-plugin[deploy]``); they are imported when a session is opened.
 """
+import tempfile
 from pathlib import Path
 from typing import Callable, Dict, List, Optional, Sequence, Tuple, Union
 
@@ -34,11 +35,22 @@ def quantize_int8(src: Union[str, Path], dst: Union[str, Path]) -> Path:
     exponentials stay float32.
     """
     _import('onnxruntime')
+    import onnx
     from onnxruntime.quantization import QuantType, quantize_dynamic
     dst = Path(dst)
-    quantize_dynamic(
-        str(src), str(dst), weight_type=QuantType.QInt8,
-        op_types_to_quantize=['MatMul', 'Gemm'])
+    model = onnx.load(str(src))
+    # the exporter's shape annotations of the unoptimised graph contradict
+    # onnx's own shape inference, which the quantiser runs; they only serve
+    # as hints, so they are dropped and inferred again
+    del model.graph.value_info[:]
+    with tempfile.TemporaryDirectory() as folder:
+        plain = Path(folder) / 'plain.onnx'
+        onnx.save(model, str(plain))
+        quantize_dynamic(
+            str(plain),
+            str(dst),
+            weight_type=QuantType.QInt8,
+            op_types_to_quantize=['MatMul', 'Gemm'])
     return dst
 
 
