@@ -170,6 +170,9 @@ def test_openvino_matches_pytorch(exported):
 def test_int8_quantisation_writes_a_runnable_file(exported, tmp_path):
     model, path = exported('transformer')
     int8 = quantize_int8(path, tmp_path / 'model.int8.onnx')
+    import onnx
+    ops = {node.op_type for node in onnx.load(str(int8)).graph.node}
+    assert {'DynamicQuantizeLinear', 'MatMulInteger'} <= ops
     session = RuntimeSession(int8, 'onnxruntime', 'int8')
     images = torch.randn(2, 3, 32, 32)
     with torch.no_grad():

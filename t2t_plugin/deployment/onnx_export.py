@@ -225,9 +225,10 @@ def _build_pyramid(cfg: Config, backbone_cfg: dict,
     return module, names
 
 
-def dynamic_shapes(model: ExportableModel, dynamic_batch: bool = True,
-                   dynamic_size: bool = True) -> Dict[str, Dict[int, object]]:
-    """``torch.export`` dynamic shapes of the ``images`` input.
+def dynamic_shapes(model: ExportableModel,
+                   dynamic_batch: bool = True,
+                   dynamic_size: bool = True) -> Tuple[Dict[int, object]]:
+    """``torch.export`` dynamic shapes of the (only, positional) input.
 
     Batch is any size; height and width any multiple of ``model.stride``.
     """
@@ -239,7 +240,7 @@ def dynamic_shapes(model: ExportableModel, dynamic_batch: bool = True,
         limit = MAX_SIDE // stride
         axes[2] = stride * torch.export.Dim('height', min=1, max=limit)
         axes[3] = stride * torch.export.Dim('width', min=1, max=limit)
-    return {'images': axes}
+    return (axes, )
 
 
 def trace_size(model: ExportableModel, dynamic_size: bool) -> Tuple[int, int]:
@@ -301,10 +302,13 @@ def export_onnx(model: ExportableModel,
                 optimize=False,
                 verbose=False)
     except Exception as error:  # torch.export fails in many ways
-        first = str(error).strip().splitlines()[0] if str(error) else ''
+        # the exporter wraps the error of the step that failed
+        while error.__cause__ is not None:
+            error = error.__cause__
+        lines = str(error).strip().splitlines() or ['']
         raise ValueError(
             f'The model cannot be exported to ONNX ({type(error).__name__}: '
-            f'{first[:200]}).') from None
+            f'{lines[0][:200]}).') from None
     return path
 
 

@@ -34,7 +34,7 @@ def quantize_int8(src: Union[str, Path], dst: Union[str, Path]) -> Path:
     batch at run time; LayerNorm, softmax, GELU and the performer's
     exponentials stay float32.
     """
-    _import('onnxruntime')
+    ort = _import('onnxruntime')
     import onnx
     from onnxruntime.quantization import QuantType, quantize_dynamic
     dst = Path(dst)
@@ -45,9 +45,18 @@ def quantize_int8(src: Union[str, Path], dst: Union[str, Path]) -> Path:
     del model.graph.value_info[:]
     with tempfile.TemporaryDirectory() as folder:
         plain = Path(folder) / 'plain.onnx'
+        folded = Path(folder) / 'folded.onnx'
         onnx.save(model, str(plain))
+        # the quantiser only converts products whose weight is an
+        # initializer: fold the exported graph's weight transposes first
+        options = ort.SessionOptions()
+        options.graph_optimization_level = (
+            ort.GraphOptimizationLevel.ORT_ENABLE_BASIC)
+        options.optimized_model_filepath = str(folded)
+        ort.InferenceSession(
+            str(plain), options, providers=['CPUExecutionProvider'])
         quantize_dynamic(
-            str(plain),
+            str(folded),
             str(dst),
             weight_type=QuantType.QInt8,
             op_types_to_quantize=['MatMul', 'Gemm'])
