@@ -190,7 +190,7 @@ def sample_images(batch_size: int, size: Tuple[int, int], in_channels: int,
     if in_channels == 3:
         from sklearn.datasets import load_sample_images
         pictures = [
-            torch.from_numpy(np.asarray(image)).permute(2, 0, 1)
+            torch.from_numpy(np.array(image)).permute(2, 0, 1)
             for image in load_sample_images().images
         ]
     elif in_channels == 1:
