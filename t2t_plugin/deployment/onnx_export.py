@@ -124,7 +124,7 @@ def _normalisation(cfg: Config, in_channels: int) -> Tuple[list, list]:
     return [float(v) for v in mean], [float(v) for v in std]
 
 
-def _check_exportable(backbone: T2TViT) -> None:
+def _disable_checkpointing(backbone: T2TViT) -> None:
     if backbone.with_cp:
         # activation checkpointing only acts in training; export is eval
         backbone.with_cp = False
@@ -174,7 +174,7 @@ def build_exportable(config: Union[str, Path, Config],
         module, output_names = _build_pyramid(cfg, backbone_cfg, checkpoint)
         backbone = module.backbone
         kind = 'pyramid'
-    _check_exportable(backbone)
+    _disable_checkpointing(backbone)
     t2t = backbone.tokens_to_token
     size = tuple(s * t2t.total_stride for s in backbone.patch_resolution)
     return ExportableModel(module.eval(), size, in_channels,
