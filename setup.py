@@ -77,6 +77,14 @@ setup(
     extras_require={
         'lite': ['mmcv-lite>=2.0,<2.2'],
         'tests': ['pytest', 'ruff'],
+        # ONNX export (torch.onnx's exporter translates with onnxscript)
+        # and the two CPU runtimes; see docs/deployment.md
+        'deploy': [
+            'onnx>=1.17',
+            'onnxscript>=0.5',
+            'onnxruntime>=1.20',
+            'openvino>=2024.4',
+        ],
         # Full mmcv with compiled ops comes from tools/install/build_mmcv.sh
         # (make install-dense); mmseg imports ftfy and regex without
         # declaring them.

@@ -12,16 +12,18 @@ import pytest
 import torch
 from torch import nn
 
-from t2t_plugin.benchmark import (
-    StepRunner,
-    build_mmpretrain_reference,
-    matmul_gflops,
-    peak_memory,
-    plugin_to_official_state_dict,
-    tensor_bytes,
-)
 from t2t_plugin.converters import convert_official_state_dict
 from t2t_plugin.models.backbones import T2TViT
+
+from .tool_loading import load_tool_package
+
+benchmark_lib = load_tool_package('tools/analysis_tools/benchmark_lib')
+StepRunner = benchmark_lib.StepRunner
+build_mmpretrain_reference = benchmark_lib.build_mmpretrain_reference
+matmul_gflops = benchmark_lib.matmul_gflops
+peak_memory = benchmark_lib.peak_memory
+plugin_to_official_state_dict = benchmark_lib.plugin_to_official_state_dict
+tensor_bytes = benchmark_lib.tensor_bytes
 
 ROOT = Path(__file__).resolve().parents[1]
 TOOL = ROOT / 'tools' / 'analysis_tools' / 'benchmark.py'
@@ -167,3 +169,44 @@ def test_tool_user_errors_are_one_line(args, message):
     assert result.returncode == 2
     assert 'Traceback' not in result.stderr
     assert message in result.stderr
+
+
+def test_tool_times_deployed_copies(tmp_path):
+    pytest.importorskip('onnxruntime')
+    pytest.importorskip('onnxscript')
+    runtimes = ['onnxruntime', 'onnxruntime-int8']
+    try:
+        import openvino  # noqa: F401
+        runtimes += ['openvino', 'openvino-bf16']
+    except ImportError:
+        pass
+    arch = json.dumps(dict(TINY, token_layer='performer'))
+    result = _run_tool('--archs', arch, '--img-size', '32', '--batch-sizes',
+                       '2', '--iters', '1', '--rounds', '2', '--warmup', '0',
+                       '--threads', '1', '--modes', 'infer', '--references',
+                       '--runtimes', *runtimes, '--agreement-images', '16',
+                       '--json', str(tmp_path / 'b.json'))
+    assert result.returncode == 0, result.stderr
+    records = json.loads((tmp_path / 'b.json').read_text())['records']
+    assert [r['implementation'] for r in records] == ['t2t-plugin', *runtimes]
+    precisions = {'onnxruntime': 'fp32', 'onnxruntime-int8': 'int8',
+                  'openvino': 'fp32', 'openvino-bf16': 'bf16'}
+    for record in records[1:]:
+        name = record['implementation']
+        assert record['dtype'] == precisions[name]
+        assert len(record['round_images_per_s']) == 2
+        assert record['speedup_of_ours'] > 0
+        assert record['peak_memory_mib'] is None
+        assert 0 <= record['top1_agreement'] <= 1
+        if precisions[name] == 'fp32':
+            assert record['max_abs_diff'] < 1e-4
+            assert record['top1_agreement'] == 1
+        else:
+            assert record['max_abs_diff'] > 0
+
+
+def test_tool_refuses_runtimes_off_the_cpu():
+    result = _run_tool('--runtimes', 'onnxruntime', '--device', 'cuda')
+    assert result.returncode == 2
+    assert 'Traceback' not in result.stderr
+    assert '--runtimes run on the CPU' in result.stderr

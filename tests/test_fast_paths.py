@@ -13,12 +13,17 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from t2t_plugin.benchmark import StepRunner, peak_memory, tensor_bytes
 from t2t_plugin.models.backbones import T2TViT
 from t2t_plugin.models.layers import SelfAttention
 from t2t_plugin.models.t2t import PerformerAttention, SoftSplit, T2TModule
 
 from .reference import randomise_norms_and_biases
+from .tool_loading import load_tool_package
+
+_benchmark_lib = load_tool_package('tools/analysis_tools/benchmark_lib')
+StepRunner = _benchmark_lib.StepRunner
+peak_memory = _benchmark_lib.peak_memory
+tensor_bytes = _benchmark_lib.tensor_bytes
 
 TOL = dict(atol=1e-5, rtol=1e-5)
 

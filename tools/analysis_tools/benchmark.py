@@ -17,6 +17,15 @@ Examples::
         --plot work_dirs/benchmark.png --json work_dirs/benchmark.json
     python tools/analysis_tools/benchmark.py --device cuda --dtypes bf16 \\
         fp16 --batch-sizes 64 --modes train
+    python tools/analysis_tools/benchmark.py --archs t-14 --threads 1 \\
+        --modes infer --references --runtimes onnxruntime onnxruntime-int8 \\
+        openvino openvino-bf16
+
+Deployed copies (``--runtimes``: onnxruntime, OpenVINO, fp32 and their
+int8 / bf16 variants) run the ONNX file of ``tools/deployment`` with the same
+weights and inputs, in the same alternating rounds as the eager fp32
+inference; their rows add the largest output difference to eager fp32 and
+the top-1 agreement with it on digits (see ``benchmark_lib/runtimes.py``).
 """
 import argparse
 import csv
@@ -25,11 +34,29 @@ import os
 import platform
 import statistics
 import sys
+import tempfile
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Dict, List, Optional, Tuple, Union
 
 import torch
+from benchmark_lib import (
+    DTYPES,
+    StepRunner,
+    build_mmpretrain_reference,
+    build_official_reference,
+    matmul_gflops,
+    peak_memory,
+    time_steps,
+)
+from benchmark_lib.runtimes import (
+    DEPLOYED,
+    RuntimeRunner,
+    export_backbone,
+    open_sessions,
+    output_difference,
+    top1_agreement,
+)
 from rich.console import Console
 from rich.progress import (
     BarColumn,
@@ -43,15 +70,7 @@ from torch import nn
 
 import t2t_plugin  # noqa: F401
 from t2t_plugin.analysis import count_complexity
-from t2t_plugin.benchmark import (
-    DTYPES,
-    StepRunner,
-    build_mmpretrain_reference,
-    build_official_reference,
-    matmul_gflops,
-    peak_memory,
-    time_steps,
-)
+from t2t_plugin.deployment import RuntimeSession
 from t2t_plugin.models.backbones import T2TViT
 
 OURS = 't2t-plugin'
@@ -82,6 +101,8 @@ class Record:
     memory_ratio_of_ours: Optional[float] = None
     gmacs_per_image: float = 0.
     gflops: float = 0.
+    max_abs_diff: Optional[float] = None
+    top1_agreement: Optional[float] = None
 
 
 def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
@@ -131,6 +152,18 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
         action='store_true',
         help='also run this plugin under torch.compile')
     parser.add_argument(
+        '--runtimes',
+        nargs='*',
+        choices=sorted(DEPLOYED),
+        default=[],
+        help='deployed copies to time beside eager fp32 inference (CPU)')
+    parser.add_argument(
+        '--agreement-images',
+        type=int,
+        default=200,
+        help='digits for the top-1 agreement of the deployed copies '
+        '(half fit the probe, half are compared); 0 skips it')
+    parser.add_argument(
         '--warmup', type=int, default=1, help='untimed steps per round')
     parser.add_argument(
         '--iters', type=int, default=3, help='timed steps per round')
@@ -156,6 +189,14 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
                          f'{minimum}.')
     if min(args.batch_sizes) < 1:
         parser.error('--batch-sizes must be positive.')
+    if args.runtimes and not args.device.startswith('cpu'):
+        parser.error('--runtimes run on the CPU; use --device cpu.')
+    if args.runtimes and not ('infer' in args.modes
+                              and 'fp32' in args.dtypes):
+        parser.error('--runtimes are timed beside eager fp32 inference; '
+                     'keep infer in --modes and fp32 in --dtypes.')
+    if args.agreement_images and args.agreement_images < 4:
+        parser.error('--agreement-images must be 0 or at least 4.')
     if args.references is None:
         args.references = ['mmpretrain']
         if args.official_repo is not None:
@@ -218,16 +259,26 @@ def build_implementations(arch: Union[str, dict], args: argparse.Namespace,
     }
 
 
-def measure_config(implementations: Dict[str, nn.Module],
-                   images: torch.Tensor, mode: str, dtype: str,
-                   args: argparse.Namespace, progress: Progress,
-                   task) -> Dict[str, Tuple[List[float], Optional[int]]]:
-    """Images/s per round and peak memory of every implementation."""
+def measure_config(
+        implementations: Dict[str, nn.Module], images: torch.Tensor,
+        mode: str, dtype: str, args: argparse.Namespace, progress: Progress,
+        task, sessions: Dict[str, RuntimeSession]
+) -> Dict[str, Tuple[List[float], Optional[int]]]:
+    """Images/s per round and peak memory of every implementation.
+
+    The deployed copies join eager fp32 inference; their memory (held by
+    the runtimes, not by torch) is not measured.
+    """
     runners = {
         name: StepRunner(model, images, mode == 'train', dtype)
         for name, model in implementations.items()
         if not (name == OURS_CP and mode != 'train')
     }
+    if mode == 'infer' and dtype == 'fp32':
+        runners.update({
+            name: RuntimeRunner(session, images)
+            for name, session in sessions.items()
+        })
     speeds: Dict[str, List[float]] = {name: [] for name in runners}
     for _ in range(args.rounds):
         for name, runner in runners.items():
@@ -238,7 +289,7 @@ def measure_config(implementations: Dict[str, nn.Module],
             progress.advance(task)
     memory = {}
     for name, runner in runners.items():
-        if args.no_memory:
+        if args.no_memory or name in sessions:
             memory[name] = None
             continue
         memory[name] = peak_memory(runner)
@@ -278,26 +329,72 @@ def make_records(arch_name: str, macs: int, mode: str, dtype: str,
     return records
 
 
+def deploy(model: nn.Module, args: argparse.Namespace, console: Console
+           ) -> Tuple[Dict[str, RuntimeSession], Dict[str, float]]:
+    """The deployed copies of ``model`` and their top-1 agreement."""
+    if not args.runtimes:
+        return {}, {}
+    with console.status('Exporting to ONNX'), \
+            tempfile.TemporaryDirectory() as folder:
+        files = export_backbone(model, Path(folder), tuple(args.runtimes))
+        sessions = open_sessions(files, args.threads)
+    agreement: Dict[str, float] = {}
+    if args.agreement_images:
+        with console.status(
+                f'Top-1 agreement on {args.agreement_images} digits'):
+            agreement, accuracy = top1_agreement(model, sessions,
+                                                 args.agreement_images,
+                                                 max(args.batch_sizes))
+        console.print(f'Digits probe on eager fp32 features: top-1 '
+                      f'{accuracy:.3f} on {args.agreement_images // 2} '
+                      'held-out images.')
+    return sessions, agreement
+
+
+def describe_deployed(records: List[Record], model: nn.Module,
+                      sessions: Dict[str, RuntimeSession],
+                      agreement: Dict[str, float],
+                      images: torch.Tensor) -> None:
+    """Precision, output difference and agreement of the deployed rows."""
+    for record in records:
+        if record.implementation in sessions:
+            session = sessions[record.implementation]
+            record.dtype = session.precision
+            record.max_abs_diff = output_difference(model, session, images)
+            record.top1_agreement = agreement.get(record.implementation)
+
+
 def _fmt(value: Optional[float], spec: str, suffix: str = '') -> str:
     return '-' if value is None else format(value, spec) + suffix
 
 
 def render_table(records: List[Record], title: str) -> Table:
     table = Table(title=title)
+    deployed = any(record.implementation in DEPLOYED for record in records)
+    columns = ['arch', 'mode', 'dtype', 'batch', 'implementation', 'img/s',
+               'ours x', 'peak MiB', 'ours mem', 'GFLOP/s']
+    if deployed:
+        columns += ['max diff', 'top-1 agree']
     # the ratios are ours over this row's: speed-up and memory fraction
-    for column in ('arch', 'mode', 'dtype', 'batch', 'implementation',
-                   'img/s', 'ours x', 'peak MiB', 'ours mem', 'GFLOP/s'):
+    for column in columns:
         justify = 'left' if column in ('arch', 'mode', 'dtype',
                                        'implementation') else 'right'
         table.add_column(column, justify=justify)
     for record in records:
-        table.add_row(record.arch, record.mode, record.dtype,
-                      str(record.batch_size), record.implementation,
-                      f'{record.images_per_s:.2f}',
-                      _fmt(record.speedup_of_ours, '.2f', 'x'),
-                      _fmt(record.peak_memory_mib, '.0f'),
-                      _fmt(record.memory_ratio_of_ours, '.2f'),
-                      f'{record.gflops:.1f}')
+        cells = [
+            record.arch, record.mode, record.dtype,
+            str(record.batch_size), record.implementation,
+            f'{record.images_per_s:.2f}',
+            _fmt(record.speedup_of_ours, '.2f', 'x'),
+            _fmt(record.peak_memory_mib, '.0f'),
+            _fmt(record.memory_ratio_of_ours, '.2f'), f'{record.gflops:.1f}'
+        ]
+        if deployed:
+            cells += [
+                _fmt(record.max_abs_diff, '.1e'),
+                _fmt(record.top1_agreement, '.3f')
+            ]
+        table.add_row(*cells)
     return table
 
 
@@ -402,9 +499,15 @@ def run(args: argparse.Namespace) -> int:
                                                     console)
             macs = count_complexity(implementations[OURS],
                                     (args.img_size, args.img_size)).macs
+            sessions, agreement = deploy(implementations[OURS], args,
+                                         console)
             per_config = len(implementations) * (
                 args.rounds + (0 if args.no_memory else 1))
-            task = progress.add_task(arch_name, total=configs * per_config)
+            # the deployed copies join the fp32 inference of each batch size
+            deployed_rounds = len(args.batch_sizes) * len(sessions) * (
+                args.rounds)
+            task = progress.add_task(
+                arch_name, total=configs * per_config + deployed_rounds)
             for batch_size in args.batch_sizes:
                 torch.manual_seed(args.seed)
                 images = torch.randn(
@@ -418,10 +521,13 @@ def run(args: argparse.Namespace) -> int:
                             f'batch {batch_size}')
                         measured = measure_config(implementations, images,
                                                   mode, dtype, args,
-                                                  progress, task)
-                        records += make_records(arch_name, macs, mode, dtype,
-                                                batch_size, args, measured,
-                                                device)
+                                                  progress, task, sessions)
+                        new = make_records(arch_name, macs, mode, dtype,
+                                           batch_size, args, measured,
+                                           device)
+                        describe_deployed(new, implementations[OURS],
+                                          sessions, agreement, images)
+                        records += new
     load_after = _load_average()
 
     machine = describe_machine(device)

@@ -25,8 +25,8 @@ from typing import Dict, Mapping, Union
 import torch
 from torch import nn
 
-from ..converters.official import BLOCK_KEYS, PERFORMER_T2T_KEYS
-from ..models.backbones import T2TViT
+from t2t_plugin.converters.official import BLOCK_KEYS, PERFORMER_T2T_KEYS
+from t2t_plugin.models.backbones import T2TViT
 
 # the T2T module both references hard-code
 _REFERENCE_T2T = dict(

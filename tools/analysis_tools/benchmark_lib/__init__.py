@@ -1,4 +1,10 @@
-"""Speed and memory measurement of T2T-ViT beside other implementations."""
+"""Speed and memory measurement of T2T-ViT beside other implementations.
+
+The library of tools/analysis_tools/benchmark.py, kept beside it rather
+than in the installed package: the references import other code bases
+(a local checkout of the official code, under a private module name in
+``sys.modules``), which no model or API of the plugin should depend on.
+"""
 from .measure import (
     DTYPES,
     StepRunner,

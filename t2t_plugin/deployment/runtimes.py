@@ -1,0 +1,223 @@
+"""Running exported T2T-ViT files with onnxruntime and OpenVINO.
+
+Both runtimes are optional dependencies (``pip install
+t2t-plugin[deploy]``); they are imported when a session is opened.
+"""
+import tempfile
+from pathlib import Path
+from typing import Callable, Dict, List, Optional, Sequence, Tuple, Union
+
+import numpy as np
+import torch
+from torch import nn
+
+RUNTIMES = ('onnxruntime', 'openvino')
+# what each runtime offers beyond fp32 on a CPU: onnxruntime quantises the
+# weights of MatMul/Gemm to int8 (activations quantised on the fly);
+# OpenVINO computes in bfloat16 where the CPU has bf16 instructions
+PRECISIONS = {'onnxruntime': ('fp32', 'int8'), 'openvino': ('fp32', 'bf16')}
+
+
+def _import(name: str):
+    try:
+        return __import__(name)
+    except ImportError:
+        raise ImportError(
+            f'{name} is not installed; install the deployment extras with '
+            "pip install -e '.[deploy]'.") from None
+
+
+def quantize_int8(src: Union[str, Path], dst: Union[str, Path]) -> Path:
+    """onnxruntime's dynamic int8 quantisation of ``src`` into ``dst``.
+
+    Weights of matrix products become int8, activations are quantised per
+    batch at run time; LayerNorm, softmax, GELU and the performer's
+    exponentials stay float32.
+    """
+    ort = _import('onnxruntime')
+    import onnx
+    from onnxruntime.quantization import QuantType, quantize_dynamic
+    dst = Path(dst)
+    model = onnx.load(str(src))
+    # the exporter's shape annotations of the unoptimised graph contradict
+    # onnx's own shape inference, which the quantiser runs; they only serve
+    # as hints, so they are dropped and inferred again
+    del model.graph.value_info[:]
+    with tempfile.TemporaryDirectory() as folder:
+        plain = Path(folder) / 'plain.onnx'
+        folded = Path(folder) / 'folded.onnx'
+        onnx.save(model, str(plain))
+        # the quantiser only converts products whose weight is an
+        # initializer: fold the exported graph's weight transposes first
+        options = ort.SessionOptions()
+        options.graph_optimization_level = (
+            ort.GraphOptimizationLevel.ORT_ENABLE_BASIC)
+        options.optimized_model_filepath = str(folded)
+        ort.InferenceSession(
+            str(plain), options, providers=['CPUExecutionProvider'])
+        quantize_dynamic(
+            str(folded),
+            str(dst),
+            weight_type=QuantType.QInt8,
+            op_types_to_quantize=['MatMul', 'Gemm'])
+    return dst
+
+
+class RuntimeSession:
+    """An exported file opened in onnxruntime or OpenVINO on the CPU.
+
+    Calling it with a ``(B, C, H, W)`` float32 array returns the list of
+    output arrays, in the order of the file's outputs.
+
+    Args:
+        path (str | Path): The ``.onnx`` file.
+        runtime (str): ``'onnxruntime'`` or ``'openvino'``.
+        precision (str): ``'fp32'``; ``'int8'`` for a file from
+            :func:`quantize_int8` (onnxruntime); ``'bf16'`` for OpenVINO's
+            bfloat16 inference. Defaults to ``'fp32'``.
+        threads (int, optional): Intra-op threads; the runtime's choice when
+            None.
+    """
+
+    def __init__(self,
+                 path: Union[str, Path],
+                 runtime: str = 'onnxruntime',
+                 precision: str = 'fp32',
+                 threads: Optional[int] = None) -> None:
+        if runtime not in PRECISIONS:
+            raise ValueError(f'Unknown runtime {runtime!r}; choose one of '
+                             f'{RUNTIMES}.')
+        if precision not in PRECISIONS[runtime]:
+            raise ValueError(
+                f'{runtime} runs {PRECISIONS[runtime]}, not {precision!r}.')
+        if not Path(path).is_file():
+            raise FileNotFoundError(f'ONNX file {path} does not exist.')
+        self.runtime = runtime
+        self.precision = precision
+        self._run: Callable[[np.ndarray], List[np.ndarray]]
+        if runtime == 'onnxruntime':
+            self._run = self._open_onnxruntime(path, threads)
+        else:
+            self._run = self._open_openvino(path, precision, threads)
+
+    @staticmethod
+    def _open_onnxruntime(path, threads):
+        ort = _import('onnxruntime')
+        options = ort.SessionOptions()
+        if threads is not None:
+            options.intra_op_num_threads = threads
+            options.inter_op_num_threads = 1
+        session = ort.InferenceSession(
+            str(path), options, providers=['CPUExecutionProvider'])
+        name = session.get_inputs()[0].name
+        return lambda images: session.run(None, {name: images})
+
+    @staticmethod
+    def _open_openvino(path, precision, threads):
+        ov = _import('openvino')
+        config = {
+            # OpenVINO computes in bf16 by default on CPUs that have it
+            'INFERENCE_PRECISION_HINT': 'bf16' if precision == 'bf16' else
+            'f32',
+            'PERFORMANCE_HINT': 'LATENCY',
+        }
+        if threads is not None:
+            config['INFERENCE_NUM_THREADS'] = threads
+        compiled = ov.Core().compile_model(str(path), 'CPU', config)
+        request = compiled.create_infer_request()
+        outputs = list(compiled.outputs)
+
+        def run(images: np.ndarray) -> List[np.ndarray]:
+            results = request.infer([images])
+            return [np.array(results[output]) for output in outputs]
+
+        return run
+
+    def __call__(self, images: Union[np.ndarray,
+                                     torch.Tensor]) -> List[np.ndarray]:
+        if isinstance(images, torch.Tensor):
+            images = images.detach().cpu().numpy()
+        return self._run(np.ascontiguousarray(images, dtype=np.float32))
+
+
+def torch_outputs(module: nn.Module,
+                  images: torch.Tensor) -> List[np.ndarray]:
+    """The outputs of the PyTorch model as arrays, for comparison."""
+    with torch.no_grad():
+        outputs = module(images)
+    if isinstance(outputs, torch.Tensor):
+        outputs = (outputs, )
+    return [output.float().numpy() for output in outputs]
+
+
+def max_abs_diff(expected: Sequence[np.ndarray],
+                 actual: Sequence[np.ndarray]) -> float:
+    """Largest absolute difference over all outputs.
+
+    Raises:
+        ValueError: If the outputs differ in number or shape.
+    """
+    if len(expected) != len(actual):
+        raise ValueError(f'{len(actual)} outputs where {len(expected)} '
+                         'were expected.')
+    worst = 0.
+    for want, got in zip(expected, actual):
+        if want.shape != got.shape:
+            raise ValueError(f'An output of shape {got.shape} where '
+                             f'{want.shape} was expected.')
+        worst = max(worst, float(np.abs(want - got.astype(np.float32)).max()))
+    return worst
+
+
+def sample_images(batch_size: int, size: Tuple[int, int], in_channels: int,
+                  mean: Sequence[float], std: Sequence[float]) -> torch.Tensor:
+    """Real photographs, resized and normalised as the model expects.
+
+    The two photographs scikit-learn ships (``china.jpg``, ``flower.jpg``)
+    take turns along the batch; for one-channel models the digits it ships
+    are used instead.
+
+    Args:
+        batch_size (int): Images in the batch.
+        size (tuple): ``(H, W)``.
+        in_channels (int): 3 (RGB) or 1 (grey).
+        mean (Sequence[float]): Per-channel mean of the normalisation.
+        std (Sequence[float]): Per-channel standard deviation.
+
+    Returns:
+        torch.Tensor: ``(batch_size, in_channels, H, W)`` float32.
+    """
+    if in_channels == 3:
+        from sklearn.datasets import load_sample_images
+        pictures = [
+            torch.from_numpy(np.array(image)).permute(2, 0, 1)
+            for image in load_sample_images().images
+        ]
+    elif in_channels == 1:
+        from sklearn.datasets import load_digits
+        pictures = [
+            torch.from_numpy(image * (255 / 16))[None]
+            for image in load_digits().images[:batch_size]
+        ]
+    else:
+        raise ValueError('Sample images are RGB or grey; the model takes '
+                         f'{in_channels} channels.')
+    batch = torch.stack([
+        torch.nn.functional.interpolate(
+            pictures[index % len(pictures)][None].float(),
+            size=tuple(size),
+            mode='bilinear',
+            align_corners=False)[0] for index in range(batch_size)
+    ])
+    mean_t = torch.tensor(mean, dtype=torch.float32).view(1, -1, 1, 1)
+    std_t = torch.tensor(std, dtype=torch.float32).view(1, -1, 1, 1)
+    return (batch - mean_t) / std_t
+
+
+def compare(module: nn.Module, session: RuntimeSession,
+            inputs: Dict[str, torch.Tensor]) -> Dict[str, float]:
+    """Max absolute difference between PyTorch and a runtime per input."""
+    return {
+        name: max_abs_diff(torch_outputs(module, images), session(images))
+        for name, images in inputs.items()
+    }

@@ -1,0 +1,175 @@
+"""Export a T2T-ViT config and checkpoint to ONNX, and check the file.
+
+Classifier configs export images to logits (or ``--output scores``);
+detection and segmentation configs export the backbone and its
+``T2TFeaturePyramid``: images to the pyramid levels. The input ``images`` is
+the normalised batch ``(B, C, H, W)`` (the config's ``data_preprocessor``
+applied); batch, height and width are dynamic (height and width multiples of
+the soft splits' total stride, 16 for the released archs).
+
+Examples::
+
+    python tools/deployment/pytorch2onnx.py \\
+        configs/t2t-vit-t-14_8xb64_in1k.py t2t-vit-t-14.pth t-14.onnx --verify
+    python tools/deployment/pytorch2onnx.py \\
+        configs/det/retinanet_t2t-vit-t-14_fpn_1x_coco.py retinanet.pth \\
+        backbone.onnx --verify --openvino
+"""
+import argparse
+import contextlib
+import io
+import sys
+from pathlib import Path
+from typing import Dict, List, Optional
+
+import torch
+from rich.console import Console
+
+from t2t_plugin.deployment import (
+    OPSET,
+    RuntimeSession,
+    build_exportable,
+    check_input_size,
+    compare,
+    export_onnx,
+    sample_images,
+)
+
+
+def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        description='Export T2T-ViT to ONNX and check it against PyTorch.')
+    parser.add_argument('config', help='model config file')
+    parser.add_argument('checkpoint', help='checkpoint file')
+    parser.add_argument('out', type=Path, help='the .onnx file to write')
+    parser.add_argument(
+        '--output',
+        choices=('logits', 'scores'),
+        default='logits',
+        help='classifiers: raw logits or softmax scores')
+    parser.add_argument(
+        '--opset', type=int, default=OPSET, help='ONNX opset version')
+    parser.add_argument(
+        '--shape',
+        type=int,
+        nargs=2,
+        metavar=('H', 'W'),
+        help='input size to verify with (and to fix, with --static-size); '
+        "default: the config's img_size")
+    parser.add_argument(
+        '--static-batch', action='store_true', help='fix the batch size')
+    parser.add_argument(
+        '--static-size', action='store_true', help='fix height and width')
+    parser.add_argument(
+        '--batch-size',
+        type=int,
+        default=2,
+        help='batch of the checks (and of the file with --static-batch)')
+    parser.add_argument(
+        '--verify',
+        action='store_true',
+        help='run the file in onnxruntime on random and real images and '
+        'print the largest difference to PyTorch')
+    parser.add_argument(
+        '--openvino',
+        action='store_true',
+        help='run the same checks in OpenVINO (fp32)')
+    parser.add_argument(
+        '--atol',
+        type=float,
+        default=1e-4,
+        help='largest accepted difference to PyTorch')
+    args = parser.parse_args(argv)
+    if args.batch_size < 1:
+        parser.error('--batch-size must be positive.')
+    return args
+
+
+def check_inputs(model, args) -> Dict[str, torch.Tensor]:
+    """Random and real images at the checked size, and a second batch and
+    size when those axes are dynamic."""
+    size = tuple(args.shape or model.input_size)
+    batch = args.batch_size
+    generator = torch.Generator().manual_seed(0)
+    inputs = {
+        f'random {batch}x{size[0]}x{size[1]}':
+        torch.randn(batch, model.in_channels, *size, generator=generator),
+        f'real {batch}x{size[0]}x{size[1]}':
+        sample_images(batch, size, model.in_channels, model.mean, model.std)
+    }
+    other_batch = batch if args.static_batch else batch + 1
+    other_size = size if args.static_size else (size[0] + model.stride,
+                                                size[1] + 2 * model.stride)
+    if (other_batch, other_size) != (batch, size):
+        inputs[f'real {other_batch}x{other_size[0]}x{other_size[1]}'] = (
+            sample_images(other_batch, other_size, model.in_channels,
+                          model.mean, model.std))
+    return inputs
+
+
+def run(args: argparse.Namespace, console: Console) -> int:
+    if not Path(args.config).is_file():
+        raise FileNotFoundError(f'Config file {args.config} does not exist.')
+    if not Path(args.checkpoint).is_file():
+        raise FileNotFoundError(f'Checkpoint {args.checkpoint} does not '
+                                'exist.')
+    model = build_exportable(args.config, args.checkpoint, args.output)
+    if args.shape:
+        check_input_size(model, args.shape)
+        if args.static_size:
+            model.input_size = tuple(args.shape)
+    # torch.onnx reports its steps on stdout; the tool reports its own
+    with console.status(f'Exporting to {args.out} (opset {args.opset})'), \
+            contextlib.redirect_stdout(io.StringIO()):
+        export_onnx(
+            model,
+            args.out,
+            args.opset,
+            dynamic_batch=not args.static_batch,
+            dynamic_size=not args.static_size,
+            batch_size=args.batch_size)
+    dynamic = [
+        name for name, fixed in (('batch', args.static_batch),
+                                 ('height', args.static_size),
+                                 ('width', args.static_size)) if not fixed
+    ]
+    print(f'Wrote {args.out}: opset {args.opset}, input images '
+          f'(B, {model.in_channels}, H, W), outputs '
+          f'{", ".join(model.output_names)}; dynamic axes: '
+          f'{", ".join(dynamic) or "none"}'
+          + (f' (H, W multiples of {model.stride})'
+             if not args.static_size else ''))
+    runtimes = (['onnxruntime'] if args.verify else []) + (
+        ['openvino'] if args.openvino else [])
+    worst = 0.
+    inputs = check_inputs(model, args) if runtimes else {}
+    for runtime in runtimes:
+        session = RuntimeSession(args.out, runtime)
+        with console.status(f'Checking with {runtime}'):
+            diffs = compare(model.module, session, inputs)
+        for name, diff in diffs.items():
+            print(f'{runtime} vs PyTorch, {name}: max abs diff {diff:.2e}')
+            worst = max(worst, diff)
+    if worst > args.atol:
+        print(
+            f'pytorch2onnx.py: error: the exported file differs from PyTorch '
+            f'by {worst:.2e} (more than --atol {args.atol:g}).',
+            file=sys.stderr)
+        return 1
+    return 0
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    args = parse_args(argv)
+    console = Console(stderr=True)
+    try:
+        return run(args, console)
+    except (ValueError, ImportError, KeyError, OSError) as error:
+        message = str(error).strip().splitlines()[0] if str(error) else (
+            type(error).__name__)
+        print(f'pytorch2onnx.py: error: {message}', file=sys.stderr)
+        return 2
+
+
+if __name__ == '__main__':
+    sys.exit(main())
