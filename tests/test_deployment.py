@@ -190,8 +190,8 @@ def tool():
 
 @pytest.fixture(scope='module')
 def digits_checkpoint(tmp_path_factory):
-    from t2t_plugin.apis import init_model
-    model = init_model(ROOT / 'configs' / 't2t-vit-mini_1xb64_digits.py')
+    from mmpretrain.apis import get_model
+    model = get_model(str(ROOT / 'configs' / 't2t-vit-mini_1xb64_digits.py'))
     path = tmp_path_factory.mktemp('ckpt') / 'digits.pth'
     torch.save({'state_dict': model.state_dict()}, path)
     return path

@@ -16,12 +16,12 @@ from mmengine.config import Config
 from mmpretrain.registry import MODELS
 from torch import nn
 
-from ..apis.inference import (
-    _load_weights,
-    init_model,
-    load_checkpoint_file,
-    load_config,
+from ..engine.checkpoint import (
+    checkpoint_state_dict,
+    load_state_dict_strictly,
+    read_checkpoint,
 )
+from ..engine.config import load_config
 from ..models.backbones import T2TViT
 from ..models.necks import T2TFeaturePyramid
 
@@ -155,7 +155,8 @@ def build_exportable(config: Union[str, Path, Config],
 
     Raises:
         ValueError: If the config is not a T2T-ViT model or the checkpoint
-            does not fit it.
+            cannot be read (``CheckpointError``, ``ConfigError``).
+        CheckpointMismatchError: If the checkpoint does not fit the model.
         FileNotFoundError: If the config or checkpoint is missing.
     """
     cfg = load_config(config)
@@ -165,7 +166,13 @@ def build_exportable(config: Union[str, Path, Config],
     in_channels = backbone_cfg.get('in_channels', 3)
     mean, std = _normalisation(cfg, in_channels)
     if cfg.model.get('type') == 'ImageClassifier':
-        classifier = init_model(cfg, checkpoint)
+        cfg.model.backbone.pop('init_cfg', None)  # the checkpoint replaces it
+        classifier = MODELS.build(cfg.model)
+        if checkpoint is None:
+            classifier.init_weights()
+        else:
+            load_state_dict_strictly(classifier, read_checkpoint(checkpoint),
+                                     str(checkpoint))
         module = ClassifierForExport(classifier, output)
         backbone = classifier.backbone
         output_names = [output]
@@ -203,8 +210,8 @@ def _build_pyramid(cfg: Config, backbone_cfg: dict,
         if pyramid is not None:
             pyramid.init_weights()
     else:
-        loaded = load_checkpoint_file(checkpoint)
-        state_dict = loaded.get('state_dict', loaded)
+        state_dict = checkpoint_state_dict(read_checkpoint(checkpoint),
+                                           str(checkpoint))
         for prefix, part in prefixes.items():
             own = {
                 key[len(prefix):]: value
@@ -216,7 +223,8 @@ def _build_pyramid(cfg: Config, backbone_cfg: dict,
                     f'{checkpoint} holds no {prefix}* weights; give the '
                     'checkpoint of a detector or segmentor with this '
                     'backbone.')
-            _load_weights(part, {'state_dict': own}, checkpoint)
+            load_state_dict_strictly(part, {'state_dict': own},
+                                     str(checkpoint))
     if pyramid is not None:
         names = [f'level{i}' for i in pyramid.out_indices]
     else:

@@ -34,6 +34,7 @@ from t2t_plugin.deployment import (
     export_onnx,
     sample_images,
 )
+from t2t_plugin.engine import CheckpointMismatchError
 
 
 def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
@@ -164,7 +165,8 @@ def main(argv: Optional[List[str]] = None) -> int:
     console = Console(stderr=True)
     try:
         return run(args, console)
-    except (ValueError, ImportError, KeyError, OSError) as error:
+    except (ValueError, ImportError, KeyError, OSError,
+            CheckpointMismatchError) as error:
         message = str(error).strip().splitlines()[0] if str(error) else (
             type(error).__name__)
         print(f'pytorch2onnx.py: error: {message}', file=sys.stderr)
