@@ -15,6 +15,7 @@ import torch
 from torch import nn
 from torch.utils.flop_counter import FlopCounterMode, sdpa_flop_count
 
+from ..compat import cpu_attention_flop_formulas
 from ..models.layers import SelfAttention
 from ..models.t2t import PerformerAttention
 
@@ -90,10 +91,7 @@ def count_complexity(model: nn.Module,
     params = sum(param.numel() for param in model.parameters())
     device = next(model.parameters()).device
     images = torch.randn(1, in_channels, *input_shape, device=device)
-    custom = {
-        torch.ops.aten._scaled_dot_product_flash_attention_for_cpu:
-        _sdpa_cpu_flops
-    }
+    custom = cpu_attention_flop_formulas(_sdpa_cpu_flops)
     was_training = model.training
     model.eval()
     with FlopCounterMode(display=False, custom_mapping=custom) as counter:

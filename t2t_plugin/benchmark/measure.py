@@ -20,6 +20,8 @@ import torch
 from torch import nn
 from torch.profiler import ProfilerActivity, profile
 
+from ..compat import grad_scaler
+
 DTYPES = {'fp32': None, 'bf16': torch.bfloat16, 'fp16': torch.float16}
 
 
@@ -65,7 +67,7 @@ class StepRunner:
             params = [p for p in model.parameters() if p.requires_grad]
             self.optimizer = torch.optim.AdamW(params, lr=0.)
             if self.amp_dtype == torch.float16:
-                self.scaler = torch.amp.GradScaler(self.device.type)
+                self.scaler = grad_scaler(self.device.type)
 
     def _autocast(self):
         return torch.autocast(

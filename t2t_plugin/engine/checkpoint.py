@@ -38,6 +38,8 @@ from mmengine.fileio import LocalBackend, register_backend
 from mmengine.logging import HistoryBuffer
 from mmengine.runner import Runner
 
+from ..compat import add_safe_globals
+
 _STATISTICS_METHODS = ('min', 'max', 'current', 'mean')
 
 # The process umask can only be read by setting it; read it once, before
@@ -77,8 +79,12 @@ def checkpoint_safe_globals() -> List[Union[object, Tuple[object, str]]]:
         dtype classes. None of them runs code that a file could choose.
     """
     # numpy 2 moved the pickling helpers from ``numpy.core`` to
-    # ``numpy._core``; a file names the module of the numpy that wrote it.
-    multiarray = getattr(np, '_core', np.core).multiarray
+    # ``numpy._core`` (numpy 1.26 re-exports them there); a file names the
+    # module of the numpy that wrote it.
+    try:
+        from numpy._core import multiarray
+    except ImportError:
+        from numpy.core import multiarray
     # numpy >= 1.25 gives each dtype its own class (``Float64DType``, ...),
     # which the file names when it restores a dtype's state.
     dtype_classes = {type(np.dtype(code)) for code in
@@ -97,7 +103,7 @@ def checkpoint_safe_globals() -> List[Union[object, Tuple[object, str]]]:
 
 def allow_mmengine_checkpoints() -> None:
     """Let ``torch.load(weights_only=True)`` read mmengine checkpoints."""
-    torch.serialization.add_safe_globals(checkpoint_safe_globals())
+    add_safe_globals(checkpoint_safe_globals())
 
 
 class AtomicLocalBackend(LocalBackend):

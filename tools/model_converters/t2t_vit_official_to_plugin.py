@@ -18,6 +18,7 @@ import torch
 from rich.console import Console
 from rich.progress import Progress
 
+from t2t_plugin.compat import safe_globals
 from t2t_plugin.converters import (
     convert_official_state_dict,
     describe_arch,
@@ -107,7 +108,7 @@ def load_checkpoint_file(path: Path, trust_pickle: bool) -> object:
     """
     try:
         # timm training checkpoints keep their argparse options
-        with torch.serialization.safe_globals([argparse.Namespace]):
+        with safe_globals([argparse.Namespace]):
             return torch.load(
                 path, map_location='cpu', weights_only=not trust_pickle)
     except Exception as error:  # torch.load fails in many ways on junk
