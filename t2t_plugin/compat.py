@@ -9,9 +9,22 @@ has.
 """
 import warnings
 from contextlib import nullcontext
-from typing import Callable, ContextManager, Dict, Iterable, Optional
+from typing import (
+    Any,
+    Callable,
+    ContextManager,
+    Dict,
+    Iterable,
+    List,
+    Optional,
+    Union,
+)
 
 import torch
+import torch.utils.flop_counter
+from mmengine.utils import digit_version
+from torch import nn
+from torch.utils.flop_counter import FlopCounterMode
 
 
 class MissingFeatureWarning(UserWarning):
@@ -28,6 +41,14 @@ HAS_DEVICE_GRAD_SCALER = hasattr(torch.amp, 'GradScaler')
 # not count; older torch runs attention on CPU as matmuls it does count.
 CPU_FLASH_ATTENTION = getattr(
     torch.ops.aten, '_scaled_dot_product_flash_attention_for_cpu', None)
+
+# torch >= 2.6: torch.load refuses arbitrary objects unless told otherwise
+WEIGHTS_ONLY_BY_DEFAULT = digit_version(torch.__version__) >= digit_version(
+    '2.6.0')
+# torch >= 2.4 finds the modules of a FlopCounterMode run by itself; older
+# torch counts per module only for the modules it is given.
+FLOP_COUNTER_TRACKS_MODULES = hasattr(torch.utils.flop_counter,
+                                      'ModuleTracker')
 
 _warned = set()
 
@@ -139,6 +160,101 @@ def cpu_attention_flop_formulas(count: Callable) -> Dict:
     if CPU_FLASH_ATTENTION is None:
         return {}
     return {CPU_FLASH_ATTENTION: count}
+
+
+class _NestedFlopCounter:
+    """Per-module FLOP counts for torch < 2.4.
+
+    torch 2.1's FlopCounterMode tracks modules only through hooks that turn
+    a module's 1-tuple output into a bare tensor, which breaks models whose
+    backbone returns a tuple. Here every submodule gets its own counter,
+    entered and left by forward hooks that leave outputs alone.
+    """
+
+    def __init__(self, model: nn.Module,
+                 custom_mapping: Dict[Any, Callable]) -> None:
+        self.model = model
+        self.custom_mapping = custom_mapping
+        self.total = FlopCounterMode(display=False,
+                                     custom_mapping=custom_mapping)
+        self.counts: Dict[str, Dict[Any, int]] = {}
+        self.handles: List[Any] = []
+
+    def _counter(self) -> FlopCounterMode:
+        return FlopCounterMode(display=False,
+                               custom_mapping=self.custom_mapping)
+
+    @staticmethod
+    def _enter(counter: FlopCounterMode) -> None:
+        counter.__enter__()
+
+    def _leave(self, counter: FlopCounterMode, key: str) -> None:
+        counter.__exit__(None, None, None)
+        counts = self.counts.setdefault(key, {})
+        for op, flops in counter.get_flop_counts().get('Global', {}).items():
+            counts[op] = counts.get(op, 0) + flops
+
+    def __enter__(self) -> '_NestedFlopCounter':
+        root = type(self.model).__name__
+        for name, module in self.model.named_modules():
+            if not name:
+                continue
+            counter, key = self._counter(), f'{root}.{name}'
+            self.handles += [
+                # a pre-hook's return value would replace the inputs
+                module.register_forward_pre_hook(
+                    lambda *_, counter=counter: self._enter(counter)),
+                module.register_forward_hook(
+                    lambda *_, counter=counter, key=key: self._leave(
+                        counter, key)),
+            ]
+        self.total.__enter__()
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        self.total.__exit__(*exc_info)
+        for handle in self.handles:
+            handle.remove()
+        self.handles = []
+
+    def get_total_flops(self) -> int:
+        return self.total.get_total_flops()
+
+    def get_flop_counts(self) -> Dict[str, Dict[Any, int]]:
+        return dict(Global=self.total.get_flop_counts().get('Global', {}),
+                    **self.counts)
+
+
+def flop_counter(model: nn.Module, custom_mapping: Dict[Any, Callable]
+                 ) -> Union[FlopCounterMode, _NestedFlopCounter]:
+    """A silent FlopCounterMode that counts per module of ``model``.
+
+    Args:
+        model (nn.Module): The model whose modules name the counts.
+        custom_mapping (dict): Extra operator formulas.
+
+    Returns:
+        A context manager with ``get_total_flops()`` and
+        ``get_flop_counts()``, keyed ``'<ModelClass>.<module path>'`` on
+        every supported torch.
+    """
+    if FLOP_COUNTER_TRACKS_MODULES:
+        return FlopCounterMode(display=False, custom_mapping=custom_mapping)
+    return _NestedFlopCounter(model, custom_mapping)
+
+
+def profiler_event_start_ns(event: Any) -> int:
+    """Start time of a profiler (Kineto) event in nanoseconds.
+
+    Args:
+        event: An event of ``prof.profiler.kineto_results.events()``.
+
+    Returns:
+        int: ``event.start_ns()``; from ``start_us()`` on torch < 2.2.
+    """
+    if hasattr(event, 'start_ns'):
+        return event.start_ns()
+    return event.start_us() * 1000
 
 
 def mmcv_cuda_ops_problem(cuda_available: bool,

@@ -11,6 +11,7 @@ from mmpretrain.registry import MODELS
 from PIL import Image
 
 import t2t_plugin  # noqa: F401
+from t2t_plugin import compat
 from t2t_plugin.apis import inference_model, init_model
 
 from .tool_loading import load_tool
@@ -139,6 +140,9 @@ def test_checkpoint_meta_names_the_classes(tmp_path):
     assert model.dataset_meta['classes'] == names
 
 
+@pytest.mark.skipif(
+    not compat.HAS_ADD_SAFE_GLOBALS,
+    reason='torch < 2.4 cannot read training checkpoints safely')
 def test_mmengine_training_checkpoints_load(tmp_path):
     config, slim, reference = write_tiny_model(tmp_path)
     # what mmengine's CheckpointHook writes beside the weights

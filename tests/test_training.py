@@ -24,6 +24,7 @@ from mmengine.runner import load_checkpoint
 from mmpretrain.registry import DATASETS, MODELS
 
 import t2t_plugin  # noqa: F401
+from t2t_plugin import compat
 from t2t_plugin.engine import (
     AtomicLocalBackend,
     find_scalar_files,
@@ -291,6 +292,9 @@ class _Reach:
         return getattr, (self.owner, self.name)
 
 
+@pytest.mark.skipif(
+    not compat.WEIGHTS_ONLY_BY_DEFAULT,
+    reason="torch < 2.6 loads with the unrestricted unpickler by default")
 @pytest.mark.parametrize('payload', [
     _Reach(HistoryBuffer, '__init__'),
     _Reach(torch.Tensor, 'copy_'),

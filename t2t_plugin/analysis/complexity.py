@@ -13,9 +13,9 @@ from typing import Any, Dict, Optional, Tuple
 
 import torch
 from torch import nn
-from torch.utils.flop_counter import FlopCounterMode, sdpa_flop_count
+from torch.utils.flop_counter import sdpa_flop_count
 
-from ..compat import cpu_attention_flop_formulas
+from ..compat import cpu_attention_flop_formulas, flop_counter
 from ..models.layers import SelfAttention
 from ..models.t2t import PerformerAttention
 
@@ -94,7 +94,7 @@ def count_complexity(model: nn.Module,
     custom = cpu_attention_flop_formulas(_sdpa_cpu_flops)
     was_training = model.training
     model.eval()
-    with FlopCounterMode(display=False, custom_mapping=custom) as counter:
+    with flop_counter(model, custom) as counter:
         model(images, **(forward_kwargs or {}))
     model.train(was_training)
     counts = counter.get_flop_counts()

@@ -70,7 +70,8 @@ def load_checkpoint_file(path: Union[str, Path]) -> Dict[str, Any]:
     try:
         checkpoint = torch.load(path, map_location='cpu', weights_only=True)
     except pickle.UnpicklingError as error:
-        found = re.search(r'GLOBAL (\S+)', str(error))
+        # torch >= 2.4 names a 'GLOBAL', older torch a 'class'
+        found = re.search(r'(?:GLOBAL|class) (\S+)', str(error))
         name = found.group(1) if found else 'unknown'
         raise ValueError(
             f'{path} holds Python objects that are not weights ({name}); '

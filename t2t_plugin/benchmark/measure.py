@@ -20,7 +20,7 @@ import torch
 from torch import nn
 from torch.profiler import ProfilerActivity, profile
 
-from ..compat import grad_scaler
+from ..compat import grad_scaler, profiler_event_start_ns
 
 DTYPES = {'fp32': None, 'bf16': torch.bfloat16, 'fp16': torch.float16}
 
@@ -150,7 +150,7 @@ def _profiled_extra_bytes(step: StepRunner) -> int:
             activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
         step()
     # a CPU step allocates on the CPU only: every memory event counts
-    events = sorted((event.start_ns(), event.nbytes())
+    events = sorted((profiler_event_start_ns(event), event.nbytes())
                     for event in prof.profiler.kineto_results.events()
                     if event.name() == '[memory]')
     current = peak = 0
