@@ -105,6 +105,7 @@ def interrupted_run(tmp_path_factory):
     return work_dir, resumed.stdout + resumed.stderr
 
 
+@pytest.mark.slow
 def test_resume_after_kill_continues_the_schedule(interrupted_run):
     work_dir, log = interrupted_run
     line = next(ln for ln in log.splitlines() if 'resumed epoch:' in ln)
@@ -166,6 +167,7 @@ def evaluate_in_process(checkpoint: str) -> tuple:
     return top1, top5
 
 
+@pytest.mark.slow
 def test_test_tool_reports_top1_top5(interrupted_run, tmp_path):
     work_dir, _ = interrupted_run
     out = tmp_path / 'metrics.json'
@@ -180,6 +182,7 @@ def test_test_tool_reports_top1_top5(interrupted_run, tmp_path):
     assert f'accuracy/top1: {metrics["accuracy/top1"]:.4f}' in result.stdout
 
 
+@pytest.mark.slow
 def test_test_tool_scores_the_averaged_weights_of_ema_checkpoints(
         interrupted_run, tmp_path):
     """With EMAHook, a checkpoint's state_dict holds the averaged weights
@@ -256,6 +259,7 @@ def test_amp_on_cpu_trains_in_bfloat16():
     assert model.head.layers.head.weight.dtype == torch.float32
 
 
+@pytest.mark.slow
 def test_missing_dataset_is_one_line(tmp_path):
     config = str(ROOT / 'configs' / 't2t-vit-14_8xb64_in1k.py')
     result = run_tool(str(ROOT / 'tools' / 'train.py'), config, cwd=tmp_path)

@@ -88,13 +88,14 @@ class Settings:
     dist_epochs: int
     compile_backend: str
     workers: int
+    dry_run: bool = False
 
 
 def settings_for(dry_run: bool) -> Settings:
     if dry_run:
         return Settings('cpu', dict(TINY_ARCHS), 32, 2, ['fp32', 'bf16'],
                         ['--warmup', '0', '--iters', '1', '--rounds', '1'],
-                        3, 1, 'eager', 0)
+                        3, 1, 'eager', 0, dry_run=True)
     return Settings('cuda', {name: name for name in TINY_ARCHS}, 224, 64,
                     ['fp32', 'bf16', 'fp16'],
                     ['--warmup', '2', '--iters', '5', '--rounds', '3'],
@@ -171,7 +172,9 @@ def benchmark_stage(s: Settings, work: Path, official: Optional[Path],
                     continue
                 parts = [f"{ours['images_per_s']:.0f} img/s"]
                 for name, record in rows.items():
-                    if record.get('speedup_of_ours') and name != 't2t-plugin':
+                    # references only: with_cp rows are ours too
+                    if name in ('mmpretrain', 'official') and record.get(
+                            'speedup_of_ours'):
                         parts.append(f"{record['speedup_of_ours']:.2f}x "
                                      f'{name}')
                 stage.rows.append(Row(
@@ -185,7 +188,8 @@ def benchmark_stage(s: Settings, work: Path, official: Optional[Path],
         if plain is not None and cp is not None:
             stage.rows.append(Row(
                 f'peak memory {label} train fp32 b{s.batch_size}',
-                f'{plain:.0f} MiB, with_cp {cp:.0f} MiB', cp < plain))
+                f'{plain:.0f} MiB, with_cp {cp:.0f} MiB',
+                None if s.dry_run else cp < plain))
 
 
 def compile_stage(s: Settings, stage: Stage) -> None:
@@ -216,12 +220,14 @@ def compile_stage(s: Settings, stage: Stage) -> None:
         repeats = 1 if device.type == 'cpu' else 20
         _, eager_s = timed(model, repeats)
         _, compiled_s = timed(compiled, repeats)
-    diff = (eager_out[0] - compiled_out[0]).abs().max().item()
+    # relative to the output's scale: kernels may sum in another order
+    diff = ((eager_out[0] - compiled_out[0]).abs().max() /
+            eager_out[0].abs().max()).item()
     stage.rows.append(Row(
         f'torch.compile ({s.compile_backend}) t-14 infer fp32 '
         f'b{s.batch_size}',
-        f'max |diff| {diff:.1e}, {eager_s / compiled_s:.2f}x eager speed, '
-        f'first call {compile_s:.0f} s', diff < 1e-3))
+        f'max rel. diff {diff:.1e}, {eager_s / compiled_s:.2f}x eager '
+        f'speed, first call {compile_s:.0f} s', diff < 1e-3))
 
 
 def write_images(folder: Path, count: int, size: int) -> None:
@@ -255,7 +261,7 @@ def amp_stage(s: Settings, work: Path, stage: Stage) -> None:
         tiny = not isinstance(arch, str)
         config.write_text(AMP_CONFIG.format(
             base=str(AMP_CONFIGS[label]), img_size=s.img_size,
-            arch=f', arch={arch!r}' if tiny else '',
+            arch=f', arch=dict(_delete_=True, **{arch!r})' if tiny else '',
             head=(f", head=dict(in_channels={arch['embed_dims']})"
                   if tiny else ''),
             batch_size=s.batch_size, workers=s.workers,
@@ -293,7 +299,7 @@ def dist_stage(s: Settings, work: Path, stage: Stage) -> None:
         return
     text = log.read_text(errors='replace')
     used = f"'backend': '{backend}'" in text or f'backend={backend}' in text
-    top1 = [line for line in text.splitlines() if 'accuracy/top1' in line]
+    top1 = [line for line in text.splitlines() if 'accuracy/top1:' in line]
     result = top1[-1].split('accuracy/top1:')[-1].split()[0] if top1 else '?'
     stage.rows.append(Row(check, f'{backend} in log: {used}, top-1 {result}',
                           used and bool(top1)))
