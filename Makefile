@@ -22,11 +22,16 @@ TORCH_PINS := torch==2.14.1 torchvision==0.29.1
 # torch with OpenMMLab's prebuilt CUDA wheels of full mmcv, and the lowest
 # versions setup.py allows. torch 2.1 needs numpy 1; opencv 5 declares
 # numpy 2, so both are pinned rather than left to the resolver.
-OLD_VENV := $(CURDIR)/.venv-torch2.1
+OLD_VENV ?= $(CURDIR)/.venv-torch2.1
 OLD_BASE_PYTHON ?= $(BASE_PYTHON)
 OLD_PINS := torch==2.1.2 torchvision==0.16.2 numpy==1.26.4 \
 	opencv-python==4.11.0.86 mmcv-lite==2.1.0 mmengine==0.10.7 \
 	mmpretrain==1.2.0 Pillow==10.1.0
+# The registry's torch 2.1.2 is a 2.5 GB CUDA build that pip does not
+# cache here: the old stack's wheels are kept beside the mmcv wheels, so that
+# a fresh clone installs it from disk.
+WHEEL_CACHE := $(or $(T2T_WHEEL_CACHE),$(HOME)/.cache/t2t-plugin/wheels)
+OLD_WHEELS := $(WHEEL_CACHE)/torch2.1-stack
 PYTEST_ARGS ?=
 
 .PHONY: install install-tests install-dense test test-pinned test-torch2.1 \
@@ -63,7 +68,10 @@ test-pinned: install-tests install-dense
 	$(PYTHON) -m pytest tests $(PYTEST_ARGS)
 
 $(OLD_VENV)/installed: Makefile setup.py | $(OLD_VENV)/bin/python
-	$(OLD_VENV)/bin/python -m pip install $(OLD_PINS) pytest -e .
+	$(OLD_VENV)/bin/python -m pip download -q -d $(OLD_WHEELS) $(OLD_PINS) \
+		pytest matplotlib scikit-learn rich setuptools wheel
+	$(OLD_VENV)/bin/python -m pip install --no-index --find-links $(OLD_WHEELS) \
+		$(OLD_PINS) pytest -e .
 	touch $@
 
 test-torch2.1: $(OLD_VENV)/installed

@@ -136,14 +136,14 @@ def grad_scaler(device_type: str) -> 'torch.cuda.amp.GradScaler':
         the CUDA one.
 
     Raises:
-        RuntimeError: float16 training on CPU with torch < 2.3, which has
+        ValueError: float16 training on CPU with torch < 2.3, which has
             neither a CPU scaler nor float16 CPU autocast.
     """
     if HAS_DEVICE_GRAD_SCALER:
         return torch.amp.GradScaler(device_type)
     if device_type == 'cuda':
         return torch.cuda.amp.GradScaler()
-    raise RuntimeError(missing_torch_feature(
+    raise ValueError(missing_torch_feature(
         'float16 training on CPU', '2.3', 'use bf16 or fp32 on CPU'))
 
 
