@@ -33,11 +33,12 @@ if $PYTHON - <<PY 2>/dev/null
 import mmcv
 from mmcv import _ext
 assert mmcv.__version__ == '$MMCV_VERSION'
-built = _ext.get_compiling_cuda_version()
-assert (built == 'not available') == ('$MMCV_KIND' == 'cpu')
+# any ops serve the CPU (a shared environment may hold CUDA ops for the
+# GPU nodes: keep them); a GPU needs CUDA ops
+assert '$MMCV_KIND' == 'cpu' or _ext.get_compiling_cuda_version() != 'not available'
 PY
 then
-    echo "mmcv $MMCV_VERSION with $MMCV_KIND ops is already installed."
+    echo "mmcv $MMCV_VERSION with compiled ops for $MMCV_KIND is already installed."
     exit 0
 fi
 
@@ -55,8 +56,8 @@ find_wheel() {
     done
 }
 
-# Wheels cached before the key named cpu/cuXXX: accepted for a CPU plan
-# only, and only when the file itself has no CUDA ops (checked below).
+# Wheels cached before the key named cpu/cuXXX do not say which ops they
+# have: they serve a CPU plan only (any ops run on the CPU).
 LEGACY=()
 if [ "$MMCV_KIND" = cpu ]; then
     TORCH_ONLY_KEY=${MMCV_CACHE_KEY%-cpu}
