@@ -4,8 +4,8 @@ The plugin runs on torch 2.1 (the newest torch with OpenMMLab's prebuilt
 CUDA wheels of full mmcv) up to the pinned release. A few features come from
 newer torch; where one is missing the plugin carries on without it and says
 so in one warning line, never with an import error. Features are detected by
-name, not by version number, so a backport or a nightly is judged by what it
-has.
+name where they have one, so a backport or a nightly is judged by what it
+has; only a changed default (``weights_only``) goes by version number.
 """
 import warnings
 from contextlib import nullcontext
