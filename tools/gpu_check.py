@@ -93,7 +93,7 @@ class Settings:
 
 def settings_for(dry_run: bool) -> Settings:
     if dry_run:
-        return Settings('cpu', dict(TINY_ARCHS), 32, 2, ['fp32', 'bf16'],
+        return Settings('cpu', dict(TINY_ARCHS), 32, 2, ['fp32'],
                         ['--warmup', '0', '--iters', '1', '--rounds', '1'],
                         3, 1, 'eager', 0, dry_run=True)
     return Settings('cuda', {name: name for name in TINY_ARCHS}, 224, 64,
