@@ -1,15 +1,56 @@
-PYTHON ?= python3
+# The interpreter: PYTHON=... if given, else the active virtual environment,
+# else the project's own .venv (made from BASE_PYTHON on first use, reused
+# after), so that nothing is installed into a system Python.
+BASE_PYTHON ?= python3
+VENV := $(CURDIR)/.venv
+ifdef PYTHON
+  PYTHON_ORIGIN := PYTHON=$(PYTHON)
+else ifdef VIRTUAL_ENV
+  PYTHON := $(VIRTUAL_ENV)/bin/python
+  PYTHON_ORIGIN := the active virtual environment
+else
+  PYTHON := $(VENV)/bin/python
+  PYTHON_ORIGIN := the project environment .venv
+  MAKE_VENV := $(VENV)/bin/python
+endif
 PIP := $(PYTHON) -m pip
+$(info Python: $(PYTHON) (from $(PYTHON_ORIGIN)))
+
 # The versions this project is tested with; setup.py holds the ranges.
 TORCH_PINS := torch==2.14.1 torchvision==0.29.1
+# The oldest supported stack, tested in a second environment: the newest
+# torch with OpenMMLab's prebuilt CUDA wheels of full mmcv, and the lowest
+# versions setup.py allows. torch 2.1 needs numpy 1; opencv 5 declares
+# numpy 2, so both are pinned rather than left to the resolver.
+OLD_VENV ?= $(CURDIR)/.venv-torch2.1
+OLD_BASE_PYTHON ?= $(BASE_PYTHON)
+OLD_PINS := torch==2.1.2 torchvision==0.16.2 numpy==1.26.4 \
+	opencv-python==4.11.0.86 mmcv-lite==2.1.0 mmengine==0.10.7 \
+	mmpretrain==1.2.0 Pillow==10.1.0
+# The registry's torch 2.1.2 is a 2.5 GB CUDA build that pip does not
+# cache here: the old stack's wheels are kept beside the mmcv wheels, so that
+# a fresh clone installs it from disk.
+WHEEL_CACHE := $(or $(T2T_WHEEL_CACHE),$(HOME)/.cache/t2t-plugin/wheels)
+OLD_WHEELS := $(WHEEL_CACHE)/torch2.1-stack
 PYTEST_ARGS ?=
 
-.PHONY: install install-tests install-dense test demo lint
+.PHONY: install install-tests install-dense test test-pinned test-torch2.1 \
+	lint demo gpu-check
 
-install:
+# A failed `venv` (Debian without python3-venv) must not leave a half-made
+# environment behind for the next run to trust.
+NO_VENV = { rm -rf $(1); echo "Cannot create $(1) with $(2): install its venv module (Debian: apt-get install python3-venv) or name an interpreter with PYTHON=..." >&2; exit 1; }
+
+$(VENV)/bin/python:
+	$(BASE_PYTHON) -m venv $(VENV) || $(call NO_VENV,$(VENV),$(BASE_PYTHON))
+
+$(OLD_VENV)/bin/python:
+	$(OLD_BASE_PYTHON) -m venv $(OLD_VENV) || $(call NO_VENV,$(OLD_VENV),$(OLD_BASE_PYTHON))
+
+install: $(MAKE_VENV)
 	$(PIP) install $(TORCH_PINS)
 	@# full mmcv (installed by install-dense) and mmcv-lite provide the same package
-	$(PYTHON) -c "import mmcv" 2>/dev/null || $(PIP) install 'mmcv-lite>=2.0,<2.2'
+	$(PYTHON) -c "import mmcv" 2>/dev/null || $(PIP) install 'mmcv-lite>=2.1,<2.2'
 	$(PIP) install -e .
 
 install-tests: install
@@ -19,11 +60,29 @@ install-dense: install
 	PYTHON=$(PYTHON) bash tools/install/build_mmcv.sh
 	$(PIP) install -e '.[dense]'
 
-test: install-tests install-dense lint
+# Lint and the whole suite on the pinned stack, then everything but
+# mmdet/mmseg on the torch 2.1 stack.
+test: lint test-pinned test-torch2.1
+
+test-pinned: install-tests install-dense
 	$(PYTHON) -m pytest tests $(PYTEST_ARGS)
 
-lint:
+$(OLD_VENV)/installed: Makefile setup.py | $(OLD_VENV)/bin/python
+	$(OLD_VENV)/bin/python -m pip download -q -d $(OLD_WHEELS) $(OLD_PINS) \
+		pytest matplotlib scikit-learn rich setuptools wheel
+	$(OLD_VENV)/bin/python -m pip install --no-index --find-links $(OLD_WHEELS) \
+		$(OLD_PINS) pytest -e .
+	touch $@
+
+test-torch2.1: $(OLD_VENV)/installed
+	$(OLD_VENV)/bin/python -m pytest tests -m 'not dense' $(PYTEST_ARGS)
+
+lint: install-tests
 	$(PYTHON) -m ruff check t2t_plugin tools tests configs setup.py
 
 demo: install
 	$(PYTHON) tools/demo.py
+
+# On a GPU machine: benchmark, fp16 training, NCCL, compile, memory (< 8 min).
+gpu-check: install
+	PYTHON=$(PYTHON) bash tools/gpu_check.sh

@@ -3,6 +3,7 @@ in mmpretrain's registries and its model index in mmpretrain's ModelHub."""
 import warnings
 
 from . import datasets, engine, models  # noqa: F401
+from .compat import warn_if_mmcv_ops_lack_cuda
 from .model_index import register_model_index
 from .version import __version__
 
@@ -13,5 +14,7 @@ warnings.filterwarnings(
     'ignore', message='pkg_resources is deprecated', category=UserWarning)
 
 register_model_index()
+# mmdet/mmseg ops of a CPU-only mmcv fail on CUDA tensors: say so early.
+warn_if_mmcv_ops_lack_cuda()
 
 __all__ = ['__version__']

@@ -24,6 +24,8 @@ from mmengine.registry import DefaultScope, init_default_scope
 from t2t_plugin.models import T2TViT
 
 CONFIGS = Path(__file__).parents[1] / 'configs'
+pytestmark = pytest.mark.dense
+
 DET_CONFIGS = sorted((CONFIGS / 'det').glob('*.py'))
 SEG_CONFIGS = sorted((CONFIGS / 'seg').glob('*.py'))
 

@@ -26,6 +26,7 @@ def run_script(script: str, *args: str) -> subprocess.CompletedProcess:
 
 
 @pytest.mark.skipif(sys.platform == 'win32', reason='bash launcher')
+@pytest.mark.slow
 def test_two_process_cpu_training_and_testing(tmp_path):
     work_dir = tmp_path / 'dist'
     result = run_script(

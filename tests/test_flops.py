@@ -119,6 +119,7 @@ model = dict(
 """
 
 
+@pytest.mark.dense
 def test_detectors_count_the_backbone_and_the_whole_model(
         tmp_path, capsys, monkeypatch):
     pytest.importorskip('mmdet')

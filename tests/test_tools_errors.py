@@ -236,6 +236,7 @@ def test_truncated_checkpoint_is_one_line(tool, tmp_path):
 
 # 5. A checkpoint of another model.
 
+@pytest.mark.slow
 def test_test_tool_refuses_a_checkpoint_of_another_model(tmp_path):
     other = save_demo_model(tmp_path / 'cifar100_head.pth', num_classes=100)
     result = run_tool('tools/test.py', DEMO, str(other), '--work-dir',

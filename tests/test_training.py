@@ -24,6 +24,7 @@ from mmengine.runner import load_checkpoint
 from mmpretrain.registry import DATASETS, MODELS
 
 import t2t_plugin  # noqa: F401
+from t2t_plugin import compat
 from t2t_plugin.analysis import find_scalar_files, load_scalars
 from t2t_plugin.engine import AtomicLocalBackend
 
@@ -101,6 +102,7 @@ def interrupted_run(tmp_path_factory):
     return work_dir, resumed.stdout + resumed.stderr
 
 
+@pytest.mark.slow
 def test_resume_after_kill_continues_the_schedule(interrupted_run):
     work_dir, log = interrupted_run
     line = next(ln for ln in log.splitlines() if 'resumed epoch:' in ln)
@@ -162,6 +164,7 @@ def evaluate_in_process(checkpoint: str) -> tuple:
     return top1, top5
 
 
+@pytest.mark.slow
 def test_test_tool_reports_top1_top5(interrupted_run, tmp_path):
     work_dir, _ = interrupted_run
     out = tmp_path / 'metrics.json'
@@ -177,6 +180,7 @@ def test_test_tool_reports_top1_top5(interrupted_run, tmp_path):
     assert f'accuracy/top1: {metrics["accuracy/top1"]:.4f}' in result.stdout
 
 
+@pytest.mark.slow
 def test_test_tool_scores_the_averaged_weights_of_ema_checkpoints(
         interrupted_run, tmp_path):
     """With EMAHook, a checkpoint's state_dict holds the averaged weights
@@ -254,6 +258,7 @@ def test_amp_on_cpu_trains_in_bfloat16():
     assert model.head.layers.head.weight.dtype == torch.float32
 
 
+@pytest.mark.slow
 def test_missing_dataset_is_one_line(tmp_path):
     config = str(ROOT / 'configs' / 't2t-vit-14_8xb64_in1k.py')
     result = run_tool(str(ROOT / 'tools' / 'train.py'), config, cwd=tmp_path)
@@ -290,6 +295,9 @@ class _Reach:
         return getattr, (self.owner, self.name)
 
 
+@pytest.mark.skipif(
+    not compat.WEIGHTS_ONLY_BY_DEFAULT,
+    reason="torch < 2.6 loads with the unrestricted unpickler by default")
 @pytest.mark.parametrize('payload', [
     _Reach(HistoryBuffer, '__init__'),
     _Reach(torch.Tensor, 'copy_'),

@@ -11,7 +11,8 @@ Example::
 """
 import argparse
 import sys
-from typing import Optional, Sequence
+from collections.abc import Sequence
+from typing import Optional
 
 import numpy as np
 from mmengine.config import DictAction

@@ -1,5 +1,5 @@
 """Where the class token looks: attention rows from the model's own kernel."""
-from typing import Dict, Sequence
+from collections.abc import Sequence
 
 import torch
 import torch.nn.functional as F
@@ -11,7 +11,7 @@ from .token_maps import forward_with_hooks, resolve_block_indices
 @torch.no_grad()
 def cls_attention_maps(
         backbone: nn.Module, images: torch.Tensor,
-        layer_indices: Sequence[int]) -> Dict[int, torch.Tensor]:
+        layer_indices: Sequence[int]) -> dict[int, torch.Tensor]:
     """Attention of the class token over the image tokens, per head.
 
     A forward hook on each chosen block's :class:`SelfAttention` takes the
@@ -36,7 +36,7 @@ def cls_attention_maps(
     layers = resolve_block_indices(backbone, layer_indices)
     grid = backbone.tokens_to_token.output_sizes(tuple(images.shape[-2:]))[-1]
     extra = backbone.num_extra_tokens
-    captured: Dict[int, torch.Tensor] = {}
+    captured: dict[int, torch.Tensor] = {}
 
     def read(index):
 

@@ -9,17 +9,18 @@ sees every operator, with one formula added: torch's CPU flash-attention
 kernel is not in its table and would otherwise count as zero.
 """
 from dataclasses import dataclass
-from typing import Any, Dict, Optional, Tuple
+from typing import Any, Optional
 
 import torch
 from torch import nn
-from torch.utils.flop_counter import FlopCounterMode, sdpa_flop_count
+from torch.utils.flop_counter import sdpa_flop_count
 
+from ..compat import cpu_attention_flop_formulas, flop_counter
 from ..models.layers import SelfAttention
 from ..models.t2t import PerformerAttention
 
 # the paper's Table 2 and 4 ("MACs"), keyed by (arch, input side)
-PAPER_MACS: Dict[Tuple[str, int], float] = {
+PAPER_MACS: dict[tuple[str, int], float] = {
     ('7', 224): 1.1e9,
     ('10', 224): 1.5e9,
     ('12', 224): 1.8e9,
@@ -53,7 +54,7 @@ class ModelComplexity:
     params: int
     macs: int
     attention_macs: int
-    input_shape: Tuple[int, int]
+    input_shape: tuple[int, int]
 
 
 def _sdpa_cpu_flops(query_shape, key_shape, value_shape, *args,
@@ -61,15 +62,15 @@ def _sdpa_cpu_flops(query_shape, key_shape, value_shape, *args,
     return sdpa_flop_count(query_shape, key_shape, value_shape)
 
 
-def _flops_of(counts: Dict[str, Dict], name: str) -> int:
+def _flops_of(counts: dict[str, dict], name: str) -> int:
     return sum(counts.get(name, {}).values())
 
 
 @torch.no_grad()
 def count_complexity(model: nn.Module,
-                     input_shape: Tuple[int, int] = (224, 224),
+                     input_shape: tuple[int, int] = (224, 224),
                      in_channels: int = 3,
-                     forward_kwargs: Optional[Dict[str, Any]] = None
+                     forward_kwargs: Optional[dict[str, Any]] = None
                      ) -> ModelComplexity:
     """Count parameters and MACs of ``model`` on one random image.
 
@@ -90,13 +91,10 @@ def count_complexity(model: nn.Module,
     params = sum(param.numel() for param in model.parameters())
     device = next(model.parameters()).device
     images = torch.randn(1, in_channels, *input_shape, device=device)
-    custom = {
-        torch.ops.aten._scaled_dot_product_flash_attention_for_cpu:
-        _sdpa_cpu_flops
-    }
+    custom = cpu_attention_flop_formulas(_sdpa_cpu_flops)
     was_training = model.training
     model.eval()
-    with FlopCounterMode(display=False, custom_mapping=custom) as counter:
+    with flop_counter(model, custom) as counter:
         model(images, **(forward_kwargs or {}))
     model.train(was_training)
     counts = counter.get_flop_counts()

@@ -9,13 +9,13 @@ and one per evaluation (metrics and ``step`` = epoch or iteration).
 import glob
 import json
 import os.path as osp
-from typing import Dict, List, Sequence, Tuple
+from collections.abc import Sequence
 
 # Bookkeeping fields of mmengine's log records that are not curves.
 _NON_METRIC_KEYS = {'step', 'epoch', 'iter', 'time', 'data_time', 'memory'}
 
 
-def find_scalar_files(work_dir: str) -> List[str]:
+def find_scalar_files(work_dir: str) -> list[str]:
     """Scalar files of the latest run in ``work_dir``, oldest first.
 
     Every start of a run makes a ``<timestamp>/`` folder. The latest one is
@@ -32,7 +32,7 @@ def find_scalar_files(work_dir: str) -> List[str]:
     # Timestamp folders (YYYYmmdd_HHMMSS) sort chronologically.
     runs = sorted(glob.glob(osp.join(work_dir, '*', 'vis_data',
                                      'scalars.json')))
-    files: List[str] = []
+    files: list[str] = []
     for path in reversed(runs):
         files.insert(0, path)
         if not _resumed(osp.join(osp.dirname(path), 'config.py')):
@@ -48,7 +48,7 @@ def _resumed(config_file: str) -> bool:
         return any(line.strip() == 'resume = True' for line in f)
 
 
-def load_scalars(files: Sequence[str]) -> Tuple[List[dict], List[dict]]:
+def load_scalars(files: Sequence[str]) -> tuple[list[dict], list[dict]]:
     """Read training and evaluation records from json-lines log files.
 
     A resumed run logs again from its checkpoint on, so a record of a later
@@ -61,8 +61,8 @@ def load_scalars(files: Sequence[str]) -> Tuple[List[dict], List[dict]]:
         tuple[list[dict], list[dict]]: Training records (those with ``lr``)
         and evaluation records, each sorted by ``step``.
     """
-    train: Dict[int, dict] = {}
-    val: Dict[int, dict] = {}
+    train: dict[int, dict] = {}
+    val: dict[int, dict] = {}
     for path in files:
         with open(path, encoding='utf-8') as f:
             for line in f:

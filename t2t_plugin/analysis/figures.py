@@ -4,8 +4,9 @@ Panels are composed with numpy and labelled with PIL, so that the size of
 a figure follows from its panels alone (``panel_grid_size``); matplotlib
 only lends its colour maps.
 """
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Optional, Sequence, Tuple, Union
+from typing import Optional, Union
 
 import numpy as np
 import torch
@@ -16,7 +17,7 @@ GAP = 4
 LABEL_HEIGHT = 16
 TITLE_HEIGHT = 22
 
-Panel = Tuple[str, np.ndarray]
+Panel = tuple[str, np.ndarray]
 
 
 def colorize(values: Union[np.ndarray, torch.Tensor],
@@ -34,7 +35,7 @@ def colorize(values: Union[np.ndarray, torch.Tensor],
     return (colormaps[cmap](scaled)[..., :3] * 255).astype(np.uint8)
 
 
-def resize_map(values: torch.Tensor, size: Tuple[int, int],
+def resize_map(values: torch.Tensor, size: tuple[int, int],
                mode: str = 'bilinear') -> torch.Tensor:
     """Resize a 2-D map ``(h, w)`` to ``size`` (``'nearest'`` keeps the
     token grid visible, ``'bilinear'`` smooths it)."""
@@ -61,8 +62,8 @@ def overlay(image: np.ndarray,
     return blended.round().astype(np.uint8)
 
 
-def panel_grid_size(rows: int, cols: int, panel_size: Tuple[int, int],
-                    title: bool) -> Tuple[int, int]:
+def panel_grid_size(rows: int, cols: int, panel_size: tuple[int, int],
+                    title: bool) -> tuple[int, int]:
     """``(width, height)`` in pixels of :func:`save_panel_grid`'s figure.
 
     Args:

@@ -1,13 +1,14 @@
 """The token maps of Fig. 2 of the paper, read from a running backbone."""
 from collections import OrderedDict
-from typing import Callable, Dict, List, Sequence, Tuple
+from collections.abc import Sequence
+from typing import Callable
 
 import torch
 from torch import nn
 
 
 def resolve_block_indices(backbone: nn.Module,
-                          layer_indices: Sequence[int]) -> List[int]:
+                          layer_indices: Sequence[int]) -> list[int]:
     """Encoder block indices counted from 0, negative ones from the end.
 
     Raises:
@@ -26,7 +27,7 @@ def resolve_block_indices(backbone: nn.Module,
     return resolved
 
 
-def default_block_indices(num_layers: int) -> List[int]:
+def default_block_indices(num_layers: int) -> list[int]:
     """The first, the middle and the last encoder block."""
     return sorted({0, num_layers // 2, num_layers - 1})
 
@@ -54,7 +55,7 @@ def collect_token_maps(
         ``'block{i}'``.
     """
     layers = resolve_block_indices(backbone, layer_indices)
-    captured: Dict[str, torch.Tensor] = OrderedDict()
+    captured: dict[str, torch.Tensor] = OrderedDict()
     grid = {}
 
     def read_t2t(module, args, output):
@@ -82,7 +83,7 @@ def collect_token_maps(
 
 
 def forward_with_hooks(backbone: nn.Module, images: torch.Tensor,
-                       hooks: Sequence[Tuple[nn.Module, Callable]]) -> None:
+                       hooks: Sequence[tuple[nn.Module, Callable]]) -> None:
     """Run ``backbone`` once with forward hooks on some of its modules.
 
     The hooks are removed afterwards, also when the forward fails.

@@ -6,8 +6,9 @@ rule that one bad image does not stop the others are the same for all.
 """
 import argparse
 import sys
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Callable, List, Sequence
+from typing import Callable
 
 from rich.console import Console
 from rich.progress import track
@@ -53,7 +54,7 @@ def draw_images(args: argparse.Namespace,
     console = Console(soft_wrap=True)
     out_dir = Path(args.out_dir)
     try:
-        images: List[Path] = list_images(args.image)
+        images: list[Path] = list_images(args.image)
         model = load_model(args.config, args.checkpoint, args.device)
         if needs_cls_token and not model.backbone.with_cls_token:
             raise ValueError('The class-token attention needs a backbone '

@@ -8,7 +8,8 @@ first and print one line per missing path instead.
 import os
 import os.path as osp
 import sys
-from typing import Iterator, List, Optional
+from collections.abc import Iterator
+from typing import Optional
 
 from mmengine.config import Config
 from mmpretrain.registry import DATASETS
@@ -80,9 +81,9 @@ def _checkpoint_paths(node: object) -> Iterator[str]:
 
 
 def find_missing_inputs(cfg: Config,
-                        dataloaders: Optional[List[str]] = None,
+                        dataloaders: Optional[list[str]] = None,
                         check_load_from: bool = True,
-                        check_init_cfg: bool = True) -> List[str]:
+                        check_init_cfg: bool = True) -> list[str]:
     """Messages, one per missing dataset path or checkpoint of a config.
 
     Args:

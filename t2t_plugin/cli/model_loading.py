@@ -10,7 +10,7 @@ is refused before it is run.
 """
 import math
 from pathlib import Path
-from typing import List, Optional, Tuple, Union
+from typing import Optional, Union
 
 import numpy as np
 import torch
@@ -161,7 +161,7 @@ def check_token_budget(model: nn.Module, image: Union[str, Path,
             '--max-tokens.')
 
 
-def list_images(path: Union[str, Path]) -> List[Path]:
+def list_images(path: Union[str, Path]) -> list[Path]:
     """An image file, or the image files of a folder, sorted.
 
     Raises:
@@ -185,7 +185,7 @@ def list_images(path: Union[str, Path]) -> List[Path]:
 @torch.no_grad()
 def preprocess_image(model: nn.Module,
                      image: Union[str, Path, np.ndarray]
-                     ) -> Tuple[torch.Tensor, np.ndarray]:
+                     ) -> tuple[torch.Tensor, np.ndarray]:
     """The network input for an image, and that input as a picture.
 
     Args:

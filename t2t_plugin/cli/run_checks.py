@@ -13,7 +13,8 @@ import math
 import os
 import os.path as osp
 import re
-from typing import Callable, Iterable, List, Optional, Sequence
+from collections.abc import Iterable, Sequence
+from typing import Callable, Optional
 
 import numpy as np
 from mmengine.config import Config
@@ -51,7 +52,7 @@ _FIXED_SIZE_TRANSFORMS = {
 _FREE_SIZE_TRANSFORMS = ('ResizeEdge', 'RandomResize', 'RandomChoiceResize')
 
 
-def _hook_types(hooks: Iterable) -> List[str]:
+def _hook_types(hooks: Iterable) -> list[str]:
     return [
         str(hook.get('type', '')).split('.')[-1] for hook in hooks
         if isinstance(hook, dict)
@@ -150,7 +151,7 @@ def newest_intact_checkpoint(work_dir: str) -> Optional[str]:
     return None
 
 
-def _custom_dataset_empty_classes(dataset) -> List[str]:
+def _custom_dataset_empty_classes(dataset) -> list[str]:
     """Classes without a sample in a folder-style mmpretrain CustomDataset
     (one class per sub-folder: an empty folder still takes a label)."""
     from mmpretrain.datasets import CustomDataset
@@ -328,7 +329,7 @@ def _state_dict_of(checkpoint: dict) -> dict:
     } if isinstance(state, dict) else {}
 
 
-def _shape_mismatches(model, state_dict: dict) -> List[str]:
+def _shape_mismatches(model, state_dict: dict) -> list[str]:
     own = model.state_dict()
     problems = [
         f'{key}: checkpoint {tuple(value.shape)}, model '

@@ -1,6 +1,7 @@
 """The mmengine Runner of a tool run, built before any data is read."""
 import os.path as osp
-from typing import Optional, Sequence
+from collections.abc import Sequence
+from typing import Optional
 
 from mmengine.config import Config
 from mmengine.registry import RUNNERS

@@ -3,7 +3,8 @@
 check that the model's outputs are finite."""
 import copy
 import os.path as osp
-from typing import Any, Optional, Sequence
+from collections.abc import Sequence
+from typing import Any, Optional
 
 import torch
 from mmengine.config import Config, ConfigDict

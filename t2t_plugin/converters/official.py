@@ -8,7 +8,8 @@ official logits exactly.
 """
 import re
 from collections import OrderedDict
-from typing import Any, Dict, Mapping, Optional, Tuple
+from collections.abc import Mapping
+from typing import Any, Optional
 
 import torch
 
@@ -51,7 +52,7 @@ _TOP_LEVEL = {
 _TOTAL_STRIDE = 16
 
 
-def extract_state_dict(checkpoint: Any) -> Dict[str, torch.Tensor]:
+def extract_state_dict(checkpoint: Any) -> dict[str, torch.Tensor]:
     """The model weights inside a loaded official checkpoint file.
 
     The releases are ``.pth.tar`` files holding ``{'state_dict_ema': ...}``;
@@ -111,7 +112,7 @@ def is_official_checkpoint(checkpoint: Any) -> bool:
 def convert_official_checkpoint(
         checkpoint: Any,
         num_heads: Optional[int] = None,
-        file_name: Optional[str] = None) -> Dict[str, Any]:
+        file_name: Optional[str] = None) -> dict[str, Any]:
     """An official checkpoint as a slim mmengine checkpoint of this plugin.
 
     Args:
@@ -130,7 +131,7 @@ def convert_official_checkpoint(
     """
     converted, arch_info = convert_official_state_dict(
         extract_state_dict(checkpoint), num_heads, file_name)
-    meta: Dict[str, Any] = dict(arch=arch_info, converted_from=file_name)
+    meta: dict[str, Any] = dict(arch=arch_info, converted_from=file_name)
     if arch_info['num_classes'] == 1000:
         from mmpretrain.datasets.categories import IMAGENET_CATEGORIES
         meta['dataset_meta'] = dict(classes=list(IMAGENET_CATEGORIES))
@@ -156,7 +157,7 @@ def _check_layout(state_dict: Mapping[str, torch.Tensor]) -> None:
 
 def detect_official_arch(state_dict: Mapping[str, torch.Tensor],
                          num_heads: Optional[int] = None,
-                         file_name: Optional[str] = None) -> Dict[str, Any]:
+                         file_name: Optional[str] = None) -> dict[str, Any]:
     """Read the architecture of an official T2T-ViT from its weights.
 
     The token layer, widths, depth, resolution and classes follow from the
@@ -206,7 +207,7 @@ def detect_official_arch(state_dict: Mapping[str, torch.Tensor],
         int(match.group(1)) for match in map(_BLOCK.match, state_dict)
         if match)
     feedforward_channels = state_dict['blocks.0.mlp.fc1.weight'].shape[0]
-    info: Dict[str, Any] = dict(
+    info: dict[str, Any] = dict(
         arch=None,
         token_layer=token_layer,
         embed_dims=embed_dims,
@@ -280,7 +281,7 @@ def convert_official_state_dict(
     state_dict: Mapping[str, torch.Tensor],
     num_heads: Optional[int] = None,
     file_name: Optional[str] = None
-) -> Tuple['OrderedDict[str, torch.Tensor]', Dict[str, Any]]:
+) -> tuple['OrderedDict[str, torch.Tensor]', dict[str, Any]]:
     """Rename official T2T-ViT weights to an ``ImageClassifier`` state dict.
 
     The backbone keys get the ``backbone.`` prefix and the classifier becomes

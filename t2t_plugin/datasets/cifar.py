@@ -1,5 +1,4 @@
 import os.path as osp
-from typing import List
 
 import numpy as np
 from mmpretrain.datasets import CIFAR10, CIFAR100
@@ -28,7 +27,7 @@ class _LocalCIFARMixin:
     that names anything but arrays and plain containers.
     """
 
-    def load_data_list(self) -> List[dict]:
+    def load_data_list(self) -> list[dict]:
         """Load the images (HWC, RGB, uint8) and labels of the split."""
         folder = osp.join(self.data_prefix['root'], self.base_folder)
         names = [name for name, _ in (

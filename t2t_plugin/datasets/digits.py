@@ -1,4 +1,4 @@
-from typing import List, Optional
+from typing import Optional
 
 import numpy as np
 from mmpretrain.datasets import BaseDataset
@@ -46,7 +46,7 @@ class DigitsDataset(BaseDataset):
         self.seed = seed
         super().__init__(ann_file='', pipeline=pipeline or (), **kwargs)
 
-    def load_data_list(self) -> List[dict]:
+    def load_data_list(self) -> list[dict]:
         """Split the bundled digits and return this split's samples."""
         # Imported here: scikit-learn takes a second to import, and only
         # this dataset needs it.

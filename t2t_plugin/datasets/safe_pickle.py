@@ -11,7 +11,7 @@ state shared with checkpoint loading.
 """
 import codecs
 import pickle
-from typing import Any, BinaryIO, Dict, Tuple
+from typing import Any, BinaryIO
 
 import numpy as np
 
@@ -23,7 +23,7 @@ class UnsafePickleError(pickle.UnpicklingError, ValueError):
     """
 
 
-def _numpy_globals() -> Dict[Tuple[str, str], Any]:
+def _numpy_globals() -> dict[tuple[str, str], Any]:
     """The numpy functions and classes that rebuild arrays, by the module
     names numpy 1 (``numpy.core``) and numpy 2 (``numpy._core``) write."""
     core = getattr(np, '_core', None) or np.core

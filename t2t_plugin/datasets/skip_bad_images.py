@@ -1,6 +1,6 @@
 import logging
 import multiprocessing
-from typing import Any, Optional, Tuple, Union
+from typing import Any, Optional, Union
 
 import torch
 from mmengine.logging import print_log
@@ -107,7 +107,7 @@ class SkipBadImages:
         raise RuntimeError('No usable sample in the dataset: every image '
                            'failed to load (see the warnings above).')
 
-    def drain(self) -> Tuple[Tuple[str, str], ...]:
+    def drain(self) -> tuple[tuple[str, str], ...]:
         """The reports made since the last call, in the main process."""
         reports = []
         while True:

@@ -7,9 +7,10 @@ arch), the only sizes the soft splits tile; the sinusoidal position table is
 resized inside the graph, so one file serves 224, 384 and non-square inputs.
 """
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Dict, List, Optional, Sequence, Tuple, Union
+from typing import Optional, Union
 
 import torch
 from mmengine.config import Config
@@ -76,7 +77,7 @@ class PyramidForExport(nn.Module):
         self.backbone = backbone
         self.pyramid = pyramid
 
-    def forward(self, images: torch.Tensor) -> Tuple[torch.Tensor, ...]:
+    def forward(self, images: torch.Tensor) -> tuple[torch.Tensor, ...]:
         feats = self.backbone(images)
         return tuple(self.pyramid(feats)) if self.pyramid else tuple(feats)
 
@@ -97,12 +98,12 @@ class ExportableModel:
     """
 
     module: nn.Module
-    input_size: Tuple[int, int]
+    input_size: tuple[int, int]
     in_channels: int
     stride: int
-    output_names: List[str]
-    mean: List[float] = field(default_factory=list)
-    std: List[float] = field(default_factory=list)
+    output_names: list[str]
+    mean: list[float] = field(default_factory=list)
+    std: list[float] = field(default_factory=list)
     kind: str = 'classifier'
 
 
@@ -116,7 +117,7 @@ def _find_backbone_cfg(cfg: Config) -> dict:
     return backbone
 
 
-def _normalisation(cfg: Config, in_channels: int) -> Tuple[list, list]:
+def _normalisation(cfg: Config, in_channels: int) -> tuple[list, list]:
     preprocessor = cfg.model.get('data_preprocessor') or cfg.get(
         'data_preprocessor') or {}
     mean = preprocessor.get('mean') or [0.] * in_channels
@@ -190,7 +191,7 @@ def build_exportable(config: Union[str, Path, Config],
 
 def _build_pyramid(cfg: Config, backbone_cfg: dict,
                    checkpoint: Optional[Union[str, Path]]
-                   ) -> Tuple[PyramidForExport, List[str]]:
+                   ) -> tuple[PyramidForExport, list[str]]:
     backbone_cfg = dict(backbone_cfg, type='T2TViT')
     backbone_cfg.pop('init_cfg', None)
     backbone = MODELS.build(backbone_cfg)
@@ -235,12 +236,12 @@ def _build_pyramid(cfg: Config, backbone_cfg: dict,
 
 def dynamic_shapes(model: ExportableModel,
                    dynamic_batch: bool = True,
-                   dynamic_size: bool = True) -> Tuple[Dict[int, object]]:
+                   dynamic_size: bool = True) -> tuple[dict[int, object]]:
     """``torch.export`` dynamic shapes of the (only, positional) input.
 
     Batch is any size; height and width any multiple of ``model.stride``.
     """
-    axes: Dict[int, object] = {}
+    axes: dict[int, object] = {}
     if dynamic_batch:
         axes[0] = torch.export.Dim('batch', min=1, max=MAX_BATCH)
     if dynamic_size:
@@ -251,7 +252,7 @@ def dynamic_shapes(model: ExportableModel,
     return (axes, )
 
 
-def trace_size(model: ExportableModel, dynamic_size: bool) -> Tuple[int, int]:
+def trace_size(model: ExportableModel, dynamic_size: bool) -> tuple[int, int]:
     """The image size the graph is captured at.
 
     For dynamic sizes it differs from the size the position table is built

@@ -4,8 +4,9 @@ Both runtimes are optional dependencies (``pip install
 t2t-plugin[deploy]``); they are imported when a session is opened.
 """
 import tempfile
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Callable, Dict, List, Optional, Sequence, Tuple, Union
+from typing import Callable, Optional, Union
 
 import numpy as np
 import torch
@@ -94,7 +95,7 @@ class RuntimeSession:
             raise FileNotFoundError(f'ONNX file {path} does not exist.')
         self.runtime = runtime
         self.precision = precision
-        self._run: Callable[[np.ndarray], List[np.ndarray]]
+        self._run: Callable[[np.ndarray], list[np.ndarray]]
         if runtime == 'onnxruntime':
             self._run = self._open_onnxruntime(path, threads)
         else:
@@ -127,21 +128,21 @@ class RuntimeSession:
         request = compiled.create_infer_request()
         outputs = list(compiled.outputs)
 
-        def run(images: np.ndarray) -> List[np.ndarray]:
+        def run(images: np.ndarray) -> list[np.ndarray]:
             results = request.infer([images])
             return [np.array(results[output]) for output in outputs]
 
         return run
 
     def __call__(self, images: Union[np.ndarray,
-                                     torch.Tensor]) -> List[np.ndarray]:
+                                     torch.Tensor]) -> list[np.ndarray]:
         if isinstance(images, torch.Tensor):
             images = images.detach().cpu().numpy()
         return self._run(np.ascontiguousarray(images, dtype=np.float32))
 
 
 def torch_outputs(module: nn.Module,
-                  images: torch.Tensor) -> List[np.ndarray]:
+                  images: torch.Tensor) -> list[np.ndarray]:
     """The outputs of the PyTorch model as arrays, for comparison."""
     with torch.no_grad():
         outputs = module(images)
@@ -169,7 +170,7 @@ def max_abs_diff(expected: Sequence[np.ndarray],
     return worst
 
 
-def sample_images(batch_size: int, size: Tuple[int, int], in_channels: int,
+def sample_images(batch_size: int, size: tuple[int, int], in_channels: int,
                   mean: Sequence[float], std: Sequence[float]) -> torch.Tensor:
     """Real photographs, resized and normalised as the model expects.
 
@@ -215,7 +216,7 @@ def sample_images(batch_size: int, size: Tuple[int, int], in_channels: int,
 
 
 def compare(module: nn.Module, session: RuntimeSession,
-            inputs: Dict[str, torch.Tensor]) -> Dict[str, float]:
+            inputs: dict[str, torch.Tensor]) -> dict[str, float]:
     """Max absolute difference between PyTorch and a runtime per input."""
     return {
         name: max_abs_diff(torch_outputs(module, images), session(images))

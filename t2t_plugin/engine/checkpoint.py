@@ -36,15 +36,12 @@ import pickle
 import re
 import tempfile
 from collections import OrderedDict
+from collections.abc import Mapping
 from pathlib import Path
 from typing import (
     Any,
     Callable,
-    Dict,
-    List,
-    Mapping,
     Optional,
-    Tuple,
     Union,
 )
 
@@ -53,6 +50,8 @@ import torch
 from mmengine.fileio import LocalBackend, register_backend
 from mmengine.logging import HistoryBuffer
 from mmengine.runner import CheckpointLoader, Runner
+
+from ..compat import add_safe_globals, safe_globals
 
 _STATISTICS_METHODS = ('min', 'max', 'current', 'mean')
 
@@ -82,7 +81,7 @@ def _history_buffer_attribute(owner: type, name: str) -> Callable:
     return getattr(HistoryBuffer, name)
 
 
-def checkpoint_safe_globals() -> List[Union[object, Tuple[object, str]]]:
+def checkpoint_safe_globals() -> list[Union[object, tuple[object, str]]]:
     """Globals of mmengine training checkpoints that are safe to unpickle.
 
     Returns:
@@ -93,8 +92,12 @@ def checkpoint_safe_globals() -> List[Union[object, Tuple[object, str]]]:
         dtype classes. None of them runs code that a file could choose.
     """
     # numpy 2 moved the pickling helpers from ``numpy.core`` to
-    # ``numpy._core``; a file names the module of the numpy that wrote it.
-    multiarray = getattr(np, '_core', np.core).multiarray
+    # ``numpy._core`` (numpy 1.26 re-exports them there); a file names the
+    # module of the numpy that wrote it.
+    try:
+        from numpy._core import multiarray
+    except ImportError:
+        from numpy.core import multiarray
     # numpy >= 1.25 gives each dtype its own class (``Float64DType``, ...),
     # which the file names when it restores a dtype's state.
     dtype_classes = {type(np.dtype(code)) for code in
@@ -113,7 +116,7 @@ def checkpoint_safe_globals() -> List[Union[object, Tuple[object, str]]]:
 
 def allow_mmengine_checkpoints() -> None:
     """Let ``torch.load(weights_only=True)`` read mmengine checkpoints."""
-    torch.serialization.add_safe_globals(checkpoint_safe_globals())
+    add_safe_globals(checkpoint_safe_globals())
 
 
 class AtomicLocalBackend(LocalBackend):
@@ -169,7 +172,7 @@ class AtomicLocalBackend(LocalBackend):
 register_backend('atomic_local', AtomicLocalBackend, force=True)
 
 
-def remove_stale_temp_files(folder: str) -> List[str]:
+def remove_stale_temp_files(folder: str) -> list[str]:
     """Delete the temporary files that AtomicLocalBackend left in a folder.
 
     A run killed hard (SIGKILL, power loss) while saving leaves its hidden
@@ -211,7 +214,7 @@ def _torch_load(path: str, trust_pickle: bool) -> Any:
     try:
         # timm training checkpoints (official releases of other sizes) keep
         # their argparse options beside the weights.
-        with torch.serialization.safe_globals([argparse.Namespace]):
+        with safe_globals([argparse.Namespace]):
             return torch.load(
                 path, map_location='cpu', weights_only=not trust_pickle)
     # A damaged file fails anywhere in torch's readers, with any type.
@@ -238,7 +241,7 @@ def _torch_load(path: str, trust_pickle: bool) -> Any:
 
 def read_checkpoint(path_or_url: Union[str, Path],
                     trust_pickle: bool = False,
-                    convert_official: bool = True) -> Dict[str, Any]:
+                    convert_official: bool = True) -> dict[str, Any]:
     """Read a checkpoint file or URL onto the CPU, safely.
 
     Local files are read with ``torch.load(weights_only=True)`` (plus the
@@ -282,7 +285,7 @@ def read_checkpoint(path_or_url: Union[str, Path],
 
 
 def _convert_if_official(checkpoint: Mapping[str, Any],
-                         file_name: str) -> Dict[str, Any]:
+                         file_name: str) -> dict[str, Any]:
     # imported here: the converter imports the models, which import this
     # package's registries
     from ..converters.official import (
@@ -336,7 +339,7 @@ def strip_module_prefix(
         for key, value in state_dict.items())
 
 
-def non_finite_weights(state_dict: Mapping[str, Any]) -> List[str]:
+def non_finite_weights(state_dict: Mapping[str, Any]) -> list[str]:
     """Names of floating-point tensors holding NaN or infinity.
 
     Args:

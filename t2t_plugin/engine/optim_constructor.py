@@ -1,5 +1,5 @@
 import functools
-from typing import Callable, List, Optional
+from typing import Callable, Optional
 
 from mmpretrain.engine.optimizers import (
     LearningRateDecayOptimWrapperConstructor,
@@ -28,7 +28,7 @@ class BackboneLayerDecayOptimWrapperConstructor(
     """
 
     def add_params(self,
-                   params: List[dict],
+                   params: list[dict],
                    module: nn.Module,
                    prefix: str = '',
                    get_layer_depth: Optional[Callable] = None,

@@ -37,7 +37,7 @@ import sys
 import tempfile
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Dict, List, Optional, Tuple, Union
+from typing import Optional, Union
 
 import torch
 from benchmark_lib import (
@@ -95,7 +95,7 @@ class Record:
     device: str
     threads: int
     images_per_s: float
-    round_images_per_s: List[float] = field(default_factory=list)
+    round_images_per_s: list[float] = field(default_factory=list)
     speedup_of_ours: Optional[float] = None
     peak_memory_mib: Optional[float] = None
     memory_ratio_of_ours: Optional[float] = None
@@ -105,7 +105,7 @@ class Record:
     top1_agreement: Optional[float] = None
 
 
-def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
+def parse_args(argv: Optional[list[str]] = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
         description='Images/s and peak memory of T2T-ViT (inference and '
         "training step) beside mmpretrain's T2T_ViT and the official code, "
@@ -211,7 +211,7 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
     return args
 
 
-def parse_arch(text: str) -> Tuple[str, Union[str, dict]]:
+def parse_arch(text: str) -> tuple[str, Union[str, dict]]:
     """A display name and the ``arch`` argument for ``T2TViT``."""
     if not text.lstrip().startswith('{'):
         return text, text
@@ -229,7 +229,7 @@ def parse_arch(text: str) -> Tuple[str, Union[str, dict]]:
 
 def build_implementations(arch: Union[str, dict], args: argparse.Namespace,
                           device: torch.device,
-                          console: Console) -> Dict[str, nn.Module]:
+                          console: Console) -> dict[str, nn.Module]:
     """This plugin's backbone and the requested references, same weights."""
     torch.manual_seed(args.seed)
     ours = T2TViT(arch, img_size=args.img_size)
@@ -260,10 +260,10 @@ def build_implementations(arch: Union[str, dict], args: argparse.Namespace,
 
 
 def measure_config(
-        implementations: Dict[str, nn.Module], images: torch.Tensor,
+        implementations: dict[str, nn.Module], images: torch.Tensor,
         mode: str, dtype: str, args: argparse.Namespace, progress: Progress,
-        task, sessions: Dict[str, RuntimeSession]
-) -> Dict[str, Tuple[List[float], Optional[int]]]:
+        task, sessions: dict[str, RuntimeSession]
+) -> dict[str, tuple[list[float], Optional[int]]]:
     """Images/s per round and peak memory of every implementation.
 
     The deployed copies join eager fp32 inference; their memory (held by
@@ -279,7 +279,7 @@ def measure_config(
             name: RuntimeRunner(session, images)
             for name, session in sessions.items()
         })
-    speeds: Dict[str, List[float]] = {name: [] for name in runners}
+    speeds: dict[str, list[float]] = {name: [] for name in runners}
     for _ in range(args.rounds):
         for name, runner in runners.items():
             for _ in range(args.warmup):
@@ -299,8 +299,8 @@ def measure_config(
 
 def make_records(arch_name: str, macs: int, mode: str, dtype: str,
                  batch_size: int, args: argparse.Namespace,
-                 measured: Dict[str, Tuple[List[float], Optional[int]]],
-                 device: torch.device) -> List[Record]:
+                 measured: dict[str, tuple[list[float], Optional[int]]],
+                 device: torch.device) -> list[Record]:
     records = []
     ours_speed = statistics.median(measured[OURS][0])
     ours_memory = measured[OURS][1]
@@ -330,7 +330,7 @@ def make_records(arch_name: str, macs: int, mode: str, dtype: str,
 
 
 def deploy(model: nn.Module, args: argparse.Namespace, console: Console
-           ) -> Tuple[Dict[str, RuntimeSession], Dict[str, float]]:
+           ) -> tuple[dict[str, RuntimeSession], dict[str, float]]:
     """The deployed copies of ``model`` and their top-1 agreement."""
     if not args.runtimes:
         return {}, {}
@@ -338,7 +338,7 @@ def deploy(model: nn.Module, args: argparse.Namespace, console: Console
             tempfile.TemporaryDirectory() as folder:
         files = export_backbone(model, Path(folder), tuple(args.runtimes))
         sessions = open_sessions(files, args.threads)
-    agreement: Dict[str, float] = {}
+    agreement: dict[str, float] = {}
     if args.agreement_images:
         with console.status(
                 f'Top-1 agreement on {args.agreement_images} digits'):
@@ -351,9 +351,9 @@ def deploy(model: nn.Module, args: argparse.Namespace, console: Console
     return sessions, agreement
 
 
-def describe_deployed(records: List[Record], model: nn.Module,
-                      sessions: Dict[str, RuntimeSession],
-                      agreement: Dict[str, float],
+def describe_deployed(records: list[Record], model: nn.Module,
+                      sessions: dict[str, RuntimeSession],
+                      agreement: dict[str, float],
                       images: torch.Tensor) -> None:
     """Precision, output difference and agreement of the deployed rows."""
     for record in records:
@@ -368,7 +368,7 @@ def _fmt(value: Optional[float], spec: str, suffix: str = '') -> str:
     return '-' if value is None else format(value, spec) + suffix
 
 
-def render_table(records: List[Record], title: str) -> Table:
+def render_table(records: list[Record], title: str) -> Table:
     table = Table(title=title)
     deployed = any(record.implementation in DEPLOYED for record in records)
     columns = ['arch', 'mode', 'dtype', 'batch', 'implementation', 'img/s',
@@ -398,7 +398,7 @@ def render_table(records: List[Record], title: str) -> Table:
     return table
 
 
-def write_csv(records: List[Record], path: Path) -> None:
+def write_csv(records: list[Record], path: Path) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     rows = [asdict(record) for record in records]
     for row in rows:
@@ -410,7 +410,7 @@ def write_csv(records: List[Record], path: Path) -> None:
         writer.writerows(rows)
 
 
-def write_plot(records: List[Record], path: Path, title: str) -> None:
+def write_plot(records: list[Record], path: Path, title: str) -> None:
     import matplotlib
     matplotlib.use('Agg')
     import matplotlib.pyplot as plt
@@ -419,7 +419,7 @@ def write_plot(records: List[Record], path: Path, title: str) -> None:
     figure, axes = plt.subplots(
         1, len(modes), figsize=(6 * len(modes), 4.5), squeeze=False)
     for axis, mode in zip(axes[0], modes):
-        lines: Dict[Tuple[str, str, str], List[Record]] = {}
+        lines: dict[tuple[str, str, str], list[Record]] = {}
         for record in records:
             if record.mode == mode:
                 key = (record.arch, record.dtype, record.implementation)
@@ -486,7 +486,7 @@ def run(args: argparse.Namespace) -> int:
         for dtype in args.dtypes
     }
 
-    records: List[Record] = []
+    records: list[Record] = []
     configs = len(args.batch_sizes) * len(args.dtypes) * len(args.modes)
     with Progress(
             TextColumn('{task.description}'),
@@ -563,7 +563,7 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def main(argv: Optional[List[str]] = None) -> int:
+def main(argv: Optional[list[str]] = None) -> int:
     args = parse_args(argv)
     try:
         return run(args)

@@ -14,7 +14,8 @@ Examples::
 """
 import argparse
 import sys
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from collections.abc import Sequence
+from typing import Any, Optional
 
 import torch
 from mmengine.config import Config, DictAction
@@ -107,7 +108,7 @@ def run_all(console: Console) -> None:
 
 
 def _detector_inputs(model: torch.nn.Module,
-                     shape: Tuple[int, int]) -> Optional[Dict[str, Any]]:
+                     shape: tuple[int, int]) -> Optional[dict[str, Any]]:
     """The data samples an mmdet detector needs beside the images."""
     try:
         from mmdet.models.detectors import BaseDetector
@@ -148,7 +149,7 @@ def run_config(args: argparse.Namespace, console: Console) -> None:
     else:
         shape = (224, 224)
     in_channels = cfg.model.get('backbone', {}).get('in_channels', 3)
-    lines: List[str] = [
+    lines: list[str] = [
         f'Config      {args.config}',
         f'Input       {in_channels}x{shape[0]}x{shape[1]}',
     ]

@@ -20,7 +20,7 @@ import contextlib
 import io
 import sys
 from pathlib import Path
-from typing import Dict, List, Optional
+from typing import Optional
 
 import torch
 from rich.console import Console
@@ -37,7 +37,7 @@ from t2t_plugin.deployment import (
 from t2t_plugin.engine import CheckpointMismatchError
 
 
-def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
+def parse_args(argv: Optional[list[str]] = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
         description='Export T2T-ViT to ONNX and check it against PyTorch.')
     parser.add_argument('config', help='model config file')
@@ -86,7 +86,7 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
     return args
 
 
-def check_inputs(model, args) -> Dict[str, torch.Tensor]:
+def check_inputs(model, args) -> dict[str, torch.Tensor]:
     """Random and real images at the checked size, and a second batch and
     size when those axes are dynamic."""
     size = tuple(args.shape or model.input_size)
@@ -160,7 +160,7 @@ def run(args: argparse.Namespace, console: Console) -> int:
     return 0
 
 
-def main(argv: Optional[List[str]] = None) -> int:
+def main(argv: Optional[list[str]] = None) -> int:
     args = parse_args(argv)
     console = Console(stderr=True)
     try:

@@ -11,8 +11,9 @@ Examples::
 import argparse
 import io
 import sys
+from collections.abc import Sequence
 from pathlib import Path
-from typing import List, Optional, Sequence, Tuple
+from typing import Optional
 
 import torch
 from rich.console import Console
@@ -62,7 +63,7 @@ def _strip_suffix(name: str) -> str:
     return name
 
 
-def collect_jobs(sources: Sequence[str], dst: str) -> List[Tuple[Path, Path]]:
+def collect_jobs(sources: Sequence[str], dst: str) -> list[tuple[Path, Path]]:
     """Pair every source file with the file to write.
 
     Raises:
@@ -70,7 +71,7 @@ def collect_jobs(sources: Sequence[str], dst: str) -> List[Tuple[Path, Path]]:
         ValueError: If a folder holds no checkpoint or several sources are
             to be written to a single file.
     """
-    files: List[Path] = []
+    files: list[Path] = []
     from_folder = False
     for source in map(Path, sources):
         if source.is_dir():

@@ -14,8 +14,9 @@ Example::
 """
 import argparse
 import sys
+from collections.abc import Sequence
 from pathlib import Path
-from typing import List, Optional, Sequence
+from typing import Optional
 
 from t2t_plugin.analysis import cls_attention_maps
 from t2t_plugin.analysis.figures import overlay, save_panel_grid
@@ -69,7 +70,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     args = parse_args(argv)
 
     def draw(model, image: Path, blocks: Sequence[int],
-             out_dir: Path) -> List[Path]:
+             out_dir: Path) -> list[Path]:
         return [
             draw_attention(model, image, blocks, args.per_head, args.alpha,
                            out_dir)

@@ -13,8 +13,9 @@ Example::
 import argparse
 import math
 import sys
+from collections.abc import Sequence
 from pathlib import Path
-from typing import List, Optional, Sequence
+from typing import Optional
 
 from t2t_plugin.analysis import collect_token_maps
 from t2t_plugin.analysis.figures import colorize, resize_map, save_panel_grid
@@ -44,7 +45,7 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
 
 
 def draw_features(model, image: Path, blocks: Sequence[int], channels: int,
-                  panel_size: int, out_dir: Path) -> List[Path]:
+                  panel_size: int, out_dir: Path) -> list[Path]:
     """Write one channel grid per token map of ``image``; return the PNGs."""
     inputs, picture = preprocess_image(model, image)
     maps = collect_token_maps(model.backbone, inputs, blocks)
@@ -73,7 +74,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     args = parse_args(argv)
 
     def draw(model, image: Path, blocks: Sequence[int],
-             out_dir: Path) -> List[Path]:
+             out_dir: Path) -> list[Path]:
         return draw_features(model, image, blocks, args.channels,
                              args.panel_size, out_dir)
 

@@ -1,4 +1,4 @@
-from typing import List, Optional, Tuple
+from typing import Optional
 
 from mmengine.hooks import Hook
 from mmengine.registry import HOOKS
@@ -33,7 +33,7 @@ class BadImageHook(Hook):
     def __init__(self) -> None:
         self.wrapper = None
         self.bad: set = set()
-        self.epoch_reports: List[Tuple[str, str]] = []
+        self.epoch_reports: list[tuple[str, str]] = []
 
     def before_train(self, runner) -> None:
         """Find the wrapper; hand it the backbone's input constraints."""

@@ -1,5 +1,5 @@
 import random
-from typing import List, Optional
+from typing import Optional
 
 import numpy as np
 import torch
@@ -78,7 +78,7 @@ class RandomStateHook(Hook):
     priority = RANDOM_STATE_PRIORITY
 
     def __init__(self) -> None:
-        self._states: Optional[List[dict]] = None
+        self._states: Optional[list[dict]] = None
         self._loaded: Optional[dict] = None
         self._before_val: Optional[dict] = None
 

@@ -1,6 +1,7 @@
 import math
 import re
-from typing import Dict, List, Optional, Sequence, Tuple, Union
+from collections.abc import Sequence
+from typing import Optional, Union
 
 import torch
 import torch.utils.checkpoint as cp
@@ -92,7 +93,7 @@ class T2TViT(BaseModule):
             Defaults to None (the official initialisation).
     """
 
-    arch_zoo: Dict[str, dict] = {
+    arch_zoo: dict[str, dict] = {
         **dict.fromkeys(['7', 't2t-vit-7'], _arch('performer', 256, 7, 4, 2)),
         **dict.fromkeys(['10', 't2t-vit-10'],
                         _arch('performer', 256, 10, 4, 2)),
@@ -237,7 +238,7 @@ class T2TViT(BaseModule):
                             int(arch['embed_dims'] * mlp_ratio))
         return settings
 
-    def _parse_out_indices(self, out_indices) -> List[int]:
+    def _parse_out_indices(self, out_indices) -> list[int]:
         if isinstance(out_indices, int):
             out_indices = [out_indices]
         parsed = []
@@ -339,7 +340,7 @@ class T2TViT(BaseModule):
     def _freeze_stages(self) -> None:
         if self.frozen_stages < 0:
             return
-        frozen: List[nn.Module] = [self.tokens_to_token]
+        frozen: list[nn.Module] = [self.tokens_to_token]
         frozen += list(self.encoder[:self.frozen_stages])
         if self.frozen_stages == self.num_layers:
             frozen.append(self.norm)
@@ -356,7 +357,7 @@ class T2TViT(BaseModule):
         return self
 
     def get_layer_depth(self, param_name: str,
-                        prefix: str = '') -> Tuple[int, int]:
+                        prefix: str = '') -> tuple[int, int]:
         """Layer depth of a parameter for layer-wise learning-rate decay.
 
         The T2T module, class token and position table are depth 0, encoder
@@ -378,7 +379,7 @@ class T2TViT(BaseModule):
             return int(match.group(1)) + 1, num_depths
         return num_depths - 1, num_depths
 
-    def forward(self, x: torch.Tensor) -> Tuple[torch.Tensor, ...]:
+    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, ...]:
         tokens, grid, t2t_maps = self.tokens_to_token(x)
         if self.with_cls_token:
             cls_token = self.cls_token.expand(tokens.shape[0], -1, -1)
@@ -401,7 +402,7 @@ class T2TViT(BaseModule):
         return tuple(outs)
 
     def _format_output(self, x: torch.Tensor,
-                       grid: Tuple[int, int]) -> torch.Tensor:
+                       grid: tuple[int, int]) -> torch.Tensor:
         if self.out_type == 'raw':
             return x
         if self.out_type == 'cls_token':

@@ -1,4 +1,3 @@
-from typing import Tuple
 
 import torch
 import torch.nn.functional as F
@@ -25,8 +24,8 @@ def sinusoid_position_table(num_positions: int,
 
 
 def resize_pos_embed(pos_embed: torch.Tensor,
-                     src_shape: Tuple[int, int],
-                     dst_shape: Tuple[int, int],
+                     src_shape: tuple[int, int],
+                     dst_shape: tuple[int, int],
                      mode: str = 'bicubic',
                      num_extra_tokens: int = 1) -> torch.Tensor:
     """Resize a ``(1, extra + H*W, C)`` position table to another token grid.

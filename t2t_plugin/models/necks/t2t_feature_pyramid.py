@@ -1,4 +1,5 @@
-from typing import List, Optional, Sequence, Tuple, Union
+from collections.abc import Sequence
+from typing import Optional, Union
 
 import torch
 from mmengine.model import BaseModule
@@ -60,7 +61,7 @@ class T2TFeaturePyramid(BaseModule):
                  out_channels: Union[int, Sequence[int]],
                  out_indices: Sequence[int] = (0, 1, 2, 3),
                  norm_cfg: dict = dict(type='LN2d', eps=1e-6),
-                 init_cfg: Optional[Union[dict, List[dict]]] = dict(
+                 init_cfg: Optional[Union[dict, list[dict]]] = dict(
                      type='Xavier', layer='Conv2d',
                      distribution='uniform')) -> None:
         super().__init__(init_cfg=init_cfg)
@@ -109,7 +110,7 @@ class T2TFeaturePyramid(BaseModule):
             build_norm_layer(norm_cfg, out_dims))
 
     def forward(self,
-                inputs: Sequence[torch.Tensor]) -> Tuple[torch.Tensor, ...]:
+                inputs: Sequence[torch.Tensor]) -> tuple[torch.Tensor, ...]:
         """Build the pyramid.
 
         Args:

@@ -1,4 +1,4 @@
-from typing import Optional, Tuple
+from typing import Optional
 
 import torch
 import torch.nn.functional as F
@@ -30,7 +30,7 @@ class _SoftSplitFunction(torch.autograd.Function):
     @staticmethod
     def backward(
             ctx, grad: torch.Tensor
-    ) -> Tuple[torch.Tensor, Optional[int], Optional[int], Optional[int]]:
+    ) -> tuple[torch.Tensor, Optional[int], Optional[int], Optional[int]]:
         height, width, kernel_size, stride, padding = ctx.geometry
         grad_map = F.fold(
             grad.transpose(1, 2), (height, width),

@@ -1,5 +1,6 @@
 import math
-from typing import List, Optional, Sequence, Tuple, Union
+from collections.abc import Sequence
+from typing import Optional, Union
 
 import torch
 import torch.utils.checkpoint as cp
@@ -14,7 +15,7 @@ from .token_transformer import TokenTransformer
 TOKEN_LAYERS = ('transformer', 'performer', 'convolution')
 
 
-def _pair(value: Union[int, Sequence[int]]) -> Tuple[int, int]:
+def _pair(value: Union[int, Sequence[int]]) -> tuple[int, int]:
     return (value, value) if isinstance(value, int) else tuple(value)
 
 
@@ -122,7 +123,7 @@ class T2TModule(BaseModule):
     def total_stride(self) -> int:
         return math.prod(self.strides)
 
-    def output_sizes(self, size: Tuple[int, int]) -> List[Tuple[int, int]]:
+    def output_sizes(self, size: tuple[int, int]) -> list[tuple[int, int]]:
         """Token grids after each soft split for an ``(H, W)`` input.
 
         Raises:
@@ -157,7 +158,7 @@ class T2TModule(BaseModule):
 
     def forward(
         self, x: torch.Tensor
-    ) -> Tuple[torch.Tensor, Tuple[int, int], List[torch.Tensor]]:
+    ) -> tuple[torch.Tensor, tuple[int, int], list[torch.Tensor]]:
         """Tokenise images.
 
         Args:

@@ -14,11 +14,14 @@ import contextlib
 import os
 import sys
 import time
-from typing import Iterable, Iterator, List, Optional
+from collections.abc import Iterable, Iterator
+from typing import Optional
 
 import torch
 from torch import nn
 from torch.profiler import ProfilerActivity, profile
+
+from ..compat import grad_scaler, profiler_event_start_ns
 
 DTYPES = {'fp32': None, 'bf16': torch.bfloat16, 'fp16': torch.float16}
 
@@ -65,7 +68,7 @@ class StepRunner:
             params = [p for p in model.parameters() if p.requires_grad]
             self.optimizer = torch.optim.AdamW(params, lr=0.)
             if self.amp_dtype == torch.float16:
-                self.scaler = torch.amp.GradScaler(self.device.type)
+                self.scaler = grad_scaler(self.device.type)
 
     def _autocast(self):
         return torch.autocast(
@@ -148,7 +151,7 @@ def _profiled_extra_bytes(step: StepRunner) -> int:
             activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
         step()
     # a CPU step allocates on the CPU only: every memory event counts
-    events = sorted((event.start_ns(), event.nbytes())
+    events = sorted((profiler_event_start_ns(event), event.nbytes())
                     for event in prof.profiler.kineto_results.events()
                     if event.name() == '[memory]')
     current = peak = 0
@@ -201,7 +204,7 @@ def matmul_gflops(device: torch.device,
     a = torch.randn(size, size, device=device).to(dtype)
     b = torch.randn(size, size, device=device).to(dtype)
     a @ b
-    best: List[float] = []
+    best: list[float] = []
     for _ in range(repeats):
         synchronize(device)
         start = time.perf_counter()

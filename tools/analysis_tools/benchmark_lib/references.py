@@ -19,8 +19,9 @@ import re
 import sys
 import types
 import warnings
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Dict, Mapping, Union
+from typing import Union
 
 import torch
 from torch import nn
@@ -108,7 +109,7 @@ def build_mmpretrain_reference(model: T2TViT) -> nn.Module:
 
 def plugin_to_official_state_dict(
         state_dict: Mapping[str, torch.Tensor],
-        token_layer: str) -> Dict[str, torch.Tensor]:
+        token_layer: str) -> dict[str, torch.Tensor]:
     """Rename a backbone state dict of ours to the official key layout.
 
     The inverse of the official-weights converter, without a classifier:

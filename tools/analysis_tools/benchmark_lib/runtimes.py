@@ -10,7 +10,7 @@ of a linear probe on the handwritten digits that scikit-learn ships.
 import contextlib
 import io
 from pathlib import Path
-from typing import Dict, Optional, Tuple
+from typing import Optional
 
 import numpy as np
 import torch
@@ -55,7 +55,7 @@ class RuntimeRunner:
 
 
 def export_backbone(model: T2TViT, folder: Path,
-                    names: Tuple[str, ...]) -> Dict[str, Path]:
+                    names: tuple[str, ...]) -> dict[str, Path]:
     """ONNX files of ``model`` for the requested deployed copies.
 
     Returns:
@@ -82,8 +82,8 @@ def export_backbone(model: T2TViT, folder: Path,
     return files
 
 
-def open_sessions(files: Dict[str, Path],
-                  threads: Optional[int]) -> Dict[str, RuntimeSession]:
+def open_sessions(files: dict[str, Path],
+                  threads: Optional[int]) -> dict[str, RuntimeSession]:
     return {
         name: RuntimeSession(path, *DEPLOYED[name], threads=threads)
         for name, path in files.items()
@@ -91,7 +91,7 @@ def open_sessions(files: Dict[str, Path],
 
 
 def digits_batch(count: int, img_size: int, in_channels: int,
-                 seed: int = 0) -> Tuple[torch.Tensor, np.ndarray]:
+                 seed: int = 0) -> tuple[torch.Tensor, np.ndarray]:
     """``count`` digits (shuffled, fixed seed) upsampled to the model's input
     size and normalised to zero mean, unit spread; and their labels."""
     samples = DigitsDataset(split='all', seed=seed).load_data_list()
@@ -112,8 +112,8 @@ def _features(run, images: torch.Tensor, batch_size: int) -> np.ndarray:
     ])
 
 
-def top1_agreement(model: T2TViT, sessions: Dict[str, RuntimeSession],
-                   count: int, batch_size: int) -> Tuple[Dict[str, float],
+def top1_agreement(model: T2TViT, sessions: dict[str, RuntimeSession],
+                   count: int, batch_size: int) -> tuple[dict[str, float],
                                                          float]:
     """Top-1 agreement of each deployed copy with eager fp32 on digits.
 

@@ -1,0 +1,290 @@
+"""What the installed torch and mmcv can do, checked in one place.
+
+The plugin runs on torch 2.1 (the newest torch with OpenMMLab's prebuilt
+CUDA wheels of full mmcv) up to the pinned release. A few features come from
+newer torch; where one is missing the plugin carries on without it and says
+so in one warning line, never with an import error. Features are detected by
+name where they have one, so a backport or a nightly is judged by what it
+has; only a changed default (``weights_only``) goes by version number.
+"""
+import warnings
+from collections.abc import Iterable
+from contextlib import AbstractContextManager, nullcontext
+from typing import (
+    Any,
+    Callable,
+    Optional,
+    Union,
+)
+
+import torch
+import torch.utils.flop_counter
+from mmengine.utils import digit_version
+from torch import nn
+from torch.utils.flop_counter import FlopCounterMode
+
+
+class MissingFeatureWarning(UserWarning):
+    """A feature of newer torch or mmcv that this installation lacks."""
+
+
+# torch >= 2.4: extend the allow-list of ``torch.load(weights_only=True)``
+HAS_ADD_SAFE_GLOBALS = hasattr(torch.serialization, 'add_safe_globals')
+# torch >= 2.5: the same, for the duration of a ``with`` block
+HAS_SAFE_GLOBALS_CONTEXT = hasattr(torch.serialization, 'safe_globals')
+# torch >= 2.3: one GradScaler class for every device type
+HAS_DEVICE_GRAD_SCALER = hasattr(torch.amp, 'GradScaler')
+# torch >= 2.2: the fused CPU attention kernel, which FlopCounterMode does
+# not count; older torch runs attention on CPU as matmuls it does count.
+CPU_FLASH_ATTENTION = getattr(
+    torch.ops.aten, '_scaled_dot_product_flash_attention_for_cpu', None)
+
+# torch >= 2.6: torch.load refuses arbitrary objects unless told otherwise
+WEIGHTS_ONLY_BY_DEFAULT = digit_version(torch.__version__) >= digit_version(
+    '2.6.0')
+# torch >= 2.4 finds the modules of a FlopCounterMode run by itself; older
+# torch counts per module only for the modules it is given.
+FLOP_COUNTER_TRACKS_MODULES = hasattr(torch.utils.flop_counter,
+                                      'ModuleTracker')
+
+_warned = set()
+
+
+def warn_once(message: str) -> None:
+    """Warn with ``message`` the first time it comes up in this process.
+
+    Args:
+        message (str): One line: what is missing, what happens instead,
+            what to install to get it.
+    """
+    if message in _warned:
+        return
+    _warned.add(message)
+    warnings.warn(message, MissingFeatureWarning, stacklevel=3)
+
+
+def missing_torch_feature(feature: str, since: str, effect: str) -> str:
+    """The one-line message for a torch feature this installation lacks.
+
+    Args:
+        feature (str): The missing torch API.
+        since (str): The first torch release that has it.
+        effect (str): What the plugin does without it.
+
+    Returns:
+        str: e.g. ``'torch 2.1.2 has no torch.amp.GradScaler (torch >= 2.3):
+        ...'``.
+    """
+    return (f'torch {torch.__version__} has no {feature} '
+            f'(torch >= {since}): {effect}.')
+
+
+def add_safe_globals(safe_globals: Iterable) -> bool:
+    """Allow ``safe_globals`` in ``torch.load(weights_only=True)``.
+
+    Args:
+        safe_globals (Iterable): What
+            :func:`torch.serialization.add_safe_globals` takes.
+
+    Returns:
+        bool: False, after one warning, where torch cannot do it (before
+        2.4 torch's safe loader cannot read mmengine training checkpoints
+        at all, and its default loader is the unrestricted one).
+    """
+    if HAS_ADD_SAFE_GLOBALS:
+        torch.serialization.add_safe_globals(list(safe_globals))
+        return True
+    warn_once(missing_torch_feature(
+        'torch.serialization.add_safe_globals', '2.4',
+        'training checkpoints are read by torch.load without restriction, '
+        'so load only checkpoints you trust'))
+    return False
+
+
+def safe_globals(allowed: Iterable) -> AbstractContextManager:
+    """``torch.serialization.safe_globals``, or nothing on older torch.
+
+    Without it, a file that holds ``allowed`` objects is refused by the
+    safe loader, as any other object is; the callers' error says what to
+    do then.
+
+    Args:
+        allowed (Iterable): What the context manager takes.
+
+    Returns:
+        ContextManager: The context manager, or a no-op one.
+    """
+    if HAS_SAFE_GLOBALS_CONTEXT:
+        return torch.serialization.safe_globals(list(allowed))
+    warn_once(missing_torch_feature(
+        'torch.serialization.safe_globals', '2.5',
+        'files holding objects besides tensors need --trust-pickle'))
+    return nullcontext()
+
+
+def grad_scaler(device_type: str) -> 'torch.cuda.amp.GradScaler':
+    """A loss scaler for float16 training on ``device_type``.
+
+    Args:
+        device_type (str): ``'cuda'`` or ``'cpu'``.
+
+    Returns:
+        GradScaler: ``torch.amp.GradScaler(device_type)``; on torch < 2.3
+        the CUDA one.
+
+    Raises:
+        ValueError: float16 training on CPU with torch < 2.3, which has
+            neither a CPU scaler nor float16 CPU autocast.
+    """
+    if HAS_DEVICE_GRAD_SCALER:
+        return torch.amp.GradScaler(device_type)
+    if device_type == 'cuda':
+        return torch.cuda.amp.GradScaler()
+    raise ValueError(missing_torch_feature(
+        'float16 training on CPU', '2.3', 'use bf16 or fp32 on CPU'))
+
+
+def cpu_attention_flop_formulas(count: Callable) -> dict:
+    """FlopCounterMode formulas for attention kernels it does not know.
+
+    Args:
+        count (Callable): The formula of torch's fused CPU attention op.
+
+    Returns:
+        dict: ``{op: count}``, empty on torch < 2.2, whose CPU attention is
+        made of operators FlopCounterMode already counts.
+    """
+    if CPU_FLASH_ATTENTION is None:
+        return {}
+    return {CPU_FLASH_ATTENTION: count}
+
+
+class _NestedFlopCounter:
+    """Per-module FLOP counts for torch < 2.4.
+
+    torch 2.1's FlopCounterMode tracks modules only through hooks that turn
+    a module's 1-tuple output into a bare tensor, which breaks models whose
+    backbone returns a tuple. Here every submodule gets its own counter,
+    entered and left by forward hooks that leave outputs alone.
+    """
+
+    def __init__(self, model: nn.Module,
+                 custom_mapping: dict[Any, Callable]) -> None:
+        self.model = model
+        self.custom_mapping = custom_mapping
+        self.total = FlopCounterMode(display=False,
+                                     custom_mapping=custom_mapping)
+        self.counts: dict[str, dict[Any, int]] = {}
+        self.handles: list[Any] = []
+
+    def _counter(self) -> FlopCounterMode:
+        return FlopCounterMode(display=False,
+                               custom_mapping=self.custom_mapping)
+
+    @staticmethod
+    def _enter(counter: FlopCounterMode) -> None:
+        counter.__enter__()
+
+    def _leave(self, counter: FlopCounterMode, key: str) -> None:
+        counter.__exit__(None, None, None)
+        counts = self.counts.setdefault(key, {})
+        for op, flops in counter.get_flop_counts().get('Global', {}).items():
+            counts[op] = counts.get(op, 0) + flops
+
+    def __enter__(self) -> '_NestedFlopCounter':
+        root = type(self.model).__name__
+        for name, module in self.model.named_modules():
+            if not name:
+                continue
+            counter, key = self._counter(), f'{root}.{name}'
+            self.handles += [
+                # a pre-hook's return value would replace the inputs
+                module.register_forward_pre_hook(
+                    lambda *_, counter=counter: self._enter(counter)),
+                module.register_forward_hook(
+                    lambda *_, counter=counter, key=key: self._leave(
+                        counter, key)),
+            ]
+        self.total.__enter__()
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        self.total.__exit__(*exc_info)
+        for handle in self.handles:
+            handle.remove()
+        self.handles = []
+
+    def get_total_flops(self) -> int:
+        return self.total.get_total_flops()
+
+    def get_flop_counts(self) -> dict[str, dict[Any, int]]:
+        return dict(Global=self.total.get_flop_counts().get('Global', {}),
+                    **self.counts)
+
+
+def flop_counter(model: nn.Module, custom_mapping: dict[Any, Callable]
+                 ) -> Union[FlopCounterMode, _NestedFlopCounter]:
+    """A silent FlopCounterMode that counts per module of ``model``.
+
+    Args:
+        model (nn.Module): The model whose modules name the counts.
+        custom_mapping (dict): Extra operator formulas.
+
+    Returns:
+        A context manager with ``get_total_flops()`` and
+        ``get_flop_counts()``, keyed ``'<ModelClass>.<module path>'`` on
+        every supported torch.
+    """
+    if FLOP_COUNTER_TRACKS_MODULES:
+        return FlopCounterMode(display=False, custom_mapping=custom_mapping)
+    return _NestedFlopCounter(model, custom_mapping)
+
+
+def profiler_event_start_ns(event: Any) -> int:
+    """Start time of a profiler (Kineto) event in nanoseconds.
+
+    Args:
+        event: An event of ``prof.profiler.kineto_results.events()``.
+
+    Returns:
+        int: ``event.start_ns()``; from ``start_us()`` on torch < 2.2.
+    """
+    if hasattr(event, 'start_ns'):
+        return event.start_ns()
+    return event.start_us() * 1000
+
+
+def mmcv_cuda_ops_problem(cuda_available: bool,
+                          compiled_cuda: Optional[str]) -> Optional[str]:
+    """Why mmcv's compiled ops will fail on this machine's GPU, or None.
+
+    Args:
+        cuda_available (bool): ``torch.cuda.is_available()``.
+        compiled_cuda (str, optional): mmcv's
+            ``get_compiling_cuda_version()`` (``'not available'`` for a
+            CPU-only build), or None where mmcv has no compiled ops
+            (mmcv-lite), so that mmdet and mmseg do not import at all.
+
+    Returns:
+        str | None: One line, or None when there is nothing to say.
+    """
+    if not cuda_available or compiled_cuda is None:
+        return None
+    if compiled_cuda != 'not available':
+        return None
+    return ('mmcv was built without CUDA ops, but torch sees a GPU: mmdet '
+            'and mmseg models will fail on CUDA tensors (nms, roi_align); '
+            'install a CUDA build of mmcv (docs/install.md).')
+
+
+def warn_if_mmcv_ops_lack_cuda() -> None:
+    """Warn once when torch sees a GPU and mmcv's ops are CPU-only."""
+    if not torch.cuda.is_available():
+        return
+    try:
+        from mmcv import _ext
+    except ImportError:  # mmcv-lite: no ops, nothing will use them
+        return
+    problem = mmcv_cuda_ops_problem(True, _ext.get_compiling_cuda_version())
+    if problem:
+        warn_once(problem)

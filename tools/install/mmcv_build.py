@@ -1,0 +1,227 @@
+"""Decide how ``build_mmcv.sh`` builds full mmcv: CPU or CUDA ops.
+
+mmcv 2.1.0's ``setup.py`` compiles CUDA ops whenever
+``torch.cuda.is_available()``, whatever ``FORCE_CUDA`` says, and fails on a
+GPU node without ``nvcc``; a wheel built on a CPU node has CPU ops only, and
+mmdet's ``nms`` / ``roi_align`` then fail on CUDA tensors. So the decision is
+made here, from what torch and the machine offer, and recorded in the wheel
+cache's key (``cpu`` or ``cu121``), so that a CPU wheel is never picked up
+where a CUDA one is needed.
+
+Usage (by ``build_mmcv.sh``):
+    python mmcv_build.py plan              # shell assignments, or one line
+                                           # on stderr and exit 2
+    python mmcv_build.py check-wheel WHEEL # exit 2 if WHEEL cannot serve
+                                           # this machine's torch
+"""
+import os
+import re
+import subprocess
+import sys
+import zipfile
+from dataclasses import dataclass
+from typing import Optional
+
+MMCV_VERSION = '2.1.0'
+INSTALL_DOC = 'docs/install.md'
+
+
+class BuildRefused(Exception):
+    """The machine cannot build or use the mmcv it needs; one-line reason."""
+
+
+@dataclass
+class Machine:
+    """What the decision depends on.
+
+    Attributes:
+        torch_version (str): e.g. ``'2.1.2'`` (no local suffix).
+        torch_cuda (str, optional): ``torch.version.cuda``, e.g. ``'12.1'``;
+            None for a CPU build of torch.
+        cuda_available (bool): ``torch.cuda.is_available()``.
+        cuda_home (str, optional): The CUDA toolkit torch's extension
+            builder would use (``torch.utils.cpp_extension.CUDA_HOME``).
+        nvcc_version (str, optional): ``'12.1'`` from ``nvcc --version``;
+            None when there is no ``nvcc``.
+        python_tag (str): e.g. ``'cp311'``.
+        cxx_std (str): The C++ standard torch's extension builder uses
+            (``'c++17'``; ``'c++20'`` for recent torch, whose headers need
+            it, while mmcv 2.1.0 hard-codes ``-std=c++17``).
+    """
+
+    torch_version: str
+    torch_cuda: Optional[str]
+    cuda_available: bool
+    cuda_home: Optional[str]
+    nvcc_version: Optional[str]
+    python_tag: str
+    cxx_std: str = 'c++17'
+
+
+@dataclass
+class BuildPlan:
+    """How to build mmcv, and where its wheel is cached.
+
+    Attributes:
+        kind (str): ``'cpu'`` or ``'cuda'``.
+        device_key (str): ``'cpu'`` or ``'cu121'`` (torch's CUDA version).
+        cache_key (str): Folder name of the wheel cache, e.g.
+            ``'mmcv-2.1.0-torch2.1.2-cu121'``.
+        env (dict): Environment of mmcv's ``setup.py``.
+    """
+
+    kind: str
+    device_key: str
+    cache_key: str
+    env: dict[str, str]
+
+
+def plan_build(machine: Machine) -> BuildPlan:
+    """Choose CPU or CUDA ops for ``machine``.
+
+    Args:
+        machine (Machine): The facts.
+
+    Returns:
+        BuildPlan: CUDA ops when torch sees a GPU and a CUDA compiler of
+        torch's major version exists; CPU ops when torch sees no GPU.
+
+    Raises:
+        BuildRefused: torch sees a GPU but there is no usable ``nvcc``.
+    """
+    prefix = f'mmcv-{MMCV_VERSION}-torch{machine.torch_version}'
+    if not machine.cuda_available:
+        return BuildPlan('cpu', 'cpu', f'{prefix}-cpu',
+                         dict(MMCV_WITH_OPS='1', FORCE_CUDA='0'))
+    prebuilt = (f'or, on torch 2.1 with CUDA 12.1, install the prebuilt '
+                f'wheel: mim install mmcv=={MMCV_VERSION} ({INSTALL_DOC})')
+    if machine.nvcc_version is None or machine.cuda_home is None:
+        raise BuildRefused(
+            f'torch {machine.torch_version} sees a GPU but no CUDA compiler '
+            f'was found (nvcc, CUDA_HOME): mmcv needs CUDA ops there. '
+            f'Install the CUDA {machine.torch_cuda} toolkit and set '
+            f'CUDA_HOME, {prebuilt}.')
+    if machine.nvcc_version.split('.')[0] != machine.torch_cuda.split('.')[0]:
+        raise BuildRefused(
+            f'nvcc is CUDA {machine.nvcc_version} but torch '
+            f'{machine.torch_version} was built with CUDA '
+            f'{machine.torch_cuda}: point CUDA_HOME at a CUDA '
+            f'{machine.torch_cuda} toolkit, {prebuilt}.')
+    device_key = 'cu' + machine.torch_cuda.replace('.', '')
+    return BuildPlan('cuda', device_key, f'{prefix}-{device_key}',
+                     dict(MMCV_WITH_OPS='1', FORCE_CUDA='1',
+                          CUDA_HOME=machine.cuda_home))
+
+
+def wheel_has_cuda_ops(wheel: str) -> bool:
+    """Whether an mmcv wheel's compiled ops were built with CUDA.
+
+    Read from the file, without importing it: a CUDA build of ``mmcv._ext``
+    links torch's CUDA libraries, a CPU build does not.
+
+    Args:
+        wheel (str): Path of an mmcv ``.whl``.
+
+    Returns:
+        bool: True for CUDA ops.
+
+    Raises:
+        BuildRefused: The wheel has no compiled ops (mmcv-lite or a build
+            that skipped them).
+    """
+    with zipfile.ZipFile(wheel) as archive:
+        names = [name for name in archive.namelist()
+                 if re.match(r'mmcv/_ext[.].*so$', name)]
+        if not names:
+            raise BuildRefused(f'{wheel} has no compiled ops (mmcv/_ext); '
+                               'rebuild it with build_mmcv.sh.')
+        library = archive.read(names[0])
+    return b'libc10_cuda.so' in library or b'libcudart' in library
+
+
+def check_wheel(wheel: str, machine: Machine) -> None:
+    """Refuse a wheel whose ops cannot serve this machine's torch.
+
+    Args:
+        wheel (str): Path of an mmcv ``.whl``.
+        machine (Machine): The facts.
+
+    Raises:
+        BuildRefused: A CPU-only wheel where torch sees a GPU.
+    """
+    if machine.cuda_available and not wheel_has_cuda_ops(wheel):
+        raise BuildRefused(
+            f'{os.path.basename(wheel)} has CPU-only ops but torch sees a '
+            f'GPU, where mmdet/mmseg would fail on CUDA tensors: remove it '
+            f'and rerun build_mmcv.sh on this node, or install the prebuilt '
+            f'wheel: mim install mmcv=={MMCV_VERSION} ({INSTALL_DOC}).')
+
+
+def _nvcc_version(cuda_home: Optional[str]) -> Optional[str]:
+    """``'12.1'`` from ``CUDA_HOME/bin/nvcc``, the compiler torch's
+    extension builder runs; None without one."""
+    if not cuda_home:
+        return None
+    try:
+        out = subprocess.run([os.path.join(cuda_home, 'bin', 'nvcc'),
+                              '--version'],
+                             capture_output=True, text=True, check=True)
+    except (OSError, subprocess.CalledProcessError):
+        return None
+    match = re.search(r'release (\d+\.\d+)', out.stdout)
+    return match.group(1) if match else None
+
+
+def read_machine() -> Machine:
+    """The facts of this machine, from the installed torch."""
+    import importlib.util
+
+    import torch
+
+    cuda_available = torch.cuda.is_available()
+    cuda_home = None
+    if cuda_available:
+        # imported only here: without a GPU it logs a warning about CUDA
+        from torch.utils import cpp_extension
+        cuda_home = cpp_extension.CUDA_HOME
+    source = importlib.util.find_spec('torch.utils.cpp_extension').origin
+    with open(source, encoding='utf-8') as file:
+        cxx_std = 'c++20' if "'-std=c++20'" in file.read() else 'c++17'
+    return Machine(
+        torch_version=torch.__version__.split('+')[0],
+        torch_cuda=torch.version.cuda,
+        cuda_available=cuda_available,
+        cuda_home=cuda_home,
+        nvcc_version=_nvcc_version(cuda_home) if cuda_available else None,
+        python_tag=f'cp{sys.version_info.major}{sys.version_info.minor}',
+        cxx_std=cxx_std)
+
+
+def main(argv: Optional[list[str]] = None) -> int:
+    """Print the plan as shell assignments, or check a wheel."""
+    argv = sys.argv[1:] if argv is None else argv
+    try:
+        machine = read_machine()
+        if argv[:1] == ['plan']:
+            plan = plan_build(machine)
+            print(f'MMCV_KIND={plan.kind}')
+            print(f'MMCV_DEVICE_KEY={plan.device_key}')
+            print(f'MMCV_CACHE_KEY={plan.cache_key}')
+            print(f'PYTHON_TAG={machine.python_tag}')
+            print(f'MMCV_CXX_STD={machine.cxx_std}')
+            print('MMCV_BUILD_ENV="' + ' '.join(
+                f'{name}={value}' for name, value in plan.env.items()) + '"')
+        elif argv[:1] == ['check-wheel'] and len(argv) == 2:
+            check_wheel(argv[1], machine)
+        else:
+            print('usage: mmcv_build.py plan | check-wheel WHEEL',
+                  file=sys.stderr)
+            return 2
+    except BuildRefused as refusal:
+        print(f'build_mmcv.sh: {refusal}', file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == '__main__':
+    sys.exit(main())
