@@ -52,12 +52,15 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument(
         '--show-dir',
         help='save images with their predictions drawn to this folder '
-        '(inside the work dir if relative)')
+        '(inside the work dir if relative); segmentation writes them to '
+        'its vis_data/vis_image/ sub-folder (docs/custom_data.md)')
     parser.add_argument(
         '--interval',
         type=int,
         default=1,
-        help='with --show-dir, draw every INTERVAL-th test image')
+        help='with --show-dir, draw every INTERVAL-th test image '
+        '(segmentation: every INTERVAL-th batch; detection: every image, '
+        "mmdet's hook has no test interval)")
     add_launch_arguments(parser, 'test_dataloader.batch_size=32')
     return parse_launch_args(parser)
 
@@ -68,20 +71,19 @@ def enable_show(cfg: Config, show_dir: str, interval: int) -> None:
     if hook is None:
         raise ValueError('--show-dir needs a visualization hook in '
                          'default_hooks.')
+    # An absolute folder: mmpretrain's hook would take a relative out_dir
+    # from the current folder, and mmdet's joins test_out_dir to
+    # <work_dir>/<timestamp>/ again on every test batch.
+    out_dir = osp.abspath(osp.join(cfg.work_dir, show_dir))
     scope = cfg.get('default_scope')
     if scope == 'mmpretrain':
-        # mmpretrain's hook takes out_dir as given (relative to the current
-        # folder); mmdet's puts test_out_dir inside the work dir itself.
-        hook.update(
-            enable=True,
-            interval=interval,
-            out_dir=osp.join(cfg.work_dir, show_dir))
+        hook.update(enable=True, interval=interval, out_dir=out_dir)
     elif scope == 'mmseg':
         # mmseg's hook writes through the visualizer's save_dir.
         hook.update(draw=True, interval=interval)
-        cfg.visualizer.save_dir = osp.join(cfg.work_dir, show_dir)
+        cfg.visualizer.save_dir = out_dir
     else:
-        hook.update(draw=True, interval=interval, test_out_dir=show_dir)
+        hook.update(draw=True, interval=interval, test_out_dir=out_dir)
 
 
 def merge_args(cfg: Config, args: argparse.Namespace) -> Config:

@@ -8,19 +8,22 @@ from mmengine.registry import OPTIM_WRAPPERS
 from torch import nn
 
 
-def cpu_has_fast_bf16() -> Optional[bool]:
+def cpu_has_fast_bf16(cpuinfo_path: str = '/proc/cpuinfo') -> Optional[bool]:
     """Whether this CPU multiplies bfloat16 matrices natively.
 
-    Reads the CPU flags (``/proc/cpuinfo``): AVX512-BF16 or AMX-BF16 on
-    x86, BF16 on Arm. Elsewhere torch's own AVX512-BF16 probe answers, and
-    None means it cannot be told.
+    Reads the CPU flags: AVX512-BF16 or AMX-BF16 on x86, BF16 on Arm.
+    Where there is no ``/proc/cpuinfo``, torch's own AVX512-BF16 probe
+    answers, and None means it cannot be told.
+
+    Args:
+        cpuinfo_path (str): The flags file. Defaults to ``/proc/cpuinfo``.
 
     Returns:
         bool | None: True with native bfloat16, False without, None when
         unknown.
     """
     try:
-        with open('/proc/cpuinfo') as cpuinfo:
+        with open(cpuinfo_path) as cpuinfo:
             flags = set(cpuinfo.read().lower().split())
     except OSError:
         probe = getattr(torch.cpu, '_is_avx512_bf16_supported', None)
