@@ -42,7 +42,8 @@ def run_tool(tool: str, *args: str) -> subprocess.CompletedProcess:
 
 def logged_metric(output: str, name: str) -> float:
     """The last value of ``name`` in mmengine's log or test.py's lines."""
-    values = re.findall(rf'{re.escape(name)}: (-?[\d.]+)', output)
+    values = re.findall(rf'{re.escape(name)}: (-?[\d.]+(?:e[-+]\d+)?)',
+                        output)
     assert values, f'{name} not in the output'
     return float(values[-1])
 
@@ -80,7 +81,9 @@ def write_image_folder(root: Path, per_class: int = 2) -> int:
                 grey = np.full((height, width), 40 + 80 * label, np.uint8)
                 image = grey if index % 2 == 0 else np.stack(
                     [grey, 255 - grey, grey], axis=-1)
-                mmcv.imwrite(image, str(folder / f'{index}.png'))
+                # unique names: mmpretrain's --show-dir files are named
+                # after the image alone, whatever its folder
+                mmcv.imwrite(image, str(folder / f'{name}{index}.png'))
     return 3 * per_class
 
 
@@ -88,7 +91,7 @@ def test_classification_on_an_image_folder(tmp_path):
     num_val = write_image_folder(tmp_path / 'data')
     work_dir = tmp_path / 'work'
     options = loader_options(tmp_path / 'data', 'train_dataloader',
-                             'val_dataloader') + [
+                             'val_dataloader', 'test_dataloader') + [
         'train_cfg.max_epochs=1', 'train_cfg.val_interval=1',
         'train_dataloader.batch_size=3'
     ]
@@ -104,7 +107,9 @@ def test_classification_on_an_image_folder(tmp_path):
                     '--interval', '2', '--cfg-options', *options)
     assert logged_metric(test.stdout, 'accuracy/top1') == pytest.approx(
         accuracy, abs=1e-3)
-    assert len(drawn_images(work_dir / 'vis')) == num_val // 2
+    # images 0, 2 and 4 of six, in folder order
+    assert drawn_images(work_dir / 'vis') == [
+        'circle0.png_0.png', 'square0.png_0.png', 'stripes0.png_0.png']
 
 
 # ------------------------------------------------------------- detection --
@@ -217,6 +222,6 @@ def test_segmentation_on_label_pngs(tmp_path):
                     '--work-dir', str(work_dir), '--show-dir', 'vis',
                     '--interval', '2', '--cfg-options', *options)
     assert logged_metric(test.stdout, 'mIoU') == pytest.approx(miou, abs=0.01)
-    # batches 0 and 2 of three (batch size 1), under vis_data/vis_image
+    # mmseg draws batches N, 2N, ... (1-based): the second of three images
     drawn = drawn_images(work_dir / 'vis' / 'vis_data' / 'vis_image')
-    assert [name.split('_')[1] for name in drawn] == ['0.jpg', '2.jpg']
+    assert drawn == ['test_1.jpg_0.png']

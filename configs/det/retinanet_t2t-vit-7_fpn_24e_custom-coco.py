@@ -14,7 +14,7 @@ metainfo = dict(
 num_classes = 2
 
 # An ImageNet-1k T2T-ViT-7 checkpoint in mmpretrain's layout (see
-# docs/dense.md, "Weights"); init_cfg=None trains from scratch.
+# docs/custom_data.md, "Weights"); init_cfg=None trains from scratch.
 checkpoint = 'checkpoints/t2t-vit-7_in1k.pth'
 
 # The pyramid neck's in_channels follow the backbone in tools/train.py and

@@ -16,7 +16,7 @@ metainfo = dict(
 num_classes = 3
 
 # An ImageNet-1k T2T-ViT-7 checkpoint in mmpretrain's layout (see
-# docs/dense.md, "Weights"); init_cfg=None trains from scratch.
+# docs/custom_data.md, "Weights"); init_cfg=None trains from scratch.
 checkpoint = 'checkpoints/t2t-vit-7_in1k.pth'
 
 crop_size = (256, 256)

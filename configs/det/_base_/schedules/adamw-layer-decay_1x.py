@@ -21,7 +21,8 @@ optim_wrapper = dict(
         custom_keys={'backbone.cls_token': dict(decay_mult=0.)}))
 
 # Linear warm-up over the first 1000 iterations. A shorter run needs a
-# shorter one, e.g. --cfg-options param_scheduler.0.end=50 (docs/dense.md).
+# shorter one, e.g. --cfg-options param_scheduler.0.end=50
+# (docs/custom_data.md, "Short runs").
 param_scheduler = [
     dict(
         type='LinearLR', start_factor=0.001, by_epoch=False, begin=0,

@@ -23,7 +23,7 @@ optim_wrapper = dict(
 # Warm-up over the first 1500 iterations. A shorter run scales both phases,
 # e.g. for 200 iterations: --cfg-options train_cfg.max_iters=200
 # param_scheduler.0.end=20 param_scheduler.1.begin=20
-# param_scheduler.1.end=200 (docs/dense.md).
+# param_scheduler.1.end=200 (docs/custom_data.md, "Short runs").
 param_scheduler = [
     dict(
         type='LinearLR', start_factor=1e-6, by_epoch=False, begin=0,
