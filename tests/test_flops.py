@@ -126,7 +126,7 @@ def test_detectors_count_the_backbone_and_the_whole_model(
     config = tmp_path / 'tiny_mask_rcnn.py'
     config.write_text(TINY_DET.format(
         base=ROOT / 'configs/det/mask-rcnn_t2t-vit-t-14_fpn_1x_coco.py'))
-    assert get_flops.main([str(config)]) == 0
+    assert get_flops.main([str(config), '--shape', '64']) == 0
     out = capsys.readouterr().out
     backbone, _ = expected_macs('transformer', 64, 32, 2, 64, 16, 0)
     match = re.search(r'^Backbone +T2TViT: .* ([\d.]+)M MACs', out, re.M)
@@ -139,7 +139,7 @@ def test_detectors_count_the_backbone_and_the_whole_model(
 
     # a model whose forward pass needs more than images: one line about it
     monkeypatch.setattr(get_flops, '_detector_inputs', lambda *_: None)
-    assert get_flops.main([str(config)]) == 0
+    assert get_flops.main([str(config), '--shape', '64']) == 0
     out = capsys.readouterr().out
     assert 'Whole model not counted: a forward pass of MaskRCNN' in out
     assert re.search(r'^Backbone +T2TViT: ', out, re.M)

@@ -62,7 +62,8 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument(
         '--show-dir',
         help='save images with their predictions drawn to this folder '
-        '(inside the work dir if relative)')
+        '(inside the work dir if relative); segmentation writes them to '
+        'its vis_data/vis_image/ sub-folder (docs/custom_data.md)')
     parser.add_argument(
         '--wait-time',
         type=float,
@@ -72,7 +73,9 @@ def parse_args() -> argparse.Namespace:
         '--interval',
         type=int,
         default=1,
-        help='with --show or --show-dir, draw every INTERVAL-th test image')
+        help='with --show or --show-dir, draw every INTERVAL-th test image '
+        '(segmentation: every INTERVAL-th batch; detection: every image, '
+        "mmdet's hook has no test interval)")
     parser.add_argument(
         '--tta',
         action='store_true',

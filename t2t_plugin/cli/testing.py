@@ -59,10 +59,12 @@ def enable_show(cfg: Config,
         raise ValueError('--show / --show-dir need a visualization hook in '
                          'default_hooks.')
     scope = cfg.get('default_scope')
-    out_dir = osp.join(cfg.work_dir, show_dir) if show_dir else None
+    # An absolute folder: mmpretrain's hook would take a relative out_dir
+    # from the current folder, and mmdet's joins test_out_dir to
+    # <work_dir>/<timestamp>/ again on every test batch.
+    out_dir = (osp.abspath(osp.join(cfg.work_dir, show_dir))
+               if show_dir else None)
     if scope == 'mmpretrain':
-        # mmpretrain's hook takes out_dir as given (relative to the current
-        # folder); mmdet's puts test_out_dir inside the work dir itself.
         hook.update(enable=True, interval=interval, out_dir=out_dir,
                     show=show, wait_time=wait_time)
     elif scope == 'mmseg':
@@ -74,8 +76,8 @@ def enable_show(cfg: Config,
     else:
         hook.update(draw=True, interval=interval, show=show,
                     wait_time=wait_time)
-        if show_dir:
-            hook.test_out_dir = show_dir
+        if out_dir:
+            hook.test_out_dir = out_dir
 
 
 def enable_tta(cfg: Config) -> None:

@@ -1,6 +1,7 @@
 import functools
 from typing import Callable, Optional
 
+from mmengine.logging import MMLogger
 from mmpretrain.engine.optimizers import (
     LearningRateDecayOptimWrapperConstructor,
 )
@@ -25,6 +26,10 @@ class BackboneLayerDecayOptimWrapperConstructor(
 
     Use it from mmdet / mmseg configs as
     ``constructor='mmpretrain.BackboneLayerDecayOptimWrapperConstructor'``.
+
+    The training log's ``base_lr`` is the learning rate of the config (as
+    the schedule moves it); its ``lr`` is the first parameter group's, the
+    most decayed one. One line at build time states the range between.
     """
 
     def add_params(self,
@@ -46,3 +51,13 @@ class BackboneLayerDecayOptimWrapperConstructor(
                 backbone.get_layer_depth, prefix='backbone.')
         super().add_params(
             params, module, prefix, get_layer_depth=get_layer_depth, **kwargs)
+        if prefix == '' and params:
+            scales = [group['lr_scale'] for group in params]
+            MMLogger.get_current_instance().info(
+                'Layer-wise lr decay '
+                f'{self.paramwise_cfg.get("layer_decay_rate", 1.0)}: '
+                f'parameter groups train at base_lr x {min(scales):.3g} '
+                '(T2T module) up to '
+                f'base_lr x {max(scales):.3g} (neck, heads); the log shows '
+                'base_lr and, as lr, the first group\'s rate '
+                f'(x {params[0]["lr_scale"]:.3g}).')

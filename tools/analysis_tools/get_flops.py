@@ -13,6 +13,7 @@ Examples::
     python tools/analysis_tools/get_flops.py --all   # every arch vs the paper
 """
 import argparse
+import math
 import sys
 from collections.abc import Sequence
 from typing import Any, Optional
@@ -27,6 +28,7 @@ from rich.table import Table
 
 import t2t_plugin  # noqa: F401  (registers the models)
 from t2t_plugin.analysis import PAPER_MACS, ModelComplexity, count_complexity
+from t2t_plugin.cli import follow_backbone_widths
 from t2t_plugin.models import T2TViT
 
 
@@ -40,7 +42,10 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
         '--shape',
         type=int,
         nargs='+',
-        help='input size: H [W] (default: the size the model is built for)')
+        help="input size: H [W] (default: the config's test size: the "
+        "data preprocessor's crop size, else the test pipeline's last "
+        'resize or crop, padded as the model pads it, else the size the '
+        'backbone is built for)')
     parser.add_argument(
         '--all',
         action='store_true',
@@ -135,18 +140,64 @@ def _is_imagenet_classifier(model: torch.nn.Module) -> bool:
         head, 'num_classes', None) == 1000
 
 
+def _pair_hw(size: Any) -> Optional[tuple[int, int]]:
+    """``(H, W)`` of an OpenMMLab size: an int, or ``(W, H)``."""
+    if isinstance(size, int):
+        return size, size
+    if isinstance(size, (list, tuple)) and len(size) == 2 and all(
+            isinstance(side, int) for side in size):
+        return size[1], size[0]
+    return None
+
+
+def config_test_shape(cfg: Config) -> Optional[tuple[int, int]]:
+    """The input size a config tests at, ``(H, W)``, or None if unknown.
+
+    The data preprocessor's fixed ``size`` (mmseg's crop) wins; otherwise
+    the last resize or crop of the test pipeline, where a keep-ratio
+    ``Resize`` counts as the box it fits images into (long side x short
+    side, landscape), padded to the preprocessor's size divisor.
+
+    Args:
+        cfg (Config): A model config with a test dataloader.
+    """
+    preprocessor = cfg.model.get('data_preprocessor') or {}
+    fixed = _pair_hw(preprocessor.get('size'))
+    if fixed:
+        return fixed
+    dataset = cfg.get('test_dataloader', {}).get('dataset', {})
+    while 'dataset' in dataset:  # RepeatDataset and other wrappers
+        dataset = dataset['dataset']
+    shape = None
+    for transform in dataset.get('pipeline', ()):
+        kind = str(transform.get('type', '')).split('.')[-1]
+        if 'Crop' in kind:
+            shape = _pair_hw(transform.get('crop_size')) or shape
+        elif kind == 'Resize':
+            scale = _pair_hw(transform.get('scale'))
+            if scale and transform.get('keep_ratio'):
+                scale = (min(scale), max(scale))
+            shape = scale or shape
+    if shape is None:
+        return None
+    divisor = (preprocessor.get('pad_size_divisor')
+               or preprocessor.get('test_cfg', {}).get('size_divisor') or 1)
+    return tuple(math.ceil(side / divisor) * divisor for side in shape)
+
+
 def run_config(args: argparse.Namespace, console: Console) -> None:
     cfg = Config.fromfile(args.config)
     if args.cfg_options:
         cfg.merge_from_dict(args.cfg_options)
+    follow_backbone_widths(cfg)
     model = MODELS.build(cfg.model)
     backbone = getattr(model, 'backbone', model)
-    if args.shape:
-        shape = (args.shape[0], args.shape[-1])
-    elif hasattr(backbone, 'tokens_to_token'):
+    shape = (args.shape[0], args.shape[-1]) if args.shape else (
+        config_test_shape(cfg))
+    if shape is None and hasattr(backbone, 'tokens_to_token'):
         t2t = backbone.tokens_to_token
         shape = tuple(side * t2t.total_stride for side in t2t.init_out_size)
-    else:
+    elif shape is None:
         shape = (224, 224)
     in_channels = cfg.model.get('backbone', {}).get('in_channels', 3)
     lines: list[str] = [

@@ -46,14 +46,17 @@ class T2TViT(BaseModule):
     ``attn.random_matrix`` to the T2T layers.
 
     Args:
-        arch (str | dict): A name from ``arch_zoo`` (``'7'``, ``'10'``,
-            ``'12'``, ``'14'``, ``'19'``, ``'24'``, ``'t-14'``, ``'t-19'``,
-            ``'t-24'``, ``'14-resnext'``, ``'14-wide'``, also with a
-            ``'t2t-vit-'`` prefix) or a dict with ``token_layer``,
-            ``embed_dims``, ``num_layers``, ``num_heads`` and
-            ``feedforward_channels``. Defaults to ``'14'``.
-        img_size (int | tuple): Input size the position table is built for;
-            other sizes resize it on the fly. Defaults to 224.
+        arch (str | int | dict): A name from ``arch_zoo`` (``'7'``,
+            ``'10'``, ``'12'``, ``'14'``, ``'19'``, ``'24'``, ``'t-14'``,
+            ``'t-19'``, ``'t-24'``, ``'14-resnext'``, ``'14-wide'``), spelt
+            in any case, with or without a ``'t2t-vit-'`` prefix, as an int
+            for the numeric ones (``7``, as ``--cfg-options`` delivers it),
+            and with an ``'@384'`` suffix for the paper's 384-pixel models;
+            or a dict with ``token_layer``, ``embed_dims``, ``num_layers``,
+            ``num_heads`` and ``feedforward_channels``. Defaults to ``'14'``.
+        img_size (int | tuple, optional): Input size the position table is
+            built for; other sizes resize it on the fly. None takes 224, or
+            384 for an ``'@384'`` arch name. Defaults to None.
         in_channels (int): Image channels. Defaults to 3.
         out_indices (int | Sequence[int]): Encoder layers to output, negative
             counts from the end. Defaults to -1.
@@ -120,8 +123,8 @@ class T2TViT(BaseModule):
     num_extra_tokens = 1
 
     def __init__(self,
-                 arch: Union[str, dict] = '14',
-                 img_size: Union[int, Sequence[int]] = 224,
+                 arch: Union[str, int, dict] = '14',
+                 img_size: Union[int, Sequence[int], None] = None,
                  in_channels: int = 3,
                  out_indices: Union[int, Sequence[int]] = -1,
                  out_type: str = 'cls_token',
@@ -139,7 +142,11 @@ class T2TViT(BaseModule):
                  layer_cfgs: Union[dict, Sequence[dict], None] = None,
                  init_cfg: Optional[dict] = None) -> None:
         super().__init__(init_cfg=init_cfg)
-        self.arch_settings = self._parse_arch(arch)
+        self.arch_settings = self.resolve_arch(arch)
+        if img_size is None:
+            img_size = self.arch_settings.pop('img_size', 224)
+        else:
+            self.arch_settings.pop('img_size', None)
         self.embed_dims = self.arch_settings['embed_dims']
         self.num_layers = self.arch_settings['num_layers']
         if out_type not in self.OUT_TYPES:
@@ -214,14 +221,53 @@ class T2TViT(BaseModule):
             self.embed_dims) if final_norm else nn.Identity()
         self._freeze_stages()
 
-    def _parse_arch(self, arch: Union[str, dict]) -> dict:
+    @classmethod
+    def arch_names(cls) -> list[str]:
+        """The arch names, without their ``'t2t-vit-'`` aliases."""
+        return sorted({k for k in cls.arch_zoo if '-vit-' not in k},
+                      key=lambda name: (name.startswith('t-'),
+                                        len(name), name))
+
+    @classmethod
+    def resolve_arch(cls, arch: Union[str, int, dict]) -> dict:
+        """The settings of an arch, however its name is spelt.
+
+        mmengine's ``--cfg-options model.backbone.arch=7`` delivers the int
+        7 and a config may say ``'T2T-ViT-14'`` or ``'t2t-vit-14@384'``;
+        they all name an ``arch_zoo`` entry. A name that names none raises
+        a one-line ValueError listing the valid names.
+
+        Args:
+            arch (str | int | dict): An arch name or a custom arch dict.
+
+        Returns:
+            dict: ``token_layer``, ``embed_dims``, ``num_layers``,
+            ``num_heads``, ``feedforward_channels``, and ``img_size`` for
+            names with a resolution suffix.
+        """
+        if isinstance(arch, int) and not isinstance(arch, bool):
+            arch = str(arch)
         if isinstance(arch, str):
-            key = arch.lower()
-            if key not in self.arch_zoo:
-                names = sorted({k for k in self.arch_zoo if '-vit-' not in k})
-                raise ValueError(f'Unknown T2T-ViT arch {arch!r}; choose one '
-                                 f'of {names} or pass a dict.')
-            return dict(self.arch_zoo[key])
+            key = arch.strip().lower().replace('_', '-')
+            key = re.sub(r'^t2t-?vit-?', '', key)
+            match = re.fullmatch(r'(.+?)(?:@|-)(224|384)(?:px)?', key)
+            settings = None
+            if match and match.group(1) in cls.arch_zoo:
+                settings = dict(cls.arch_zoo[match.group(1)])
+                settings['img_size'] = int(match.group(2))
+            elif key in cls.arch_zoo:
+                settings = dict(cls.arch_zoo[key])
+            if settings is None:
+                raise ValueError(
+                    f'Unknown T2T-ViT arch {arch!r}; choose one of '
+                    f'{", ".join(cls.arch_names())} (also as t2t-vit-NAME, '
+                    'any case, NAME@384 at 384 px) or pass a dict.')
+            return settings
+        if not isinstance(arch, dict):
+            raise ValueError(
+                f'arch must be an arch name or a dict, got {arch!r} '
+                f'({type(arch).__name__}); choose one of '
+                f'{", ".join(cls.arch_names())}.')
         required = {'embed_dims', 'num_layers', 'num_heads'}
         optional = {'token_layer', 'feedforward_channels', 'mlp_ratio'}
         missing = required - set(arch)

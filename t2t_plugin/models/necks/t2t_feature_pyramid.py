@@ -44,6 +44,8 @@ class T2TFeaturePyramid(BaseModule):
             maps (``token_dims``, 64 for every released arch), then one or
             more stride-16 encoder maps (``embed_dims``), e.g.
             ``(64, 64, 384)`` for T2T-ViT-14 / t-14 with one output index.
+            They are fixed by the backbone config, and the tools set them
+            from it (:func:`t2t_plugin.cli.follow_backbone_widths`).
         out_channels (int | Sequence[int]): Width of each output level, or
             one width for all, e.g. ``(96, 192, 384, 768)`` or 256.
         out_indices (Sequence[int]): Levels to build and output: 0, 1, 2, 3
@@ -57,7 +59,7 @@ class T2TFeaturePyramid(BaseModule):
     """
 
     def __init__(self,
-                 in_channels: Sequence[int],
+                 in_channels: Optional[Sequence[int]],
                  out_channels: Union[int, Sequence[int]],
                  out_indices: Sequence[int] = (0, 1, 2, 3),
                  norm_cfg: dict = dict(type='LN2d', eps=1e-6),
@@ -65,6 +67,13 @@ class T2TFeaturePyramid(BaseModule):
                      type='Xavier', layer='Conv2d',
                      distribution='uniform')) -> None:
         super().__init__(init_cfg=init_cfg)
+        if in_channels is None:
+            raise ValueError(
+                'T2TFeaturePyramid needs in_channels, the widths of the '
+                'backbone outputs, e.g. (64, 64, 384) for T2T-ViT-14. '
+                'tools/train.py and tools/test.py fill them in from '
+                'model.backbone; elsewhere call t2t_plugin.cli.'
+                'follow_backbone_widths(cfg) on the config first.')
         in_channels = tuple(in_channels)
         if len(in_channels) < 3:
             raise ValueError(
