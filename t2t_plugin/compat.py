@@ -87,17 +87,13 @@ def add_safe_globals(safe_globals: Iterable) -> bool:
             :func:`torch.serialization.add_safe_globals` takes.
 
     Returns:
-        bool: False, after one warning, where torch cannot do it (before
-        2.4 torch's safe loader cannot read mmengine training checkpoints
-        at all, and its default loader is the unrestricted one).
+        bool: False where torch cannot do it (before 2.4); the plugin's
+        checkpoint reader then unpickles through its own allow-list
+        (``t2t_plugin.engine.checkpoint``), with the same rule.
     """
     if HAS_ADD_SAFE_GLOBALS:
         torch.serialization.add_safe_globals(list(safe_globals))
         return True
-    warn_once(missing_torch_feature(
-        'torch.serialization.add_safe_globals', '2.4',
-        'training checkpoints are read by torch.load without restriction, '
-        'so load only checkpoints you trust'))
     return False
 
 

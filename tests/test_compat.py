@@ -35,23 +35,15 @@ def test_import_on_this_torch_warns_only_about_what_it_lacks():
     assert run.returncode == 0, run.stderr
     lines = [line for line in run.stderr.splitlines()
              if 'MissingFeatureWarning' in line]
-    if compat.HAS_ADD_SAFE_GLOBALS:
-        assert lines == []
-    else:
-        assert len(lines) == 1
-        assert f'torch {torch.__version__} has no torch.serialization.' \
-            'add_safe_globals (torch >= 2.4)' in lines[0]
+    # before torch 2.4 the checkpoint reader restricts itself (see
+    # tests/test_inference.py), so nothing is lost that needs a warning
+    assert lines == []
 
 
-def test_missing_safe_globals_warns_once_and_carries_on(
-        monkeypatch, fresh_warnings):
+def test_missing_safe_globals_says_so_quietly(monkeypatch, fresh_warnings):
     monkeypatch.setattr(compat, 'HAS_ADD_SAFE_GLOBALS', False)
     assert compat.add_safe_globals([]) is False
-    assert compat.add_safe_globals([]) is False
-    [message] = messages(fresh_warnings)
-    assert '\n' not in message
-    assert message.startswith(f'torch {torch.__version__} has no ')
-    assert 'load only checkpoints you trust' in message
+    assert messages(fresh_warnings) == []
 
 
 def test_safe_globals_context_without_the_feature_is_a_no_op(

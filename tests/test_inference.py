@@ -13,6 +13,7 @@ from mmpretrain.registry import MODELS
 from PIL import Image
 
 import t2t_plugin  # noqa: F401
+import t2t_plugin.engine.checkpoint as checkpoint_module
 from t2t_plugin import compat
 from t2t_plugin.cli.model_loading import load_model
 from t2t_plugin.datasets import ConvertImage
@@ -195,10 +196,14 @@ def test_checkpoint_meta_names_the_classes(tmp_path):
     assert model._dataset_meta['classes'] == names
 
 
-@pytest.mark.skipif(
-    not compat.HAS_ADD_SAFE_GLOBALS,
-    reason='torch < 2.4 cannot read training checkpoints safely')
-def test_mmengine_training_checkpoints_load(tmp_path):
+@pytest.mark.parametrize('torch_allow_list', [True, False])
+def test_mmengine_training_checkpoints_load(tmp_path, monkeypatch,
+                                            torch_allow_list):
+    # False: the reader's own restricted unpickler, as on torch < 2.4
+    if torch_allow_list and not compat.HAS_ADD_SAFE_GLOBALS:
+        pytest.skip('torch < 2.4 has no add_safe_globals')
+    monkeypatch.setattr(checkpoint_module, 'HAS_ADD_SAFE_GLOBALS',
+                        torch_allow_list)
     config, slim, reference = write_tiny_model(tmp_path)
     # what mmengine's CheckpointHook writes beside the weights
     full = tmp_path / 'epoch_1.pth'
@@ -337,3 +342,29 @@ def test_old_api_names_warn_and_point_to_their_replacements():
         assert t2t_plugin.apis.inference_model is inference_model
     with pytest.raises(AttributeError, match='no_such_name'):
         t2t_plugin.apis.no_such_name  # noqa: B018
+
+
+class _WritesAFile:
+    """A pickled object that would create a file when unpickled."""
+
+    def __init__(self, path):
+        self.path = str(path)
+
+    def __reduce__(self):
+        return (Path.touch, (Path(self.path), ))
+
+
+@pytest.mark.parametrize('torch_allow_list', [True, False])
+def test_checkpoint_with_code_is_refused(tmp_path, monkeypatch,
+                                         torch_allow_list):
+    # False: the reader's own restricted unpickler, as on torch < 2.4
+    if torch_allow_list and not compat.HAS_ADD_SAFE_GLOBALS:
+        pytest.skip('torch < 2.4 has no add_safe_globals')
+    monkeypatch.setattr(checkpoint_module, 'HAS_ADD_SAFE_GLOBALS',
+                        torch_allow_list)
+    marker = tmp_path / 'ran'
+    path = tmp_path / 'evil.pth'
+    torch.save({'state_dict': {}, 'payload': _WritesAFile(marker)}, path)
+    with pytest.raises(CheckpointError, match='GLOBAL pathlib'):
+        read_checkpoint(str(path))
+    assert not marker.exists()

@@ -29,7 +29,9 @@ through the same reader, so ``load_from``, ``init_cfg=dict(type=
 'Pretrained')`` (mmpretrain, mmdet, mmseg) and mmpretrain's ``get_model``
 take official releases as they are.
 """
+import _compat_pickle
 import argparse
+import codecs
 import os
 import os.path as osp
 import pickle
@@ -51,7 +53,7 @@ from mmengine.fileio import LocalBackend, register_backend
 from mmengine.logging import HistoryBuffer
 from mmengine.runner import CheckpointLoader, Runner
 
-from ..compat import add_safe_globals, safe_globals
+from ..compat import HAS_ADD_SAFE_GLOBALS, add_safe_globals, safe_globals
 
 _STATISTICS_METHODS = ('min', 'max', 'current', 'mean')
 
@@ -210,8 +212,52 @@ def _blocked_global(text: str) -> Optional[str]:
     return found.group(1) if found else None
 
 
+class _RestrictedUnpickler(pickle.Unpickler):
+    """An unpickler that resolves only allow-listed globals.
+
+    torch < 2.4 cannot extend the allow-list of its safe loader, and that
+    loader refuses to rebuild any class of its own choosing (mmengine's
+    ``HistoryBuffer`` among them), so training checkpoints could only be
+    read unrestricted. This unpickler gives ``torch.load`` the same rule as
+    the safe loader of newer torch: torch's own allowed globals, those of
+    :func:`checkpoint_safe_globals` and ``argparse.Namespace``; any other
+    global (the way a file runs code) is refused before it is resolved.
+    """
+
+    def find_class(self, module: str, name: str) -> Any:
+        # protocol 2 files name Python 2 modules (``__builtin__``)
+        module = _compat_pickle.IMPORT_MAPPING.get(module, module)
+        allowed = _restricted_globals().get(f'{module}.{name}')
+        if allowed is None:
+            raise pickle.UnpicklingError(
+                f'Unsupported global: GLOBAL {module}.{name} is not an '
+                'allowed global of a checkpoint')
+        return allowed
+
+
+def _restricted_globals() -> dict[str, Any]:
+    from torch import _weights_only_unpickler
+    allowed = dict(_weights_only_unpickler._get_allowed_globals())
+    # numpy arrays of protocol 2 files carry their bytes as latin-1 text
+    allowed['_codecs.encode'] = codecs.encode
+    for entry in [*checkpoint_safe_globals(), argparse.Namespace]:
+        obj, path = (entry if isinstance(entry, tuple) else
+                     (entry, f'{entry.__module__}.{entry.__name__}'))
+        allowed[path] = obj
+    return allowed
+
+
+class _RestrictedPickle:
+    """The ``pickle_module`` of ``torch.load`` on torch < 2.4."""
+    Unpickler = _RestrictedUnpickler
+    load = pickle.load
+
+
 def _torch_load(path: str, trust_pickle: bool) -> Any:
     try:
+        if not trust_pickle and not HAS_ADD_SAFE_GLOBALS:
+            return torch.load(path, map_location='cpu', weights_only=False,
+                              pickle_module=_RestrictedPickle)
         # timm training checkpoints (official releases of other sizes) keep
         # their argparse options beside the weights.
         with safe_globals([argparse.Namespace]):

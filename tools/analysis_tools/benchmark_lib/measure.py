@@ -21,7 +21,7 @@ import torch
 from torch import nn
 from torch.profiler import ProfilerActivity, profile
 
-from ..compat import grad_scaler, profiler_event_start_ns
+from t2t_plugin.compat import grad_scaler, profiler_event_start_ns
 
 DTYPES = {'fp32': None, 'bf16': torch.bfloat16, 'fp16': torch.float16}
 
