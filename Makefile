@@ -18,6 +18,9 @@ $(info Python: $(PYTHON) (from $(PYTHON_ORIGIN)))
 
 # The versions this project is tested with; setup.py holds the ranges.
 TORCH_PINS := torch==2.14.1 torchvision==0.29.1
+# ONNX export and the runtimes the deployment tests check against.
+DEPLOY_PINS := onnx==1.23.2 onnxscript==0.7.2 onnxruntime==1.31.1 \
+	openvino==2026.4.1
 # The oldest supported stack, tested in a second environment: the newest
 # torch with OpenMMLab's prebuilt CUDA wheels of full mmcv, and the lowest
 # versions setup.py allows. torch 2.1 needs numpy 1; opencv 5 declares
@@ -54,7 +57,7 @@ install: $(MAKE_VENV)
 	$(PIP) install -e .
 
 install-tests: install
-	$(PIP) install -e '.[tests]'
+	$(PIP) install -e '.[tests,deploy]' $(DEPLOY_PINS)
 
 install-dense: install
 	PYTHON=$(PYTHON) bash tools/install/build_mmcv.sh
@@ -71,7 +74,7 @@ $(OLD_VENV)/installed: Makefile setup.py | $(OLD_VENV)/bin/python
 	$(OLD_VENV)/bin/python -m pip download -q -d $(OLD_WHEELS) $(OLD_PINS) \
 		pytest matplotlib scikit-learn rich setuptools wheel
 	$(OLD_VENV)/bin/python -m pip install --no-index --find-links $(OLD_WHEELS) \
-		$(OLD_PINS) pytest -e .
+		$(OLD_PINS) pytest wheel -e .
 	touch $@
 
 test-torch2.1: $(OLD_VENV)/installed

@@ -11,5 +11,5 @@ _base_ = [
 model = dict(backbone=dict(img_size=384))
 
 # The last checkpoint of configs/t2t-vit-14_8xb64_in1k.py (its weights are
-# the EMA ones), or a converted official release; see README, "Training".
+# the EMA ones), or a converted official release; see docs/weights.md.
 load_from = 'work_dirs/t2t-vit-14_8xb64_in1k/epoch_310.pth'

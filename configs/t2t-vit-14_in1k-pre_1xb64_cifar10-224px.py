@@ -13,7 +13,7 @@ model = dict(
         init_cfg=dict(
             type='Pretrained',
             # The last (EMA) checkpoint of configs/t2t-vit-14_8xb64_in1k.py
-            # or a converted official release; see README, "Training".
+            # or a converted official release; see docs/weights.md.
             checkpoint='work_dirs/t2t-vit-14_8xb64_in1k/epoch_310.pth',
             prefix='backbone.')),
     head=dict(

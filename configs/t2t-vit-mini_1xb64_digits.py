@@ -1,6 +1,7 @@
 # The embedded demo: a small T2T-ViT trained on the 8x8 handwritten digits
 # bundled with scikit-learn (1,797 images, 10 classes, nothing to download).
-# `make demo` trains it on the CPU in a few minutes; see README, "Demo".
+# `make demo` trains it on the CPU in a few minutes; see
+# docs/getting_started.md#demo.
 _base_ = ['./_base_/default_runtime.py']
 
 model = dict(

@@ -11,6 +11,7 @@ import argparse
 import os.path as osp
 import sys
 
+import numpy as np
 from mmengine.config import Config
 from mmengine.evaluator import DumpResults
 from mmengine.fileio import dump
@@ -185,8 +186,9 @@ def main() -> int:
         dump(metrics, args.out)
     if runner.rank == 0:
         for name, value in metrics.items():
-            print(f'{name}: {value:.4f}' if isinstance(value, float) else
-                  f'{name}: {value}')
+            # mmseg's metrics are numpy floats
+            print(f'{name}: {value:.4f}' if isinstance(
+                value, (float, np.floating)) else f'{name}: {value}')
     close_dist()
     if non_finite.count:
         print(f'{non_finite.count} of {non_finite.total} predictions hold '

@@ -6,9 +6,7 @@ plugin's configs, index names (``mmpretrain.list_models('*_t2tp')``) and
 checkpoints, official releases included (see ``docs/mmpretrain_apis.md``).
 The old names stay importable for a while and say where they went.
 """
-import importlib
-import warnings
-from typing import Any
+from ..deprecation import moved_attributes
 
 # old name -> (module, name) of its replacement
 _MOVED = {
@@ -22,16 +20,8 @@ _MOVED = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    if name not in _MOVED:
-        raise AttributeError(f'module {__name__!r} has no attribute {name!r}')
-    module, new_name = _MOVED[name]
-    warnings.warn(
-        f't2t_plugin.apis.{name} is deprecated; use {module}.{new_name} '
-        '(mmpretrain.get_model / ImageClassificationInferencer for models).',
-        DeprecationWarning,
-        stacklevel=2)
-    return getattr(importlib.import_module(module), new_name)
-
+__getattr__ = moved_attributes(
+    __name__, _MOVED,
+    ' (mmpretrain.get_model / ImageClassificationInferencer for models)')
 
 __all__ = list(_MOVED)

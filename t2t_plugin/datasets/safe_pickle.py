@@ -26,14 +26,19 @@ class UnsafePickleError(pickle.UnpicklingError, ValueError):
 def _numpy_globals() -> dict[tuple[str, str], Any]:
     """The numpy functions and classes that rebuild arrays, by the module
     names numpy 1 (``numpy.core``) and numpy 2 (``numpy._core``) write."""
-    core = getattr(np, '_core', None) or np.core
+    # numpy 1.26 has only a stub of ``numpy._core``; numpy 2 warns on
+    # ``numpy.core``
+    try:
+        from numpy._core import multiarray, numeric
+    except ImportError:
+        from numpy.core import multiarray, numeric
     found = {}
     for module in ('numpy.core', 'numpy._core'):
         found[(f'{module}.multiarray', '_reconstruct')] = (
-            core.multiarray._reconstruct)
-        found[(f'{module}.multiarray', 'scalar')] = core.multiarray.scalar
+            multiarray._reconstruct)
+        found[(f'{module}.multiarray', 'scalar')] = multiarray.scalar
         # protocol 5 writes arrays as buffers rebuilt by _frombuffer
-        found[(f'{module}.numeric', '_frombuffer')] = core.numeric._frombuffer
+        found[(f'{module}.numeric', '_frombuffer')] = numeric._frombuffer
     found[('numpy', 'ndarray')] = np.ndarray
     found[('numpy', 'dtype')] = np.dtype
     return found

@@ -1,9 +1,7 @@
 """Registered runtime parts: atomic and loadable checkpoints, CPU autocast,
 the layer-decay optimizer constructor and the training-curves hook; the one
 reader of checkpoints and configs that every tool and API uses."""
-import importlib
-import warnings
-
+from ..deprecation import moved_attributes
 from .checkpoint import (
     AtomicLocalBackend,
     CheckpointError,
@@ -32,28 +30,18 @@ allow_mmengine_checkpoints()
 # Names that lived here before the command-line plumbing moved to
 # ``t2t_plugin.cli`` and the curves to ``t2t_plugin.analysis``.
 _MOVED = {
-    'BUILD_ERRORS': 't2t_plugin.cli',
-    'find_missing_inputs': 't2t_plugin.cli',
-    'report_build_error': 't2t_plugin.cli',
-    'init_cpu_dist': 't2t_plugin.cli',
-    'setup_cpu_dist': 't2t_plugin.cli',
-    'find_scalar_files': 't2t_plugin.analysis',
-    'load_scalars': 't2t_plugin.analysis',
-    'plot_curves': 't2t_plugin.analysis',
+    'BUILD_ERRORS': ('t2t_plugin.cli', 'BUILD_ERRORS'),
+    'find_missing_inputs': ('t2t_plugin.cli', 'find_missing_inputs'),
+    'report_build_error': ('t2t_plugin.cli', 'report_build_error'),
+    'init_cpu_dist': ('t2t_plugin.cli', 'init_cpu_dist'),
+    'setup_cpu_dist': ('t2t_plugin.cli', 'setup_cpu_dist'),
+    'find_scalar_files': ('t2t_plugin.analysis', 'find_scalar_files'),
+    'load_scalars': ('t2t_plugin.analysis', 'load_scalars'),
+    'plot_curves': ('t2t_plugin.analysis', 'plot_curves'),
 }
 
 
-def __getattr__(name: str):
-    if name not in _MOVED:
-        raise AttributeError(f'module {__name__!r} has no attribute {name!r}')
-    home = _MOVED[name]
-    warnings.warn(
-        f't2t_plugin.engine.{name} moved to {home}.{name}; import it from '
-        'there.',
-        DeprecationWarning,
-        stacklevel=2)
-    return getattr(importlib.import_module(home), name)
-
+__getattr__ = moved_attributes(__name__, _MOVED)
 
 __all__ = [
     'AtomicLocalBackend', 'AutocastOptimWrapper',

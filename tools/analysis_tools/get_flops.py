@@ -20,7 +20,6 @@ from typing import Any, Optional
 
 import torch
 from mmengine.config import Config, DictAction
-from mmpretrain.models import ImageClassifier
 from mmpretrain.registry import MODELS
 from rich.console import Console
 from rich.progress import track
@@ -136,7 +135,7 @@ def _counts(result: ModelComplexity) -> str:
 
 def _is_imagenet_classifier(model: torch.nn.Module) -> bool:
     head = getattr(model, 'head', None)
-    return isinstance(model, ImageClassifier) and getattr(
+    return isinstance(model, MODELS.get('ImageClassifier')) and getattr(
         head, 'num_classes', None) == 1000
 
 
@@ -205,7 +204,7 @@ def run_config(args: argparse.Namespace, console: Console) -> None:
         f'Input       {in_channels}x{shape[0]}x{shape[1]}',
     ]
     whole = ''
-    if isinstance(model, ImageClassifier) or backbone is model:
+    if isinstance(model, MODELS.get('ImageClassifier')) or backbone is model:
         result = count_complexity(model, shape, in_channels)
     else:
         # a detector or segmentor: its backbone on its own, then the whole

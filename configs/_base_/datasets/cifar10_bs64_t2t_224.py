@@ -1,6 +1,6 @@
 # CIFAR-10 upsampled to 224x224 for transfer learning, as in the official
 # transfer_learning.py. Reads the python-pickle files under data_root (see
-# README, "Data preparation"); nothing is downloaded.
+# docs/getting_started.md#data-preparation); nothing is downloaded.
 dataset_type = 'LocalCIFAR10'
 data_root = 'data/cifar10'
 data_preprocessor = dict(

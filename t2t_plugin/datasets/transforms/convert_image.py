@@ -64,12 +64,18 @@ class ConvertImage(BaseTransform):
         if image.size == 0:
             raise ValueError(f'The image is empty (shape {image.shape}); '
                              'give an image of at least one pixel.')
-        if image.dtype == np.uint16:
+        wide_int = (image.dtype.kind in 'iu' and image.dtype != np.uint8
+                    and image.min() >= 0 and image.max() <= 65535)
+        if image.dtype == np.uint16 or (wide_int and image.max() > 255):
+            # 16-bit data: uint16, or int32 as older Pillow reads a 16-bit
+            # PNG ('I' mode)
             image = (image / 257).round().astype(np.uint8)
+        elif wide_int:
+            image = image.astype(np.uint8)  # 8-bit values in a wider type
         elif image.dtype != np.uint8:
             raise ValueError(
-                f'Image arrays must be uint8 (0-255) or uint16, got '
-                f'{image.dtype}; convert floats in [0, 1] with '
+                f'Image arrays must be uint8 (0-255) or 16-bit integers '
+                f'(0-65535), got {image.dtype}; convert floats in [0, 1] with '
                 '(image * 255).round().astype(np.uint8).')
         if image.ndim == 3 and image.shape[2] == 4:
             image = image[..., :3]  # alpha plays no part in classification

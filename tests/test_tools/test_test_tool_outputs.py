@@ -11,7 +11,7 @@ from mmpretrain.registry import MODELS
 
 import t2t_plugin  # noqa: F401
 
-from .tool_loading import ROOT, load_tool
+from ..helpers import ROOT, load_tool
 
 DEMO = ROOT / 'configs/t2t-vit-mini_1xb64_digits.py'
 MMPRETRAIN_TOOLS = Path(mmpretrain.__file__).parent / '.mim' / 'tools'

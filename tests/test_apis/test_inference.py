@@ -5,11 +5,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from mmengine.config import Config
 from mmengine.logging import HistoryBuffer
 from mmpretrain.apis import ImageClassificationInferencer
 from mmpretrain.datasets.categories import IMAGENET_CATEGORIES
-from mmpretrain.registry import MODELS
 from PIL import Image
 
 import t2t_plugin  # noqa: F401
@@ -23,71 +21,14 @@ from t2t_plugin.engine import (
     read_checkpoint,
 )
 
-from .tool_loading import ROOT, load_tool
-
-MEAN = (123.675, 116.28, 103.53)
-STD = (58.395, 57.12, 57.375)
-
-TINY_CONFIG = """
-model = dict(
-    type='ImageClassifier',
-    backbone=dict(
-        type='T2TViT',
-        arch=dict(token_layer='{token_layer}', embed_dims=32, num_layers=2,
-                  num_heads=2, feedforward_channels=64),
-        img_size=32,
-        t2t_cfg=dict(token_dims=16)),
-    head=dict(type='T2TClsHead', num_classes={num_classes}, in_channels=32))
-data_preprocessor = dict(
-    num_classes={num_classes}, mean={mean}, std={std}, to_rgb=True)
-test_pipeline = {pipeline}
-test_dataloader = dict(
-    batch_size=1,
-    dataset=dict(type='CIFAR10', data_root='data/cifar10',
-                 pipeline=test_pipeline))
-"""
-RESIZE_PIPELINE = [
-    dict(type='LoadImageFromFile'),
-    dict(type='ConvertImage'),
-    dict(type='ResizeEdge', scale=36, edge='short'),
-    dict(type='CenterCrop', crop_size=32),
-    dict(type='PackInputs'),
-]
-
-
-def write_tiny_model(folder, num_classes=10, token_layer='performer',
-                     pipeline=None, extra=None):
-    """A tiny config and a randomly initialised checkpoint of it."""
-    config = Path(folder) / f'tiny_{token_layer}_{num_classes}.py'
-    config.write_text(
-        TINY_CONFIG.format(
-            token_layer=token_layer,
-            num_classes=num_classes,
-            mean=list(MEAN),
-            std=list(STD),
-            pipeline=pipeline or RESIZE_PIPELINE))
-    model = MODELS.build(Config.fromfile(str(config)).model)
-    with torch.no_grad():
-        for name, param in model.named_parameters():
-            # weights large enough that the classes are told apart
-            param.normal_(0, 0.3 if 'head' in name else 0.1)
-    checkpoint = config.with_suffix('.pth')
-    torch.save(dict(state_dict=model.state_dict(), meta=extra or {}),
-               checkpoint)
-    return config, checkpoint, model
-
-
-def write_image(path, size=(50, 40), seed=0):
-    """A smooth colour picture (width, height) with some structure."""
-    rng = np.random.default_rng(seed)
-    width, height = size
-    ys, xs = np.mgrid[0:height, 0:width]
-    channels = [
-        127 + 120 * np.sin(xs / rng.uniform(3, 9) + ys / rng.uniform(3, 9))
-        for _ in range(3)
-    ]
-    Image.fromarray(np.stack(channels, -1).astype(np.uint8)).save(path)
-    return Path(path)
+from ..helpers import (
+    MEAN,
+    ROOT,
+    STD,
+    load_tool,
+    write_image,
+    write_tiny_model,
+)
 
 
 def scores(model, image):
@@ -335,7 +276,7 @@ def test_infer_tool_flags_non_finite_scores(tmp_path, capsys):
 
 def test_old_api_names_warn_and_point_to_their_replacements():
     import t2t_plugin.apis
-    with pytest.warns(DeprecationWarning, match='use t2t_plugin.engine'):
+    with pytest.warns(DeprecationWarning, match='moved to t2t_plugin.engine'):
         assert t2t_plugin.apis.load_checkpoint_file is read_checkpoint
     with pytest.warns(DeprecationWarning, match='mmpretrain.inference_model'):
         from mmpretrain import inference_model

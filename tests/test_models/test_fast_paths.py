@@ -17,8 +17,8 @@ from t2t_plugin.models.backbones import T2TViT
 from t2t_plugin.models.layers import SelfAttention
 from t2t_plugin.models.t2t import PerformerAttention, SoftSplit, T2TModule
 
-from .reference import randomise_norms_and_biases
-from .tool_loading import load_tool_package
+from ..helpers import load_tool_package
+from ..reference import randomise_norms_and_biases
 
 _benchmark_lib = load_tool_package('tools/analysis_tools/benchmark_lib')
 StepRunner = _benchmark_lib.StepRunner

@@ -23,11 +23,11 @@ from mmengine.registry import DefaultScope, init_default_scope
 
 from t2t_plugin.models import T2TViT
 
-CONFIGS = Path(__file__).parents[1] / 'configs'
+CONFIGS = Path(__file__).parents[2] / 'configs'
 pytestmark = pytest.mark.dense
 
-# The COCO and ADE20K configs; tests/test_custom_data.py runs the ones for
-# your own data.
+# The COCO and ADE20K configs; tests/test_configs/test_custom_data.py runs
+# the ones for your own data.
 DET_CONFIGS = sorted(p for p in (CONFIGS / 'det').glob('*.py')
                      if 'custom' not in p.name)
 SEG_CONFIGS = sorted(p for p in (CONFIGS / 'seg').glob('*.py')

@@ -20,8 +20,8 @@ from t2t_plugin.deployment import (
     sample_images,
 )
 
-from .reference import randomise_norms_and_biases
-from .tool_loading import ROOT, load_tool
+from ..helpers import ROOT, load_tool
+from ..reference import randomise_norms_and_biases
 
 ort = pytest.importorskip('onnxruntime')
 pytest.importorskip('onnxscript')

@@ -12,7 +12,7 @@ from sklearn.datasets import load_digits
 import t2t_plugin  # noqa: F401
 from t2t_plugin.cli import find_missing_inputs
 
-CONFIG_DIR = Path(__file__).resolve().parents[1] / 'configs'
+CONFIG_DIR = Path(__file__).resolve().parents[2] / 'configs'
 
 
 def test_digits_split_is_fixed_and_complete():

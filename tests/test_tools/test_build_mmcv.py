@@ -7,7 +7,7 @@ import zipfile
 
 import pytest
 
-from .tool_loading import ROOT, load_tool
+from ..helpers import ROOT, load_tool
 
 mmcv_build = load_tool('tools/install/mmcv_build.py')
 SCRIPT = ROOT / 'tools/install/build_mmcv.sh'

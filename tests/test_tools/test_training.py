@@ -12,7 +12,6 @@ import signal
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import pytest
 import torch
@@ -20,7 +19,6 @@ from mmengine.config import Config
 from mmengine.logging import HistoryBuffer
 from mmengine.optim import build_optim_wrapper
 from mmengine.registry import PARAM_SCHEDULERS
-from mmengine.runner import load_checkpoint
 from mmpretrain.registry import DATASETS, MODELS
 
 import t2t_plugin  # noqa: F401
@@ -28,29 +26,21 @@ from t2t_plugin import compat
 from t2t_plugin.analysis import find_scalar_files, load_scalars
 from t2t_plugin.engine import AtomicLocalBackend
 
-from .tool_loading import ROOT, load_tool
+from ..helpers import (
+    DEMO,
+    ROOT,
+    evaluate_in_process,
+    load_tool,
+    run_tool,
+    tool_env,
+)
 
-DEMO = str(ROOT / 'configs' / 't2t-vit-mini_1xb64_digits.py')
 EPOCH_LENGTH = 23  # ceil(1438 training images / 64)
 SHORT_RUN = [
     '--cfg-options', 'train_cfg.max_epochs=3', 'train_cfg.val_interval=3',
     'default_hooks.logger.interval=1', 'default_hooks.checkpoint.interval=1',
     'default_hooks.checkpoint.max_keep_ckpts=5'
 ]
-
-
-def tool_env() -> dict:
-    env = dict(os.environ)
-    env['PYTHONPATH'] = os.pathsep.join(
-        [str(ROOT)] + [p for p in [env.get('PYTHONPATH')] if p])
-    env.update(OMP_NUM_THREADS='1', CUDA_VISIBLE_DEVICES='',
-               PYTHONWARNINGS='ignore')
-    return env
-
-
-def run_tool(*args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, *args], cwd=cwd, env=tool_env(),
-                          capture_output=True, text=True, timeout=300)
 
 
 def demo_lrs(num_iters: int) -> list:
@@ -142,26 +132,6 @@ def test_full_checkpoint_loads_with_weights_only(interrupted_run):
     assert isinstance(history, HistoryBuffer)
     assert history.current() == pytest.approx(
         demo_lrs(3 * EPOCH_LENGTH)[-1], rel=1e-6)
-
-
-def evaluate_in_process(checkpoint: str) -> tuple:
-    """Top-1 / top-5 (%) on the digits val split, computed directly."""
-    cfg = Config.fromfile(DEMO)
-    model_cfg = copy.deepcopy(cfg.model)
-    model_cfg.data_preprocessor = cfg.data_preprocessor
-    model = MODELS.build(model_cfg).eval()
-    load_checkpoint(model, checkpoint, map_location='cpu', strict=True)
-    dataset = DATASETS.build(dict(type='DigitsDataset', split='val'))
-    infos = [dataset.get_data_info(i) for i in range(len(dataset))]
-    images = torch.stack([torch.from_numpy(i['img']) for i in infos])
-    labels = torch.tensor([i['gt_label'] for i in infos])
-    inputs = (images[:, None].float() - 77.8) / 95.8
-    with torch.no_grad():
-        logits = model(inputs, mode='tensor')
-    top5 = logits.topk(5, dim=1).indices
-    top1 = (top5[:, 0] == labels).float().mean().item() * 100
-    top5 = (top5 == labels[:, None]).any(dim=1).float().mean().item() * 100
-    return top1, top5
 
 
 @pytest.mark.slow

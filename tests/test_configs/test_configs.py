@@ -14,7 +14,7 @@ from mmpretrain.registry import MODELS, TRANSFORMS
 
 import t2t_plugin  # noqa: F401
 
-CONFIG_DIR = Path(__file__).resolve().parents[1] / 'configs'
+CONFIG_DIR = Path(__file__).resolve().parents[2] / 'configs'
 # Top level only: configs/_base_, configs/det and configs/seg are not
 # classification configs.
 CONFIGS = sorted(CONFIG_DIR.glob('*.py'))

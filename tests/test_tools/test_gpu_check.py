@@ -8,7 +8,7 @@ import sys
 import pytest
 import torch
 
-from .tool_loading import ROOT
+from ..helpers import ROOT
 
 SCRIPT = ROOT / 'tools/gpu_check.sh'
 

@@ -9,8 +9,7 @@ from PIL import Image
 from t2t_plugin.analysis import cls_attention_maps, collect_token_maps
 from t2t_plugin.cli.model_loading import load_model, preprocess_image
 
-from .test_inference import write_image, write_tiny_model
-from .tool_loading import load_tool
+from ..helpers import load_tool, write_image, write_tiny_model
 
 vis_features = load_tool('tools/visualization/vis_features.py')
 vis_attention = load_tool('tools/visualization/vis_attention.py')

@@ -19,9 +19,9 @@ from t2t_plugin.engine import AutocastOptimWrapper
 from t2t_plugin.engine.optim_wrapper import cpu_has_fast_bf16
 from t2t_plugin.models import T2TViT
 
-from .tool_loading import load_tool
+from ..helpers import load_tool
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 CONFIGS = ROOT / 'configs'
 
 

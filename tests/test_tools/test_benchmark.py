@@ -15,7 +15,7 @@ from torch import nn
 from t2t_plugin.converters import convert_official_state_dict
 from t2t_plugin.models.backbones import T2TViT
 
-from .tool_loading import load_tool_package
+from ..helpers import load_tool_package
 
 benchmark_lib = load_tool_package('tools/analysis_tools/benchmark_lib')
 StepRunner = benchmark_lib.StepRunner
@@ -25,7 +25,7 @@ peak_memory = benchmark_lib.peak_memory
 plugin_to_official_state_dict = benchmark_lib.plugin_to_official_state_dict
 tensor_bytes = benchmark_lib.tensor_bytes
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 TOOL = ROOT / 'tools' / 'analysis_tools' / 'benchmark.py'
 TINY = dict(embed_dims=32, num_layers=2, num_heads=2, feedforward_channels=64)
 

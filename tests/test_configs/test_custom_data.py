@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 CLS_CONFIG = ROOT / 'configs' / 't2t-vit-7_1xb64_custom-64px.py'
 DET_CONFIG = (ROOT / 'configs' / 'det' /
               'retinanet_t2t-vit-7_fpn_24e_custom-coco.py')

@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from .test_training import DEMO, ROOT, evaluate_in_process, tool_env
+from ..helpers import DEMO, ROOT, evaluate_in_process, tool_env
 
 
 def free_port() -> str:

@@ -9,7 +9,7 @@ import t2t_plugin  # noqa: F401
 from t2t_plugin.models import T2TModule, T2TViT
 from t2t_plugin.models.layers import sinusoid_position_table
 
-from .reference import sinusoid_table, t2t_vit_logits
+from ..reference import sinusoid_table, t2t_vit_logits
 
 # trainable parameters with a 1000-class head, from the official code
 PARAMS = {

@@ -7,7 +7,7 @@ from mmpretrain.registry import MODELS
 import t2t_plugin  # noqa: F401
 from t2t_plugin.analysis import PAPER_MACS, count_complexity
 
-from .tool_loading import ROOT, load_tool
+from ..helpers import ROOT, load_tool
 
 get_flops = load_tool('tools/analysis_tools/get_flops.py')
 

@@ -5,7 +5,7 @@ import torch
 from t2t_plugin.models.layers import TransformerLayer
 from t2t_plugin.models.t2t import T2TModule, TokenPerformer, TokenTransformer
 
-from .reference import (
+from ..reference import (
     layer_norm,
     mlp,
     randomise_norms_and_biases,

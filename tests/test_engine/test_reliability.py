@@ -38,7 +38,7 @@ from t2t_plugin.engine.hooks import (
     TooManyBadImagesError,
 )
 
-from .tool_loading import ROOT, load_tool
+from ..helpers import ROOT, load_tool
 
 DEMO = str(ROOT / 'configs' / 't2t-vit-mini_1xb64_digits.py')
 DIGIT_CLASSES = [str(i) for i in range(10)]

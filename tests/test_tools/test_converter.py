@@ -28,7 +28,7 @@ from t2t_plugin.converters import (
     matching_config,
 )
 
-from .tool_loading import ROOT, load_tool
+from ..helpers import ROOT, load_tool
 
 converter_tool = load_tool(
     'tools/model_converters/t2t_vit_official_to_plugin.py')

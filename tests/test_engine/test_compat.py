@@ -10,7 +10,7 @@ import torch
 
 from t2t_plugin import compat
 
-from .tool_loading import ROOT
+from ..helpers import ROOT
 
 
 @pytest.fixture
@@ -36,7 +36,7 @@ def test_import_on_this_torch_warns_only_about_what_it_lacks():
     lines = [line for line in run.stderr.splitlines()
              if 'MissingFeatureWarning' in line]
     # before torch 2.4 the checkpoint reader restricts itself (see
-    # tests/test_inference.py), so nothing is lost that needs a warning
+    # tests/test_apis/test_inference.py): nothing is lost to warn about
     assert lines == []
 
 
