@@ -19,6 +19,8 @@ $(info Python: $(PYTHON) (from $(PYTHON_ORIGIN)))
 # The versions this project is tested with; setup.py holds the ranges.
 TORCH_PINS := torch==2.14.1 torchvision==0.29.1
 # ONNX export and the runtimes the deployment tests check against.
+# The formatter's output changes between releases: lint with this one.
+LINT_PINS := ruff==0.17.6 pytest==9.2.0
 DEPLOY_PINS := onnx==1.23.2 onnxscript==0.7.2 onnxruntime==1.31.1 \
 	openvino==2026.4.1
 # The oldest supported stack, tested in a second environment: the newest
@@ -57,7 +59,7 @@ install: $(MAKE_VENV)
 	$(PIP) install -e .
 
 install-tests: install
-	$(PIP) install -e '.[tests,deploy]' $(DEPLOY_PINS)
+	$(PIP) install -e '.[tests,deploy]' $(LINT_PINS) $(DEPLOY_PINS)
 
 install-dense: install
 	PYTHON=$(PYTHON) bash tools/install/build_mmcv.sh
@@ -82,6 +84,7 @@ test-torch2.1: $(OLD_VENV)/installed
 
 lint: install-tests
 	$(PYTHON) -m ruff check t2t_plugin tools tests configs setup.py
+	$(PYTHON) -m ruff format --check t2t_plugin tools tests configs setup.py
 
 demo: install
 	$(PYTHON) tools/demo.py

@@ -21,8 +21,10 @@ def add_mim_extension() -> None:
     editable install reads the repository itself (see
     ``t2t_plugin.model_index.package_root``).
     """
-    if not any(command in sys.argv
-               for command in ('bdist_wheel', 'sdist', 'install', 'build')):
+    if not any(
+        command in sys.argv
+        for command in ('bdist_wheel', 'sdist', 'install', 'build')
+    ):
         return
     shutil.rmtree(MIM_DIR, ignore_errors=True)
     MIM_DIR.mkdir(parents=True)
@@ -32,7 +34,8 @@ def add_mim_extension() -> None:
             shutil.copytree(
                 source,
                 MIM_DIR / name,
-                ignore=shutil.ignore_patterns('__pycache__', '*.pyc'))
+                ignore=shutil.ignore_patterns('__pycache__', '*.pyc'),
+            )
         elif source.is_file():
             shutil.copy2(source, MIM_DIR / name)
 
@@ -40,8 +43,10 @@ def add_mim_extension() -> None:
 def mim_package_data() -> list:
     """The ``.mim`` files, relative to the package, for ``package_data``."""
     return sorted(
-        str(path.relative_to('t2t_plugin')) for path in MIM_DIR.rglob('*')
-        if path.is_file())
+        str(path.relative_to('t2t_plugin'))
+        for path in MIM_DIR.rglob('*')
+        if path.is_file()
+    )
 
 
 add_mim_extension()

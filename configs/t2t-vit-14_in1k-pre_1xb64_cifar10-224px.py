@@ -15,17 +15,19 @@ model = dict(
             # The last (EMA) checkpoint of configs/t2t-vit-14_8xb64_in1k.py
             # or a converted official release; see docs/weights.md.
             checkpoint='work_dirs/t2t-vit-14_8xb64_in1k/epoch_310.pth',
-            prefix='backbone.')),
+            prefix='backbone.',
+        )
+    ),
     head=dict(
         num_classes=10,
-        loss=dict(_delete_=True, type='CrossEntropyLoss', loss_weight=1.0)),
+        loss=dict(_delete_=True, type='CrossEntropyLoss', loss_weight=1.0),
+    ),
     # Plain labels: no mixup or cutmix in the transfer recipe.
     train_cfg=None,
 )
 
 optim_wrapper = dict(
-    optimizer=dict(
-        type='SGD', lr=0.05, momentum=0.9, weight_decay=5e-4),
+    optimizer=dict(type='SGD', lr=0.05, momentum=0.9, weight_decay=5e-4),
     paramwise_cfg=dict(custom_keys={'backbone': dict(lr_mult=0.01)}),
 )
 # Stepped per epoch like the official script; eta_min is absolute for every
@@ -37,7 +39,8 @@ param_scheduler = [
         eta_min=2e-4,
         by_epoch=True,
         begin=0,
-        end=60),
+        end=60,
+    ),
 ]
 
 train_cfg = dict(by_epoch=True, max_epochs=60, val_interval=1)

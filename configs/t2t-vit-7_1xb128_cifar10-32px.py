@@ -13,7 +13,9 @@ model = dict(
     backbone=dict(
         img_size=32,
         t2t_cfg=dict(
-            kernel_sizes=(3, 3, 3), strides=(1, 2, 2), paddings=(1, 1, 1))),
+            kernel_sizes=(3, 3, 3), strides=(1, 2, 2), paddings=(1, 1, 1)
+        ),
+    ),
     head=dict(num_classes=10),
 )
 

@@ -20,16 +20,20 @@ model = dict(
         # gives 8x8 tokens (4x4 with the ImageNet strides, too few to learn
         # from). The 7x7 kernel keeps its overlap with padding 3.
         t2t_cfg=dict(
-            kernel_sizes=(7, 3, 3), strides=(2, 2, 2), paddings=(3, 1, 1)),
-        drop_path_rate=0.1),
+            kernel_sizes=(7, 3, 3), strides=(2, 2, 2), paddings=(3, 1, 1)
+        ),
+        drop_path_rate=0.1,
+    ),
     neck=None,
     head=dict(
         type='T2TClsHead',
         num_classes=num_classes,
         in_channels=256,
         loss=dict(
-            type='LabelSmoothLoss', label_smooth_val=0.1, mode='original'),
-        topk=(1, )),
+            type='LabelSmoothLoss', label_smooth_val=0.1, mode='original'
+        ),
+        topk=(1,),
+    ),
 )
 
 # Images are read in colour: grey files become three equal channels, so
@@ -49,7 +53,8 @@ train_pipeline = [
         scale=img_size,
         crop_ratio_range=(0.35, 1.0),
         backend='pillow',
-        interpolation='bicubic'),
+        interpolation='bicubic',
+    ),
     dict(type='RandomFlip', prob=0.5, direction='horizontal'),
     dict(type='PackInputs'),
 ]
@@ -60,7 +65,8 @@ test_pipeline = [
         type='Resize',
         scale=(img_size, img_size),
         backend='pillow',
-        interpolation='bicubic'),
+        interpolation='bicubic',
+    ),
     dict(type='PackInputs'),
 ]
 
@@ -74,7 +80,8 @@ train_dataloader = dict(
         type='CustomDataset',
         data_root=data_root,
         data_prefix='train',
-        pipeline=train_pipeline),
+        pipeline=train_pipeline,
+    ),
     sampler=dict(type='DefaultSampler', shuffle=True),
 )
 val_dataloader = dict(
@@ -85,10 +92,11 @@ val_dataloader = dict(
         type='CustomDataset',
         data_root=data_root,
         data_prefix='val',
-        pipeline=test_pipeline),
+        pipeline=test_pipeline,
+    ),
     sampler=dict(type='DefaultSampler', shuffle=False),
 )
-val_evaluator = dict(type='Accuracy', topk=(1, ))
+val_evaluator = dict(type='Accuracy', topk=(1,))
 test_dataloader = val_dataloader
 test_evaluator = val_evaluator
 
@@ -103,7 +111,8 @@ optim_wrapper = dict(
         norm_decay_mult=0.0,
         bias_decay_mult=0.0,
         flat_decay_mult=0.0,
-        custom_keys={'.cls_token': dict(decay_mult=0.0)}),
+        custom_keys={'.cls_token': dict(decay_mult=0.0)},
+    ),
 )
 param_scheduler = [
     dict(
@@ -112,14 +121,16 @@ param_scheduler = [
         by_epoch=True,
         begin=0,
         end=5,
-        convert_to_iter_based=True),
+        convert_to_iter_based=True,
+    ),
     dict(
         type='CosineAnnealingLR',
         eta_min=1e-5,
         by_epoch=True,
         begin=5,
         end=100,
-        convert_to_iter_based=True),
+        convert_to_iter_based=True,
+    ),
 ]
 train_cfg = dict(by_epoch=True, max_epochs=100, val_interval=5)
 val_cfg = dict()

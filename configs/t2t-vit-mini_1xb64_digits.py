@@ -13,7 +13,8 @@ model = dict(
             embed_dims=64,
             num_layers=4,
             num_heads=4,
-            feedforward_channels=128),
+            feedforward_channels=128,
+        ),
         img_size=8,
         in_channels=1,
         # Soft splits of stride 1, 1, 2: 8x8 pixels -> 4x4 tokens.
@@ -21,21 +22,24 @@ model = dict(
             token_dims=32,
             kernel_sizes=(3, 3, 3),
             strides=(1, 1, 2),
-            paddings=(1, 1, 1)),
-        drop_path_rate=0.1),
+            paddings=(1, 1, 1),
+        ),
+        drop_path_rate=0.1,
+    ),
     neck=None,
     head=dict(
         type='T2TClsHead',
         num_classes=10,
         in_channels=64,
         loss=dict(
-            type='LabelSmoothLoss', label_smooth_val=0.1, mode='original'),
-        topk=(1, 5)),
+            type='LabelSmoothLoss', label_smooth_val=0.1, mode='original'
+        ),
+        topk=(1, 5),
+    ),
 )
 
 # Grey levels 0-255; mean and std of the training split.
-data_preprocessor = dict(
-    num_classes=10, mean=[77.8], std=[95.8], to_rgb=False)
+data_preprocessor = dict(num_classes=10, mean=[77.8], std=[95.8], to_rgb=False)
 
 train_pipeline = [
     # Shifts by up to one pixel: the digits are centred but not aligned.
@@ -74,7 +78,8 @@ optim_wrapper = dict(
         norm_decay_mult=0.0,
         bias_decay_mult=0.0,
         flat_decay_mult=0.0,
-        custom_keys={'.cls_token': dict(decay_mult=0.0)}),
+        custom_keys={'.cls_token': dict(decay_mult=0.0)},
+    ),
 )
 param_scheduler = [
     dict(
@@ -83,14 +88,16 @@ param_scheduler = [
         by_epoch=True,
         begin=0,
         end=5,
-        convert_to_iter_based=True),
+        convert_to_iter_based=True,
+    ),
     dict(
         type='CosineAnnealingLR',
         eta_min=1e-5,
         by_epoch=True,
         begin=5,
         end=40,
-        convert_to_iter_based=True),
+        convert_to_iter_based=True,
+    ),
 ]
 train_cfg = dict(by_epoch=True, max_epochs=40, val_interval=4)
 val_cfg = dict()

@@ -1,5 +1,6 @@
 """T2T-ViT for OpenMMLab: importing this package registers its models
 in mmpretrain's registries and its model index in mmpretrain's ModelHub."""
+
 import warnings
 
 # Set before the imports below, which import mmpretrain and mmcv.
@@ -7,13 +8,15 @@ import warnings
 # pkg_resources, whose import warns on every run; the pin that keeps it
 # (setuptools<81) is ours, so the warning tells a user nothing.
 warnings.filterwarnings(
-    'ignore', message='pkg_resources is deprecated', category=UserWarning)
+    'ignore', message='pkg_resources is deprecated', category=UserWarning
+)
 # mmcv-lite warns on import that it lacks the deformable-attention op, which
 # no model of this plugin uses (the dense path needs full mmcv and says so).
 warnings.filterwarnings(
     'ignore',
     message='Fail to import ``MultiScaleDeformableAttention``',
-    category=UserWarning)
+    category=UserWarning,
+)
 
 from . import datasets, engine, models  # noqa: E402, F401
 from .compat import warn_if_mmcv_ops_lack_cuda  # noqa: E402

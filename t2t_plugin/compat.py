@@ -7,6 +7,7 @@ so in one warning line, never with an import error. Features are detected by
 name where they have one, so a backport or a nightly is judged by what it
 has; only a changed default (``weights_only``) goes by version number.
 """
+
 import warnings
 from collections.abc import Iterable
 from contextlib import AbstractContextManager, nullcontext
@@ -37,15 +38,18 @@ HAS_DEVICE_GRAD_SCALER = hasattr(torch.amp, 'GradScaler')
 # torch >= 2.2: the fused CPU attention kernel, which FlopCounterMode does
 # not count; older torch runs attention on CPU as matmuls it does count.
 CPU_FLASH_ATTENTION = getattr(
-    torch.ops.aten, '_scaled_dot_product_flash_attention_for_cpu', None)
+    torch.ops.aten, '_scaled_dot_product_flash_attention_for_cpu', None
+)
 
 # torch >= 2.6: torch.load refuses arbitrary objects unless told otherwise
 WEIGHTS_ONLY_BY_DEFAULT = digit_version(torch.__version__) >= digit_version(
-    '2.6.0')
+    '2.6.0'
+)
 # torch >= 2.4 finds the modules of a FlopCounterMode run by itself; older
 # torch counts per module only for the modules it is given.
-FLOP_COUNTER_TRACKS_MODULES = hasattr(torch.utils.flop_counter,
-                                      'ModuleTracker')
+FLOP_COUNTER_TRACKS_MODULES = hasattr(
+    torch.utils.flop_counter, 'ModuleTracker'
+)
 
 _warned = set()
 
@@ -75,8 +79,10 @@ def missing_torch_feature(feature: str, since: str, effect: str) -> str:
         str: e.g. ``'torch 2.1.2 has no torch.amp.GradScaler (torch >= 2.3):
         ...'``.
     """
-    return (f'torch {torch.__version__} has no {feature} '
-            f'(torch >= {since}): {effect}.')
+    return (
+        f'torch {torch.__version__} has no {feature} '
+        f'(torch >= {since}): {effect}.'
+    )
 
 
 def add_safe_globals(safe_globals: Iterable) -> bool:
@@ -112,9 +118,13 @@ def safe_globals(allowed: Iterable) -> AbstractContextManager:
     """
     if HAS_SAFE_GLOBALS_CONTEXT:
         return torch.serialization.safe_globals(list(allowed))
-    warn_once(missing_torch_feature(
-        'torch.serialization.safe_globals', '2.5',
-        'files holding objects besides tensors need --trust-pickle'))
+    warn_once(
+        missing_torch_feature(
+            'torch.serialization.safe_globals',
+            '2.5',
+            'files holding objects besides tensors need --trust-pickle',
+        )
+    )
     return nullcontext()
 
 
@@ -136,8 +146,11 @@ def grad_scaler(device_type: str) -> 'torch.cuda.amp.GradScaler':
         return torch.amp.GradScaler(device_type)
     if device_type == 'cuda':
         return torch.cuda.amp.GradScaler()
-    raise ValueError(missing_torch_feature(
-        'float16 training on CPU', '2.3', 'use bf16 or fp32 on CPU'))
+    raise ValueError(
+        missing_torch_feature(
+            'float16 training on CPU', '2.3', 'use bf16 or fp32 on CPU'
+        )
+    )
 
 
 def cpu_attention_flop_formulas(count: Callable) -> dict:
@@ -164,18 +177,21 @@ class _NestedFlopCounter:
     entered and left by forward hooks that leave outputs alone.
     """
 
-    def __init__(self, model: nn.Module,
-                 custom_mapping: dict[Any, Callable]) -> None:
+    def __init__(
+        self, model: nn.Module, custom_mapping: dict[Any, Callable]
+    ) -> None:
         self.model = model
         self.custom_mapping = custom_mapping
-        self.total = FlopCounterMode(display=False,
-                                     custom_mapping=custom_mapping)
+        self.total = FlopCounterMode(
+            display=False, custom_mapping=custom_mapping
+        )
         self.counts: dict[str, dict[Any, int]] = {}
         self.handles: list[Any] = []
 
     def _counter(self) -> FlopCounterMode:
-        return FlopCounterMode(display=False,
-                               custom_mapping=self.custom_mapping)
+        return FlopCounterMode(
+            display=False, custom_mapping=self.custom_mapping
+        )
 
     @staticmethod
     def _enter(counter: FlopCounterMode) -> None:
@@ -196,10 +212,13 @@ class _NestedFlopCounter:
             self.handles += [
                 # a pre-hook's return value would replace the inputs
                 module.register_forward_pre_hook(
-                    lambda *_, counter=counter: self._enter(counter)),
+                    lambda *_, counter=counter: self._enter(counter)
+                ),
                 module.register_forward_hook(
                     lambda *_, counter=counter, key=key: self._leave(
-                        counter, key)),
+                        counter, key
+                    )
+                ),
             ]
         self.total.__enter__()
         return self
@@ -214,12 +233,15 @@ class _NestedFlopCounter:
         return self.total.get_total_flops()
 
     def get_flop_counts(self) -> dict[str, dict[Any, int]]:
-        return dict(Global=self.total.get_flop_counts().get('Global', {}),
-                    **self.counts)
+        return dict(
+            Global=self.total.get_flop_counts().get('Global', {}),
+            **self.counts,
+        )
 
 
-def flop_counter(model: nn.Module, custom_mapping: dict[Any, Callable]
-                 ) -> Union[FlopCounterMode, _NestedFlopCounter]:
+def flop_counter(
+    model: nn.Module, custom_mapping: dict[Any, Callable]
+) -> Union[FlopCounterMode, _NestedFlopCounter]:
     """A silent FlopCounterMode that counts per module of ``model``.
 
     Args:
@@ -250,8 +272,9 @@ def profiler_event_start_ns(event: Any) -> int:
     return event.start_us() * 1000
 
 
-def mmcv_cuda_ops_problem(cuda_available: bool,
-                          compiled_cuda: Optional[str]) -> Optional[str]:
+def mmcv_cuda_ops_problem(
+    cuda_available: bool, compiled_cuda: Optional[str]
+) -> Optional[str]:
     """Why mmcv's compiled ops will fail on this machine's GPU, or None.
 
     Args:
@@ -268,9 +291,11 @@ def mmcv_cuda_ops_problem(cuda_available: bool,
         return None
     if compiled_cuda != 'not available':
         return None
-    return ('mmcv was built without CUDA ops, but torch sees a GPU: mmdet '
-            'and mmseg models will fail on CUDA tensors (nms, roi_align); '
-            'install a CUDA build of mmcv (docs/install.md).')
+    return (
+        'mmcv was built without CUDA ops, but torch sees a GPU: mmdet '
+        'and mmseg models will fail on CUDA tensors (nms, roi_align); '
+        'install a CUDA build of mmcv (docs/install.md).'
+    )
 
 
 def warn_if_mmcv_ops_lack_cuda() -> None:

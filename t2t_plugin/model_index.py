@@ -8,6 +8,7 @@ name. An installed package reads the index and configs from its ``.mim``
 folder (copied there at build time, as OpenMMLab packages do); a source
 checkout reads them from the repository root.
 """
+
 from pathlib import Path
 
 from mmpretrain.apis import ModelHub

@@ -1,6 +1,7 @@
 """What several test modules share: the repository root, tools loaded as
 modules or run as processes, the digits demo config, and a tiny model with
 its checkpoint and images written to a folder."""
+
 import copy
 import importlib.util
 import os
@@ -25,7 +26,8 @@ def load_tool(relative_path: str) -> ModuleType:
     """The module of ``ROOT / relative_path``, e.g. ``'tools/infer.py'``."""
     path = ROOT / relative_path
     spec = importlib.util.spec_from_file_location(
-        relative_path.replace('/', '_').removesuffix('.py'), path)
+        relative_path.replace('/', '_').removesuffix('.py'), path
+    )
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
@@ -40,7 +42,8 @@ def load_tool_package(relative_path: str) -> ModuleType:
     if name in sys.modules:
         return sys.modules[name]
     spec = importlib.util.spec_from_file_location(
-        name, path / '__init__.py', submodule_search_locations=[str(path)])
+        name, path / '__init__.py', submodule_search_locations=[str(path)]
+    )
     module = importlib.util.module_from_spec(spec)
     sys.modules[name] = module
     spec.loader.exec_module(module)
@@ -53,15 +56,23 @@ DEMO = str(ROOT / 'configs' / 't2t-vit-mini_1xb64_digits.py')
 def tool_env() -> dict:
     env = dict(os.environ)
     env['PYTHONPATH'] = os.pathsep.join(
-        [str(ROOT)] + [p for p in [env.get('PYTHONPATH')] if p])
-    env.update(OMP_NUM_THREADS='1', CUDA_VISIBLE_DEVICES='',
-               PYTHONWARNINGS='ignore')
+        [str(ROOT)] + [p for p in [env.get('PYTHONPATH')] if p]
+    )
+    env.update(
+        OMP_NUM_THREADS='1', CUDA_VISIBLE_DEVICES='', PYTHONWARNINGS='ignore'
+    )
     return env
 
 
 def run_tool(*args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, *args], cwd=cwd, env=tool_env(),
-                          capture_output=True, text=True, timeout=300)
+    return subprocess.run(
+        [sys.executable, *args],
+        cwd=cwd,
+        env=tool_env(),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
 
 
 def evaluate_in_process(checkpoint: str) -> tuple:
@@ -114,8 +125,9 @@ RESIZE_PIPELINE = [
 ]
 
 
-def write_tiny_model(folder, num_classes=10, token_layer='performer',
-                     pipeline=None, extra=None):
+def write_tiny_model(
+    folder, num_classes=10, token_layer='performer', pipeline=None, extra=None
+):
     """A tiny config and a randomly initialised checkpoint of it."""
     config = Path(folder) / f'tiny_{token_layer}_{num_classes}.py'
     config.write_text(
@@ -124,15 +136,18 @@ def write_tiny_model(folder, num_classes=10, token_layer='performer',
             num_classes=num_classes,
             mean=list(MEAN),
             std=list(STD),
-            pipeline=pipeline or RESIZE_PIPELINE))
+            pipeline=pipeline or RESIZE_PIPELINE,
+        )
+    )
     model = MODELS.build(Config.fromfile(str(config)).model)
     with torch.no_grad():
         for name, param in model.named_parameters():
             # weights large enough that the classes are told apart
             param.normal_(0, 0.3 if 'head' in name else 0.1)
     checkpoint = config.with_suffix('.pth')
-    torch.save(dict(state_dict=model.state_dict(), meta=extra or {}),
-               checkpoint)
+    torch.save(
+        dict(state_dict=model.state_dict(), meta=extra or {}), checkpoint
+    )
     return config, checkpoint, model
 
 

@@ -5,6 +5,7 @@ Runs ``tools/train.py`` and ``tools/test.py`` on
 CPU, then prints the validation top-1, the work dir, the checkpoint and the
 training-curve PNG. ``make demo`` calls it after installing the package.
 """
+
 import argparse
 import glob
 import json
@@ -63,13 +64,16 @@ def main() -> None:
         '--work-dir',
         default=osp.join('work_dirs', 't2t-vit-mini_1xb64_digits'),
         help='output folder (relative to the repository): a new or empty '
-        'folder, or the work dir of an earlier demo, which is emptied first')
+        'folder, or the work dir of an earlier demo, which is emptied first',
+    )
     args = parser.parse_args()
 
     work_dir = osp.join(ROOT, args.work_dir)
     if not can_clear(work_dir):
-        sys.exit(f'Demo stopped: {args.work_dir} exists and is not a demo '
-                 'work dir; pass an empty or new folder.')
+        sys.exit(
+            f'Demo stopped: {args.work_dir} exists and is not a demo '
+            'work dir; pass an empty or new folder.'
+        )
     shutil.rmtree(work_dir, ignore_errors=True)
     env = dict(os.environ)
     # The model is tiny: more threads only add synchronisation on a CPU.
@@ -82,8 +86,18 @@ def main() -> None:
     with open(osp.join(work_dir, 'last_checkpoint')) as f:
         checkpoint = f.read().strip()
     metrics_file = osp.join(work_dir, 'test_metrics.json')
-    run(['tools/test.py', CONFIG, checkpoint, '--work-dir', work_dir,
-         '--out', metrics_file], env)
+    run(
+        [
+            'tools/test.py',
+            CONFIG,
+            checkpoint,
+            '--work-dir',
+            work_dir,
+            '--out',
+            metrics_file,
+        ],
+        env,
+    )
     with open(metrics_file) as f:
         metrics = json.load(f)
 
@@ -92,10 +106,14 @@ def main() -> None:
     # earliest is the training run, the next the evaluation
     logs = sorted(glob.glob(osp.join(work_dir, '*', '*.log')))
     print('\nT2T-ViT digits demo')
-    print(f'  val top-1:  {metrics["accuracy/top1"]:.2f}% '
-          f'(top-5 {metrics["accuracy/top5"]:.2f}%, 359 images)')
-    print(f'  train time: {train_seconds:.0f} s on the CPU '
-          f'({time.time() - start:.0f} s with evaluation)')
+    print(
+        f'  val top-1:  {metrics["accuracy/top1"]:.2f}% '
+        f'(top-5 {metrics["accuracy/top5"]:.2f}%, 359 images)'
+    )
+    print(
+        f'  train time: {train_seconds:.0f} s on the CPU '
+        f'({time.time() - start:.0f} s with evaluation)'
+    )
     print(f'  work dir:   {osp.relpath(work_dir, ROOT)}')
     if logs:
         print(f'  train log:  {osp.relpath(logs[0], ROOT)}')

@@ -17,6 +17,7 @@ GPU; each stage has its own time limit):
 iteration counts, to check the script's own wiring where there is no GPU.
 Use it through ``tools/gpu_check.sh`` or ``make gpu-check``.
 """
+
 import argparse
 import json
 import math
@@ -35,10 +36,20 @@ TIME_LIMIT_S = 8 * 60
 
 # Dry run: two-layer models on 32x32 images.
 TINY_ARCHS = {
-    't-14': dict(token_layer='transformer', embed_dims=64, num_layers=2,
-                 num_heads=2, feedforward_channels=128),
-    '14': dict(token_layer='performer', embed_dims=64, num_layers=2,
-               num_heads=2, feedforward_channels=128),
+    't-14': dict(
+        token_layer='transformer',
+        embed_dims=64,
+        num_layers=2,
+        num_heads=2,
+        feedforward_channels=128,
+    ),
+    '14': dict(
+        token_layer='performer',
+        embed_dims=64,
+        num_layers=2,
+        num_heads=2,
+        feedforward_channels=128,
+    ),
 }
 AMP_CONFIGS = {
     't-14': ROOT / 'configs/t2t-vit-t-14_8xb64_in1k.py',
@@ -93,13 +104,31 @@ class Settings:
 
 def settings_for(dry_run: bool) -> Settings:
     if dry_run:
-        return Settings('cpu', dict(TINY_ARCHS), 32, 2, ['fp32'],
-                        ['--warmup', '0', '--iters', '1', '--rounds', '1'],
-                        3, 1, 'eager', 0, dry_run=True)
-    return Settings('cuda', {name: name for name in TINY_ARCHS}, 224, 64,
-                    ['fp32', 'bf16', 'fp16'],
-                    ['--warmup', '2', '--iters', '5', '--rounds', '3'],
-                    100, 2, 'inductor', 8)
+        return Settings(
+            'cpu',
+            dict(TINY_ARCHS),
+            32,
+            2,
+            ['fp32'],
+            ['--warmup', '0', '--iters', '1', '--rounds', '1'],
+            3,
+            1,
+            'eager',
+            0,
+            dry_run=True,
+        )
+    return Settings(
+        'cuda',
+        {name: name for name in TINY_ARCHS},
+        224,
+        64,
+        ['fp32', 'bf16', 'fp16'],
+        ['--warmup', '2', '--iters', '5', '--rounds', '3'],
+        100,
+        2,
+        'inductor',
+        8,
+    )
 
 
 @dataclass
@@ -114,18 +143,24 @@ class Row:
 @dataclass
 class Stage:
     name: str
-    seconds: float = 0.
+    seconds: float = 0.0
     rows: list[Row] = field(default_factory=list)
 
 
-def run_logged(command: list[str], log: Path, timeout: float,
-               env: Optional[dict] = None) -> Optional[int]:
+def run_logged(
+    command: list[str], log: Path, timeout: float, env: Optional[dict] = None
+) -> Optional[int]:
     """Run ``command`` with its output in ``log``; None on time-out."""
     with open(log, 'w') as out:
         try:
-            return subprocess.run(command, stdout=out,
-                                  stderr=subprocess.STDOUT, cwd=ROOT,
-                                  env=env, timeout=timeout).returncode
+            return subprocess.run(
+                command,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                cwd=ROOT,
+                env=env,
+                timeout=timeout,
+            ).returncode
         except subprocess.TimeoutExpired:
             return None
 
@@ -137,21 +172,39 @@ def failure(stage: str, code: Optional[int], log: Path) -> Row:
 
 
 def tool_env() -> dict:
-    return dict(os.environ, PYTHONPATH=os.pathsep.join(
-        filter(None, [str(ROOT), os.environ.get('PYTHONPATH')])))
+    return dict(
+        os.environ,
+        PYTHONPATH=os.pathsep.join(
+            filter(None, [str(ROOT), os.environ.get('PYTHONPATH')])
+        ),
+    )
 
 
-def benchmark_stage(s: Settings, work: Path, official: Optional[Path],
-                    stage: Stage) -> None:
+def benchmark_stage(
+    s: Settings, work: Path, official: Optional[Path], stage: Stage
+) -> None:
     log, result = work / 'benchmark.log', work / 'benchmark.json'
     command = [
-        sys.executable, str(TOOLS / 'analysis_tools/benchmark.py'),
-        '--device', s.device, '--archs',
-        *[a if isinstance(a, str) else json.dumps(a)
-          for a in s.archs.values()],
-        '--batch-sizes', str(s.batch_size), '--img-size', str(s.img_size),
-        '--dtypes', *s.dtypes, '--with-cp', '--json', str(result),
-        *s.bench_args]
+        sys.executable,
+        str(TOOLS / 'analysis_tools/benchmark.py'),
+        '--device',
+        s.device,
+        '--archs',
+        *[
+            a if isinstance(a, str) else json.dumps(a)
+            for a in s.archs.values()
+        ],
+        '--batch-sizes',
+        str(s.batch_size),
+        '--img-size',
+        str(s.img_size),
+        '--dtypes',
+        *s.dtypes,
+        '--with-cp',
+        '--json',
+        str(result),
+        *s.bench_args,
+    ]
     if official is not None:
         command += ['--official-repo', str(official)]
     code = run_logged(command, log, 240, tool_env())
@@ -165,31 +218,52 @@ def benchmark_stage(s: Settings, work: Path, official: Optional[Path],
         mine = [r for r in records if r['arch'] == arch_name]
         for mode in ('infer', 'train'):
             for dtype in s.dtypes:
-                rows = {r['implementation']: r for r in mine
-                        if r['mode'] == mode and r['dtype'] == dtype}
+                rows = {
+                    r['implementation']: r
+                    for r in mine
+                    if r['mode'] == mode and r['dtype'] == dtype
+                }
                 ours = rows.get('t2t-plugin')
                 if ours is None:
                     continue
-                parts = [f"{ours['images_per_s']:.0f} img/s"]
+                parts = [f'{ours["images_per_s"]:.0f} img/s']
                 for name, record in rows.items():
                     # references only: with_cp rows are ours too
                     if name in ('mmpretrain', 'official') and record.get(
-                            'speedup_of_ours'):
-                        parts.append(f"{record['speedup_of_ours']:.2f}x "
-                                     f'{name}')
-                stage.rows.append(Row(
-                    f'benchmark {label} {mode} {dtype} b{s.batch_size}',
-                    ', '.join(parts), ours['images_per_s'] > 0))
-        fp32_train = {r['implementation']: r for r in mine
-                      if r['mode'] == 'train' and r['dtype'] == 'fp32'}
+                        'speedup_of_ours'
+                    ):
+                        parts.append(
+                            f'{record["speedup_of_ours"]:.2f}x {name}'
+                        )
+                stage.rows.append(
+                    Row(
+                        f'benchmark {label} {mode} {dtype} b{s.batch_size}',
+                        ', '.join(parts),
+                        ours['images_per_s'] > 0,
+                    )
+                )
+        fp32_train = {
+            r['implementation']: r
+            for r in mine
+            if r['mode'] == 'train' and r['dtype'] == 'fp32'
+        }
         plain = fp32_train.get('t2t-plugin', {}).get('peak_memory_mib')
-        cp = next((r.get('peak_memory_mib') for name, r in fp32_train.items()
-                   if 'with_cp' in name), None)
+        cp = next(
+            (
+                r.get('peak_memory_mib')
+                for name, r in fp32_train.items()
+                if 'with_cp' in name
+            ),
+            None,
+        )
         if plain is not None and cp is not None:
-            stage.rows.append(Row(
-                f'peak memory {label} train fp32 b{s.batch_size}',
-                f'{plain:.0f} MiB, with_cp {cp:.0f} MiB',
-                None if s.dry_run else cp < plain))
+            stage.rows.append(
+                Row(
+                    f'peak memory {label} train fp32 b{s.batch_size}',
+                    f'{plain:.0f} MiB, with_cp {cp:.0f} MiB',
+                    None if s.dry_run else cp < plain,
+                )
+            )
 
 
 def compile_stage(s: Settings, stage: Stage) -> None:
@@ -201,8 +275,9 @@ def compile_stage(s: Settings, stage: Stage) -> None:
     torch.manual_seed(0)
     model = T2TViT(s.archs['t-14'], img_size=s.img_size).to(device).eval()
     compiled = torch.compile(model, backend=s.compile_backend)
-    images = torch.randn(s.batch_size, 3, s.img_size, s.img_size,
-                         device=device)
+    images = torch.randn(
+        s.batch_size, 3, s.img_size, s.img_size, device=device
+    )
 
     def timed(fn, repeats):
         if device.type == 'cuda':
@@ -221,13 +296,18 @@ def compile_stage(s: Settings, stage: Stage) -> None:
         _, eager_s = timed(model, repeats)
         _, compiled_s = timed(compiled, repeats)
     # relative to the output's scale: kernels may sum in another order
-    diff = ((eager_out[0] - compiled_out[0]).abs().max() /
-            eager_out[0].abs().max()).item()
-    stage.rows.append(Row(
-        f'torch.compile ({s.compile_backend}) t-14 infer fp32 '
-        f'b{s.batch_size}',
-        f'max rel. diff {diff:.1e}, {eager_s / compiled_s:.2f}x eager '
-        f'speed, first call {compile_s:.0f} s', diff < 1e-3))
+    diff = (
+        (eager_out[0] - compiled_out[0]).abs().max() / eager_out[0].abs().max()
+    ).item()
+    stage.rows.append(
+        Row(
+            f'torch.compile ({s.compile_backend}) t-14 infer fp32 '
+            f'b{s.batch_size}',
+            f'max rel. diff {diff:.1e}, {eager_s / compiled_s:.2f}x eager '
+            f'speed, first call {compile_s:.0f} s',
+            diff < 1e-3,
+        )
+    )
 
 
 def write_images(folder: Path, count: int, size: int) -> None:
@@ -259,40 +339,74 @@ def amp_stage(s: Settings, work: Path, stage: Stage) -> None:
     for label, arch in s.archs.items():
         config = work / f'amp_{label}.py'
         tiny = not isinstance(arch, str)
-        config.write_text(AMP_CONFIG.format(
-            base=str(AMP_CONFIGS[label]), img_size=s.img_size,
-            arch=f', arch=dict(_delete_=True, **{arch!r})' if tiny else '',
-            head=(f", head=dict(in_channels={arch['embed_dims']})"
-                  if tiny else ''),
-            batch_size=s.batch_size, workers=s.workers,
-            data_root=str(data), iters=s.amp_iters))
+        config.write_text(
+            AMP_CONFIG.format(
+                base=str(AMP_CONFIGS[label]),
+                img_size=s.img_size,
+                arch=f', arch=dict(_delete_=True, **{arch!r})' if tiny else '',
+                head=(
+                    f', head=dict(in_channels={arch["embed_dims"]})'
+                    if tiny
+                    else ''
+                ),
+                batch_size=s.batch_size,
+                workers=s.workers,
+                data_root=str(data),
+                iters=s.amp_iters,
+            )
+        )
         run_dir, log = work / f'amp_{label}', work / f'amp_{label}.log'
-        code = run_logged([sys.executable, str(TOOLS / 'train.py'),
-                           str(config), '--amp', '--work-dir', str(run_dir)],
-                          log, 150, tool_env())
+        code = run_logged(
+            [
+                sys.executable,
+                str(TOOLS / 'train.py'),
+                str(config),
+                '--amp',
+                '--work-dir',
+                str(run_dir),
+            ],
+            log,
+            150,
+            tool_env(),
+        )
         check = f'train --amp {label}, {s.amp_iters} iters b{s.batch_size}'
         if code != 0:
             stage.rows.append(failure(check, code, log))
             continue
         losses = read_losses(run_dir)
         finite = sum(math.isfinite(loss) for loss in losses)
-        stage.rows.append(Row(
-            check, f'{finite}/{s.amp_iters} finite losses'
-            + (f', last {losses[-1]:.3f}' if losses else ''),
-            finite == s.amp_iters == len(losses)))
+        stage.rows.append(
+            Row(
+                check,
+                f'{finite}/{s.amp_iters} finite losses'
+                + (f', last {losses[-1]:.3f}' if losses else ''),
+                finite == s.amp_iters == len(losses),
+            )
+        )
 
 
 def dist_stage(s: Settings, work: Path, stage: Stage) -> None:
     backend = 'nccl' if s.device == 'cuda' else 'gloo'
     log = work / 'dist_train.log'
-    env = dict(tool_env(), PYTHON=sys.executable,
-               PORT=os.environ.get('PORT', '29517'))
+    env = dict(
+        tool_env(), PYTHON=sys.executable, PORT=os.environ.get('PORT', '29517')
+    )
     code = run_logged(
-        ['bash', str(TOOLS / 'dist_train.sh'), str(DIGITS_CONFIG), '1',
-         '--work-dir', str(work / 'dist_train'), '--cfg-options',
-         f'train_cfg.max_epochs={s.dist_epochs}',
-         f'train_cfg.val_interval={s.dist_epochs}'],
-        log, 150, env)
+        [
+            'bash',
+            str(TOOLS / 'dist_train.sh'),
+            str(DIGITS_CONFIG),
+            '1',
+            '--work-dir',
+            str(work / 'dist_train'),
+            '--cfg-options',
+            f'train_cfg.max_epochs={s.dist_epochs}',
+            f'train_cfg.val_interval={s.dist_epochs}',
+        ],
+        log,
+        150,
+        env,
+    )
     check = f'dist_train.sh digits 1 ({backend})'
     if code != 0:
         stage.rows.append(failure(check, code, log))
@@ -301,8 +415,13 @@ def dist_stage(s: Settings, work: Path, stage: Stage) -> None:
     used = f"'backend': '{backend}'" in text or f'backend={backend}' in text
     top1 = [line for line in text.splitlines() if 'accuracy/top1:' in line]
     result = top1[-1].split('accuracy/top1:')[-1].split()[0] if top1 else '?'
-    stage.rows.append(Row(check, f'{backend} in log: {used}, top-1 {result}',
-                          used and bool(top1)))
+    stage.rows.append(
+        Row(
+            check,
+            f'{backend} in log: {used}, top-1 {result}',
+            used and bool(top1),
+        )
+    )
 
 
 def render(stages: list[Stage], total_s: float, header: str) -> str:
@@ -311,24 +430,34 @@ def render(stages: list[Stage], total_s: float, header: str) -> str:
         for row in stage.rows:
             status = {True: 'ok', False: 'FAIL', None: '-'}[row.ok]
             lines.append(f'| {row.check} | {row.result} | {status} |')
-    timing = ', '.join(f'{stage.name} {stage.seconds:.0f} s'
-                       for stage in stages)
+    timing = ', '.join(
+        f'{stage.name} {stage.seconds:.0f} s' for stage in stages
+    )
     lines += ['', f'total {total_s:.0f} s ({timing})']
     return '\n'.join(lines)
 
 
 def parse_args(argv: Optional[list[str]] = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument('--dry-run', action='store_true',
-                        help='tiny sizes on the CPU: checks the wiring only')
-    parser.add_argument('--work-dir', type=Path,
-                        default=ROOT / 'work_dirs' / 'gpu_check')
-    parser.add_argument('--official-repo', type=Path,
-                        help='a checkout of the official T2T-ViT code, '
-                        'benchmarked too')
-    parser.add_argument('--only', nargs='+',
-                        choices=('benchmark', 'compile', 'amp', 'dist'),
-                        help='run these stages only')
+    parser.add_argument(
+        '--dry-run',
+        action='store_true',
+        help='tiny sizes on the CPU: checks the wiring only',
+    )
+    parser.add_argument(
+        '--work-dir', type=Path, default=ROOT / 'work_dirs' / 'gpu_check'
+    )
+    parser.add_argument(
+        '--official-repo',
+        type=Path,
+        help='a checkout of the official T2T-ViT code, benchmarked too',
+    )
+    parser.add_argument(
+        '--only',
+        nargs='+',
+        choices=('benchmark', 'compile', 'amp', 'dist'),
+        help='run these stages only',
+    )
     return parser.parse_args(argv)
 
 
@@ -338,27 +467,38 @@ def main(argv: Optional[list[str]] = None) -> int:
         try:
             __import__(package)
         except ImportError:
-            print(f'gpu_check: {package} is not installed for '
-                  f'{sys.executable}; install the project first (make '
-                  'install, or docs/install.md for an offline machine).',
-                  file=sys.stderr)
+            print(
+                f'gpu_check: {package} is not installed for '
+                f'{sys.executable}; install the project first (make '
+                'install, or docs/install.md for an offline machine).',
+                file=sys.stderr,
+            )
             return 2
     import torch
+
     if not args.dry_run and not torch.cuda.is_available():
-        print('gpu_check: torch sees no CUDA device here; run it on a GPU '
-              'machine, or use --dry-run to check the script on the CPU.',
-              file=sys.stderr)
+        print(
+            'gpu_check: torch sees no CUDA device here; run it on a GPU '
+            'machine, or use --dry-run to check the script on the CPU.',
+            file=sys.stderr,
+        )
         return 2
     s = settings_for(args.dry_run)
     work = args.work_dir
     work.mkdir(parents=True, exist_ok=True)
-    device = (torch.cuda.get_device_name(0) if s.device == 'cuda' else
-              'CPU (dry run: tiny models, wiring only)')
-    header = (f'GPU check on {device}, torch {torch.__version__}, '
-              f'Python {sys.version.split()[0]}')
+    device = (
+        torch.cuda.get_device_name(0)
+        if s.device == 'cuda'
+        else 'CPU (dry run: tiny models, wiring only)'
+    )
+    header = (
+        f'GPU check on {device}, torch {torch.__version__}, '
+        f'Python {sys.version.split()[0]}'
+    )
     stages = {
-        'benchmark': lambda st: benchmark_stage(s, work, args.official_repo,
-                                                st),
+        'benchmark': lambda st: benchmark_stage(
+            s, work, args.official_repo, st
+        ),
         'compile': lambda st: compile_stage(s, st),
         'amp': lambda st: amp_stage(s, work, st),
         'dist': lambda st: dist_stage(s, work, st),
@@ -373,15 +513,25 @@ def main(argv: Optional[list[str]] = None) -> int:
         try:
             run(stage)
         except Exception as error:  # one stage's crash must not hide others
-            stage.rows.append(Row(name, f'{type(error).__name__}: '
-                                  f'{str(error)[:100]}', False))
+            stage.rows.append(
+                Row(name, f'{type(error).__name__}: {str(error)[:100]}', False)
+            )
         stage.seconds = time.perf_counter() - began
         done.append(stage)
     total = time.perf_counter() - start
     if not args.dry_run:
-        done.append(Stage('limit', rows=[Row(
-            'whole check within 8 min', f'{total:.0f} s',
-            total <= TIME_LIMIT_S)]))
+        done.append(
+            Stage(
+                'limit',
+                rows=[
+                    Row(
+                        'whole check within 8 min',
+                        f'{total:.0f} s',
+                        total <= TIME_LIMIT_S,
+                    )
+                ],
+            )
+        )
     table = render(done, total, header)
     (work / 'summary.md').write_text(table + '\n')
     print(table)

@@ -9,6 +9,7 @@ Example::
     python tools/infer.py demo.jpg configs/t2t-vit-14_8xb64_in1k.py \\
         81.5_T2T_ViT_14.pth.tar --topk 5
 """
+
 import argparse
 import sys
 from collections.abc import Sequence
@@ -36,26 +37,32 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument('image', help='image file, or a folder of images')
     parser.add_argument(
-        'model', help='config file, or a model name of list_models()')
+        'model', help='config file, or a model name of list_models()'
+    )
     parser.add_argument(
         'checkpoint',
         nargs='?',
-        help="checkpoint file or URL (default: a model name's weights)")
+        help="checkpoint file or URL (default: a model name's weights)",
+    )
     parser.add_argument(
-        '--topk', type=int, default=5, help='classes to print (default 5)')
+        '--topk', type=int, default=5, help='classes to print (default 5)'
+    )
     parser.add_argument(
-        '--device', default='cpu', help="e.g. 'cpu' (default) or 'cuda:0'")
+        '--device', default='cpu', help="e.g. 'cpu' (default) or 'cuda:0'"
+    )
     parser.add_argument(
         '--max-tokens',
         type=int,
         default=DEFAULT_MAX_TOKENS,
         help='refuse images that the test pipeline turns into more tokens '
-        f'(default {DEFAULT_MAX_TOKENS}, a 1024x1024 input at stride 16)')
+        f'(default {DEFAULT_MAX_TOKENS}, a 1024x1024 input at stride 16)',
+    )
     parser.add_argument(
         '--cfg-options',
         nargs='+',
         action=DictAction,
-        help='override config settings, as in mmpretrain tools')
+        help='override config settings, as in mmpretrain tools',
+    )
     args = parser.parse_args(argv)
     if args.topk < 1:
         parser.error('--topk must be at least 1')
@@ -66,10 +73,17 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     args = parse_args(argv)
     try:
         images = list_images(args.image)
-        model = load_model(args.model, args.checkpoint, args.device,
-                           args.cfg_options)
-    except (OSError, ValueError, TypeError, ConfigError, CheckpointError,
-            CheckpointMismatchError) as error:
+        model = load_model(
+            args.model, args.checkpoint, args.device, args.cfg_options
+        )
+    except (
+        OSError,
+        ValueError,
+        TypeError,
+        ConfigError,
+        CheckpointError,
+        CheckpointMismatchError,
+    ) as error:
         print(f'error: {error}', file=sys.stderr)
         return 1
     inferencer = ImageClassificationInferencer(model, device=args.device)
@@ -87,13 +101,17 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         scores = np.asarray(result['pred_scores'])
         if not np.isfinite(scores).all():
             failed += 1
-            print(f'error: {image}: the model gives NaN or infinite scores; '
-                  'the checkpoint or the input is broken.', file=sys.stderr)
+            print(
+                f'error: {image}: the model gives NaN or infinite scores; '
+                'the checkpoint or the input is broken.',
+                file=sys.stderr,
+            )
             continue
         print(f'{image}:')
         classes = inferencer.classes
         for rank, label in enumerate(
-                np.argsort(-scores, kind='stable')[:args.topk], 1):
+            np.argsort(-scores, kind='stable')[: args.topk], 1
+        ):
             name = classes[label] if classes else f'class {label}'
             print(f'{rank:>3}. {scores[label]:7.2%}  {name} (class {label})')
     return 1 if failed else 0

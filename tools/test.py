@@ -7,6 +7,7 @@ classification); ``--out x.pkl`` saves the predictions as mmpretrain's
 ``confusion_matrix.py``), ``--out-item metrics`` the metrics instead. The
 checkpoint may be a file or a URL, official releases included.
 """
+
 import argparse
 import os.path as osp
 import sys
@@ -49,43 +50,52 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument('config', help='config file')
     parser.add_argument('checkpoint', help='checkpoint file or URL')
     parser.add_argument(
-        '--work-dir', help='folder for the logs (default work_dirs/<config>)')
+        '--work-dir', help='folder for the logs (default work_dirs/<config>)'
+    )
     parser.add_argument(
         '--out',
         help='file to save the predictions to (.pkl, as mmpretrain) or, '
-        'with --out-item metrics, the metrics (.json, .yaml or .pkl)')
+        'with --out-item metrics, the metrics (.json, .yaml or .pkl)',
+    )
     parser.add_argument(
         '--out-item',
         choices=['metrics', 'pred'],
-        help='what --out saves (default: pred)')
+        help='what --out saves (default: pred)',
+    )
     parser.add_argument(
-        '--show', action='store_true', help='show the predictions')
+        '--show', action='store_true', help='show the predictions'
+    )
     parser.add_argument(
         '--show-dir',
         help='save images with their predictions drawn to this folder '
         '(inside the work dir if relative); segmentation writes them to '
-        'its vis_data/vis_image/ sub-folder (docs/custom_data.md)')
+        'its vis_data/vis_image/ sub-folder (docs/custom_data.md)',
+    )
     parser.add_argument(
         '--wait-time',
         type=float,
         default=2,
-        help='with --show, seconds each image stays (default 2)')
+        help='with --show, seconds each image stays (default 2)',
+    )
     parser.add_argument(
         '--interval',
         type=int,
         default=1,
         help='with --show or --show-dir, draw every INTERVAL-th test image '
         '(segmentation: every INTERVAL-th batch; detection: every image, '
-        "mmdet's hook has no test interval)")
+        "mmdet's hook has no test interval)",
+    )
     parser.add_argument(
         '--tta',
         action='store_true',
-        help='test-time augmentation (the config\'s tta_model and '
-        'tta_pipeline, else the average over horizontal flips)')
+        help="test-time augmentation (the config's tta_model and "
+        'tta_pipeline, else the average over horizontal flips)',
+    )
     parser.add_argument(
         '--no-pin-memory',
         action='store_true',
-        help='turn off pin_memory in the test dataloader')
+        help='turn off pin_memory in the test dataloader',
+    )
     add_launch_arguments(parser, 'test_dataloader.batch_size=32')
     return parse_launch_args(parser)
 
@@ -101,32 +111,45 @@ def merge_args(cfg: Config, args: argparse.Namespace) -> Config:
     cfg.load_from = args.checkpoint
     cfg.launcher = args.launcher
     if args.show or args.show_dir:
-        enable_show(cfg, args.show_dir, args.show, args.interval,
-                    args.wait_time)
+        enable_show(
+            cfg, args.show_dir, args.show, args.interval, args.wait_time
+        )
     if args.tta:
         enable_tta(cfg)
     if args.no_pin_memory:
         cfg.test_dataloader.pin_memory = False
     if args.out_item and not args.out:
         raise ValueError('--out-item needs --out FILE.')
-    if args.out and args.out_item != 'metrics' and not args.out.endswith(
-            '.pkl'):
-        raise ValueError('--out saves the predictions as a .pkl file; got '
-                         f'--out {args.out} (use --out-item metrics for '
-                         '.json or .yaml).')
+    if (
+        args.out
+        and args.out_item != 'metrics'
+        and not args.out.endswith('.pkl')
+    ):
+        raise ValueError(
+            '--out saves the predictions as a .pkl file; got '
+            f'--out {args.out} (use --out-item metrics for '
+            '.json or .yaml).'
+        )
     # Checked now: dump() would fail only after the whole evaluation.
-    if args.out and args.out_item == 'metrics' and not args.out.lower(
-    ).endswith(METRICS_SUFFIXES):
-        raise ValueError(f'--out saves the metrics as '
-                         f'{", ".join(METRICS_SUFFIXES)}; got --out '
-                         f'{args.out}.')
+    if (
+        args.out
+        and args.out_item == 'metrics'
+        and not args.out.lower().endswith(METRICS_SUFFIXES)
+    ):
+        raise ValueError(
+            f'--out saves the metrics as '
+            f'{", ".join(METRICS_SUFFIXES)}; got --out '
+            f'{args.out}.'
+        )
     return cfg
 
 
 def main() -> int:
     args = parse_args()
-    for path, what in ((args.config, 'Config'),
-                       (args.checkpoint, 'Checkpoint')):
+    for path, what in (
+        (args.config, 'Config'),
+        (args.checkpoint, 'Checkpoint'),
+    ):
         if '://' not in path and not osp.isfile(path):
             print(f'{what} not found: {path}', file=sys.stderr)
             return 2
@@ -140,8 +163,8 @@ def main() -> int:
         return 2
     # The checkpoint replaces any init_cfg weights: only data is needed.
     missing = find_missing_inputs(
-        cfg, ['test_dataloader'], check_load_from=False,
-        check_init_cfg=False)
+        cfg, ['test_dataloader'], check_load_from=False, check_init_cfg=False
+    )
     if missing:
         print('\n'.join(missing), file=sys.stderr)
         return 1
@@ -166,7 +189,8 @@ def main() -> int:
         return 1
     if args.out and args.out_item != 'metrics':
         runner.test_loop.evaluator.metrics.append(
-            DumpResults(out_file_path=args.out))
+            DumpResults(out_file_path=args.out)
+        )
     non_finite = NonFiniteOutputCounter()
     runner.register_hook(non_finite)
     # Scoring a checkpoint of another model would print random-weight
@@ -179,21 +203,28 @@ def main() -> int:
     try:
         metrics = runner.test()
     except CheckpointMismatchError as error:
-        print(f'Checkpoint does not fit {args.config}: {error}',
-              file=sys.stderr)
+        print(
+            f'Checkpoint does not fit {args.config}: {error}', file=sys.stderr
+        )
         return 1
     if args.out and args.out_item == 'metrics' and runner.rank == 0:
         dump(metrics, args.out)
     if runner.rank == 0:
         for name, value in metrics.items():
             # mmseg's metrics are numpy floats
-            print(f'{name}: {value:.4f}' if isinstance(
-                value, (float, np.floating)) else f'{name}: {value}')
+            print(
+                f'{name}: {value:.4f}'
+                if isinstance(value, (float, np.floating))
+                else f'{name}: {value}'
+            )
     close_dist()
     if non_finite.count:
-        print(f'{non_finite.count} of {non_finite.total} predictions hold '
-              'NaN or infinite values: the metrics above are not '
-              'meaningful.', file=sys.stderr)
+        print(
+            f'{non_finite.count} of {non_finite.total} predictions hold '
+            'NaN or infinite values: the metrics above are not '
+            'meaningful.',
+            file=sys.stderr,
+        )
         return 1
     return 0
 

@@ -5,6 +5,7 @@ that use ``type='mmpretrain.T2TViT'`` (the config's ``default_scope`` picks
 the registries). Outputs go to ``work_dirs/<config name>/`` unless
 ``--work-dir`` says otherwise.
 """
+
 import argparse
 import os.path as osp
 import sys
@@ -50,32 +51,39 @@ def parse_args() -> argparse.Namespace:
         type=str,
         const='auto',
         help='resume from the latest checkpoint in the work dir (no value '
-        'or "auto") or from the checkpoint PATH given')
+        'or "auto") or from the checkpoint PATH given',
+    )
     parser.add_argument(
         '--amp',
         action='store_true',
         help='mixed precision: fp16 autocast with dynamic loss scaling on '
         'CUDA (bf16 if the config sets optim_wrapper.dtype), bf16 autocast '
-        'on CPU')
+        'on CPU',
+    )
     parser.add_argument(
         '--auto-scale-lr',
         action='store_true',
         help='scale the learning rate by the real batch size over the '
-        "config's auto_scale_lr.base_batch_size")
+        "config's auto_scale_lr.base_batch_size",
+    )
     parser.add_argument(
         '--no-validate',
         action='store_true',
-        help='skip evaluation during training')
+        help='skip evaluation during training',
+    )
     parser.add_argument(
         '--no-pin-memory',
         action='store_true',
-        help='turn off pin_memory in the dataloaders')
+        help='turn off pin_memory in the dataloaders',
+    )
     parser.add_argument(
         '--no-persistent-workers',
         action='store_true',
-        help='turn off persistent_workers in the dataloaders')
+        help='turn off persistent_workers in the dataloaders',
+    )
     add_launch_arguments(
-        parser, 'train_cfg.max_epochs=10 "model.backbone.arch=t-14"')
+        parser, 'train_cfg.max_epochs=10 "model.backbone.arch=t-14"'
+    )
     return parse_launch_args(parser)
 
 
@@ -83,11 +91,12 @@ def set_amp(cfg: Config) -> None:
     """Turn on mixed precision in ``cfg.optim_wrapper``."""
     optim_wrapper = cfg.optim_wrapper
     kind = optim_wrapper.get('type', 'OptimWrapper')
-    if kind not in ('OptimWrapper', 'AmpOptimWrapper',
-                    'AutocastOptimWrapper'):
-        raise ValueError(f'--amp supports OptimWrapper configs, but this '
-                         f'one uses {kind}; set mixed precision in the '
-                         'config instead.')
+    if kind not in ('OptimWrapper', 'AmpOptimWrapper', 'AutocastOptimWrapper'):
+        raise ValueError(
+            f'--amp supports OptimWrapper configs, but this '
+            f'one uses {kind}; set mixed precision in the '
+            'config instead.'
+        )
     if torch.cuda.is_available():
         optim_wrapper.type = 'AmpOptimWrapper'
         optim_wrapper.pop('device_type', None)  # AutocastOptimWrapper's
@@ -121,10 +130,8 @@ def set_resume(cfg: Config, resume: str) -> None:
         cfg.load_from = latest
         return
     cfg.resume = False
-    start = (f'load_from={cfg.load_from}' if cfg.get('load_from') else
-             'scratch')
-    print(f'No checkpoint in {cfg.work_dir} to resume; starting from '
-          f'{start}.')
+    start = f'load_from={cfg.load_from}' if cfg.get('load_from') else 'scratch'
+    print(f'No checkpoint in {cfg.work_dir} to resume; starting from {start}.')
 
 
 def merge_args(cfg: Config, args: argparse.Namespace) -> Config:
@@ -142,8 +149,10 @@ def merge_args(cfg: Config, args: argparse.Namespace) -> Config:
         set_resume(cfg, args.resume)
     if args.auto_scale_lr:
         if 'base_batch_size' not in cfg.get('auto_scale_lr', {}):
-            raise ValueError('--auto-scale-lr needs auto_scale_lr = '
-                             'dict(base_batch_size=...) in the config.')
+            raise ValueError(
+                '--auto-scale-lr needs auto_scale_lr = '
+                'dict(base_batch_size=...) in the config.'
+            )
         cfg.auto_scale_lr.enable = True
     if args.no_validate:
         cfg.val_cfg = cfg.val_dataloader = cfg.val_evaluator = None
@@ -160,8 +169,11 @@ def merge_args(cfg: Config, args: argparse.Namespace) -> Config:
         raise ValueError(error)
     # Atomic checkpoint writes also for configs from other toolboxes.
     checkpoint_hook = cfg.get('default_hooks', {}).get('checkpoint')
-    if (checkpoint_hook is not None and checkpoint_hook.get('out_dir') is None
-            and checkpoint_hook.get('backend_args') is None):
+    if (
+        checkpoint_hook is not None
+        and checkpoint_hook.get('out_dir') is None
+        and checkpoint_hook.get('backend_args') is None
+    ):
         checkpoint_hook.backend_args = dict(backend='atomic_local')
     return cfg
 
@@ -181,7 +193,8 @@ def main() -> int:
         return 2
 
     loaders = ['train_dataloader'] + (
-        [] if args.no_validate else ['val_dataloader'])
+        [] if args.no_validate else ['val_dataloader']
+    )
     missing = find_missing_inputs(cfg, loaders)
     if missing:
         print('\n'.join(missing), file=sys.stderr)
@@ -199,8 +212,10 @@ def main() -> int:
         return 2
     removed = remove_stale_temp_files(cfg.work_dir)
     if removed:
-        print(f'Removed {len(removed)} temporary checkpoint file(s) left in '
-              f'{cfg.work_dir} by an interrupted save.')
+        print(
+            f'Removed {len(removed)} temporary checkpoint file(s) left in '
+            f'{cfg.work_dir} by an interrupted save.'
+        )
 
     try:
         runner = build_runner(cfg, ('train_loop', 'val_loop'))
@@ -217,8 +232,11 @@ def main() -> int:
     # Errors from here on happen while training: they keep their traceback.
     try:
         runner.train()
-    except (FileNotFoundError, CheckpointMismatchError,
-            TrainingStopped) as error:
+    except (
+        FileNotFoundError,
+        CheckpointMismatchError,
+        TrainingStopped,
+    ) as error:
         print(error, file=sys.stderr)
         return 1
     except KeyboardInterrupt:

@@ -14,7 +14,8 @@ default_hooks = dict(
         interval=1,
         max_keep_ckpts=3,
         save_best='auto',
-        backend_args=dict(backend='atomic_local')),
+        backend_args=dict(backend='atomic_local'),
+    ),
     sampler_seed=dict(type='DistSamplerSeedHook'),
     visualization=dict(type='VisualizationHook', enable=False),
     # Stops a diverging run (5 non-finite losses in a row) and never saves

@@ -7,15 +7,17 @@ _base_ = [
     'mmdet::_base_/models/mask-rcnn_r50_fpn.py',
     'mmdet::_base_/datasets/coco_instance.py',
     './_base_/schedules/adamw-layer-decay_1x.py',
-    'mmdet::_base_/default_runtime.py'
+    'mmdet::_base_/default_runtime.py',
 ]
 
 custom_imports = dict(imports=['t2t_plugin'], allow_failed_imports=False)
 
 # The official ImageNet-1k release, converted on load (any checkpoint of
 # configs/t2t-vit-t-14_8xb64_in1k.py or in mmpretrain's layout works too).
-checkpoint = ('https://github.com/yitu-opensource/T2T-ViT/releases/'
-              'download/main/81.7_T2T_ViTt_14.pth.tar')
+checkpoint = (
+    'https://github.com/yitu-opensource/T2T-ViT/releases/'
+    'download/main/81.7_T2T_ViTt_14.pth.tar'
+)
 
 model = dict(
     backbone=dict(
@@ -25,18 +27,23 @@ model = dict(
         img_size=224,
         out_type='featmap',
         out_t2t_maps=True,
-        out_indices=(-1, ),
+        out_indices=(-1,),
         drop_path_rate=0.1,
         init_cfg=dict(
-            type='Pretrained', checkpoint=checkpoint, prefix='backbone.')),
+            type='Pretrained', checkpoint=checkpoint, prefix='backbone.'
+        ),
+    ),
     neck=[
         dict(
             type='mmpretrain.T2TFeaturePyramid',
             in_channels=(64, 64, 384),
-            out_channels=(96, 192, 384, 768)),
+            out_channels=(96, 192, 384, 768),
+        ),
         dict(
             type='FPN',
             in_channels=[96, 192, 384, 768],
             out_channels=256,
-            num_outs=5),
-    ])
+            num_outs=5,
+        ),
+    ],
+)

@@ -3,10 +3,9 @@
 # makes it the cheaper choice at 800x1333 (see docs/dense_prediction.md).
 _base_ = './retinanet_t2t-vit-t-14_fpn_1x_coco.py'
 
-checkpoint = ('https://github.com/yitu-opensource/T2T-ViT/releases/'
-              'download/main/81.5_T2T_ViT_14.pth.tar')
+checkpoint = (
+    'https://github.com/yitu-opensource/T2T-ViT/releases/'
+    'download/main/81.5_T2T_ViT_14.pth.tar'
+)
 
-model = dict(
-    backbone=dict(
-        arch='14',
-        init_cfg=dict(checkpoint=checkpoint)))
+model = dict(backbone=dict(arch='14', init_cfg=dict(checkpoint=checkpoint)))

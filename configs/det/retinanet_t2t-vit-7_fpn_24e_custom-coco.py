@@ -9,8 +9,7 @@ _base_ = './retinanet_t2t-vit-t-14_fpn_1x_coco.py'
 data_root = 'data/custom_coco/'
 # The category names in the json files, in any order; their number is the
 # head's num_classes. The palette colours the boxes of --show-dir.
-metainfo = dict(
-    classes=('cat', 'dog'), palette=[(220, 20, 60), (0, 128, 255)])
+metainfo = dict(classes=('cat', 'dog'), palette=[(220, 20, 60), (0, 128, 255)])
 num_classes = 2
 
 # An ImageNet-1k T2T-ViT-7 checkpoint in mmpretrain's layout (see
@@ -21,7 +20,8 @@ checkpoint = 'checkpoints/t2t-vit-7_in1k.pth'
 # tools/test.py, so the arch is the only model change.
 model = dict(
     backbone=dict(arch='7', init_cfg=dict(checkpoint=checkpoint)),
-    bbox_head=dict(num_classes=num_classes))
+    bbox_head=dict(num_classes=num_classes),
+)
 
 # Sides padded to a multiple of 32 by the data preprocessor (mmdet's
 # default), so any image size tiles the soft splits.
@@ -39,8 +39,14 @@ test_pipeline = [
     dict(type='LoadAnnotations', with_bbox=True),
     dict(
         type='PackDetInputs',
-        meta_keys=('img_id', 'img_path', 'ori_shape', 'img_shape',
-                   'scale_factor')),
+        meta_keys=(
+            'img_id',
+            'img_path',
+            'ori_shape',
+            'img_shape',
+            'scale_factor',
+        ),
+    ),
 ]
 train_dataloader = dict(
     batch_size=4,
@@ -49,14 +55,18 @@ train_dataloader = dict(
         metainfo=metainfo,
         ann_file='annotations/train.json',
         data_prefix=dict(img='images/'),
-        pipeline=train_pipeline))
+        pipeline=train_pipeline,
+    ),
+)
 val_dataloader = dict(
     dataset=dict(
         data_root=data_root,
         metainfo=metainfo,
         ann_file='annotations/val.json',
         data_prefix=dict(img='images/'),
-        pipeline=test_pipeline))
+        pipeline=test_pipeline,
+    )
+)
 test_dataloader = val_dataloader
 val_evaluator = dict(ann_file=data_root + 'annotations/val.json')
 test_evaluator = val_evaluator
@@ -67,14 +77,15 @@ test_evaluator = val_evaluator
 train_cfg = dict(max_epochs=24)
 param_scheduler = [
     dict(
-        type='LinearLR', start_factor=0.001, by_epoch=False, begin=0,
-        end=200),
+        type='LinearLR', start_factor=0.001, by_epoch=False, begin=0, end=200
+    ),
     dict(
         type='MultiStepLR',
         begin=0,
         end=24,
         by_epoch=True,
         milestones=[16, 22],
-        gamma=0.1)
+        gamma=0.1,
+    ),
 ]
 auto_scale_lr = dict(base_batch_size=4)

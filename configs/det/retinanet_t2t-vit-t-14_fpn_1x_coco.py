@@ -7,15 +7,18 @@ _base_ = [
     'mmdet::_base_/models/retinanet_r50_fpn.py',
     'mmdet::_base_/datasets/coco_detection.py',
     './_base_/schedules/adamw-layer-decay_1x.py',
-    'mmdet::_base_/default_runtime.py', 'mmdet::retinanet/retinanet_tta.py'
+    'mmdet::_base_/default_runtime.py',
+    'mmdet::retinanet/retinanet_tta.py',
 ]
 
 custom_imports = dict(imports=['t2t_plugin'], allow_failed_imports=False)
 
 # The official ImageNet-1k release, converted on load (any checkpoint of
 # configs/t2t-vit-t-14_8xb64_in1k.py or in mmpretrain's layout works too).
-checkpoint = ('https://github.com/yitu-opensource/T2T-ViT/releases/'
-              'download/main/81.7_T2T_ViTt_14.pth.tar')
+checkpoint = (
+    'https://github.com/yitu-opensource/T2T-ViT/releases/'
+    'download/main/81.7_T2T_ViTt_14.pth.tar'
+)
 
 model = dict(
     backbone=dict(
@@ -25,22 +28,27 @@ model = dict(
         img_size=224,
         out_type='featmap',
         out_t2t_maps=True,
-        out_indices=(-1, ),
+        out_indices=(-1,),
         drop_path_rate=0.1,
         init_cfg=dict(
-            type='Pretrained', checkpoint=checkpoint, prefix='backbone.')),
+            type='Pretrained', checkpoint=checkpoint, prefix='backbone.'
+        ),
+    ),
     neck=[
         # RetinaNet reads strides 8-128, so the stride-4 level is not built.
         dict(
             type='mmpretrain.T2TFeaturePyramid',
             in_channels=(64, 64, 384),
             out_channels=(192, 384, 768),
-            out_indices=(1, 2, 3)),
+            out_indices=(1, 2, 3),
+        ),
         dict(
             type='FPN',
             in_channels=[192, 384, 768],
             out_channels=256,
             start_level=0,
             add_extra_convs='on_input',
-            num_outs=5),
-    ])
+            num_outs=5,
+        ),
+    ],
+)

@@ -3,10 +3,9 @@
 # docs/dense_prediction.md).
 _base_ = './upernet_t2t-vit-t-14_8xb2-160k_ade20k-512x512.py'
 
-checkpoint = ('https://github.com/yitu-opensource/T2T-ViT/releases/'
-              'download/main/81.5_T2T_ViT_14.pth.tar')
+checkpoint = (
+    'https://github.com/yitu-opensource/T2T-ViT/releases/'
+    'download/main/81.5_T2T_ViT_14.pth.tar'
+)
 
-model = dict(
-    backbone=dict(
-        arch='14',
-        init_cfg=dict(checkpoint=checkpoint)))
+model = dict(backbone=dict(arch='14', init_cfg=dict(checkpoint=checkpoint)))

@@ -12,7 +12,8 @@ data_root = 'data/custom_seg'
 # predictions of --show-dir.
 metainfo = dict(
     classes=('background', 'road', 'building'),
-    palette=[(0, 0, 0), (128, 64, 128), (70, 70, 70)])
+    palette=[(0, 0, 0), (128, 64, 128), (70, 70, 70)],
+)
 num_classes = 3
 
 # An ImageNet-1k T2T-ViT-7 checkpoint in mmpretrain's layout (see
@@ -26,7 +27,8 @@ model = dict(
     data_preprocessor=dict(size=crop_size),
     backbone=dict(arch='7', init_cfg=dict(checkpoint=checkpoint)),
     decode_head=dict(num_classes=num_classes),
-    auxiliary_head=dict(num_classes=num_classes))
+    auxiliary_head=dict(num_classes=num_classes),
+)
 
 # Images at most 512 pixels wide, then 256x256 crops; the test resize keeps
 # the aspect ratio (whole-image inference pads sides to a multiple of 32).
@@ -37,7 +39,8 @@ train_pipeline = [
         type='RandomResize',
         scale=(512, 256),
         ratio_range=(0.5, 2.0),
-        keep_ratio=True),
+        keep_ratio=True,
+    ),
     dict(type='RandomCrop', crop_size=crop_size, cat_max_ratio=0.75),
     dict(type='RandomFlip', prob=0.5),
     dict(type='PhotoMetricDistortion'),
@@ -57,10 +60,13 @@ train_dataloader = dict(
         data_root=data_root,
         metainfo=metainfo,
         data_prefix=dict(
-            img_path='images/train', seg_map_path='annotations/train'),
+            img_path='images/train', seg_map_path='annotations/train'
+        ),
         img_suffix='.jpg',
         seg_map_suffix='.png',
-        pipeline=train_pipeline))
+        pipeline=train_pipeline,
+    ),
+)
 val_dataloader = dict(
     dataset=dict(
         _delete_=True,
@@ -68,26 +74,28 @@ val_dataloader = dict(
         data_root=data_root,
         metainfo=metainfo,
         data_prefix=dict(
-            img_path='images/val', seg_map_path='annotations/val'),
+            img_path='images/val', seg_map_path='annotations/val'
+        ),
         img_suffix='.jpg',
         seg_map_suffix='.png',
-        pipeline=test_pipeline))
+        pipeline=test_pipeline,
+    )
+)
 test_dataloader = val_dataloader
 
 # 4k iterations (a few hundred images, ~40 epochs at batch 4): warm-up over
 # the first 200, then linear decay to 0; evaluation and a checkpoint every
 # 1000.
 param_scheduler = [
-    dict(
-        type='LinearLR', start_factor=1e-6, by_epoch=False, begin=0,
-        end=200),
+    dict(type='LinearLR', start_factor=1e-6, by_epoch=False, begin=0, end=200),
     dict(
         type='PolyLR',
         eta_min=0.0,
         power=1.0,
         begin=200,
         end=4000,
-        by_epoch=False)
+        by_epoch=False,
+    ),
 ]
 train_cfg = dict(max_iters=4000, val_interval=1000)
 default_hooks = dict(checkpoint=dict(interval=1000))

@@ -5,16 +5,19 @@
 # pyramid's in_channels follow the backbone in tools/train.py and test.py).
 _base_ = [
     'mmseg::_base_/models/upernet_r50.py',
-    'mmseg::_base_/datasets/ade20k.py', 'mmseg::_base_/default_runtime.py',
-    './_base_/schedules/adamw-layer-decay_160k.py'
+    'mmseg::_base_/datasets/ade20k.py',
+    'mmseg::_base_/default_runtime.py',
+    './_base_/schedules/adamw-layer-decay_160k.py',
 ]
 
 custom_imports = dict(imports=['t2t_plugin'], allow_failed_imports=False)
 
 # The official ImageNet-1k release, converted on load (any checkpoint of
 # configs/t2t-vit-t-14_8xb64_in1k.py or in mmpretrain's layout works too).
-checkpoint = ('https://github.com/yitu-opensource/T2T-ViT/releases/'
-              'download/main/81.7_T2T_ViTt_14.pth.tar')
+checkpoint = (
+    'https://github.com/yitu-opensource/T2T-ViT/releases/'
+    'download/main/81.7_T2T_ViTt_14.pth.tar'
+)
 
 crop_size = (512, 512)
 # T2T-ViT tiles its input exactly (sides a multiple of 16), so whole-image
@@ -31,16 +34,20 @@ model = dict(
         img_size=224,
         out_type='featmap',
         out_t2t_maps=True,
-        out_indices=(-1, ),
+        out_indices=(-1,),
         drop_path_rate=0.1,
         init_cfg=dict(
-            type='Pretrained', checkpoint=checkpoint, prefix='backbone.')),
+            type='Pretrained', checkpoint=checkpoint, prefix='backbone.'
+        ),
+    ),
     neck=dict(
         type='mmpretrain.T2TFeaturePyramid',
         in_channels=(64, 64, 384),
-        out_channels=(96, 192, 384, 768)),
+        out_channels=(96, 192, 384, 768),
+    ),
     decode_head=dict(in_channels=[96, 192, 384, 768], num_classes=150),
-    auxiliary_head=dict(in_channels=384, in_index=2, num_classes=150))
+    auxiliary_head=dict(in_channels=384, in_index=2, num_classes=150),
+)
 
 train_dataloader = dict(batch_size=2)
 val_dataloader = dict(batch_size=1)

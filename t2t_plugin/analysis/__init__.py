@@ -1,5 +1,6 @@
 """Model analysis: complexity counts, pictures of what the model sees and
 training curves."""
+
 from .attention_maps import cls_attention_maps
 from .complexity import PAPER_MACS, ModelComplexity, count_complexity
 from .curves import find_scalar_files, load_scalars, plot_curves
@@ -10,8 +11,14 @@ from .token_maps import (
 )
 
 __all__ = [
-    'PAPER_MACS', 'ModelComplexity', 'cls_attention_maps',
-    'collect_token_maps', 'count_complexity', 'default_block_indices',
-    'find_scalar_files', 'load_scalars', 'plot_curves',
-    'resolve_block_indices'
+    'PAPER_MACS',
+    'ModelComplexity',
+    'cls_attention_maps',
+    'collect_token_maps',
+    'count_complexity',
+    'default_block_indices',
+    'find_scalar_files',
+    'load_scalars',
+    'plot_curves',
+    'resolve_block_indices',
 ]

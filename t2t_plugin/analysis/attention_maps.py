@@ -1,4 +1,5 @@
 """Where the class token looks: attention rows from the model's own kernel."""
+
 from collections.abc import Sequence
 
 import torch
@@ -10,8 +11,8 @@ from .token_maps import forward_with_hooks, resolve_block_indices
 
 @torch.no_grad()
 def cls_attention_maps(
-        backbone: nn.Module, images: torch.Tensor,
-        layer_indices: Sequence[int]) -> dict[int, torch.Tensor]:
+    backbone: nn.Module, images: torch.Tensor, layer_indices: Sequence[int]
+) -> dict[int, torch.Tensor]:
     """Attention of the class token over the image tokens, per head.
 
     A forward hook on each chosen block's :class:`SelfAttention` takes the
@@ -31,8 +32,10 @@ def cls_attention_maps(
         token (its weight on itself left out, so rows sum to at most 1).
     """
     if not backbone.with_cls_token:
-        raise ValueError('The class-token attention needs a backbone with '
-                         'with_cls_token=True.')
+        raise ValueError(
+            'The class-token attention needs a backbone with '
+            'with_cls_token=True.'
+        )
     layers = resolve_block_indices(backbone, layer_indices)
     grid = backbone.tokens_to_token.output_sizes(tuple(images.shape[-2:]))[-1]
     extra = backbone.num_extra_tokens
@@ -44,16 +47,20 @@ def cls_attention_maps(
             q, k, _ = module.split_heads(args[0])
             batch, heads, length, _ = k.shape
             identity = torch.eye(
-                length, dtype=q.dtype, device=q.device).expand(
-                    batch, heads, length, length)
+                length, dtype=q.dtype, device=q.device
+            ).expand(batch, heads, length, length)
             rows = F.scaled_dot_product_attention(
-                q[:, :, :1], k, identity, scale=module.scale)
-            captured[index] = rows[:, :, 0, extra:].reshape(
-                batch, heads, *grid).float()
+                q[:, :, :1], k, identity, scale=module.scale
+            )
+            captured[index] = (
+                rows[:, :, 0, extra:].reshape(batch, heads, *grid).float()
+            )
 
         return hook
 
     forward_with_hooks(
-        backbone, images,
-        [(backbone.encoder[index].attn, read(index)) for index in layers])
+        backbone,
+        images,
+        [(backbone.encoder[index].attn, read(index)) for index in layers],
+    )
     return captured

@@ -8,6 +8,7 @@ tokens). Here the forward pass runs under :class:`FlopCounterMode`, which
 sees every operator, with one formula added: torch's CPU flash-attention
 kernel is not in its table and would otherwise count as zero.
 """
+
 from dataclasses import dataclass
 from typing import Any, Optional
 
@@ -57,8 +58,9 @@ class ModelComplexity:
     input_shape: tuple[int, int]
 
 
-def _sdpa_cpu_flops(query_shape, key_shape, value_shape, *args,
-                    out_shape=None, **kwargs) -> int:
+def _sdpa_cpu_flops(
+    query_shape, key_shape, value_shape, *args, out_shape=None, **kwargs
+) -> int:
     return sdpa_flop_count(query_shape, key_shape, value_shape)
 
 
@@ -67,11 +69,12 @@ def _flops_of(counts: dict[str, dict], name: str) -> int:
 
 
 @torch.no_grad()
-def count_complexity(model: nn.Module,
-                     input_shape: tuple[int, int] = (224, 224),
-                     in_channels: int = 3,
-                     forward_kwargs: Optional[dict[str, Any]] = None
-                     ) -> ModelComplexity:
+def count_complexity(
+    model: nn.Module,
+    input_shape: tuple[int, int] = (224, 224),
+    in_channels: int = 3,
+    forward_kwargs: Optional[dict[str, Any]] = None,
+) -> ModelComplexity:
     """Count parameters and MACs of ``model`` on one random image.
 
     Args:
@@ -107,11 +110,13 @@ def count_complexity(model: nn.Module,
         linear_flops = sum(
             _flops_of(counts, f'{full_name}.{child_name}')
             for child_name, child in module.named_children()
-            if isinstance(child, nn.Linear))
+            if isinstance(child, nn.Linear)
+        )
         attention_flops += _flops_of(counts, full_name) - linear_flops
     # FlopCounterMode counts a multiply-accumulate as two FLOPs
     return ModelComplexity(
         params=params,
         macs=counter.get_total_flops() // 2,
         attention_macs=attention_flops // 2,
-        input_shape=tuple(input_shape))
+        input_shape=tuple(input_shape),
+    )

@@ -6,6 +6,7 @@ scalars.json`` (or the ``<timestamp>.json`` beside it): one record per
 logged training iteration (``lr``, ``loss``, ... and ``step`` = iteration)
 and one per evaluation (metrics and ``step`` = epoch or iteration).
 """
+
 import glob
 import json
 import os.path as osp
@@ -30,8 +31,9 @@ def find_scalar_files(work_dir: str) -> list[str]:
         list[str]: Paths of ``<timestamp>/vis_data/scalars.json`` files.
     """
     # Timestamp folders (YYYYmmdd_HHMMSS) sort chronologically.
-    runs = sorted(glob.glob(osp.join(work_dir, '*', 'vis_data',
-                                     'scalars.json')))
+    runs = sorted(
+        glob.glob(osp.join(work_dir, '*', 'vis_data', 'scalars.json'))
+    )
     files: list[str] = []
     for path in reversed(runs):
         files.insert(0, path)
@@ -74,12 +76,12 @@ def load_scalars(files: Sequence[str]) -> tuple[list[dict], list[dict]]:
                     continue
                 target = train if 'lr' in record else val
                 target[record['step']] = record
-    return ([train[k] for k in sorted(train)],
-            [val[k] for k in sorted(val)])
+    return ([train[k] for k in sorted(train)], [val[k] for k in sorted(val)])
 
 
-def plot_curves(train: Sequence[dict], val: Sequence[dict],
-                out_file: str, title: str = '') -> str:
+def plot_curves(
+    train: Sequence[dict], val: Sequence[dict], out_file: str, title: str = ''
+) -> str:
     """Draw losses and learning rate per iteration and metrics per eval step.
 
     Args:
@@ -92,13 +94,19 @@ def plot_curves(train: Sequence[dict], val: Sequence[dict],
         str: ``out_file``.
     """
     import matplotlib
+
     matplotlib.use('Agg')
     import matplotlib.pyplot as plt
 
     loss_keys = sorted({k for r in train for k in r if 'loss' in k})
-    metric_keys = sorted({
-        k for r in val for k, v in r.items()
-        if k not in _NON_METRIC_KEYS and isinstance(v, (int, float))})
+    metric_keys = sorted(
+        {
+            k
+            for r in val
+            for k, v in r.items()
+            if k not in _NON_METRIC_KEYS and isinstance(v, (int, float))
+        }
+    )
     fig, axes = plt.subplots(1, 3, figsize=(15, 4))
     ax_loss, ax_lr, ax_metric = axes
 
@@ -116,8 +124,9 @@ def plot_curves(train: Sequence[dict], val: Sequence[dict],
     for key in metric_keys:
         points = [(r['step'], r[key]) for r in val if key in r]
         ax_metric.plot(*zip(*points), marker='o', label=key)
-    ax_metric.set(xlabel='epoch (or iteration)', ylabel='metric',
-                  title='evaluation')
+    ax_metric.set(
+        xlabel='epoch (or iteration)', ylabel='metric', title='evaluation'
+    )
 
     for ax, keys in ((ax_loss, loss_keys), (ax_metric, metric_keys)):
         if keys:

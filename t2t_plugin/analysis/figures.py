@@ -4,6 +4,7 @@ Panels are composed with numpy and labelled with PIL, so that the size of
 a figure follows from its panels alone (``panel_grid_size``); matplotlib
 only lends its colour maps.
 """
+
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Optional, Union
@@ -20,35 +21,41 @@ TITLE_HEIGHT = 22
 Panel = tuple[str, np.ndarray]
 
 
-def colorize(values: Union[np.ndarray, torch.Tensor],
-             cmap: str = 'viridis') -> np.ndarray:
+def colorize(
+    values: Union[np.ndarray, torch.Tensor], cmap: str = 'viridis'
+) -> np.ndarray:
     """Map a 2-D array to RGB, its own minimum and maximum at the ends.
 
     Returns:
         np.ndarray: ``(h, w, 3)`` uint8.
     """
     from matplotlib import colormaps
+
     values = torch.as_tensor(values, dtype=torch.float32).cpu().numpy()
     low, high = values.min(), values.max()
-    scaled = (values - low) / (high - low) if high > low else np.zeros_like(
-        values)
+    scaled = (
+        (values - low) / (high - low) if high > low else np.zeros_like(values)
+    )
     return (colormaps[cmap](scaled)[..., :3] * 255).astype(np.uint8)
 
 
-def resize_map(values: torch.Tensor, size: tuple[int, int],
-               mode: str = 'bilinear') -> torch.Tensor:
+def resize_map(
+    values: torch.Tensor, size: tuple[int, int], mode: str = 'bilinear'
+) -> torch.Tensor:
     """Resize a 2-D map ``(h, w)`` to ``size`` (``'nearest'`` keeps the
     token grid visible, ``'bilinear'`` smooths it)."""
     kwargs = {} if mode == 'nearest' else dict(align_corners=False)
     return F.interpolate(
-        values[None, None].float(), size=tuple(size), mode=mode,
-        **kwargs)[0, 0]
+        values[None, None].float(), size=tuple(size), mode=mode, **kwargs
+    )[0, 0]
 
 
-def overlay(image: np.ndarray,
-            heat: torch.Tensor,
-            alpha: float = 0.5,
-            cmap: str = 'jet') -> np.ndarray:
+def overlay(
+    image: np.ndarray,
+    heat: torch.Tensor,
+    alpha: float = 0.5,
+    cmap: str = 'jet',
+) -> np.ndarray:
     """Blend a heat map, smoothly resized to the image, over an RGB image.
 
     Args:
@@ -62,8 +69,9 @@ def overlay(image: np.ndarray,
     return blended.round().astype(np.uint8)
 
 
-def panel_grid_size(rows: int, cols: int, panel_size: tuple[int, int],
-                    title: bool) -> tuple[int, int]:
+def panel_grid_size(
+    rows: int, cols: int, panel_size: tuple[int, int], title: bool
+) -> tuple[int, int]:
     """``(width, height)`` in pixels of :func:`save_panel_grid`'s figure.
 
     Args:
@@ -73,14 +81,19 @@ def panel_grid_size(rows: int, cols: int, panel_size: tuple[int, int],
         title (bool): Whether the figure has a title line.
     """
     height, width = panel_size
-    return (cols * width + (cols + 1) * GAP,
-            int(title) * TITLE_HEIGHT + rows * (height + LABEL_HEIGHT) +
-            (rows + 1) * GAP)
+    return (
+        cols * width + (cols + 1) * GAP,
+        int(title) * TITLE_HEIGHT
+        + rows * (height + LABEL_HEIGHT)
+        + (rows + 1) * GAP,
+    )
 
 
-def save_panel_grid(rows: Sequence[Sequence[Panel]],
-                    path: Union[str, Path],
-                    title: Optional[str] = None) -> Path:
+def save_panel_grid(
+    rows: Sequence[Sequence[Panel]],
+    path: Union[str, Path],
+    title: Optional[str] = None,
+) -> Path:
     """Write labelled RGB panels of one size, row by row, to a PNG.
 
     Args:
@@ -108,11 +121,11 @@ def save_panel_grid(rows: Sequence[Sequence[Panel]],
             if image.shape[:2] != panel_size:
                 raise ValueError(
                     f'Panel {label!r} is {image.shape[:2]}, the others '
-                    f'{panel_size}; give panels of one size.')
+                    f'{panel_size}; give panels of one size.'
+                )
             left = GAP + col * (panel_size[1] + GAP)
             draw.text((left, top), label, fill='black', font=font)
-            canvas.paste(
-                Image.fromarray(image), (left, top + LABEL_HEIGHT))
+            canvas.paste(Image.fromarray(image), (left, top + LABEL_HEIGHT))
         top += LABEL_HEIGHT + panel_size[0] + GAP
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)

@@ -1,4 +1,5 @@
 """The token maps of Fig. 2 of the paper, read from a running backbone."""
+
 from collections import OrderedDict
 from collections.abc import Sequence
 from typing import Callable
@@ -7,8 +8,9 @@ import torch
 from torch import nn
 
 
-def resolve_block_indices(backbone: nn.Module,
-                          layer_indices: Sequence[int]) -> list[int]:
+def resolve_block_indices(
+    backbone: nn.Module, layer_indices: Sequence[int]
+) -> list[int]:
     """Encoder block indices counted from 0, negative ones from the end.
 
     Raises:
@@ -22,7 +24,8 @@ def resolve_block_indices(backbone: nn.Module,
             raise ValueError(
                 f'Block {index} does not exist: the backbone has '
                 f'{num_layers} encoder blocks (0..{num_layers - 1}, or '
-                'negative from the end).')
+                'negative from the end).'
+            )
         resolved.append(position)
     return resolved
 
@@ -34,8 +37,10 @@ def default_block_indices(num_layers: int) -> list[int]:
 
 @torch.no_grad()
 def collect_token_maps(
-        backbone: nn.Module, images: torch.Tensor,
-        layer_indices: Sequence[int] = ()) -> 'OrderedDict[str, torch.Tensor]':
+    backbone: nn.Module,
+    images: torch.Tensor,
+    layer_indices: Sequence[int] = (),
+) -> 'OrderedDict[str, torch.Tensor]':
     """Token maps of a T2T-ViT, reshaped to images, from one forward pass.
 
     Forward hooks read the T2T module's output (its two intermediate maps
@@ -64,26 +69,30 @@ def collect_token_maps(
         for step, feature_map in enumerate(maps, 1):
             captured[f't2t_layer{step}'] = feature_map
         captured['t2t_tokens'] = tokens.transpose(1, 2).reshape(
-            tokens.shape[0], tokens.shape[2], *token_grid)
+            tokens.shape[0], tokens.shape[2], *token_grid
+        )
 
     def read_block(index):
 
         def hook(module, args, output):
-            patches = output[:, backbone.num_extra_tokens:]
+            patches = output[:, backbone.num_extra_tokens :]
             captured[f'block{index}'] = patches.transpose(1, 2).reshape(
-                output.shape[0], output.shape[2], *grid['size'])
+                output.shape[0], output.shape[2], *grid['size']
+            )
 
         return hook
 
     hooks = [(backbone.tokens_to_token, read_t2t)]
-    hooks += [(backbone.encoder[index], read_block(index))
-              for index in layers]
+    hooks += [(backbone.encoder[index], read_block(index)) for index in layers]
     forward_with_hooks(backbone, images, hooks)
     return captured
 
 
-def forward_with_hooks(backbone: nn.Module, images: torch.Tensor,
-                       hooks: Sequence[tuple[nn.Module, Callable]]) -> None:
+def forward_with_hooks(
+    backbone: nn.Module,
+    images: torch.Tensor,
+    hooks: Sequence[tuple[nn.Module, Callable]],
+) -> None:
     """Run ``backbone`` once with forward hooks on some of its modules.
 
     The hooks are removed afterwards, also when the forward fails.

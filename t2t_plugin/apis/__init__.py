@@ -6,6 +6,7 @@ plugin's configs, index names (``mmpretrain.list_models('*_t2tp')``) and
 checkpoints, official releases included (see ``docs/mmpretrain_apis.md``).
 The old names stay importable for a while and say where they went.
 """
+
 from ..deprecation import moved_attributes
 
 # old name -> (module, name) of its replacement
@@ -21,7 +22,9 @@ _MOVED = {
 
 
 __getattr__ = moved_attributes(
-    __name__, _MOVED,
-    ' (mmpretrain.get_model / ImageClassificationInferencer for models)')
+    __name__,
+    _MOVED,
+    ' (mmpretrain.get_model / ImageClassificationInferencer for models)',
+)
 
 __all__ = list(_MOVED)

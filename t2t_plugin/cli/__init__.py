@@ -7,6 +7,7 @@ tools (``model_loading``), and the image loop of the visualisation tools.
 Nothing here is needed to build or run a model from a config; library code
 never imports this package.
 """
+
 from .backbone_widths import follow_backbone_widths, t2t_output_widths
 from .distributed import init_cpu_dist, setup_cpu_dist
 from .inputs_check import (
@@ -25,9 +26,19 @@ from .launch import (
 from .runner import build_runner, set_default_work_dir
 
 __all__ = [
-    'BUILD_ERRORS', 'add_launch_arguments', 'build_runner', 'close_dist',
-    'dist_failure_message', 'find_missing_inputs', 'follow_backbone_widths',
-    'init_cpu_dist', 'load_config', 'parse_launch_args', 'prepare_launcher',
-    'report_build_error', 'set_default_work_dir', 'setup_cpu_dist',
-    't2t_output_widths'
+    'BUILD_ERRORS',
+    'add_launch_arguments',
+    'build_runner',
+    'close_dist',
+    'dist_failure_message',
+    'find_missing_inputs',
+    'follow_backbone_widths',
+    'init_cpu_dist',
+    'load_config',
+    'parse_launch_args',
+    'prepare_launcher',
+    'report_build_error',
+    'set_default_work_dir',
+    'setup_cpu_dist',
+    't2t_output_widths',
 ]

@@ -12,6 +12,7 @@ then the only edit. Lazy modules (``nn.LazyConv2d``) would defer the widths
 to the first forward instead, after weight initialisation, the optimizer
 and checkpoint loading have already needed them.
 """
+
 from typing import Optional
 
 from mmengine.config import Config
@@ -43,7 +44,7 @@ def t2t_output_widths(backbone: dict) -> Optional[tuple[int, ...]]:
     settings = T2TViT.resolve_arch(backbone.get('arch', '14'))
     out_indices = backbone.get('out_indices', -1)
     count = 1 if isinstance(out_indices, int) else len(out_indices)
-    widths = (settings['embed_dims'], ) * count
+    widths = (settings['embed_dims'],) * count
     if backbone.get('out_t2t_maps', False):
         token_dims = (backbone.get('t2t_cfg') or {}).get('token_dims', 64)
         widths = (token_dims, token_dims) + widths
@@ -66,24 +67,33 @@ def follow_backbone_widths(cfg: Config) -> list[str]:
     """
     model = cfg.get('model')
     if not isinstance(model, dict) or not isinstance(
-            model.get('backbone'), dict):
+        model.get('backbone'), dict
+    ):
         return []
     widths = t2t_output_widths(model['backbone'])
     if widths is None:
         return []
     changed = []
     necks = model.get('neck')
-    entries = ([('model.neck', necks)] if isinstance(necks, dict) else
-               [(f'model.neck.{i}', n) for i, n in enumerate(necks or ())])
+    entries = (
+        [('model.neck', necks)]
+        if isinstance(necks, dict)
+        else [(f'model.neck.{i}', n) for i, n in enumerate(necks or ())]
+    )
     for key, neck in entries:
-        if (isinstance(neck, dict)
-                and _type_name(neck) == 'T2TFeaturePyramid'
-                and tuple(neck.get('in_channels') or ()) != widths):
+        if (
+            isinstance(neck, dict)
+            and _type_name(neck) == 'T2TFeaturePyramid'
+            and tuple(neck.get('in_channels') or ()) != widths
+        ):
             neck['in_channels'] = widths
             changed.append(f'{key}.in_channels={widths}')
     head = model.get('head')
-    if (isinstance(head, dict) and _type_name(head) == 'T2TClsHead'
-            and head.get('in_channels') != widths[-1]):
+    if (
+        isinstance(head, dict)
+        and _type_name(head) == 'T2TClsHead'
+        and head.get('in_channels') != widths[-1]
+    ):
         head['in_channels'] = widths[-1]
         changed.append(f'model.head.in_channels={widths[-1]}')
     return changed

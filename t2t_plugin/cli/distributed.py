@@ -7,6 +7,7 @@ group is therefore opened here, before the Runner is built (the Runner then
 skips its own initialisation), and the model wrapper is told to use no
 device ids.
 """
+
 import datetime
 import os
 import subprocess
@@ -30,8 +31,12 @@ DEFAULT_TIMEOUT = 300
 # Words of the errors a collective raises when a peer stops answering
 # (gloo: "Timed out waiting ...", "Connection closed by peer"; NCCL's
 # watchdog: "Watchdog caught collective operation timeout").
-_TIMEOUT_WORDS = ('timed out', 'timeout', 'connection closed by peer',
-                  'connection reset by peer')
+_TIMEOUT_WORDS = (
+    'timed out',
+    'timeout',
+    'connection closed by peer',
+    'connection reset by peer',
+)
 
 
 def _require(launcher: str, names: tuple, start: str) -> None:
@@ -40,22 +45,29 @@ def _require(launcher: str, names: tuple, start: str) -> None:
     if missing:
         raise RuntimeError(
             f'launcher={launcher!r} needs the environment variables '
-            f'{", ".join(missing)}; {start}.')
+            f'{", ".join(missing)}; {start}.'
+        )
 
 
 def _export_slurm_env() -> None:
     """Fill torch's rendezvous variables from Slurm's."""
-    _require('slurm', ('SLURM_NODELIST', 'SLURM_NTASKS', 'SLURM_PROCID'),
-             'start the script with srun, e.g. tools/slurm_train.sh')
+    _require(
+        'slurm',
+        ('SLURM_NODELIST', 'SLURM_NTASKS', 'SLURM_PROCID'),
+        'start the script with srun, e.g. tools/slurm_train.sh',
+    )
     if 'MASTER_ADDR' not in os.environ:
         # The first node of the allocation hosts the rendezvous.
         result = subprocess.run(
             ['scontrol', 'show', 'hostnames', os.environ['SLURM_NODELIST']],
-            capture_output=True, text=True)
+            capture_output=True,
+            text=True,
+        )
         if result.returncode != 0 or not result.stdout.strip():
             raise RuntimeError(
                 'Could not resolve the first Slurm node with scontrol; set '
-                'MASTER_ADDR to its host name.')
+                'MASTER_ADDR to its host name.'
+            )
         os.environ['MASTER_ADDR'] = result.stdout.split()[0]
     os.environ.setdefault('MASTER_PORT', '29500')
     os.environ['WORLD_SIZE'] = os.environ['SLURM_NTASKS']
@@ -65,9 +77,15 @@ def _export_slurm_env() -> None:
 
 def _export_mpi_env() -> None:
     """Fill torch's rendezvous variables from Open MPI's."""
-    _require('mpi', ('OMPI_COMM_WORLD_SIZE', 'OMPI_COMM_WORLD_RANK',
-                     'OMPI_COMM_WORLD_LOCAL_RANK'),
-             "start the script with Open MPI's mpirun")
+    _require(
+        'mpi',
+        (
+            'OMPI_COMM_WORLD_SIZE',
+            'OMPI_COMM_WORLD_RANK',
+            'OMPI_COMM_WORLD_LOCAL_RANK',
+        ),
+        "start the script with Open MPI's mpirun",
+    )
     os.environ.setdefault('MASTER_ADDR', '127.0.0.1')
     os.environ.setdefault('MASTER_PORT', '29500')
     os.environ['WORLD_SIZE'] = os.environ['OMPI_COMM_WORLD_SIZE']
@@ -86,18 +104,23 @@ def init_cpu_dist(launcher: str, timeout: float = DEFAULT_TIMEOUT) -> None:
     """
     if launcher not in LAUNCHERS:
         raise ValueError(
-            f'Unknown launcher {launcher!r}; choose one of {LAUNCHERS}.')
+            f'Unknown launcher {launcher!r}; choose one of {LAUNCHERS}.'
+        )
     if launcher == 'slurm':
         _export_slurm_env()
     elif launcher == 'mpi':
         _export_mpi_env()
-    _require(launcher, ('MASTER_ADDR', 'MASTER_PORT', 'RANK', 'WORLD_SIZE'),
-             'start the script with torchrun, e.g. tools/dist_train.sh')
+    _require(
+        launcher,
+        ('MASTER_ADDR', 'MASTER_PORT', 'RANK', 'WORLD_SIZE'),
+        'start the script with torchrun, e.g. tools/dist_train.sh',
+    )
     torch_dist.init_process_group(
         backend='gloo',
         rank=int(os.environ['RANK']),
         world_size=int(os.environ['WORLD_SIZE']),
-        timeout=datetime.timedelta(seconds=timeout))
+        timeout=datetime.timedelta(seconds=timeout),
+    )
 
 
 def setup_cpu_dist(cfg: Config, launcher: str) -> None:
@@ -117,10 +140,12 @@ def setup_cpu_dist(cfg: Config, launcher: str) -> None:
             type='MMDistributedDataParallel',
             device_ids=None,
             broadcast_buffers=False,
-            find_unused_parameters=cfg.get('find_unused_parameters', False))
+            find_unused_parameters=cfg.get('find_unused_parameters', False),
+        )
     if not torch_dist.is_initialized():
-        init_cpu_dist(launcher,
-                      timeout=dist_cfg.get('timeout', DEFAULT_TIMEOUT))
+        init_cpu_dist(
+            launcher, timeout=dist_cfg.get('timeout', DEFAULT_TIMEOUT)
+        )
 
 
 def set_dist_timeout(cfg: Config) -> None:
@@ -151,22 +176,30 @@ def silent_ranks_message(timeout: float) -> str:
         store = torch_dist.distributed_c10d._get_default_store()
         # the store may be the silent rank's: do not wait for it as long
         store.set_timeout(datetime.timedelta(seconds=10))
-        keys = [heartbeat_key(rank)
-                for rank in range(torch_dist.get_world_size())]
+        keys = [
+            heartbeat_key(rank) for rank in range(torch_dist.get_world_size())
+        ]
         before = [store.add(key, 0) for key in keys]
         time.sleep(2.5 * HEARTBEAT_INTERVAL)
         after = [store.add(key, 0) for key in keys]
-        silent = [rank for rank, (old, new) in enumerate(zip(before, after))
-                  if old == new]
+        silent = [
+            rank
+            for rank, (old, new) in enumerate(zip(before, after))
+            if old == new
+        ]
     # the store lives on rank 0's host: it may be gone with that rank
     except Exception:
         silent = []
     own = torch_dist.get_rank() if torch_dist.is_initialized() else 0
-    advice = (f'the run ended after the {timeout:g} s process-group '
-              'timeout (env_cfg.dist_cfg.timeout); check that process and '
-              'its node, then resume with --resume.')
+    advice = (
+        f'the run ended after the {timeout:g} s process-group '
+        'timeout (env_cfg.dist_cfg.timeout); check that process and '
+        'its node, then resume with --resume.'
+    )
     if not silent:
         return f'Rank {own}: another rank stopped answering; {advice}'
-    return (f'Rank {own}: rank(s) {", ".join(map(str, silent))} stopped '
-            f'answering (no heartbeat for {2.5 * HEARTBEAT_INTERVAL:g} s); '
-            f'{advice}')
+    return (
+        f'Rank {own}: rank(s) {", ".join(map(str, silent))} stopped '
+        f'answering (no heartbeat for {2.5 * HEARTBEAT_INTERVAL:g} s); '
+        f'{advice}'
+    )

@@ -4,6 +4,7 @@ Each tool draws one kind of figure per image; reading the model, checking
 the chosen blocks once, making the output folder, the progress bar and the
 rule that one bad image does not stop the others are the same for all.
 """
+
 import argparse
 import sys
 from collections.abc import Sequence
@@ -21,8 +22,7 @@ from .model_loading import list_images, load_model
 DrawFunction = Callable[..., Sequence[Path]]
 
 
-def add_image_arguments(parser: argparse.ArgumentParser,
-                        out_dir: str) -> None:
+def add_image_arguments(parser: argparse.ArgumentParser, out_dir: str) -> None:
     """Positional image/config/checkpoint, ``--blocks``, ``--out-dir``,
     ``--device``."""
     parser.add_argument('image', help='image file, or a folder of images')
@@ -32,14 +32,15 @@ def add_image_arguments(parser: argparse.ArgumentParser,
         '--blocks',
         type=int,
         nargs='+',
-        help='encoder blocks, from 0 (default: first, middle, last)')
+        help='encoder blocks, from 0 (default: first, middle, last)',
+    )
     parser.add_argument('--out-dir', default=out_dir, help='PNG folder')
     parser.add_argument('--device', default='cpu', help="e.g. 'cuda:0'")
 
 
-def draw_images(args: argparse.Namespace,
-                draw: DrawFunction,
-                needs_cls_token: bool = False) -> int:
+def draw_images(
+    args: argparse.Namespace, draw: DrawFunction, needs_cls_token: bool = False
+) -> int:
     """Run ``draw`` on every image of ``args.image``; print the PNG paths.
 
     Args:
@@ -57,28 +58,45 @@ def draw_images(args: argparse.Namespace,
         images: list[Path] = list_images(args.image)
         model = load_model(args.config, args.checkpoint, args.device)
         if needs_cls_token and not model.backbone.with_cls_token:
-            raise ValueError('The class-token attention needs a backbone '
-                             'with with_cls_token=True.')
+            raise ValueError(
+                'The class-token attention needs a backbone '
+                'with with_cls_token=True.'
+            )
         # checked once here, rather than failing on every image
         blocks = resolve_block_indices(
-            model.backbone, args.blocks
-            or default_block_indices(len(model.backbone.encoder)))
+            model.backbone,
+            args.blocks or default_block_indices(len(model.backbone.encoder)),
+        )
     # SyntaxError, ImportError: a broken config or a missing toolbox
-    except (FileNotFoundError, ValueError, TypeError, SyntaxError,
-            ImportError, CheckpointError, CheckpointMismatchError,
-            ConfigError) as error:
+    except (
+        FileNotFoundError,
+        ValueError,
+        TypeError,
+        SyntaxError,
+        ImportError,
+        CheckpointError,
+        CheckpointMismatchError,
+        ConfigError,
+    ) as error:
         print(f'error: {error}', file=sys.stderr)
         return 1
     try:
         out_dir.mkdir(parents=True, exist_ok=True)
     except OSError as error:
-        print(f'error: cannot make the --out-dir folder {out_dir} '
-              f'({error.strerror}); give a folder path.', file=sys.stderr)
+        print(
+            f'error: cannot make the --out-dir folder {out_dir} '
+            f'({error.strerror}); give a folder path.',
+            file=sys.stderr,
+        )
         return 1
     failed = 0
-    for image in track(images, description='Drawing', console=console,
-                       transient=True,
-                       disable=len(images) == 1 or not console.is_terminal):
+    for image in track(
+        images,
+        description='Drawing',
+        console=console,
+        transient=True,
+        disable=len(images) == 1 or not console.is_terminal,
+    ):
         try:
             paths = draw(model, image, blocks, out_dir)
         except (OSError, ValueError) as error:

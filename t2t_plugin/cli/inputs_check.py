@@ -5,6 +5,7 @@ Without them a missing dataset or checkpoint surfaces deep inside dataset or
 model construction as a long traceback; tools call :func:`find_missing_inputs`
 first and print one line per missing path instead.
 """
+
 import os
 import os.path as osp
 import sys
@@ -67,10 +68,12 @@ def _checkpoint_paths(node: object) -> Iterator[str]:
     """``checkpoint`` entries of every ``init_cfg`` in a model config."""
     if isinstance(node, dict):
         init_cfgs = node.get('init_cfg')
-        for init_cfg in (init_cfgs if isinstance(init_cfgs, list) else
-                         [init_cfgs]):
+        for init_cfg in (
+            init_cfgs if isinstance(init_cfgs, list) else [init_cfgs]
+        ):
             if isinstance(init_cfg, dict) and isinstance(
-                    init_cfg.get('checkpoint'), str):
+                init_cfg.get('checkpoint'), str
+            ):
                 yield init_cfg['checkpoint']
         for key, value in node.items():
             if key != 'init_cfg':
@@ -80,10 +83,12 @@ def _checkpoint_paths(node: object) -> Iterator[str]:
             yield from _checkpoint_paths(value)
 
 
-def find_missing_inputs(cfg: Config,
-                        dataloaders: Optional[list[str]] = None,
-                        check_load_from: bool = True,
-                        check_init_cfg: bool = True) -> list[str]:
+def find_missing_inputs(
+    cfg: Config,
+    dataloaders: Optional[list[str]] = None,
+    check_load_from: bool = True,
+    check_init_cfg: bool = True,
+) -> list[str]:
     """Messages, one per missing dataset path or checkpoint of a config.
 
     Args:
@@ -101,8 +106,11 @@ def find_missing_inputs(cfg: Config,
         list[str]: A one-line message per missing path (empty when all
         exist); a path missing for several dataloaders is named once.
     """
-    keys = dataloaders or ['train_dataloader', 'val_dataloader',
-                           'test_dataloader']
+    keys = dataloaders or [
+        'train_dataloader',
+        'val_dataloader',
+        'test_dataloader',
+    ]
     messages, seen = [], set()
     dense = cfg.get('default_scope') in ('mmdet', 'mmseg')
     data_doc = DENSE_DOC if dense else DATA_DOC
@@ -121,8 +129,9 @@ def find_missing_inputs(cfg: Config,
             report(path, 'Dataset', data_doc)
             if path in seen:
                 break  # the deeper paths of a missing root add nothing
-    checkpoints = (list(_checkpoint_paths(cfg.get('model', {})))
-                   if check_init_cfg else [])
+    checkpoints = (
+        list(_checkpoint_paths(cfg.get('model', {}))) if check_init_cfg else []
+    )
     if check_load_from and cfg.get('load_from'):
         checkpoints.append(cfg.load_from)
     for path in checkpoints:
@@ -164,5 +173,8 @@ def report_build_error(config: str, error: BaseException) -> None:
     if os.environ.get('T2T_DEBUG') == '1':
         raise error
     message = ' '.join(str(error).split())
-    print(f'{config}: {type(error).__name__}: {message} '
-          '(set T2T_DEBUG=1 for the traceback)', file=sys.stderr)
+    print(
+        f'{config}: {type(error).__name__}: {message} '
+        '(set T2T_DEBUG=1 for the traceback)',
+        file=sys.stderr,
+    )

@@ -1,4 +1,5 @@
 """Command-line pieces that ``tools/train.py`` and ``tools/test.py`` share."""
+
 import argparse
 import os
 from typing import Optional
@@ -16,8 +17,9 @@ from .distributed import (
 )
 
 
-def add_launch_arguments(parser: argparse.ArgumentParser,
-                         cfg_example: str) -> None:
+def add_launch_arguments(
+    parser: argparse.ArgumentParser, cfg_example: str
+) -> None:
     """Add ``--cfg-options``, ``--launcher`` and ``--local_rank``.
 
     Args:
@@ -28,12 +30,14 @@ def add_launch_arguments(parser: argparse.ArgumentParser,
         '--cfg-options',
         nargs='+',
         action=DictAction,
-        help=f'override config entries, e.g. {cfg_example}')
+        help=f'override config entries, e.g. {cfg_example}',
+    )
     parser.add_argument(
         '--launcher',
         choices=['none', 'pytorch', 'slurm', 'mpi'],
         default='none',
-        help='how the processes were started (none: a single process)')
+        help='how the processes were started (none: a single process)',
+    )
     # torch.distributed.launch passes --local_rank (or --local-rank).
     parser.add_argument('--local_rank', '--local-rank', type=int, default=0)
 
@@ -45,8 +49,10 @@ def parse_launch_args(parser: argparse.ArgumentParser) -> argparse.Namespace:
         args = parser.parse_args()
     except (AssertionError, RecursionError, ValueError, SyntaxError):
         # mmengine's DictAction fails this way on values it cannot parse.
-        parser.error('cannot parse the --cfg-options values; write lists '
-                     'as key=[a,b] and give dicts in a config file')
+        parser.error(
+            'cannot parse the --cfg-options values; write lists '
+            'as key=[a,b] and give dicts in a config file'
+        )
     os.environ.setdefault('LOCAL_RANK', str(args.local_rank))
     return args
 
@@ -99,9 +105,15 @@ def dist_failure_message(error: BaseException, cfg: Config) -> Optional[str]:
         str | None: The line naming the silent rank(s), or None when the
         error is something else (or the run is not distributed).
     """
-    if not (torch_dist.is_available() and torch_dist.is_initialized()
-            and is_timeout(error)):
+    if not (
+        torch_dist.is_available()
+        and torch_dist.is_initialized()
+        and is_timeout(error)
+    ):
         return None
-    timeout = cfg.get('env_cfg', {}).get('dist_cfg', {}).get(
-        'timeout', DEFAULT_TIMEOUT)
+    timeout = (
+        cfg.get('env_cfg', {})
+        .get('dist_cfg', {})
+        .get('timeout', DEFAULT_TIMEOUT)
+    )
     return silent_ranks_message(timeout)

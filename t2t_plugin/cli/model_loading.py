@@ -8,6 +8,7 @@ finite, and loaded strictly (``get_model`` only warns about weights that do
 not fit), and an image that would give the model more tokens than a budget
 is refused before it is run.
 """
+
 import math
 from pathlib import Path
 from typing import Optional, Union
@@ -37,10 +38,12 @@ IMAGE_SUFFIXES = ('.jpg', '.jpeg', '.png', '.bmp', '.webp', '.tif', '.tiff')
 DEFAULT_MAX_TOKENS = 4096
 
 
-def load_model(model: Union[str, Path, Config],
-               checkpoint: Optional[str] = None,
-               device: str = 'cpu',
-               cfg_options: Optional[dict] = None) -> nn.Module:
+def load_model(
+    model: Union[str, Path, Config],
+    checkpoint: Optional[str] = None,
+    device: str = 'cpu',
+    cfg_options: Optional[dict] = None,
+) -> nn.Module:
     """Build a classifier with ``get_model`` and load weights strictly.
 
     Args:
@@ -75,7 +78,8 @@ def load_model(model: Union[str, Path, Config],
     if checkpoint:
         loaded = read_checkpoint(checkpoint)
         check_finite_weights(
-            checkpoint_state_dict(loaded, checkpoint), checkpoint)
+            checkpoint_state_dict(loaded, checkpoint), checkpoint
+        )
         load_state_dict_strictly(built, loaded, str(checkpoint))
         meta = loaded.get('meta') or {}
         if (meta.get('dataset_meta') or {}).get('classes'):
@@ -89,12 +93,14 @@ def _match_class_names(model: nn.Module) -> None:
     # when the head has another number of them (a 1000-class checkpoint
     # tested on a small dataset's config): then ImageNet's names or none.
     from mmpretrain.datasets.categories import IMAGENET_CATEGORIES
+
     num_classes = getattr(getattr(model, 'head', None), 'num_classes', None)
     classes = (model._dataset_meta or {}).get('classes')
     if num_classes is None or (classes and len(classes) == num_classes):
         return
-    model._dataset_meta = (dict(classes=IMAGENET_CATEGORIES)
-                           if num_classes == 1000 else {})
+    model._dataset_meta = (
+        dict(classes=IMAGENET_CATEGORIES) if num_classes == 1000 else {}
+    )
 
 
 def test_pipeline(cfg: Config) -> Compose:
@@ -106,10 +112,12 @@ def test_pipeline(cfg: Config) -> Compose:
     first, for the backbone's ``in_channels``, so that colour files reach a
     1-channel model as grey levels.
     """
-    steps = remove_transform(cfg.test_dataloader.dataset.pipeline,
-                             'LoadImageFromFile')
-    if not any(str(step.get('type', '')).endswith('ConvertImage')
-               for step in steps):
+    steps = remove_transform(
+        cfg.test_dataloader.dataset.pipeline, 'LoadImageFromFile'
+    )
+    if not any(
+        str(step.get('type', '')).endswith('ConvertImage') for step in steps
+    ):
         channels = cfg.model.get('backbone', {}).get('in_channels', 3)
         steps = [dict(type='ConvertImage', channels=channels)] + list(steps)
     return Compose([TRANSFORMS.build(step) for step in steps])
@@ -128,11 +136,14 @@ def read_image_input(image: Union[str, Path, np.ndarray]) -> dict:
             raise FileNotFoundError(f'Image not found: {image}.')
         decoded = imread(str(image))
         if decoded is None:
-            raise ValueError(f'{image} is not an image that OpenCV can '
-                             'decode; give a JPEG, PNG or other image file.')
+            raise ValueError(
+                f'{image} is not an image that OpenCV can '
+                'decode; give a JPEG, PNG or other image file.'
+            )
         image = decoded
-    return dict(img=image, img_shape=image.shape[:2],
-                ori_shape=image.shape[:2])
+    return dict(
+        img=image, img_shape=image.shape[:2], ori_shape=image.shape[:2]
+    )
 
 
 def model_tokens(model: nn.Module, inputs: torch.Tensor) -> int:
@@ -142,9 +153,9 @@ def model_tokens(model: nn.Module, inputs: torch.Tensor) -> int:
     return math.ceil(height / stride) * math.ceil(width / stride)
 
 
-def check_token_budget(model: nn.Module, image: Union[str, Path,
-                                                      np.ndarray],
-                       max_tokens: int) -> None:
+def check_token_budget(
+    model: nn.Module, image: Union[str, Path, np.ndarray], max_tokens: int
+) -> None:
     """Refuse an image that the pipeline turns into too many tokens.
 
     Raises:
@@ -158,7 +169,8 @@ def check_token_budget(model: nn.Module, image: Union[str, Path,
             f'{image}: the test pipeline gives a {width}x{height} input, '
             f'{tokens} tokens, above the budget of {max_tokens}; resize the '
             'image, add a Resize to the test pipeline, or raise '
-            '--max-tokens.')
+            '--max-tokens.'
+        )
 
 
 def list_images(path: Union[str, Path]) -> list[Path]:
@@ -169,13 +181,15 @@ def list_images(path: Union[str, Path]) -> list[Path]:
     """
     source = Path(path)
     if source.is_dir():
-        images = sorted(p for p in source.iterdir()
-                        if p.suffix.lower() in IMAGE_SUFFIXES)
+        images = sorted(
+            p for p in source.iterdir() if p.suffix.lower() in IMAGE_SUFFIXES
+        )
         if not images:
             raise FileNotFoundError(
                 f'{source} is a folder without image files (names ending in '
                 f'{", ".join(IMAGE_SUFFIXES)}); give an image or a folder '
-                'of images.')
+                'of images.'
+            )
         return images
     if not source.is_file():
         raise FileNotFoundError(f'Image not found: {source}.')
@@ -183,9 +197,9 @@ def list_images(path: Union[str, Path]) -> list[Path]:
 
 
 @torch.no_grad()
-def preprocess_image(model: nn.Module,
-                     image: Union[str, Path, np.ndarray]
-                     ) -> tuple[torch.Tensor, np.ndarray]:
+def preprocess_image(
+    model: nn.Module, image: Union[str, Path, np.ndarray]
+) -> tuple[torch.Tensor, np.ndarray]:
     """The network input for an image, and that input as a picture.
 
     Args:

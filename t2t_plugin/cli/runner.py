@@ -1,4 +1,5 @@
 """The mmengine Runner of a tool run, built before any data is read."""
+
 import os.path as osp
 from collections.abc import Sequence
 from typing import Optional
@@ -10,8 +11,9 @@ from mmengine.runner import Runner
 from .backbone_widths import follow_backbone_widths
 
 
-def set_default_work_dir(cfg: Config, config_path: str,
-                         work_dir: Optional[str]) -> None:
+def set_default_work_dir(
+    cfg: Config, config_path: str, work_dir: Optional[str]
+) -> None:
     """Set ``cfg.work_dir``: ``work_dir`` if given, else the config's own,
     else ``./work_dirs/<config name>`` as in every OpenMMLab toolbox.
 
@@ -23,8 +25,9 @@ def set_default_work_dir(cfg: Config, config_path: str,
     if work_dir:
         cfg.work_dir = work_dir
     elif cfg.get('work_dir') is None:
-        cfg.work_dir = osp.join('./work_dirs',
-                                osp.splitext(osp.basename(config_path))[0])
+        cfg.work_dir = osp.join(
+            './work_dirs', osp.splitext(osp.basename(config_path))[0]
+        )
 
 
 def build_runner(cfg: Config, loops: Sequence[str] = ()) -> Runner:
@@ -46,8 +49,11 @@ def build_runner(cfg: Config, loops: Sequence[str] = ()) -> Runner:
         Runner: The runner, with those loops built.
     """
     follow_backbone_widths(cfg)
-    runner = (Runner.from_cfg(cfg) if 'runner_type' not in cfg else
-              RUNNERS.build(cfg))
+    runner = (
+        Runner.from_cfg(cfg)
+        if 'runner_type' not in cfg
+        else RUNNERS.build(cfg)
+    )
     for loop in loops:
         getattr(runner, loop)  # the properties build the loops on access
     return runner

@@ -1,6 +1,7 @@
 """What ``tools/test.py`` adds to a config and a runner, as mmpretrain's
 ``tools/test.py`` does: drawn predictions, test-time augmentation, and a
 check that the model's outputs are finite."""
+
 import copy
 import os.path as osp
 from collections.abc import Sequence
@@ -30,17 +31,20 @@ def checkpoint_problem(path: str) -> Optional[str]:
     """
     try:
         check_finite_weights(
-            checkpoint_state_dict(read_checkpoint(path), path), path)
+            checkpoint_state_dict(read_checkpoint(path), path), path
+        )
     except CheckpointError as error:
         return str(error)
     return None
 
 
-def enable_show(cfg: Config,
-                show_dir: Optional[str],
-                show: bool = False,
-                interval: int = 1,
-                wait_time: float = 2) -> None:
+def enable_show(
+    cfg: Config,
+    show_dir: Optional[str],
+    show: bool = False,
+    interval: int = 1,
+    wait_time: float = 2,
+) -> None:
     """Switch on the visualization hook of any OpenMMLab toolbox.
 
     Args:
@@ -56,26 +60,35 @@ def enable_show(cfg: Config,
     """
     hook = cfg.get('default_hooks', {}).get('visualization')
     if hook is None:
-        raise ValueError('--show / --show-dir need a visualization hook in '
-                         'default_hooks.')
+        raise ValueError(
+            '--show / --show-dir need a visualization hook in default_hooks.'
+        )
     scope = cfg.get('default_scope')
     # An absolute folder: mmpretrain's hook would take a relative out_dir
     # from the current folder, and mmdet's joins test_out_dir to
     # <work_dir>/<timestamp>/ again on every test batch.
-    out_dir = (osp.abspath(osp.join(cfg.work_dir, show_dir))
-               if show_dir else None)
+    out_dir = (
+        osp.abspath(osp.join(cfg.work_dir, show_dir)) if show_dir else None
+    )
     if scope == 'mmpretrain':
-        hook.update(enable=True, interval=interval, out_dir=out_dir,
-                    show=show, wait_time=wait_time)
+        hook.update(
+            enable=True,
+            interval=interval,
+            out_dir=out_dir,
+            show=show,
+            wait_time=wait_time,
+        )
     elif scope == 'mmseg':
         # mmseg's hook writes through the visualizer's save_dir.
-        hook.update(draw=True, interval=interval, show=show,
-                    wait_time=wait_time)
+        hook.update(
+            draw=True, interval=interval, show=show, wait_time=wait_time
+        )
         if out_dir:
             cfg.visualizer.save_dir = out_dir
     else:
-        hook.update(draw=True, interval=interval, show=show,
-                    wait_time=wait_time)
+        hook.update(
+            draw=True, interval=interval, show=show, wait_time=wait_time
+        )
         if out_dir:
             hook.test_out_dir = out_dir
 
@@ -93,15 +106,20 @@ def enable_tta(cfg: Config) -> None:
     """
     if 'tta_model' not in cfg or 'tta_pipeline' not in cfg:
         if cfg.get('default_scope', 'mmpretrain') != 'mmpretrain':
-            raise ValueError('--tta needs tta_model and tta_pipeline in a '
-                             'detection or segmentation config.')
+            raise ValueError(
+                '--tta needs tta_model and tta_pipeline in a '
+                'detection or segmentation config.'
+            )
         cfg.setdefault('tta_model', dict(type='mmpretrain.AverageClsScoreTTA'))
         if 'tta_pipeline' not in cfg:
             pipeline = copy.deepcopy(cfg.test_dataloader.dataset.pipeline)
-            flips = [dict(type='RandomFlip', prob=1.),
-                     dict(type='RandomFlip', prob=0.)]
+            flips = [
+                dict(type='RandomFlip', prob=1.0),
+                dict(type='RandomFlip', prob=0.0),
+            ]
             pipeline[-1] = dict(
-                type='TestTimeAug', transforms=[flips, [pipeline[-1]]])
+                type='TestTimeAug', transforms=[flips, [pipeline[-1]]]
+            )
             cfg.tta_pipeline = pipeline
     cfg.model = ConfigDict(**cfg.tta_model, module=cfg.model)
     cfg.test_dataloader.dataset.pipeline = cfg.tta_pipeline
@@ -110,8 +128,12 @@ def enable_tta(cfg: Config) -> None:
 def _outputs_of(sample: Any) -> Sequence[torch.Tensor]:
     # the fields that carry a prediction in mmpretrain, mmdet and mmseg
     found = []
-    for path in ('pred_score', 'pred_instances.scores',
-                 'pred_instances.bboxes', 'seg_logits.data'):
+    for path in (
+        'pred_score',
+        'pred_instances.scores',
+        'pred_instances.bboxes',
+        'seg_logits.data',
+    ):
         value = sample
         for name in path.split('.'):
             value = getattr(value, name, None)
@@ -136,11 +158,17 @@ class NonFiniteOutputCounter(Hook):
         self.count = 0
         self.total = 0
 
-    def after_test_iter(self, runner, batch_idx: int,
-                        data_batch: Any = None,
-                        outputs: Optional[Sequence] = None) -> None:
+    def after_test_iter(
+        self,
+        runner,
+        batch_idx: int,
+        data_batch: Any = None,
+        outputs: Optional[Sequence] = None,
+    ) -> None:
         for sample in outputs or ():
             self.total += 1
-            if any(not bool(torch.isfinite(value).all())
-                   for value in _outputs_of(sample)):
+            if any(
+                not bool(torch.isfinite(value).all())
+                for value in _outputs_of(sample)
+            ):
                 self.count += 1

@@ -1,4 +1,5 @@
 """Conversion of foreign T2T-ViT weights to this plugin's layout."""
+
 from .official import (
     convert_official_checkpoint,
     convert_official_state_dict,
@@ -10,7 +11,11 @@ from .official import (
 )
 
 __all__ = [
-    'convert_official_checkpoint', 'convert_official_state_dict',
-    'describe_arch', 'detect_official_arch', 'extract_state_dict',
-    'is_official_checkpoint', 'matching_config'
+    'convert_official_checkpoint',
+    'convert_official_state_dict',
+    'describe_arch',
+    'detect_official_arch',
+    'extract_state_dict',
+    'is_official_checkpoint',
+    'matching_config',
 ]

@@ -6,6 +6,7 @@ mmpretrain's ``T2T_ViT`` inside an ``ImageClassifier``. The conversion is a
 pure renaming: no tensor is changed, so the converted model reproduces the
 official logits exactly.
 """
+
 import re
 from collections import OrderedDict
 from collections.abc import Mapping
@@ -72,7 +73,8 @@ def extract_state_dict(checkpoint: Any) -> dict[str, torch.Tensor]:
     if not isinstance(checkpoint, Mapping):
         raise ValueError(
             f'Expected a checkpoint dict, found a {type(checkpoint).__name__}'
-            '; this is not a T2T-ViT checkpoint.')
+            '; this is not a T2T-ViT checkpoint.'
+        )
     # the EMA weights are the ones the official results were measured with
     for key in ('state_dict_ema', 'state_dict', 'model'):
         if isinstance(checkpoint.get(key), Mapping):
@@ -83,7 +85,8 @@ def extract_state_dict(checkpoint: Any) -> dict[str, torch.Tensor]:
             raise ValueError(
                 f'Entry {key!r} of the checkpoint is a '
                 f'{type(value).__name__}, not a tensor; expected a state dict '
-                "or a dict with 'state_dict_ema' / 'state_dict'.")
+                "or a dict with 'state_dict_ema' / 'state_dict'."
+            )
     return strip_module_prefix(checkpoint)
 
 
@@ -103,16 +106,22 @@ def is_official_checkpoint(checkpoint: Any) -> bool:
         if isinstance(checkpoint.get(key), Mapping):
             checkpoint = checkpoint[key]
             break
-    keys = set(strip_module_prefix(
-        {k: None for k in checkpoint if isinstance(k, str)}))
-    return ('tokens_to_token.project.weight' in keys
-            and 'blocks.0.attn.qkv.weight' in keys)
+    keys = set(
+        strip_module_prefix(
+            {k: None for k in checkpoint if isinstance(k, str)}
+        )
+    )
+    return (
+        'tokens_to_token.project.weight' in keys
+        and 'blocks.0.attn.qkv.weight' in keys
+    )
 
 
 def convert_official_checkpoint(
-        checkpoint: Any,
-        num_heads: Optional[int] = None,
-        file_name: Optional[str] = None) -> dict[str, Any]:
+    checkpoint: Any,
+    num_heads: Optional[int] = None,
+    file_name: Optional[str] = None,
+) -> dict[str, Any]:
     """An official checkpoint as a slim mmengine checkpoint of this plugin.
 
     Args:
@@ -130,10 +139,12 @@ def convert_official_checkpoint(
         ValueError: If the weights are not those of an official T2T-ViT.
     """
     converted, arch_info = convert_official_state_dict(
-        extract_state_dict(checkpoint), num_heads, file_name)
+        extract_state_dict(checkpoint), num_heads, file_name
+    )
     meta: dict[str, Any] = dict(arch=arch_info, converted_from=file_name)
     if arch_info['num_classes'] == 1000:
         from mmpretrain.datasets.categories import IMAGENET_CATEGORIES
+
         meta['dataset_meta'] = dict(classes=list(IMAGENET_CATEGORIES))
     return dict(state_dict=converted, meta=meta)
 
@@ -144,20 +155,29 @@ def _check_layout(state_dict: Mapping[str, torch.Tensor]) -> None:
         raise ValueError(
             'The checkpoint is already in the mmpretrain / t2t-plugin layout '
             "('backbone.*' or 'encoder.*' keys); load it directly, without "
-            'conversion.')
+            'conversion.'
+        )
     missing = [
-        k for k in ('cls_token', 'tokens_to_token.project.weight',
-                    'blocks.0.attn.qkv.weight') if k not in state_dict
+        k
+        for k in (
+            'cls_token',
+            'tokens_to_token.project.weight',
+            'blocks.0.attn.qkv.weight',
+        )
+        if k not in state_dict
     ]
     if missing:
         raise ValueError(
             f'This is not an official T2T-ViT checkpoint: it lacks '
-            f'{missing} (it has {len(keys)} entries, e.g. {keys[:3]}).')
+            f'{missing} (it has {len(keys)} entries, e.g. {keys[:3]}).'
+        )
 
 
-def detect_official_arch(state_dict: Mapping[str, torch.Tensor],
-                         num_heads: Optional[int] = None,
-                         file_name: Optional[str] = None) -> dict[str, Any]:
+def detect_official_arch(
+    state_dict: Mapping[str, torch.Tensor],
+    num_heads: Optional[int] = None,
+    file_name: Optional[str] = None,
+) -> dict[str, Any]:
     """Read the architecture of an official T2T-ViT from its weights.
 
     The token layer, widths, depth, resolution and classes follow from the
@@ -201,11 +221,12 @@ def detect_official_arch(state_dict: Mapping[str, torch.Tensor],
             'The T2T module of this checkpoint has neither performer '
             "('tokens_to_token.attention1.kqv') nor transformer "
             "('tokens_to_token.attention1.attn.qkv') layers; convolution "
-            'T2T-ViTs were never released and cannot be converted.')
+            'T2T-ViTs were never released and cannot be converted.'
+        )
     embed_dims = state_dict['cls_token'].shape[-1]
     num_layers = 1 + max(
-        int(match.group(1)) for match in map(_BLOCK.match, state_dict)
-        if match)
+        int(match.group(1)) for match in map(_BLOCK.match, state_dict) if match
+    )
     feedforward_channels = state_dict['blocks.0.mlp.fc1.weight'].shape[0]
     info: dict[str, Any] = dict(
         arch=None,
@@ -217,20 +238,28 @@ def detect_official_arch(state_dict: Mapping[str, torch.Tensor],
         feedforward_channels=feedforward_channels,
         token_dims=t2t_qkv.shape[0] // 3,
         img_size=224,
-        num_classes=0)
+        num_classes=0,
+    )
     if 'pos_embed' in state_dict:
         grid = state_dict['pos_embed'].shape[1] - 1
         side = int(round(grid**0.5))
         info['img_size'] = side * _TOTAL_STRIDE
     if 'head.weight' in state_dict:
         info['num_classes'] = state_dict['head.weight'].shape[0]
-    shape = {k: info[k] for k in ('token_layer', 'embed_dims', 'num_layers',
-                                  'feedforward_channels')}
+    shape = {
+        k: info[k]
+        for k in (
+            'token_layer',
+            'embed_dims',
+            'num_layers',
+            'feedforward_channels',
+        )
+    }
     candidates = [
         (name, settings['num_heads'])
         for name, settings in T2TViT.arch_zoo.items()
-        if not name.startswith('t2t-vit-') and all(
-            settings[k] == v for k, v in shape.items())
+        if not name.startswith('t2t-vit-')
+        and all(settings[k] == v for k, v in shape.items())
     ]
     if num_heads is not None:
         candidates = [c for c in candidates if c[1] == num_heads]
@@ -238,27 +267,30 @@ def detect_official_arch(state_dict: Mapping[str, torch.Tensor],
     info['heads_from_name'] = bool(named) and num_heads is None
     if candidates:
         info['arch'], info['num_heads'] = (named or candidates)[0]
-    info['same_shapes'] = [
-        c for c in candidates if c[1] != info['num_heads']
-    ]
+    info['same_shapes'] = [c for c in candidates if c[1] != info['num_heads']]
     if embed_dims % info['num_heads']:
-        raise ValueError(f"num_heads={info['num_heads']} does not divide "
-                         f'embed_dims={embed_dims}.')
+        raise ValueError(
+            f'num_heads={info["num_heads"]} does not divide '
+            f'embed_dims={embed_dims}.'
+        )
     return info
 
 
 def _named_in(arch: str, file_name: Optional[str]) -> bool:
     # the word that sets a variant apart, e.g. 'resnext' of '14-resnext'
     base, _, word = arch.rpartition('-')
-    return bool(file_name and base) and word.isalpha() and len(word) > 1 and (
-        word in file_name.lower())
+    return (
+        bool(file_name and base)
+        and word.isalpha()
+        and len(word) > 1
+        and (word in file_name.lower())
+    )
 
 
-def _rename_in_layer(name: str,
-                     table: Mapping[str, str]) -> Optional[str]:
+def _rename_in_layer(name: str, table: Mapping[str, str]) -> Optional[str]:
     for old, new in table.items():
         if name == old or name.startswith(old + '.'):
-            return new + name[len(old):]
+            return new + name[len(old) :]
     return None
 
 
@@ -280,7 +312,7 @@ def _rename(key: str, t2t_table: Mapping[str, str]) -> Optional[str]:
 def convert_official_state_dict(
     state_dict: Mapping[str, torch.Tensor],
     num_heads: Optional[int] = None,
-    file_name: Optional[str] = None
+    file_name: Optional[str] = None,
 ) -> tuple['OrderedDict[str, torch.Tensor]', dict[str, Any]]:
     """Rename official T2T-ViT weights to an ``ImageClassifier`` state dict.
 
@@ -307,8 +339,11 @@ def convert_official_state_dict(
     arch_info = detect_official_arch(state_dict, num_heads, file_name)
     converted = OrderedDict()
     unknown = []
-    t2t_table = (PERFORMER_T2T_KEYS if arch_info['token_layer']
-                 == 'performer' else BLOCK_KEYS)
+    t2t_table = (
+        PERFORMER_T2T_KEYS
+        if arch_info['token_layer'] == 'performer'
+        else BLOCK_KEYS
+    )
     for key, value in state_dict.items():
         new_key = _rename(key, t2t_table)
         if new_key is None:
@@ -319,27 +354,35 @@ def convert_official_state_dict(
         raise ValueError(
             f'{len(unknown)} key(s) of the checkpoint are not part of an '
             f'official T2T-ViT, e.g. {unknown[:3]}; was it saved from a '
-            'modified model?')
+            'modified model?'
+        )
     return converted, arch_info
 
 
 def describe_arch(arch_info: Mapping[str, Any]) -> str:
     """One line naming the arch that :func:`detect_official_arch` found."""
-    name = (f"T2T-ViT-{arch_info['arch']}"
-            if arch_info['arch'] else 'a custom T2T-ViT')
-    heads = f"{arch_info['num_heads']} heads"
+    name = (
+        f'T2T-ViT-{arch_info["arch"]}'
+        if arch_info['arch']
+        else 'a custom T2T-ViT'
+    )
+    heads = f'{arch_info["num_heads"]} heads'
     if not arch_info['arch'] and not arch_info['heads_given']:
         heads += ' (a guess: head width 64)'
-    line = (f"{name} ({arch_info['token_layer']} T2T layers, embed_dims "
-            f"{arch_info['embed_dims']}, {arch_info['num_layers']} layers, "
-            f"{heads}, {arch_info['img_size']}px, "
-            f"{arch_info['num_classes']} classes)")
+    line = (
+        f'{name} ({arch_info["token_layer"]} T2T layers, embed_dims '
+        f'{arch_info["embed_dims"]}, {arch_info["num_layers"]} layers, '
+        f'{heads}, {arch_info["img_size"]}px, '
+        f'{arch_info["num_classes"]} classes)'
+    )
     if arch_info.get('heads_from_name'):
-        line += f" (heads of {arch_info['arch']}, as the file name says)"
+        line += f' (heads of {arch_info["arch"]}, as the file name says)'
     # the weights cannot tell these apart; only the heads differ
     for other, other_heads in arch_info.get('same_shapes', []):
-        line += (f' (same weight shapes as {other}; pass --num-heads '
-                 f'{other_heads} if this is that model)')
+        line += (
+            f' (same weight shapes as {other}; pass --num-heads '
+            f'{other_heads} if this is that model)'
+        )
     return line
 
 
@@ -351,8 +394,11 @@ def matching_config(arch_info: Mapping[str, Any]) -> Optional[str]:
         archs and resolutions without an ImageNet config.
     """
     arch = arch_info['arch']
-    if arch is None or arch_info['num_classes'] != 1000 or arch in (
-            '14-resnext', '14-wide'):
+    if (
+        arch is None
+        or arch_info['num_classes'] != 1000
+        or arch in ('14-resnext', '14-wide')
+    ):
         return None
     if arch_info['img_size'] == 224:
         return f'configs/t2t-vit-{arch}_8xb64_in1k.py'

@@ -30,15 +30,21 @@ class _LocalCIFARMixin:
     def load_data_list(self) -> list[dict]:
         """Load the images (HWC, RGB, uint8) and labels of the split."""
         folder = osp.join(self.data_prefix['root'], self.base_folder)
-        names = [name for name, _ in (
-            self.train_list if self.split == 'train' else self.test_list)]
-        missing = [name for name in names
-                   if not osp.isfile(osp.join(folder, name))]
+        names = [
+            name
+            for name, _ in (
+                self.train_list if self.split == 'train' else self.test_list
+            )
+        ]
+        missing = [
+            name for name in names if not osp.isfile(osp.join(folder, name))
+        ]
         if missing:
             raise FileNotFoundError(
                 f'{type(self).__name__}: expected {", ".join(missing)} in '
                 f'{folder} (the python version of the dataset); see '
-                f'{DATA_DOC}.')
+                f'{DATA_DOC}.'
+            )
 
         images, labels = [], []
         for name in names:
@@ -48,14 +54,17 @@ class _LocalCIFARMixin:
                 # batch carries.
                 entry = load_data_pickle(f, path)
             images.append(np.asarray(entry['data'], dtype=np.uint8))
-            labels.extend(entry['labels'] if 'labels' in entry else
-                          entry['fine_labels'])
+            labels.extend(
+                entry['labels'] if 'labels' in entry else entry['fine_labels']
+            )
         # Rows are stored as 3 planes of 32x32 (CHW, RGB).
         images = np.concatenate(images).reshape(-1, 3, 32, 32)
         images = images.transpose(0, 2, 3, 1)
 
-        return [dict(img=img, gt_label=int(label))
-                for img, label in zip(images, labels)]
+        return [
+            dict(img=img, gt_label=int(label))
+            for img, label in zip(images, labels)
+        ]
 
 
 @DATASETS.register_module()
@@ -74,10 +83,10 @@ class LocalCIFAR10(_LocalCIFARMixin, CIFAR10):
             ``pipeline``.
     """
 
-    def __init__(self, data_root: str, split: str = 'train',
-                 **kwargs) -> None:
+    def __init__(self, data_root: str, split: str = 'train', **kwargs) -> None:
         super().__init__(
-            data_root=data_root, split=split, download=False, **kwargs)
+            data_root=data_root, split=split, download=False, **kwargs
+        )
 
 
 @DATASETS.register_module()
@@ -94,7 +103,7 @@ class LocalCIFAR100(_LocalCIFARMixin, CIFAR100):
         **kwargs: Other arguments of mmpretrain's ``BaseDataset``.
     """
 
-    def __init__(self, data_root: str, split: str = 'train',
-                 **kwargs) -> None:
+    def __init__(self, data_root: str, split: str = 'train', **kwargs) -> None:
         super().__init__(
-            data_root=data_root, split=split, download=False, **kwargs)
+            data_root=data_root, split=split, download=False, **kwargs
+        )

@@ -29,18 +29,20 @@ class DigitsDataset(BaseDataset):
     METAINFO = {'classes': tuple(str(i) for i in range(10))}
     SPLITS = ('train', 'val', 'all')
 
-    def __init__(self,
-                 split: str = 'train',
-                 val_ratio: float = 0.2,
-                 seed: int = 0,
-                 pipeline: Optional[list] = None,
-                 **kwargs) -> None:
+    def __init__(
+        self,
+        split: str = 'train',
+        val_ratio: float = 0.2,
+        seed: int = 0,
+        pipeline: Optional[list] = None,
+        **kwargs,
+    ) -> None:
         if split not in self.SPLITS:
-            raise ValueError(f'Unknown split {split!r}; choose one of '
-                             f'{self.SPLITS}.')
-        if not 0 < val_ratio < 1:
             raise ValueError(
-                f'val_ratio must lie in (0, 1), got {val_ratio}.')
+                f'Unknown split {split!r}; choose one of {self.SPLITS}.'
+            )
+        if not 0 < val_ratio < 1:
+            raise ValueError(f'val_ratio must lie in (0, 1), got {val_ratio}.')
         self.split = split
         self.val_ratio = val_ratio
         self.seed = seed
@@ -62,5 +64,6 @@ class DigitsDataset(BaseDataset):
             order = np.sort(order[num_val:])
         else:
             order = np.arange(len(images))
-        return [dict(img=images[i], gt_label=int(digits.target[i]))
-                for i in order]
+        return [
+            dict(img=images[i], gt_label=int(digits.target[i])) for i in order
+        ]

@@ -9,6 +9,7 @@ the globals that rebuild those and refuses every other one. torch's
 allows torch types instead of numpy's, and its numpy allow-list is global
 state shared with checkpoint loading.
 """
+
 import codecs
 import pickle
 from typing import Any, BinaryIO
@@ -35,7 +36,8 @@ def _numpy_globals() -> dict[tuple[str, str], Any]:
     found = {}
     for module in ('numpy.core', 'numpy._core'):
         found[(f'{module}.multiarray', '_reconstruct')] = (
-            multiarray._reconstruct)
+            multiarray._reconstruct
+        )
         found[(f'{module}.multiarray', 'scalar')] = multiarray.scalar
         # protocol 5 writes arrays as buffers rebuilt by _frombuffer
         found[(f'{module}.numeric', '_frombuffer')] = numeric._frombuffer
@@ -84,5 +86,6 @@ def load_data_pickle(file: BinaryIO, path: str = '') -> Any:
         raise UnsafePickleError(
             f'{path or "The pickle file"} holds {error}, which is not data; '
             'refusing to load it (replace the file with a clean copy of the '
-            'dataset).') from None
+            'dataset).'
+        ) from None
     return value

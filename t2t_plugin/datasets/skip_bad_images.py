@@ -32,13 +32,16 @@ class SkipBadImages:
             stride. Defaults to None (any size).
     """
 
-    def __init__(self,
-                 dataset: Union[dict, Any],
-                 max_bad_images: int = 100,
-                 in_channels: Optional[int] = None,
-                 size_multiple: Optional[int] = None) -> None:
-        self.dataset = (DATASETS.build(dataset)
-                        if isinstance(dataset, dict) else dataset)
+    def __init__(
+        self,
+        dataset: Union[dict, Any],
+        max_bad_images: int = 100,
+        in_channels: Optional[int] = None,
+        size_multiple: Optional[int] = None,
+    ) -> None:
+        self.dataset = (
+            DATASETS.build(dataset) if isinstance(dataset, dict) else dataset
+        )
         self.max_bad_images = max_bad_images
         self.in_channels = in_channels
         self.size_multiple = size_multiple
@@ -73,14 +76,15 @@ class SkipBadImages:
             return None
         channels, height, width = inputs.shape
         if self.in_channels is not None and channels != self.in_channels:
-            return (f'{channels} channels, the model takes '
-                    f'{self.in_channels}')
+            return f'{channels} channels, the model takes {self.in_channels}'
         multiple = self.size_multiple
         # The T2T soft splits tile exactly the sides that are multiples of
         # their total stride.
         if multiple and (height % multiple or width % multiple):
-            return (f'{height}x{width} pixels after the pipeline, not '
-                    f'multiples of the stride {multiple}')
+            return (
+                f'{height}x{width} pixels after the pipeline, not '
+                f'multiples of the stride {multiple}'
+            )
         return None
 
     def __getitem__(self, index: int) -> Any:
@@ -93,19 +97,25 @@ class SkipBadImages:
             # the message goes into the report, the run goes on.
             except Exception as error:
                 sample = None
-                problem = ' '.join(str(error).split())[:200] or type(
-                    error).__name__
+                problem = (
+                    ' '.join(str(error).split())[:200] or type(error).__name__
+                )
             if problem is None:
                 return sample
             path = self._path(index)
-            print_log(f'Skipped {path}: {problem}', logger='current',
-                      level=logging.WARNING)
+            print_log(
+                f'Skipped {path}: {problem}',
+                logger='current',
+                level=logging.WARNING,
+            )
             self.reports.put((path, problem))
             # the next sample, not a random one: the random generators stay
             # as they were (exact resume)
             index = (index + 1) % len(self)
-        raise RuntimeError('No usable sample in the dataset: every image '
-                           'failed to load (see the warnings above).')
+        raise RuntimeError(
+            'No usable sample in the dataset: every image '
+            'failed to load (see the warnings above).'
+        )
 
     def drain(self) -> tuple[tuple[str, str], ...]:
         """The reports made since the last call, in the main process."""

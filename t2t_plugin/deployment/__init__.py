@@ -1,4 +1,5 @@
 """Export to ONNX and inference with onnxruntime and OpenVINO."""
+
 from .onnx_export import (
     OPSET,
     ClassifierForExport,
@@ -21,9 +22,20 @@ from .runtimes import (
 )
 
 __all__ = [
-    'OPSET', 'PRECISIONS', 'RUNTIMES', 'ClassifierForExport',
-    'ExportableModel', 'PyramidForExport', 'RuntimeSession',
-    'build_exportable', 'check_input_size', 'compare', 'dynamic_shapes',
-    'export_onnx', 'max_abs_diff', 'quantize_int8', 'sample_images',
-    'torch_outputs'
+    'OPSET',
+    'PRECISIONS',
+    'RUNTIMES',
+    'ClassifierForExport',
+    'ExportableModel',
+    'PyramidForExport',
+    'RuntimeSession',
+    'build_exportable',
+    'check_input_size',
+    'compare',
+    'dynamic_shapes',
+    'export_onnx',
+    'max_abs_diff',
+    'quantize_int8',
+    'sample_images',
+    'torch_outputs',
 ]

@@ -6,6 +6,7 @@ symbolic multiples of the T2T module's total stride (16 for every released
 arch), the only sizes the soft splits tile; the sinusoidal position table is
 resized inside the graph, so one file serves 224, 384 and non-square inputs.
 """
+
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -46,8 +47,9 @@ class ClassifierForExport(nn.Module):
     def __init__(self, classifier: nn.Module, output: str = 'logits') -> None:
         super().__init__()
         if output not in OUTPUTS:
-            raise ValueError(f'Unknown output {output!r}; choose one of '
-                             f'{OUTPUTS}.')
+            raise ValueError(
+                f'Unknown output {output!r}; choose one of {OUTPUTS}.'
+            )
         self.backbone = classifier.backbone
         self.neck = getattr(classifier, 'neck', None)
         self.head = classifier.head
@@ -70,9 +72,9 @@ class PyramidForExport(nn.Module):
             it, the backbone's own outputs are exported.
     """
 
-    def __init__(self,
-                 backbone: T2TViT,
-                 pyramid: Optional[T2TFeaturePyramid] = None) -> None:
+    def __init__(
+        self, backbone: T2TViT, pyramid: Optional[T2TFeaturePyramid] = None
+    ) -> None:
         super().__init__()
         self.backbone = backbone
         self.pyramid = pyramid
@@ -113,15 +115,19 @@ def _find_backbone_cfg(cfg: Config) -> dict:
     if backbone_type != 'T2TViT':
         raise ValueError(
             f'Only T2T-ViT models export here; the config builds a '
-            f"{backbone_type or cfg.model.get('type')!r} backbone.")
+            f'{backbone_type or cfg.model.get("type")!r} backbone.'
+        )
     return backbone
 
 
 def _normalisation(cfg: Config, in_channels: int) -> tuple[list, list]:
-    preprocessor = cfg.model.get('data_preprocessor') or cfg.get(
-        'data_preprocessor') or {}
-    mean = preprocessor.get('mean') or [0.] * in_channels
-    std = preprocessor.get('std') or [1.] * in_channels
+    preprocessor = (
+        cfg.model.get('data_preprocessor')
+        or cfg.get('data_preprocessor')
+        or {}
+    )
+    mean = preprocessor.get('mean') or [0.0] * in_channels
+    std = preprocessor.get('std') or [1.0] * in_channels
     return [float(v) for v in mean], [float(v) for v in std]
 
 
@@ -132,9 +138,11 @@ def _disable_checkpointing(backbone: T2TViT) -> None:
         backbone.tokens_to_token.with_cp = False
 
 
-def build_exportable(config: Union[str, Path, Config],
-                     checkpoint: Optional[Union[str, Path]],
-                     output: str = 'logits') -> ExportableModel:
+def build_exportable(
+    config: Union[str, Path, Config],
+    checkpoint: Optional[Union[str, Path]],
+    output: str = 'logits',
+) -> ExportableModel:
     """Build a config's model and load its checkpoint, ready for export.
 
     A classifier config (mmpretrain ``ImageClassifier``) exports images to
@@ -172,8 +180,9 @@ def build_exportable(config: Union[str, Path, Config],
         if checkpoint is None:
             classifier.init_weights()
         else:
-            load_state_dict_strictly(classifier, read_checkpoint(checkpoint),
-                                     str(checkpoint))
+            load_state_dict_strictly(
+                classifier, read_checkpoint(checkpoint), str(checkpoint)
+            )
         module = ClassifierForExport(classifier, output)
         backbone = classifier.backbone
         output_names = [output]
@@ -185,13 +194,21 @@ def build_exportable(config: Union[str, Path, Config],
     _disable_checkpointing(backbone)
     t2t = backbone.tokens_to_token
     size = tuple(s * t2t.total_stride for s in backbone.patch_resolution)
-    return ExportableModel(module.eval(), size, in_channels,
-                           t2t.total_stride, output_names, mean, std, kind)
+    return ExportableModel(
+        module.eval(),
+        size,
+        in_channels,
+        t2t.total_stride,
+        output_names,
+        mean,
+        std,
+        kind,
+    )
 
 
-def _build_pyramid(cfg: Config, backbone_cfg: dict,
-                   checkpoint: Optional[Union[str, Path]]
-                   ) -> tuple[PyramidForExport, list[str]]:
+def _build_pyramid(
+    cfg: Config, backbone_cfg: dict, checkpoint: Optional[Union[str, Path]]
+) -> tuple[PyramidForExport, list[str]]:
     backbone_cfg = dict(backbone_cfg, type='T2TViT')
     backbone_cfg.pop('init_cfg', None)
     backbone = MODELS.build(backbone_cfg)
@@ -211,11 +228,12 @@ def _build_pyramid(cfg: Config, backbone_cfg: dict,
         if pyramid is not None:
             pyramid.init_weights()
     else:
-        state_dict = checkpoint_state_dict(read_checkpoint(checkpoint),
-                                           str(checkpoint))
+        state_dict = checkpoint_state_dict(
+            read_checkpoint(checkpoint), str(checkpoint)
+        )
         for prefix, part in prefixes.items():
             own = {
-                key[len(prefix):]: value
+                key[len(prefix) :]: value
                 for key, value in state_dict.items()
                 if key.startswith(prefix)
             }
@@ -223,20 +241,28 @@ def _build_pyramid(cfg: Config, backbone_cfg: dict,
                 raise ValueError(
                     f'{checkpoint} holds no {prefix}* weights; give the '
                     'checkpoint of a detector or segmentor with this '
-                    'backbone.')
-            load_state_dict_strictly(part, {'state_dict': own},
-                                     str(checkpoint))
+                    'backbone.'
+                )
+            load_state_dict_strictly(
+                part, {'state_dict': own}, str(checkpoint)
+            )
     if pyramid is not None:
         names = [f'level{i}' for i in pyramid.out_indices]
     else:
-        names = [f'out{i}' for i in range(len(backbone.out_indices) + (
-            2 if backbone.out_t2t_maps else 0))]
+        names = [
+            f'out{i}'
+            for i in range(
+                len(backbone.out_indices) + (2 if backbone.out_t2t_maps else 0)
+            )
+        ]
     return module, names
 
 
-def dynamic_shapes(model: ExportableModel,
-                   dynamic_batch: bool = True,
-                   dynamic_size: bool = True) -> tuple[dict[int, object]]:
+def dynamic_shapes(
+    model: ExportableModel,
+    dynamic_batch: bool = True,
+    dynamic_size: bool = True,
+) -> tuple[dict[int, object]]:
     """``torch.export`` dynamic shapes of the (only, positional) input.
 
     Batch is any size; height and width any multiple of ``model.stride``.
@@ -249,7 +275,7 @@ def dynamic_shapes(model: ExportableModel,
         limit = MAX_SIDE // stride
         axes[2] = stride * torch.export.Dim('height', min=1, max=limit)
         axes[3] = stride * torch.export.Dim('width', min=1, max=limit)
-    return (axes, )
+    return (axes,)
 
 
 def trace_size(model: ExportableModel, dynamic_size: bool) -> tuple[int, int]:
@@ -264,12 +290,14 @@ def trace_size(model: ExportableModel, dynamic_size: bool) -> tuple[int, int]:
     return tuple(side + model.stride for side in model.input_size)
 
 
-def export_onnx(model: ExportableModel,
-                path: Union[str, Path],
-                opset: int = OPSET,
-                dynamic_batch: bool = True,
-                dynamic_size: bool = True,
-                batch_size: int = 2) -> Path:
+def export_onnx(
+    model: ExportableModel,
+    path: Union[str, Path],
+    opset: int = OPSET,
+    dynamic_batch: bool = True,
+    dynamic_size: bool = True,
+    batch_size: int = 2,
+) -> Path:
     """Write ``model`` as an ONNX file with one input called ``images``.
 
     Args:
@@ -295,21 +323,24 @@ def export_onnx(model: ExportableModel,
     try:
         with torch.no_grad():
             torch.onnx.export(
-                model.module, (images, ),
+                model.module,
+                (images,),
                 str(path),
                 dynamo=True,
                 opset_version=opset,
                 input_names=['images'],
                 output_names=model.output_names,
-                dynamic_shapes=dynamic_shapes(model, dynamic_batch,
-                                              dynamic_size),
+                dynamic_shapes=dynamic_shapes(
+                    model, dynamic_batch, dynamic_size
+                ),
                 # onnxscript's optimizer removes additions of constants
                 # that math.isclose(c, 0, abs_tol=1e-8) calls zero, among
                 # them the performer's `+ 1e-8` (no-op rule `add_0`), which
                 # changes its output by up to 1e-3; onnxruntime and OpenVINO
                 # optimise the graph themselves when they load it.
                 optimize=False,
-                verbose=False)
+                verbose=False,
+            )
     except Exception as error:  # torch.export fails in many ways
         # the exporter wraps the error of the step that failed
         while error.__cause__ is not None:
@@ -317,7 +348,8 @@ def export_onnx(model: ExportableModel,
         lines = str(error).strip().splitlines() or ['']
         raise ValueError(
             f'The model cannot be exported to ONNX ({type(error).__name__}: '
-            f'{lines[0][:200]}).') from None
+            f'{lines[0][:200]}).'
+        ) from None
     return path
 
 
@@ -325,9 +357,9 @@ def check_input_size(model: ExportableModel, size: Sequence[int]) -> None:
     """Raise a clear error for an ``(H, W)`` the soft splits cannot tile."""
     stride = model.stride
     if any(side < 1 or side % stride for side in size):
-        fit = tuple(max(1, math.ceil(side / stride)) * stride
-                    for side in size)
+        fit = tuple(max(1, math.ceil(side / stride)) * stride for side in size)
         raise ValueError(
             f'A {size[0]}x{size[1]} input does not fit: height and width '
             f'must be multiples of {stride} (the total stride of the soft '
-            f'splits), e.g. {fit[0]}x{fit[1]}.')
+            f'splits), e.g. {fit[0]}x{fit[1]}.'
+        )

@@ -3,6 +3,7 @@
 Both runtimes are optional dependencies (``pip install
 t2t-plugin[deploy]``); they are imported when a session is opened.
 """
+
 import tempfile
 from collections.abc import Sequence
 from pathlib import Path
@@ -25,7 +26,8 @@ def _import(name: str):
     except ImportError:
         raise ImportError(
             f'{name} is not installed; install the deployment extras with '
-            "pip install -e '.[deploy]'.") from None
+            "pip install -e '.[deploy]'."
+        ) from None
 
 
 def quantize_int8(src: Union[str, Path], dst: Union[str, Path]) -> Path:
@@ -38,6 +40,7 @@ def quantize_int8(src: Union[str, Path], dst: Union[str, Path]) -> Path:
     ort = _import('onnxruntime')
     import onnx
     from onnxruntime.quantization import QuantType, quantize_dynamic
+
     dst = Path(dst)
     model = onnx.load(str(src))
     # the exporter's shape annotations of the unoptimised graph contradict
@@ -52,15 +55,18 @@ def quantize_int8(src: Union[str, Path], dst: Union[str, Path]) -> Path:
         # initializer: fold the exported graph's weight transposes first
         options = ort.SessionOptions()
         options.graph_optimization_level = (
-            ort.GraphOptimizationLevel.ORT_ENABLE_BASIC)
+            ort.GraphOptimizationLevel.ORT_ENABLE_BASIC
+        )
         options.optimized_model_filepath = str(folded)
         ort.InferenceSession(
-            str(plain), options, providers=['CPUExecutionProvider'])
+            str(plain), options, providers=['CPUExecutionProvider']
+        )
         quantize_dynamic(
             str(folded),
             str(dst),
             weight_type=QuantType.QInt8,
-            op_types_to_quantize=['MatMul', 'Gemm'])
+            op_types_to_quantize=['MatMul', 'Gemm'],
+        )
     return dst
 
 
@@ -80,17 +86,21 @@ class RuntimeSession:
             None.
     """
 
-    def __init__(self,
-                 path: Union[str, Path],
-                 runtime: str = 'onnxruntime',
-                 precision: str = 'fp32',
-                 threads: Optional[int] = None) -> None:
+    def __init__(
+        self,
+        path: Union[str, Path],
+        runtime: str = 'onnxruntime',
+        precision: str = 'fp32',
+        threads: Optional[int] = None,
+    ) -> None:
         if runtime not in PRECISIONS:
-            raise ValueError(f'Unknown runtime {runtime!r}; choose one of '
-                             f'{RUNTIMES}.')
+            raise ValueError(
+                f'Unknown runtime {runtime!r}; choose one of {RUNTIMES}.'
+            )
         if precision not in PRECISIONS[runtime]:
             raise ValueError(
-                f'{runtime} runs {PRECISIONS[runtime]}, not {precision!r}.')
+                f'{runtime} runs {PRECISIONS[runtime]}, not {precision!r}.'
+            )
         if not Path(path).is_file():
             raise FileNotFoundError(f'ONNX file {path} does not exist.')
         self.runtime = runtime
@@ -109,7 +119,8 @@ class RuntimeSession:
             options.intra_op_num_threads = threads
             options.inter_op_num_threads = 1
         session = ort.InferenceSession(
-            str(path), options, providers=['CPUExecutionProvider'])
+            str(path), options, providers=['CPUExecutionProvider']
+        )
         name = session.get_inputs()[0].name
         return lambda images: session.run(None, {name: images})
 
@@ -118,8 +129,9 @@ class RuntimeSession:
         ov = _import('openvino')
         config = {
             # OpenVINO computes in bf16 by default on CPUs that have it
-            'INFERENCE_PRECISION_HINT': 'bf16' if precision == 'bf16' else
-            'f32',
+            'INFERENCE_PRECISION_HINT': 'bf16'
+            if precision == 'bf16'
+            else 'f32',
             'PERFORMANCE_HINT': 'LATENCY',
         }
         if threads is not None:
@@ -134,44 +146,53 @@ class RuntimeSession:
 
         return run
 
-    def __call__(self, images: Union[np.ndarray,
-                                     torch.Tensor]) -> list[np.ndarray]:
+    def __call__(
+        self, images: Union[np.ndarray, torch.Tensor]
+    ) -> list[np.ndarray]:
         if isinstance(images, torch.Tensor):
             images = images.detach().cpu().numpy()
         return self._run(np.ascontiguousarray(images, dtype=np.float32))
 
 
-def torch_outputs(module: nn.Module,
-                  images: torch.Tensor) -> list[np.ndarray]:
+def torch_outputs(module: nn.Module, images: torch.Tensor) -> list[np.ndarray]:
     """The outputs of the PyTorch model as arrays, for comparison."""
     with torch.no_grad():
         outputs = module(images)
     if isinstance(outputs, torch.Tensor):
-        outputs = (outputs, )
+        outputs = (outputs,)
     return [output.float().numpy() for output in outputs]
 
 
-def max_abs_diff(expected: Sequence[np.ndarray],
-                 actual: Sequence[np.ndarray]) -> float:
+def max_abs_diff(
+    expected: Sequence[np.ndarray], actual: Sequence[np.ndarray]
+) -> float:
     """Largest absolute difference over all outputs.
 
     Raises:
         ValueError: If the outputs differ in number or shape.
     """
     if len(expected) != len(actual):
-        raise ValueError(f'{len(actual)} outputs where {len(expected)} '
-                         'were expected.')
-    worst = 0.
+        raise ValueError(
+            f'{len(actual)} outputs where {len(expected)} were expected.'
+        )
+    worst = 0.0
     for want, got in zip(expected, actual):
         if want.shape != got.shape:
-            raise ValueError(f'An output of shape {got.shape} where '
-                             f'{want.shape} was expected.')
+            raise ValueError(
+                f'An output of shape {got.shape} where '
+                f'{want.shape} was expected.'
+            )
         worst = max(worst, float(np.abs(want - got.astype(np.float32)).max()))
     return worst
 
 
-def sample_images(batch_size: int, size: tuple[int, int], in_channels: int,
-                  mean: Sequence[float], std: Sequence[float]) -> torch.Tensor:
+def sample_images(
+    batch_size: int,
+    size: tuple[int, int],
+    in_channels: int,
+    mean: Sequence[float],
+    std: Sequence[float],
+) -> torch.Tensor:
     """Real photographs, resized and normalised as the model expects.
 
     The two photographs scikit-learn ships (``china.jpg``, ``flower.jpg``)
@@ -190,33 +211,42 @@ def sample_images(batch_size: int, size: tuple[int, int], in_channels: int,
     """
     if in_channels == 3:
         from sklearn.datasets import load_sample_images
+
         pictures = [
             torch.from_numpy(np.array(image)).permute(2, 0, 1)
             for image in load_sample_images().images
         ]
     elif in_channels == 1:
         from sklearn.datasets import load_digits
+
         pictures = [
             torch.from_numpy(image * (255 / 16))[None]
             for image in load_digits().images[:batch_size]
         ]
     else:
-        raise ValueError('Sample images are RGB or grey; the model takes '
-                         f'{in_channels} channels.')
-    batch = torch.stack([
-        torch.nn.functional.interpolate(
-            pictures[index % len(pictures)][None].float(),
-            size=tuple(size),
-            mode='bilinear',
-            align_corners=False)[0] for index in range(batch_size)
-    ])
+        raise ValueError(
+            'Sample images are RGB or grey; the model takes '
+            f'{in_channels} channels.'
+        )
+    batch = torch.stack(
+        [
+            torch.nn.functional.interpolate(
+                pictures[index % len(pictures)][None].float(),
+                size=tuple(size),
+                mode='bilinear',
+                align_corners=False,
+            )[0]
+            for index in range(batch_size)
+        ]
+    )
     mean_t = torch.tensor(mean, dtype=torch.float32).view(1, -1, 1, 1)
     std_t = torch.tensor(std, dtype=torch.float32).view(1, -1, 1, 1)
     return (batch - mean_t) / std_t
 
 
-def compare(module: nn.Module, session: RuntimeSession,
-            inputs: dict[str, torch.Tensor]) -> dict[str, float]:
+def compare(
+    module: nn.Module, session: RuntimeSession, inputs: dict[str, torch.Tensor]
+) -> dict[str, float]:
     """Max absolute difference between PyTorch and a runtime per input."""
     return {
         name: max_abs_diff(torch_outputs(module, images), session(images))

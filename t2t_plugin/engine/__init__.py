@@ -1,6 +1,7 @@
 """Registered runtime parts: atomic and loadable checkpoints, CPU autocast,
 the layer-decay optimizer constructor and the training-curves hook; the one
 reader of checkpoints and configs that every tool and API uses."""
+
 from ..deprecation import moved_attributes
 from .checkpoint import (
     AtomicLocalBackend,
@@ -44,13 +45,23 @@ _MOVED = {
 __getattr__ = moved_attributes(__name__, _MOVED)
 
 __all__ = [
-    'AtomicLocalBackend', 'AutocastOptimWrapper',
-    'BackboneLayerDecayOptimWrapperConstructor', 'CheckpointError',
-    'CheckpointMismatchError', 'ConfigError', 'TrainingCurvesHook',
-    'allow_mmengine_checkpoints', 'check_finite_weights',
+    'AtomicLocalBackend',
+    'AutocastOptimWrapper',
+    'BackboneLayerDecayOptimWrapperConstructor',
+    'CheckpointError',
+    'CheckpointMismatchError',
+    'ConfigError',
+    'TrainingCurvesHook',
+    'allow_mmengine_checkpoints',
+    'check_finite_weights',
     'checkpoint_read_error',
-    'checkpoint_safe_globals', 'checkpoint_state_dict', 'load_config',
-    'load_checkpoints_strictly', 'load_state_dict_strictly',
-    'non_finite_weights', 'read_checkpoint', 'remove_stale_temp_files',
-    'strip_module_prefix'
+    'checkpoint_safe_globals',
+    'checkpoint_state_dict',
+    'load_config',
+    'load_checkpoints_strictly',
+    'load_state_dict_strictly',
+    'non_finite_weights',
+    'read_checkpoint',
+    'remove_stale_temp_files',
+    'strip_module_prefix',
 ]

@@ -29,6 +29,7 @@ through the same reader, so ``load_from``, ``init_cfg=dict(type=
 'Pretrained')`` (mmpretrain, mmdet, mmseg) and mmpretrain's ``get_model``
 take official releases as they are.
 """
+
 import _compat_pickle
 import argparse
 import codecs
@@ -79,7 +80,8 @@ def _history_buffer_attribute(owner: type, name: str) -> Callable:
     if owner is not HistoryBuffer or name not in _STATISTICS_METHODS:
         raise pickle.UnpicklingError(
             f'Refusing getattr({owner!r}, {name!r}) while loading a '
-            'checkpoint: only HistoryBuffer statistics methods are allowed.')
+            'checkpoint: only HistoryBuffer statistics methods are allowed.'
+        )
     return getattr(HistoryBuffer, name)
 
 
@@ -102,9 +104,10 @@ def checkpoint_safe_globals() -> list[Union[object, tuple[object, str]]]:
         from numpy.core import multiarray
     # numpy >= 1.25 gives each dtype its own class (``Float64DType``, ...),
     # which the file names when it restores a dtype's state.
-    dtype_classes = {type(np.dtype(code)) for code in
-                     np.typecodes['AllFloat'] + np.typecodes['AllInteger'] +
-                     '?'}
+    dtype_classes = {
+        type(np.dtype(code))
+        for code in np.typecodes['AllFloat'] + np.typecodes['AllInteger'] + '?'
+    }
     return [
         HistoryBuffer,
         np.ndarray,
@@ -140,7 +143,8 @@ class AtomicLocalBackend(LocalBackend):
         fd, tmp_path = tempfile.mkstemp(
             dir=folder,
             prefix=f'.{osp.basename(filepath)}.',
-            suffix=_TEMP_SUFFIX)
+            suffix=_TEMP_SUFFIX,
+        )
         try:
             with os.fdopen(fd, 'wb') as f:
                 f.write(obj)
@@ -148,8 +152,11 @@ class AtomicLocalBackend(LocalBackend):
                 os.fsync(f.fileno())
             # mkstemp makes the file private (0600); give it the mode an
             # in-place write would have, so that others can read checkpoints.
-            mode = (os.stat(filepath).st_mode & 0o7777
-                    if osp.exists(filepath) else 0o666 & ~_UMASK)
+            mode = (
+                os.stat(filepath).st_mode & 0o7777
+                if osp.exists(filepath)
+                else 0o666 & ~_UMASK
+            )
             os.chmod(tmp_path, mode)
             os.replace(tmp_path, filepath)
         except BaseException:
@@ -157,10 +164,9 @@ class AtomicLocalBackend(LocalBackend):
                 os.remove(tmp_path)
             raise
 
-    def put_text(self,
-                 obj: str,
-                 filepath: Union[str, Path],
-                 encoding: str = 'utf-8') -> None:
+    def put_text(
+        self, obj: str, filepath: Union[str, Path], encoding: str = 'utf-8'
+    ) -> None:
         """Write text to ``filepath`` atomically.
 
         Args:
@@ -231,24 +237,30 @@ class _RestrictedUnpickler(pickle.Unpickler):
         if allowed is None:
             raise pickle.UnpicklingError(
                 f'Unsupported global: GLOBAL {module}.{name} is not an '
-                'allowed global of a checkpoint')
+                'allowed global of a checkpoint'
+            )
         return allowed
 
 
 def _restricted_globals() -> dict[str, Any]:
     from torch import _weights_only_unpickler
+
     allowed = dict(_weights_only_unpickler._get_allowed_globals())
     # numpy arrays of protocol 2 files carry their bytes as latin-1 text
     allowed['_codecs.encode'] = codecs.encode
     for entry in [*checkpoint_safe_globals(), argparse.Namespace]:
-        obj, path = (entry if isinstance(entry, tuple) else
-                     (entry, f'{entry.__module__}.{entry.__name__}'))
+        obj, path = (
+            entry
+            if isinstance(entry, tuple)
+            else (entry, f'{entry.__module__}.{entry.__name__}')
+        )
         allowed[path] = obj
     return allowed
 
 
 class _RestrictedPickle:
     """The ``pickle_module`` of ``torch.load`` on torch < 2.4."""
+
     Unpickler = _RestrictedUnpickler
     load = pickle.load
 
@@ -256,13 +268,18 @@ class _RestrictedPickle:
 def _torch_load(path: str, trust_pickle: bool) -> Any:
     try:
         if not trust_pickle and not HAS_ADD_SAFE_GLOBALS:
-            return torch.load(path, map_location='cpu', weights_only=False,
-                              pickle_module=_RestrictedPickle)
+            return torch.load(
+                path,
+                map_location='cpu',
+                weights_only=False,
+                pickle_module=_RestrictedPickle,
+            )
         # timm training checkpoints (official releases of other sizes) keep
         # their argparse options beside the weights.
         with safe_globals([argparse.Namespace]):
             return torch.load(
-                path, map_location='cpu', weights_only=not trust_pickle)
+                path, map_location='cpu', weights_only=not trust_pickle
+            )
     # A damaged file fails anywhere in torch's readers, with any type.
     except Exception as error:
         text = str(error)
@@ -275,19 +292,26 @@ def _torch_load(path: str, trust_pickle: bool) -> Any:
                 'tools/model_converters/t2t_vit_official_to_plugin.py '
                 '--trust-pickle if it comes from a source you trust.'
             ) from None
-        short = next((line.strip() for line in text.splitlines()
-                      if line.strip()), '')
+        short = next(
+            (line.strip() for line in text.splitlines() if line.strip()), ''
+        )
         short = short.split('. ')[0][:120]
-        detail = f'{type(error).__name__}: {short}' if short else type(
-            error).__name__
+        detail = (
+            f'{type(error).__name__}: {short}'
+            if short
+            else type(error).__name__
+        )
         raise CheckpointError(
             f'Cannot read checkpoint {path}: not a complete PyTorch '
-            f'checkpoint ({detail}).') from None
+            f'checkpoint ({detail}).'
+        ) from None
 
 
-def read_checkpoint(path_or_url: Union[str, Path],
-                    trust_pickle: bool = False,
-                    convert_official: bool = True) -> dict[str, Any]:
+def read_checkpoint(
+    path_or_url: Union[str, Path],
+    trust_pickle: bool = False,
+    convert_official: bool = True,
+) -> dict[str, Any]:
     """Read a checkpoint file or URL onto the CPU, safely.
 
     Local files are read with ``torch.load(weights_only=True)`` (plus the
@@ -324,32 +348,36 @@ def read_checkpoint(path_or_url: Union[str, Path],
         raise CheckpointError(
             f'Cannot read checkpoint {path}: it holds a '
             f'{type(checkpoint).__name__}, not a checkpoint dict; save one '
-            "with torch.save({'state_dict': model.state_dict()}, path).")
+            "with torch.save({'state_dict': model.state_dict()}, path)."
+        )
     if not convert_official:
         return dict(checkpoint)
     return _convert_if_official(checkpoint, osp.basename(path))
 
 
-def _convert_if_official(checkpoint: Mapping[str, Any],
-                         file_name: str) -> dict[str, Any]:
+def _convert_if_official(
+    checkpoint: Mapping[str, Any], file_name: str
+) -> dict[str, Any]:
     # imported here: the converter imports the models, which import this
     # package's registries
     from ..converters.official import (
         convert_official_checkpoint,
         is_official_checkpoint,
     )
+
     if not is_official_checkpoint(checkpoint):
         return dict(checkpoint)
     try:
         return convert_official_checkpoint(checkpoint, file_name=file_name)
     except ValueError as error:
-        raise CheckpointError(f'Cannot convert official checkpoint '
-                              f'{file_name}: {error}') from None
+        raise CheckpointError(
+            f'Cannot convert official checkpoint {file_name}: {error}'
+        ) from None
 
 
-def checkpoint_state_dict(checkpoint: Mapping[str, Any],
-                          source: str = 'the checkpoint'
-                          ) -> 'OrderedDict[str, torch.Tensor]':
+def checkpoint_state_dict(
+    checkpoint: Mapping[str, Any], source: str = 'the checkpoint'
+) -> 'OrderedDict[str, torch.Tensor]':
     """The weights of a checkpoint, without ``module.`` prefixes.
 
     Args:
@@ -366,12 +394,14 @@ def checkpoint_state_dict(checkpoint: Mapping[str, Any],
         raise CheckpointError(
             f"The 'state_dict' of {source} is a "
             f'{type(state_dict).__name__}, not a dict of weights; save '
-            'model.state_dict() there.')
+            'model.state_dict() there.'
+        )
     return strip_module_prefix(state_dict)
 
 
 def strip_module_prefix(
-        state_dict: Mapping[str, Any]) -> 'OrderedDict[str, Any]':
+    state_dict: Mapping[str, Any],
+) -> 'OrderedDict[str, Any]':
     """Remove the ``module.`` prefix that (Distributed)DataParallel adds.
 
     Args:
@@ -381,8 +411,9 @@ def strip_module_prefix(
         OrderedDict: The same weights; keys without the prefix.
     """
     return OrderedDict(
-        (key[len('module.'):] if key.startswith('module.') else key, value)
-        for key, value in state_dict.items())
+        (key[len('module.') :] if key.startswith('module.') else key, value)
+        for key, value in state_dict.items()
+    )
 
 
 def non_finite_weights(state_dict: Mapping[str, Any]) -> list[str]:
@@ -395,14 +426,17 @@ def non_finite_weights(state_dict: Mapping[str, Any]) -> list[str]:
         list[str]: The names, in the order of the state dict.
     """
     return [
-        name for name, value in state_dict.items()
-        if isinstance(value, torch.Tensor) and value.is_floating_point()
+        name
+        for name, value in state_dict.items()
+        if isinstance(value, torch.Tensor)
+        and value.is_floating_point()
         and not bool(torch.isfinite(value).all())
     ]
 
 
-def check_finite_weights(state_dict: Mapping[str, Any],
-                         source: str = 'the checkpoint') -> None:
+def check_finite_weights(
+    state_dict: Mapping[str, Any], source: str = 'the checkpoint'
+) -> None:
     """Refuse weights holding NaN or infinity.
 
     A run that diverged saves such weights; tested or run, they score
@@ -420,12 +454,15 @@ def check_finite_weights(state_dict: Mapping[str, Any],
         raise CheckpointError(
             f'Checkpoint {source} holds NaN or infinite weights in '
             f'{len(bad)} tensor(s), e.g. {bad[:3]}; it comes from a run '
-            'that diverged: take an earlier checkpoint.')
+            'that diverged: take an earlier checkpoint.'
+        )
 
 
-def load_state_dict_strictly(model: torch.nn.Module,
-                             checkpoint: Mapping[str, Any],
-                             source: str = 'the checkpoint') -> None:
+def load_state_dict_strictly(
+    model: torch.nn.Module,
+    checkpoint: Mapping[str, Any],
+    source: str = 'the checkpoint',
+) -> None:
     """Load a checkpoint into a model; every weight must fit.
 
     Args:
@@ -443,20 +480,26 @@ def load_state_dict_strictly(model: torch.nn.Module,
         result = model.load_state_dict(state_dict, strict=False)
     except ValueError as error:  # a load hook names the problem itself
         raise CheckpointMismatchError(
-            f'{source} does not fit the model: {error}') from None
+            f'{source} does not fit the model: {error}'
+        ) from None
     except RuntimeError as error:  # shapes differ
-        problems = [line.strip().rstrip('.')
-                    for line in str(error).splitlines() if line.strip()]
+        problems = [
+            line.strip().rstrip('.')
+            for line in str(error).splitlines()
+            if line.strip()
+        ]
         raise CheckpointMismatchError(
             f'{source} does not fit the model: '
-            f'{_shorten("; ".join(problems[1:] or problems))}.') from None
+            f'{_shorten("; ".join(problems[1:] or problems))}.'
+        ) from None
     if result.missing_keys or result.unexpected_keys:
         raise CheckpointMismatchError(
             f'{source} does not fit the model: '
             f'{len(result.missing_keys)} weights missing (e.g. '
             f'{result.missing_keys[:2]}), {len(result.unexpected_keys)} '
             f'unexpected (e.g. {result.unexpected_keys[:2]}); use the config '
-            'the checkpoint was trained or converted for.')
+            'the checkpoint was trained or converted for.'
+        )
 
 
 def _shorten(text: str, limit: int = 600) -> str:
@@ -486,7 +529,8 @@ def _scheme_of(path: str) -> str:
             return prefix
     raise CheckpointError(
         f'Cannot read checkpoint {path}: unknown scheme; give a local file '
-        f'or a URL of {", ".join(sorted(_REMOTE_LOADERS))}.')
+        f'or a URL of {", ".join(sorted(_REMOTE_LOADERS))}.'
+    )
 
 
 def load_from_local(filename: str, map_location: Any = None) -> dict:
@@ -500,8 +544,10 @@ def load_from_local(filename: str, map_location: Any = None) -> dict:
     checkpoint = read_checkpoint(filename)
     # A callable map_location (the Runner's default on GPUs) is left out:
     # load_state_dict copies every tensor onto its parameter's device.
-    if isinstance(map_location, (str, torch.device)) and str(
-            map_location) != 'cpu':
+    if (
+        isinstance(map_location, (str, torch.device))
+        and str(map_location) != 'cpu'
+    ):
         checkpoint = _to_device(checkpoint, map_location)
     return checkpoint
 
@@ -510,9 +556,11 @@ def load_from_http(filename: str, map_location: Any = None) -> dict:
     """mmengine's ``http(s)://`` scheme, with official-layout conversion."""
     checkpoint = _REMOTE_LOADERS['https://'](filename, map_location)
     if not isinstance(checkpoint, Mapping):
-        raise CheckpointError(f'{filename} holds a '
-                              f'{type(checkpoint).__name__}, not a '
-                              'checkpoint dict.')
+        raise CheckpointError(
+            f'{filename} holds a '
+            f'{type(checkpoint).__name__}, not a '
+            'checkpoint dict.'
+        )
     return _convert_if_official(checkpoint, filename.rsplit('/', 1)[-1])
 
 
@@ -521,7 +569,8 @@ def _to_device(checkpoint: Any, device: Any) -> Any:
         return checkpoint.to(device)
     if isinstance(checkpoint, Mapping):
         return type(checkpoint)(
-            (k, _to_device(v, device)) for k, v in checkpoint.items())
+            (k, _to_device(v, device)) for k, v in checkpoint.items()
+        )
     return checkpoint
 
 
@@ -533,9 +582,9 @@ _REMOTE_LOADERS = {
     if prefix and loader.__module__ == 'mmengine.runner.checkpoint'
 }
 CheckpointLoader.register_scheme('', load_from_local, force=True)
-CheckpointLoader.register_scheme(('http://', 'https://'),
-                                 load_from_http,
-                                 force=True)
+CheckpointLoader.register_scheme(
+    ('http://', 'https://'), load_from_http, force=True
+)
 
 
 class CheckpointMismatchError(RuntimeError):
@@ -562,8 +611,11 @@ def load_checkpoints_strictly(runner: Runner) -> None:
             return load(filename, **kwargs)
         except RuntimeError as error:
             # mmengine's message: a header line, then one line per problem.
-            problems = [line.strip().rstrip('.')
-                        for line in str(error).splitlines() if line.strip()]
+            problems = [
+                line.strip().rstrip('.')
+                for line in str(error).splitlines()
+                if line.strip()
+            ]
             detail = '; '.join(problems[1:] or problems)
             if len(detail) > 600:  # e.g. hundreds of unexpected keys
                 detail = detail[:600] + ' ...'

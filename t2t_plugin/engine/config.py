@@ -6,6 +6,7 @@
 message is one line. The command-line layer prints it; library code never
 does.
 """
+
 from pathlib import Path
 from typing import Optional, Union
 
@@ -16,8 +17,9 @@ class ConfigError(ValueError):
     """A config that cannot be loaded; the message is one line."""
 
 
-def load_config(config: Union[str, Path, Config],
-                cfg_options: Optional[dict] = None) -> Config:
+def load_config(
+    config: Union[str, Path, Config], cfg_options: Optional[dict] = None
+) -> Config:
     """A config from a file (or a copy of one), with options merged in.
 
     Args:
@@ -43,21 +45,25 @@ def load_config(config: Union[str, Path, Config],
         except Exception as error:
             raise ConfigError(_describe(config, error)) from None
     else:
-        raise ConfigError('A config must be a file path or a Config, got '
-                          f'{type(config).__name__}.')
+        raise ConfigError(
+            'A config must be a file path or a Config, got '
+            f'{type(config).__name__}.'
+        )
     if cfg_options:
         try:
             cfg.merge_from_dict(cfg_options)
         except (KeyError, TypeError, ValueError) as error:
-            raise ConfigError(f'Cannot apply the options {cfg_options} to '
-                              f'{config}: {error}') from None
+            raise ConfigError(
+                f'Cannot apply the options {cfg_options} to {config}: {error}'
+            ) from None
     return cfg
 
 
 def _describe(path: Union[str, Path], error: Exception) -> str:
     hint = ''
     if isinstance(error, ImportError) and any(
-            name in str(error) for name in ('mmdet', 'mmseg')):
+        name in str(error) for name in ('mmdet', 'mmseg')
+    ):
         hint = ' (make install-dense installs mmdet and mmseg)'
     if isinstance(error, SyntaxError):
         where = f'line {error.lineno}: ' if error.lineno else ''

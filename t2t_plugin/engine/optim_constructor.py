@@ -11,7 +11,8 @@ from torch import nn
 
 @OPTIM_WRAPPER_CONSTRUCTORS.register_module()
 class BackboneLayerDecayOptimWrapperConstructor(
-        LearningRateDecayOptimWrapperConstructor):
+    LearningRateDecayOptimWrapperConstructor
+):
     """Layer-wise learning-rate decay for detectors and segmentors.
 
     mmpretrain's ``LearningRateDecayOptimWrapperConstructor`` asks the model
@@ -32,12 +33,14 @@ class BackboneLayerDecayOptimWrapperConstructor(
     most decayed one. One line at build time states the range between.
     """
 
-    def add_params(self,
-                   params: list[dict],
-                   module: nn.Module,
-                   prefix: str = '',
-                   get_layer_depth: Optional[Callable] = None,
-                   **kwargs) -> None:
+    def add_params(
+        self,
+        params: list[dict],
+        module: nn.Module,
+        prefix: str = '',
+        get_layer_depth: Optional[Callable] = None,
+        **kwargs,
+    ) -> None:
         if get_layer_depth is None and not hasattr(module, 'get_layer_depth'):
             backbone = getattr(module, 'backbone', None)
             if not hasattr(backbone, 'get_layer_depth'):
@@ -46,11 +49,14 @@ class BackboneLayerDecayOptimWrapperConstructor(
                     f'get_layer_depth (e.g. T2TViT); {type(module).__name__}'
                     f' has {type(backbone).__name__}. Remove the '
                     '`constructor` from optim_wrapper or change the '
-                    'backbone.')
+                    'backbone.'
+                )
             get_layer_depth = functools.partial(
-                backbone.get_layer_depth, prefix='backbone.')
+                backbone.get_layer_depth, prefix='backbone.'
+            )
         super().add_params(
-            params, module, prefix, get_layer_depth=get_layer_depth, **kwargs)
+            params, module, prefix, get_layer_depth=get_layer_depth, **kwargs
+        )
         if prefix == '' and params:
             scales = [group['lr_scale'] for group in params]
             MMLogger.get_current_instance().info(
@@ -59,5 +65,6 @@ class BackboneLayerDecayOptimWrapperConstructor(
                 f'parameter groups train at base_lr x {min(scales):.3g} '
                 '(T2T module) up to '
                 f'base_lr x {max(scales):.3g} (neck, heads); the log shows '
-                'base_lr and, as lr, the first group\'s rate '
-                f'(x {params[0]["lr_scale"]:.3g}).')
+                "base_lr and, as lr, the first group's rate "
+                f'(x {params[0]["lr_scale"]:.3g}).'
+            )

@@ -52,24 +52,32 @@ class AutocastOptimWrapper(OptimWrapper):
             (``optimizer``, ``clip_grad``, ``accumulative_counts``).
     """
 
-    def __init__(self,
-                 dtype: Union[str, torch.dtype] = 'bfloat16',
-                 device_type: Union[str, None] = None,
-                 **kwargs) -> None:
+    def __init__(
+        self,
+        dtype: Union[str, torch.dtype] = 'bfloat16',
+        device_type: Union[str, None] = None,
+        **kwargs,
+    ) -> None:
         super().__init__(**kwargs)
-        self.cast_dtype = (getattr(torch, dtype)
-                           if isinstance(dtype, str) else dtype)
+        self.cast_dtype = (
+            getattr(torch, dtype) if isinstance(dtype, str) else dtype
+        )
         if not isinstance(self.cast_dtype, torch.dtype):
             raise TypeError(f'dtype must name a torch dtype, got {dtype!r}.')
         self.device_type = device_type or (
-            'cuda' if torch.cuda.is_available() else 'cpu')
-        if (self.device_type == 'cpu' and self.cast_dtype == torch.bfloat16
-                and cpu_has_fast_bf16() is False):
+            'cuda' if torch.cuda.is_available() else 'cpu'
+        )
+        if (
+            self.device_type == 'cpu'
+            and self.cast_dtype == torch.bfloat16
+            and cpu_has_fast_bf16() is False
+        ):
             MMLogger.get_current_instance().warning(
                 'bf16 autocast on a CPU without native bfloat16 (no '
                 'AVX512-BF16 or AMX): steps can be tens of times slower '
                 'than float32 (a small RetinaNet step: over 6 min against '
-                '7 s); train without --amp.')
+                '7 s); train without --amp.'
+            )
 
     @contextmanager
     def optim_context(self, model: nn.Module) -> Iterator[None]:
@@ -78,6 +86,10 @@ class AutocastOptimWrapper(OptimWrapper):
         Args:
             model (nn.Module): The model being trained.
         """
-        with super().optim_context(model), torch.autocast(
-                device_type=self.device_type, dtype=self.cast_dtype):
+        with (
+            super().optim_context(model),
+            torch.autocast(
+                device_type=self.device_type, dtype=self.cast_dtype
+            ),
+        ):
             yield

@@ -1,5 +1,6 @@
 """Inference with mmpretrain's Inferencer on this plugin's models, and
 tools/infer.py."""
+
 from pathlib import Path
 
 import numpy as np
@@ -39,50 +40,66 @@ def scores(model, image):
 
 def test_scores_equal_a_forward_pass_on_the_normalised_image(tmp_path):
     config, checkpoint, reference = write_tiny_model(
-        tmp_path, pipeline=[dict(type='PackInputs')])
+        tmp_path, pipeline=[dict(type='PackInputs')]
+    )
     image = write_image(tmp_path / 'cat.png', size=(32, 32))
     model = load_model(config, str(checkpoint))
     result = ImageClassificationInferencer(model)(str(image))[0]
 
     rgb = torch.from_numpy(np.asarray(Image.open(image))).float()
     normalised = ((rgb - torch.tensor(MEAN)) / torch.tensor(STD)).permute(
-        2, 0, 1)[None]
+        2, 0, 1
+    )[None]
     with torch.no_grad():
         expected = reference.eval()(normalised).softmax(-1)[0]
-    torch.testing.assert_close(torch.as_tensor(result['pred_scores']),
-                               expected, atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(
+        torch.as_tensor(result['pred_scores']), expected, atol=1e-5, rtol=1e-5
+    )
     best = int(expected.argmax())
     assert result['pred_label'] == best
     # the test dataset of the config names the classes
-    assert result['pred_class'] == ('airplane', 'automobile', 'bird', 'cat',
-                                    'deer', 'dog', 'frog', 'horse', 'ship',
-                                    'truck')[best]
+    assert (
+        result['pred_class']
+        == (
+            'airplane',
+            'automobile',
+            'bird',
+            'cat',
+            'deer',
+            'dog',
+            'frog',
+            'horse',
+            'ship',
+            'truck',
+        )[best]
+    )
 
 
 @pytest.mark.parametrize('token_layer', ['performer', 'transformer'])
 def test_files_and_arrays_of_all_kinds_give_the_same_scores(
-        tmp_path, token_layer):
-    config, checkpoint, _ = write_tiny_model(tmp_path,
-                                             token_layer=token_layer)
+    tmp_path, token_layer
+):
+    config, checkpoint, _ = write_tiny_model(tmp_path, token_layer=token_layer)
     image = write_image(tmp_path / 'photo.png')
     model = load_model(config, str(checkpoint))
     from_file = scores(model, str(image))
     bgr = np.asarray(Image.open(image).convert('RGB'))[..., ::-1].copy()
     torch.testing.assert_close(scores(model, bgr), from_file)
     # alpha is dropped, 16 bits are scaled to 8
-    alpha = np.full(bgr.shape[:2] + (1, ), 7, np.uint8)
+    alpha = np.full(bgr.shape[:2] + (1,), 7, np.uint8)
     torch.testing.assert_close(
-        scores(model, np.concatenate([bgr, alpha], -1)), from_file)
+        scores(model, np.concatenate([bgr, alpha], -1)), from_file
+    )
     deep = bgr.astype(np.uint16) * 257
     torch.testing.assert_close(scores(model, deep), from_file)
-    assert from_file.shape == (10, )
+    assert from_file.shape == (10,)
     assert from_file.sum().item() == pytest.approx(1.0, abs=1e-5)
 
 
 def test_16_bit_files_and_arrays_are_scaled_alike(tmp_path):
     config, checkpoint, _ = write_tiny_model(
-        tmp_path, pipeline=[dict(type='ConvertImage'),
-                            dict(type='PackInputs')])
+        tmp_path, pipeline=[dict(type='ConvertImage'), dict(type='PackInputs')]
+    )
     model = load_model(config, str(checkpoint))
     ramp = np.linspace(0, 65535, 32 * 32).reshape(32, 32).astype(np.uint16)
     deep = tmp_path / 'deep.png'
@@ -90,8 +107,9 @@ def test_16_bit_files_and_arrays_are_scaled_alike(tmp_path):
     assert Image.open(deep).mode.startswith('I')
     # as a PIL image handed over with np.asarray, and as a file
     from_pil = scores(model, np.asarray(Image.open(deep)))
-    torch.testing.assert_close(scores(model, str(deep)), from_pil,
-                               atol=2e-3, rtol=0)
+    torch.testing.assert_close(
+        scores(model, str(deep)), from_pil, atol=2e-3, rtol=0
+    )
     grey = ConvertImage(channels=1).convert(ramp)
     assert grey.dtype == np.uint8
     assert np.abs(grey - ramp / 257).max() <= 0.5
@@ -99,20 +117,23 @@ def test_16_bit_files_and_arrays_are_scaled_alike(tmp_path):
 
 def test_colour_images_reach_a_one_channel_model_as_grey(tmp_path):
     from mmcv import bgr2gray
+
     model = load_model(ROOT / 'configs/t2t-vit-mini_1xb64_digits.py')
     colour = write_image(tmp_path / 'digit.png', size=(8, 8))
     bgr = np.asarray(Image.open(colour))[..., ::-1].copy()
     grey = bgr2gray(bgr)
-    torch.testing.assert_close(scores(model, str(colour)),
-                               scores(model, grey))
+    torch.testing.assert_close(scores(model, str(colour)), scores(model, grey))
     torch.testing.assert_close(scores(model, bgr), scores(model, grey))
 
 
-@pytest.mark.parametrize('array,message', [
-    (np.zeros((0, 5, 3), np.uint8), 'The image is empty'),
-    (np.zeros((8, 8, 3), np.float32), 'must be uint8'),
-    (np.zeros((8, 8, 2), np.uint8), r'got shape \(8, 8, 2\)'),
-])
+@pytest.mark.parametrize(
+    'array,message',
+    [
+        (np.zeros((0, 5, 3), np.uint8), 'The image is empty'),
+        (np.zeros((8, 8, 3), np.float32), 'must be uint8'),
+        (np.zeros((8, 8, 2), np.uint8), r'got shape \(8, 8, 2\)'),
+    ],
+)
 def test_bad_arrays_are_one_clear_error(tmp_path, array, message):
     config, checkpoint, _ = write_tiny_model(tmp_path)
     model = load_model(config, str(checkpoint))
@@ -125,26 +146,30 @@ def test_1000_classes_are_named_after_imagenet(tmp_path):
     # a 1000-class model on a 10-class dataset config: ImageNet names win
     model = load_model(config, str(checkpoint))
     result = ImageClassificationInferencer(model)(
-        str(write_image(tmp_path / 'x.png')))[0]
+        str(write_image(tmp_path / 'x.png'))
+    )[0]
     assert result['pred_class'] == IMAGENET_CATEGORIES[result['pred_label']]
 
 
 def test_checkpoint_meta_names_the_classes(tmp_path):
     names = [f'digit {i}' for i in range(10)]
     config, checkpoint, _ = write_tiny_model(
-        tmp_path, extra=dict(dataset_meta=dict(classes=names)))
+        tmp_path, extra=dict(dataset_meta=dict(classes=names))
+    )
     model = load_model(config, str(checkpoint))
     assert model._dataset_meta['classes'] == names
 
 
 @pytest.mark.parametrize('torch_allow_list', [True, False])
-def test_mmengine_training_checkpoints_load(tmp_path, monkeypatch,
-                                            torch_allow_list):
+def test_mmengine_training_checkpoints_load(
+    tmp_path, monkeypatch, torch_allow_list
+):
     # False: the reader's own restricted unpickler, as on torch < 2.4
     if torch_allow_list and not compat.HAS_ADD_SAFE_GLOBALS:
         pytest.skip('torch < 2.4 has no add_safe_globals')
-    monkeypatch.setattr(checkpoint_module, 'HAS_ADD_SAFE_GLOBALS',
-                        torch_allow_list)
+    monkeypatch.setattr(
+        checkpoint_module, 'HAS_ADD_SAFE_GLOBALS', torch_allow_list
+    )
     config, slim, reference = write_tiny_model(tmp_path)
     # what mmengine's CheckpointHook writes beside the weights
     full = tmp_path / 'epoch_1.pth'
@@ -152,13 +177,15 @@ def test_mmengine_training_checkpoints_load(tmp_path, monkeypatch,
         dict(
             meta=dict(epoch=1, seed=np.int64(0)),
             state_dict=reference.state_dict(),
-            message_hub=dict(
-                log_scalars=dict(loss=HistoryBuffer([1.0], [1])))),
-        full)
+            message_hub=dict(log_scalars=dict(loss=HistoryBuffer([1.0], [1]))),
+        ),
+        full,
+    )
     model = load_model(config, str(full))
     weight = 'backbone.encoder.0.attn.qkv.weight'
-    torch.testing.assert_close(model.state_dict()[weight],
-                               reference.state_dict()[weight])
+    torch.testing.assert_close(
+        model.state_dict()[weight], reference.state_dict()[weight]
+    )
 
 
 class Foreign:
@@ -172,7 +199,7 @@ def test_checkpoints_with_other_objects_are_refused(tmp_path):
     with pytest.raises(CheckpointError) as error:
         read_checkpoint(bad)
     message = str(error.value)
-    assert 'Foreign' in message and "safe loader refuses" in message
+    assert 'Foreign' in message and 'safe loader refuses' in message
     assert 'not a complete PyTorch checkpoint' not in message
     assert '\n' not in message
 
@@ -184,12 +211,16 @@ def test_a_checkpoint_of_another_model_is_refused(tmp_path):
         load_model(config, str(other))
 
 
-@pytest.mark.parametrize('content,message', [
-    (torch.zeros(3), 'holds a Tensor, not a checkpoint dict'),
-    ({'state_dict': [torch.zeros(3)]}, "'state_dict' of .* is a list"),
-])
-def test_checkpoints_that_are_not_dicts_are_refused(tmp_path, content,
-                                                    message):
+@pytest.mark.parametrize(
+    'content,message',
+    [
+        (torch.zeros(3), 'holds a Tensor, not a checkpoint dict'),
+        ({'state_dict': [torch.zeros(3)]}, "'state_dict' of .* is a list"),
+    ],
+)
+def test_checkpoints_that_are_not_dicts_are_refused(
+    tmp_path, content, message
+):
     config, _, _ = write_tiny_model(tmp_path)
     bad = tmp_path / 'bad.pth'
     torch.save(content, bad)
@@ -201,19 +232,29 @@ def test_infer_tool_prints_ranked_classes(tmp_path, capsys):
     infer = load_tool('tools/infer.py')
     config, checkpoint, _ = write_tiny_model(tmp_path)
     image = write_image(tmp_path / 'photo.png')
-    assert infer.main([str(image), str(config), str(checkpoint), '--topk',
-                       '2']) == 0
+    assert (
+        infer.main([str(image), str(config), str(checkpoint), '--topk', '2'])
+        == 0
+    )
     lines = capsys.readouterr().out.strip().splitlines()
     assert lines[0] == f'{image}:'
     assert len(lines) == 3
     assert lines[1].lstrip().startswith('1.') and '(class ' in lines[1]
     # a folder: every image in it
     write_image(tmp_path / 'other.jpg', seed=1)
-    assert infer.main([str(tmp_path), str(config), str(checkpoint),
-                       '--topk', '1']) == 0
+    assert (
+        infer.main(
+            [str(tmp_path), str(config), str(checkpoint), '--topk', '1']
+        )
+        == 0
+    )
     lines = capsys.readouterr().out.strip().splitlines()
-    assert lines == [f'{tmp_path / "other.jpg"}:', lines[1],
-                     f'{image}:', lines[3]]
+    assert lines == [
+        f'{tmp_path / "other.jpg"}:',
+        lines[1],
+        f'{image}:',
+        lines[3],
+    ]
 
 
 def one_error_line(capsys):
@@ -252,13 +293,22 @@ def test_infer_tool_refuses_inputs_above_the_token_budget(tmp_path, capsys):
     infer = load_tool('tools/infer.py')
     # no resize in the pipeline: a 256x128 image is 16x8 tokens
     config, checkpoint, _ = write_tiny_model(
-        tmp_path, pipeline=[dict(type='PackInputs')])
+        tmp_path, pipeline=[dict(type='PackInputs')]
+    )
     image = write_image(tmp_path / 'wide.png', size=(256, 128))
-    assert infer.main([str(image), str(config), str(checkpoint),
-                       '--max-tokens', '100']) == 1
+    assert (
+        infer.main(
+            [str(image), str(config), str(checkpoint), '--max-tokens', '100']
+        )
+        == 1
+    )
     assert '128 tokens, above the budget of 100' in one_error_line(capsys)
-    assert infer.main([str(image), str(config), str(checkpoint),
-                       '--max-tokens', '128']) == 0
+    assert (
+        infer.main(
+            [str(image), str(config), str(checkpoint), '--max-tokens', '128']
+        )
+        == 0
+    )
 
 
 def test_infer_tool_flags_non_finite_scores(tmp_path, capsys):
@@ -276,10 +326,12 @@ def test_infer_tool_flags_non_finite_scores(tmp_path, capsys):
 
 def test_old_api_names_warn_and_point_to_their_replacements():
     import t2t_plugin.apis
+
     with pytest.warns(DeprecationWarning, match='moved to t2t_plugin.engine'):
         assert t2t_plugin.apis.load_checkpoint_file is read_checkpoint
     with pytest.warns(DeprecationWarning, match='mmpretrain.inference_model'):
         from mmpretrain import inference_model
+
         assert t2t_plugin.apis.inference_model is inference_model
     with pytest.raises(AttributeError, match='no_such_name'):
         t2t_plugin.apis.no_such_name  # noqa: B018
@@ -292,17 +344,19 @@ class _WritesAFile:
         self.path = str(path)
 
     def __reduce__(self):
-        return (Path.touch, (Path(self.path), ))
+        return (Path.touch, (Path(self.path),))
 
 
 @pytest.mark.parametrize('torch_allow_list', [True, False])
-def test_checkpoint_with_code_is_refused(tmp_path, monkeypatch,
-                                         torch_allow_list):
+def test_checkpoint_with_code_is_refused(
+    tmp_path, monkeypatch, torch_allow_list
+):
     # False: the reader's own restricted unpickler, as on torch < 2.4
     if torch_allow_list and not compat.HAS_ADD_SAFE_GLOBALS:
         pytest.skip('torch < 2.4 has no add_safe_globals')
-    monkeypatch.setattr(checkpoint_module, 'HAS_ADD_SAFE_GLOBALS',
-                        torch_allow_list)
+    monkeypatch.setattr(
+        checkpoint_module, 'HAS_ADD_SAFE_GLOBALS', torch_allow_list
+    )
     marker = tmp_path / 'ran'
     path = tmp_path / 'evil.pth'
     torch.save({'state_dict': {}, 'payload': _WritesAFile(marker)}, path)

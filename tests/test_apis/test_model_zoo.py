@@ -5,6 +5,7 @@ with the official key names (listed here from the release files, not taken
 from the converter). Every way of loading it must give the logits of the
 converter tool's output.
 """
+
 import os
 import pickle
 import subprocess
@@ -40,18 +41,29 @@ ENTRIES = {
 }
 
 # our layout -> the official module names
-PERFORMER = {'ln1': 'norm1', 'attn.kqv': 'kqv', 'attn.proj': 'proj',
-             'attn.random_matrix': 'w', 'ln2': 'norm2',
-             'ffn.layers.0.0': 'mlp.0', 'ffn.layers.1': 'mlp.2'}
-TIMM_BLOCK = {'ln1': 'norm1', 'attn.qkv': 'attn.qkv',
-              'attn.proj': 'attn.proj', 'ln2': 'norm2',
-              'ffn.layers.0.0': 'mlp.fc1', 'ffn.layers.1': 'mlp.fc2'}
+PERFORMER = {
+    'ln1': 'norm1',
+    'attn.kqv': 'kqv',
+    'attn.proj': 'proj',
+    'attn.random_matrix': 'w',
+    'ln2': 'norm2',
+    'ffn.layers.0.0': 'mlp.0',
+    'ffn.layers.1': 'mlp.2',
+}
+TIMM_BLOCK = {
+    'ln1': 'norm1',
+    'attn.qkv': 'attn.qkv',
+    'attn.proj': 'attn.proj',
+    'ln2': 'norm2',
+    'ffn.layers.0.0': 'mlp.fc1',
+    'ffn.layers.1': 'mlp.fc2',
+}
 
 
 def _rename(name, table):
     for ours, theirs in table.items():
         if name.startswith(ours + '.') or name == ours:
-            return theirs + name[len(ours):]
+            return theirs + name[len(ours) :]
     raise KeyError(name)
 
 
@@ -63,24 +75,23 @@ def official_keys(state_dict, token_layer):
         parts = key.split('.')
         if key.startswith('backbone.tokens_to_token.attention'):
             rest = '.'.join(parts[3:])
-            new = (f'tokens_to_token.{parts[2]}.'
-                   f'{_rename(rest, t2t_table)}')
+            new = f'tokens_to_token.{parts[2]}.{_rename(rest, t2t_table)}'
         elif key.startswith('backbone.encoder.'):
             rest = '.'.join(parts[3:])
             new = f'blocks.{parts[2]}.{_rename(rest, TIMM_BLOCK)}'
         elif key.startswith('head.layers.head.'):
             new = 'head.' + parts[-1]
         else:
-            new = key[len('backbone.'):]
+            new = key[len('backbone.') :]
         out['module.' + new] = value.clone()
     return out
 
 
-TINY = '''
+TINY = """
 _base_ = ['{root}/configs/t2t-vit-mini_1xb64_digits.py']
 model = dict(backbone=dict(arch=dict(token_layer='{token_layer}')))
 test_dataloader = dict(batch_size=64)
-'''
+"""
 
 
 def tiny_config(folder, token_layer):
@@ -118,8 +129,9 @@ def converted_model(cfg, release, tmp_path):
     """The reference: our model loaded with the converter tool's output."""
     slim = tmp_path / 'converted.pth'
     arch = cfg.model.backbone.arch
-    heads = [] if isinstance(arch, str) else ['--num-heads',
-                                              str(arch.num_heads)]
+    heads = (
+        [] if isinstance(arch, str) else ['--num-heads', str(arch.num_heads)]
+    )
     assert converter.main([str(release), str(slim)] + heads) == 0
     model = build(cfg).eval()
     model.load_state_dict(torch.load(slim)['state_dict'], strict=True)
@@ -135,13 +147,25 @@ def release(request, tmp_path):
     reference, slim = converted_model(cfg, path, tmp_path)
     images = torch.randint(0, 256, (4, 1, 8, 8)).float()
     with torch.no_grad():
-        expected = reference(reference.data_preprocessor(
-            dict(inputs=images))['inputs'])
+        expected = reference(
+            reference.data_preprocessor(dict(inputs=images))['inputs']
+        )
         assert torch.allclose(
-            expected, original(original.data_preprocessor(
-                dict(inputs=images))['inputs']), atol=1e-6)
-    return dict(config=config, cfg=cfg, path=path, slim=slim,
-                images=images, expected=expected, reference=reference)
+            expected,
+            original(
+                original.data_preprocessor(dict(inputs=images))['inputs']
+            ),
+            atol=1e-6,
+        )
+    return dict(
+        config=config,
+        cfg=cfg,
+        path=path,
+        slim=slim,
+        images=images,
+        expected=expected,
+        reference=reference,
+    )
 
 
 def logits(model, images):
@@ -151,28 +175,37 @@ def logits(model, images):
 
 def test_get_model_reads_official_releases(release):
     model = get_model(str(release['config']), pretrained=str(release['path']))
-    torch.testing.assert_close(logits(model, release['images']),
-                               release['expected'], atol=1e-5, rtol=0)
+    torch.testing.assert_close(
+        logits(model, release['images']),
+        release['expected'],
+        atol=1e-5,
+        rtol=0,
+    )
 
 
 def test_load_checkpoint_reads_official_releases(release):
     # the Runner's load_from and resume read through this function
     model = build(release['cfg']).eval()
     load_checkpoint(model, str(release['path']), strict=True)
-    torch.testing.assert_close(logits(model, release['images']),
-                               release['expected'], atol=1e-5, rtol=0)
+    torch.testing.assert_close(
+        logits(model, release['images']),
+        release['expected'],
+        atol=1e-5,
+        rtol=0,
+    )
 
 
 def test_pretrained_init_reads_official_releases(release):
     cfg = release['cfg']
     cfg.model.backbone.init_cfg = dict(
-        type='Pretrained', checkpoint=str(release['path']),
-        prefix='backbone.')
+        type='Pretrained', checkpoint=str(release['path']), prefix='backbone.'
+    )
     model = build(cfg)
     model.init_weights()
     model.eval()
     images = release['reference'].data_preprocessor(
-        dict(inputs=release['images']))['inputs']
+        dict(inputs=release['images'])
+    )['inputs']
     with torch.no_grad():
         got = model.extract_feat(images)[-1]
         want = release['reference'].extract_feat(images)[-1]
@@ -185,28 +218,42 @@ def test_test_tool_reads_official_releases(release, tmp_path, capsys):
     scores = {}
     for name in ('path', 'slim'):
         out = tmp_path / f'{name}.pkl'
-        sys.argv = ['test.py', str(release['config']), str(release[name]),
-                    '--work-dir', str(work), '--out', str(out)]
+        sys.argv = [
+            'test.py',
+            str(release['config']),
+            str(release[name]),
+            '--work-dir',
+            str(work),
+            '--out',
+            str(out),
+        ]
         assert test_tool.main() == 0
         with open(out, 'rb') as f:
             predictions = pickle.load(f)
         assert len(predictions) == 359  # the digits' val split
         scores[name] = torch.stack([p['pred_score'] for p in predictions])
-    torch.testing.assert_close(scores['path'], scores['slim'], atol=1e-5,
-                               rtol=0)
+    torch.testing.assert_close(
+        scores['path'], scores['slim'], atol=1e-5, rtol=0
+    )
 
 
 def test_index_lists_every_release():
     names = list_models(f'*{NAME_SUFFIX}')
-    expected = {f't2t-vit-{arch.replace("-384px", "")}_8xb64_in1k'
-                f'{"-384px" if arch.endswith("384px") else ""}{NAME_SUFFIX}'
-                for arch in ENTRIES}
+    expected = {
+        f't2t-vit-{arch.replace("-384px", "")}_8xb64_in1k'
+        f'{"-384px" if arch.endswith("384px") else ""}{NAME_SUFFIX}'
+        for arch in ENTRIES
+    }
     assert set(names) == expected
     from mmpretrain.apis import ModelHub
+
     for arch, asset in ENTRIES.items():
-        name = [n for n in names
-                if n.startswith(f't2t-vit-{arch.split("-384px")[0]}_')
-                and ('384px' in n) == arch.endswith('384px')]
+        name = [
+            n
+            for n in names
+            if n.startswith(f't2t-vit-{arch.split("-384px")[0]}_')
+            and ('384px' in n) == arch.endswith('384px')
+        ]
         assert len(name) == 1, arch
         entry = ModelHub.get(name[0])
         assert entry.weights == RELEASES + asset
@@ -217,6 +264,7 @@ def test_index_lists_every_release():
 def test_no_name_clashes_with_mmpretrain():
     import mmpretrain
     from modelindex.load_model_index import load
+
     index = Path(mmpretrain.__file__).parent / '.mim' / 'model-index.yml'
     upstream = load(str(index))
     upstream.build_models_with_collections()
@@ -230,6 +278,7 @@ def test_no_name_clashes_with_mmpretrain():
 @pytest.mark.parametrize('name', sorted(ENTRIES))
 def test_each_entry_config_builds(name):
     from mmpretrain.apis import ModelHub
+
     arch = name.split('-384px')[0]
     suffix = '-384px' if name.endswith('384px') else ''
     entry = ModelHub.get(f't2t-vit-{arch}_8xb64_in1k{suffix}{NAME_SUFFIX}')
@@ -242,14 +291,17 @@ def test_index_weights_through_url_mapping(tmp_path):
     """get_model(name, pretrained=True) with the URL mapped to a file."""
     name = f't2t-vit-7_8xb64_in1k{NAME_SUFFIX}'
     from mmpretrain.apis import ModelHub
+
     cfg = ModelHub.get(name).config
     write_release(cfg, 'performer', tmp_path / ENTRIES['7'])
     reference, _ = converted_model(cfg, tmp_path / ENTRIES['7'], tmp_path)
-    model = get_model(name, pretrained=True,
-                      url_mapping=(RELEASES, f'{tmp_path}/'))
+    model = get_model(
+        name, pretrained=True, url_mapping=(RELEASES, f'{tmp_path}/')
+    )
     images = torch.randint(0, 256, (1, 3, 224, 224)).float()
-    torch.testing.assert_close(logits(model, images),
-                               logits(reference, images), atol=1e-5, rtol=0)
+    torch.testing.assert_close(
+        logits(model, images), logits(reference, images), atol=1e-5, rtol=0
+    )
     assert len(model._dataset_meta['classes']) == 1000
 
 
@@ -258,14 +310,19 @@ def test_dense_pretrained_init_reads_official_releases(tmp_path):
     pytest.importorskip('mmdet.models')
     from mmdet.registry import MODELS as DET_MODELS
     from mmengine.registry import DefaultScope
+
     classifier_cfg = ModelHubConfig('t-14')
     path = tmp_path / ENTRIES['t-14']
     write_release(classifier_cfg, 'transformer', path)
     reference, _ = converted_model(classifier_cfg, path, tmp_path)
     backbone_cfg = dict(
-        type='mmpretrain.T2TViT', arch='t-14', out_type='featmap',
-        init_cfg=dict(type='Pretrained', checkpoint=str(path),
-                      prefix='backbone.'))
+        type='mmpretrain.T2TViT',
+        arch='t-14',
+        out_type='featmap',
+        init_cfg=dict(
+            type='Pretrained', checkpoint=str(path), prefix='backbone.'
+        ),
+    )
     with DefaultScope.overwrite_default_scope('mmdet'):
         backbone = DET_MODELS.build(backbone_cfg)
     backbone.init_weights()
@@ -274,8 +331,11 @@ def test_dense_pretrained_init_reads_official_releases(tmp_path):
         torch.testing.assert_close(ours[key], value, atol=0, rtol=0)
     # the configs name the release itself
     # (the configs for your own data start from scratch or a path you give)
-    configs = sorted(p for p in (ROOT / 'configs').glob('[ds]e[tg]/*.py')
-                     if 'custom' not in p.name)
+    configs = sorted(
+        p
+        for p in (ROOT / 'configs').glob('[ds]e[tg]/*.py')
+        if 'custom' not in p.name
+    )
     assert len(configs) == 6
     for config in configs:
         arch = 't-14' if 'vit-t-14' in config.name else '14'
@@ -285,6 +345,7 @@ def test_dense_pretrained_init_reads_official_releases(tmp_path):
 
 def ModelHubConfig(arch):  # noqa: N802
     from mmpretrain.apis import ModelHub
+
     return ModelHub.get(f't2t-vit-{arch}_8xb64_in1k{NAME_SUFFIX}').config
 
 
@@ -298,27 +359,51 @@ def run_tool(path, *args):
 def test_mmpretrain_analysis_tools_read_test_predictions(tmp_path):
     """mmpretrain's analyze_results.py / confusion_matrix.py on our --out."""
     import mmpretrain
+
     tools = Path(mmpretrain.__file__).parent / '.mim' / 'tools'
     config = tiny_config(tmp_path, 'performer')
     checkpoint = tmp_path / 'weights.pth'
     cfg = Config.fromfile(str(config))
-    torch.save(dict(state_dict=random_classifier(cfg).state_dict()),
-               checkpoint)
+    torch.save(
+        dict(state_dict=random_classifier(cfg).state_dict()), checkpoint
+    )
     out = tmp_path / 'pred.pkl'
-    assert run_tool(ROOT / 'tools/test.py', config, checkpoint, '--out', out,
-                    '--work-dir', tmp_path / 'work') == 0
+    assert (
+        run_tool(
+            ROOT / 'tools/test.py',
+            config,
+            checkpoint,
+            '--out',
+            out,
+            '--work-dir',
+            tmp_path / 'work',
+        )
+        == 0
+    )
     with open(out, 'rb') as f:
         predictions = pickle.load(f)
     labels = torch.tensor([int(p['gt_label']) for p in predictions])
     guesses = torch.stack([p['pred_label'] for p in predictions]).flatten()
-    run_tool(tools / 'analysis_tools/confusion_matrix.py', config, out,
-             '--out', tmp_path / 'cm.pkl')
+    run_tool(
+        tools / 'analysis_tools/confusion_matrix.py',
+        config,
+        out,
+        '--out',
+        tmp_path / 'cm.pkl',
+    )
     with open(tmp_path / 'cm.pkl', 'rb') as f:
         matrix = pickle.load(f)
     assert int(matrix.sum()) == len(predictions)
     assert int(matrix.diag().sum()) == int((labels == guesses).sum())
-    run_tool(tools / 'analysis_tools/analyze_results.py', config, out,
-             '--out-dir', tmp_path / 'analysis', '--topk', 2)
+    run_tool(
+        tools / 'analysis_tools/analyze_results.py',
+        config,
+        out,
+        '--out-dir',
+        tmp_path / 'analysis',
+        '--topk',
+        2,
+    )
     drawn = list((tmp_path / 'analysis').rglob('*.png'))
     assert 0 < len(drawn) <= 4
 
@@ -329,30 +414,65 @@ def test_wheel_ships_configs_and_tools(tmp_path):
     clone = tmp_path / 'clone'
     subprocess.run(['git', 'clone', '-q', str(ROOT), str(clone)], check=True)
     subprocess.run(
-        [sys.executable, '-m', 'pip', 'wheel', '--no-deps',
-         '--no-build-isolation', '-q', '-w', str(tmp_path / 'dist'),
-         str(clone)], check=True, timeout=300)
-    wheel, = (tmp_path / 'dist').glob('*.whl')
+        [
+            sys.executable,
+            '-m',
+            'pip',
+            'wheel',
+            '--no-deps',
+            '--no-build-isolation',
+            '-q',
+            '-w',
+            str(tmp_path / 'dist'),
+            str(clone),
+        ],
+        check=True,
+        timeout=300,
+    )
+    (wheel,) = (tmp_path / 'dist').glob('*.whl')
     import zipfile
+
     names = zipfile.ZipFile(wheel).namelist()
-    for path in ('t2t_plugin/.mim/model-index.yml',
-                 't2t_plugin/.mim/configs/metafile.yml',
-                 't2t_plugin/.mim/configs/t2t-vit-t-14_8xb64_in1k.py',
-                 't2t_plugin/.mim/tools/train.py',
-                 't2t_plugin/.mim/tools/test.py'):
+    for path in (
+        't2t_plugin/.mim/model-index.yml',
+        't2t_plugin/.mim/configs/metafile.yml',
+        't2t_plugin/.mim/configs/t2t-vit-t-14_8xb64_in1k.py',
+        't2t_plugin/.mim/tools/train.py',
+        't2t_plugin/.mim/tools/test.py',
+    ):
         assert path in names
     site = tmp_path / 'site'
     subprocess.run(
-        [sys.executable, '-m', 'pip', 'install', '-q', '--no-deps',
-         '--target', str(site), str(wheel)], check=True, timeout=300)
-    code = ('import t2t_plugin, mmpretrain; '
-            "m = mmpretrain.get_model('t2t-vit-t-14_8xb64_in1k_t2tp'); "
-            'print(t2t_plugin.__file__); print(m._config.filename)')
+        [
+            sys.executable,
+            '-m',
+            'pip',
+            'install',
+            '-q',
+            '--no-deps',
+            '--target',
+            str(site),
+            str(wheel),
+        ],
+        check=True,
+        timeout=300,
+    )
+    code = (
+        'import t2t_plugin, mmpretrain; '
+        "m = mmpretrain.get_model('t2t-vit-t-14_8xb64_in1k_t2tp'); "
+        'print(t2t_plugin.__file__); print(m._config.filename)'
+    )
     done = subprocess.run(
-        [sys.executable, '-c', code], cwd=tmp_path, capture_output=True,
-        text=True, env=dict(os.environ, PYTHONPATH=str(site)), timeout=300)
+        [sys.executable, '-c', code],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        env=dict(os.environ, PYTHONPATH=str(site)),
+        timeout=300,
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     module, config = done.stdout.strip().splitlines()[-2:]
     assert module.startswith(str(site))
-    assert config == str(site / 't2t_plugin/.mim/configs/'
-                         't2t-vit-t-14_8xb64_in1k.py')
+    assert config == str(
+        site / 't2t_plugin/.mim/configs/t2t-vit-t-14_8xb64_in1k.py'
+    )

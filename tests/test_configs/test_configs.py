@@ -1,5 +1,6 @@
 """Every config builds a working model; the ImageNet configs carry the
 official recipe (optimizer, schedule values, augmentations, hooks)."""
+
 import copy
 import math
 from pathlib import Path
@@ -37,7 +38,8 @@ TINY_ARCH = dict(
     embed_dims=32,
     num_layers=2,
     num_heads=2,
-    feedforward_channels=64)
+    feedforward_channels=64,
+)
 
 
 def load(name: str) -> Config:
@@ -47,9 +49,12 @@ def load(name: str) -> Config:
 def test_all_variants_have_configs():
     names = {path.stem for path in CONFIGS}
     assert set(RECIPE) <= names
-    assert {'t2t-vit-mini_1xb64_digits', 't2t-vit-7_1xb128_cifar10-32px',
-            't2t-vit-14_in1k-pre_1xb64_cifar10-224px',
-            't2t-vit-14_in1k-pre_1xb64_cifar100-224px'} <= names
+    assert {
+        't2t-vit-mini_1xb64_digits',
+        't2t-vit-7_1xb128_cifar10-32px',
+        't2t-vit-14_in1k-pre_1xb64_cifar10-224px',
+        't2t-vit-14_in1k-pre_1xb64_cifar100-224px',
+    } <= names
 
 
 @pytest.mark.parametrize('path', CONFIGS, ids=lambda p: p.stem)
@@ -57,7 +62,8 @@ def test_config_builds_model_and_runs_forward(path):
     cfg = Config.fromfile(path)
     assert cfg.default_scope == 'mmpretrain'
     assert cfg.custom_imports == dict(
-        imports=['t2t_plugin'], allow_failed_imports=False)
+        imports=['t2t_plugin'], allow_failed_imports=False
+    )
     num_classes = cfg.model.head.num_classes
     assert cfg.data_preprocessor.num_classes == num_classes
 
@@ -79,12 +85,15 @@ def test_config_builds_model_and_runs_forward(path):
 def simulate_lr(cfg: Config, epoch_length: int) -> list:
     """lr of each training iteration, from the config's own schedulers."""
     optim_wrapper = build_optim_wrapper(
-        torch.nn.Linear(2, 2), dict(optimizer=cfg.optim_wrapper.optimizer))
+        torch.nn.Linear(2, 2), dict(optimizer=cfg.optim_wrapper.optimizer)
+    )
     schedulers = [
         PARAM_SCHEDULERS.build(
             copy.deepcopy(s),
             default_args=dict(
-                optimizer=optim_wrapper, epoch_length=epoch_length))
+                optimizer=optim_wrapper, epoch_length=epoch_length
+            ),
+        )
         for s in cfg.param_scheduler
     ]
     lrs = []
@@ -108,8 +117,11 @@ def test_imagenet_schedule(name):
     assert optimizer.type == 'AdamW'
     assert optimizer.lr == lr and optimizer.weight_decay == weight_decay
     assert cfg.train_cfg.max_epochs == 310
-    assert cfg.auto_scale_lr.base_batch_size == 512 == (
-        8 * cfg.train_dataloader.batch_size)
+    assert (
+        cfg.auto_scale_lr.base_batch_size
+        == 512
+        == (8 * cfg.train_dataloader.batch_size)
+    )
 
     epoch_length = 4
     lrs = simulate_lr(cfg, epoch_length)
@@ -127,8 +139,9 @@ def test_imagenet_schedule(name):
     # Cosine from lr (epoch 10) to 1e-5 (epoch 300), per iteration.
     for epoch in (10, 57.25, 155, 250.5):
         t = (epoch - 10) * epoch_length
-        expected = 1e-5 + (lr - 1e-5) * (
-            1 + math.cos(math.pi * t / cosine_iters)) / 2
+        expected = (
+            1e-5 + (lr - 1e-5) * (1 + math.cos(math.pi * t / cosine_iters)) / 2
+        )
         assert at(epoch) == pytest.approx(expected, rel=1e-9)
     assert at(155) == pytest.approx((lr + 1e-5) / 2, rel=1e-9)
     # Cool-down: 10 epochs at 1e-5.
@@ -147,15 +160,17 @@ def test_imagenet_no_decay_groups(name):
     optim_wrapper = build_optim_wrapper(model, cfg.optim_wrapper)
     decay_of = {
         id(p): group['weight_decay']
-        for group in optim_wrapper.param_groups for p in group['params']
+        for group in optim_wrapper.param_groups
+        for p in group['params']
     }
     weight_decay = RECIPE[name][1]
     for param_name, param in model.named_parameters():
         # timm's rule for the official recipe: no decay on 1-d parameters
         # (norms, biases) and on the model's no_weight_decay() (cls_token).
         no_decay = param.ndim <= 1 or param_name.endswith('cls_token')
-        assert decay_of[id(param)] == (0. if no_decay else weight_decay), \
+        assert decay_of[id(param)] == (0.0 if no_decay else weight_decay), (
             param_name
+        )
     assert 'pos_embed' not in dict(model.named_parameters())
 
 
@@ -184,18 +199,33 @@ def paper_pipelines(size: int):
     bgr_mean, bgr_std = IMAGENET_MEAN[::-1], IMAGENET_STD[::-1]
     train = [
         dict(type='LoadImageFromFile'),
-        dict(type='RandomResizedCrop', scale=size, backend='pillow',
-             interpolation='bicubic'),
+        dict(
+            type='RandomResizedCrop',
+            scale=size,
+            backend='pillow',
+            interpolation='bicubic',
+        ),
         dict(type='RandomFlip', prob=0.5, direction='horizontal'),
         # rand-m9-mstd0.5-inc1
-        dict(type='RandAugment', policies='timm_increasing', num_policies=2,
-             total_level=10, magnitude_level=9, magnitude_std=0.5,
-             hparams=dict(pad_val=[104, 116, 124],
-                          interpolation='bicubic')),
+        dict(
+            type='RandAugment',
+            policies='timm_increasing',
+            num_policies=2,
+            total_level=10,
+            magnitude_level=9,
+            magnitude_std=0.5,
+            hparams=dict(pad_val=[104, 116, 124], interpolation='bicubic'),
+        ),
         # --reprob 0.25 --remode pixel
-        dict(type='RandomErasing', erase_prob=0.25, mode='rand',
-             min_area_ratio=0.02, max_area_ratio=1 / 3,
-             fill_color=bgr_mean, fill_std=bgr_std),
+        dict(
+            type='RandomErasing',
+            erase_prob=0.25,
+            mode='rand',
+            min_area_ratio=0.02,
+            max_area_ratio=1 / 3,
+            fill_color=bgr_mean,
+            fill_std=bgr_std,
+        ),
         dict(type='PackInputs'),
     ]
     # crop_pct 0.9 at 224 (short side 248), 1.0 at 384
@@ -204,8 +234,13 @@ def paper_pipelines(size: int):
         dict(type='LoadImageFromFile'),
         # ours: arrays of any depth and channels, as the inferencer passes
         dict(type='ConvertImage'),
-        dict(type='ResizeEdge', scale=resize, edge='short',
-             backend='pillow', interpolation='bicubic'),
+        dict(
+            type='ResizeEdge',
+            scale=resize,
+            edge='short',
+            backend='pillow',
+            interpolation='bicubic',
+        ),
         dict(type='CenterCrop', crop_size=size),
         dict(type='PackInputs'),
     ]
@@ -221,13 +256,19 @@ def test_imagenet_pipelines_are_the_papers(name):
     for loader in (cfg.val_dataloader, cfg.test_dataloader):
         assert plain(loader.dataset.pipeline) == test_pipeline
     assert plain(cfg.data_preprocessor) == dict(
-        num_classes=1000, mean=IMAGENET_MEAN, std=IMAGENET_STD, to_rgb=True)
-    for loader, split in ((cfg.train_dataloader, 'train'),
-                          (cfg.val_dataloader, 'val'),
-                          (cfg.test_dataloader, 'val')):
+        num_classes=1000, mean=IMAGENET_MEAN, std=IMAGENET_STD, to_rgb=True
+    )
+    for loader, split in (
+        (cfg.train_dataloader, 'train'),
+        (cfg.val_dataloader, 'val'),
+        (cfg.test_dataloader, 'val'),
+    ):
         dataset = loader.dataset
         assert (dataset.type, dataset.data_root, dataset.split) == (
-            'ImageNet', 'data/imagenet', split)
+            'ImageNet',
+            'data/imagenet',
+            split,
+        )
         assert loader.batch_size == 64
     assert cfg.train_dataloader.sampler.shuffle
     assert not cfg.val_dataloader.sampler.shuffle
@@ -239,11 +280,18 @@ def test_imagenet_dataset_file_matches_mmpretrains():
     ``ConvertImage`` step of its test pipeline; upstream is read here by
     path, independently of that inheritance."""
     import mmpretrain
+
     upstream = Config.fromfile(
-        Path(mmpretrain.__file__).parent / '.mim' / 'configs' / '_base_' /
-        'datasets' / 'imagenet_bs64_t2t_224.py')
-    ours = Config.fromfile(CONFIG_DIR / '_base_' / 'datasets' /
-                           'imagenet_bs64_t2t_224.py')
+        Path(mmpretrain.__file__).parent
+        / '.mim'
+        / 'configs'
+        / '_base_'
+        / 'datasets'
+        / 'imagenet_bs64_t2t_224.py'
+    )
+    ours = Config.fromfile(
+        CONFIG_DIR / '_base_' / 'datasets' / 'imagenet_bs64_t2t_224.py'
+    )
     worker_keys = ('num_workers', 'persistent_workers', 'pin_memory')
     convert = dict(type='ConvertImage')
 
@@ -255,51 +303,74 @@ def test_imagenet_dataset_file_matches_mmpretrains():
         return {k: v for k, v in loader.items() if k not in worker_keys}
 
     for key in ('train_dataloader', 'val_dataloader', 'test_dataloader'):
-        assert (without_convert(plain(ours[key])) == without_convert(
-            plain(upstream[key]))), key
+        assert without_convert(plain(ours[key])) == without_convert(
+            plain(upstream[key])
+        ), key
     assert plain(ours.test_pipeline) == (
-        plain(upstream.test_pipeline)[:1] + [convert] +
-        plain(upstream.test_pipeline)[1:])
-    for key in ('data_preprocessor', 'train_pipeline', 'val_evaluator',
-                'test_evaluator'):
+        plain(upstream.test_pipeline)[:1]
+        + [convert]
+        + plain(upstream.test_pipeline)[1:]
+    )
+    for key in (
+        'data_preprocessor',
+        'train_pipeline',
+        'val_evaluator',
+        'test_evaluator',
+    ):
         assert plain(ours[key]) == plain(upstream[key]), key
 
 
 # Embed dims of each arch, from the paper's table.
 EMBED_DIMS = {
-    '7': 256, '10': 256, '12': 256, '14': 384, '19': 448, '24': 512,
-    't-14': 384, 't-19': 448, 't-24': 512
+    '7': 256,
+    '10': 256,
+    '12': 256,
+    '14': 384,
+    '19': 448,
+    '24': 512,
+    't-14': 384,
+    't-19': 448,
+    't-24': 512,
 }
 
 
 @pytest.mark.parametrize('name', sorted(RECIPE))
 def test_imagenet_model(name):
-    arch = name[len('t2t-vit-'):].split('_')[0]
+    arch = name[len('t2t-vit-') :].split('_')[0]
     size = 384 if name.endswith('384px') else 224
     assert plain(load(name).model) == dict(
         type='ImageClassifier',
-        backbone=dict(type='T2TViT', arch=arch, img_size=size,
-                      drop_path_rate=0.1),
+        backbone=dict(
+            type='T2TViT', arch=arch, img_size=size, drop_path_rate=0.1
+        ),
         neck=None,
-        head=dict(type='T2TClsHead', num_classes=1000,
-                  in_channels=EMBED_DIMS[arch],
-                  loss=dict(type='LabelSmoothLoss', label_smooth_val=0.1,
-                            mode='original'),
-                  topk=(1, 5)),
-        train_cfg=dict(augments=[
-            dict(type='Mixup', alpha=0.8),
-            dict(type='CutMix', alpha=1.0)
-        ]))
+        head=dict(
+            type='T2TClsHead',
+            num_classes=1000,
+            in_channels=EMBED_DIMS[arch],
+            loss=dict(
+                type='LabelSmoothLoss', label_smooth_val=0.1, mode='original'
+            ),
+            topk=(1, 5),
+        ),
+        train_cfg=dict(
+            augments=[
+                dict(type='Mixup', alpha=0.8),
+                dict(type='CutMix', alpha=1.0),
+            ]
+        ),
+    )
 
 
 @pytest.mark.parametrize('name', sorted(RECIPE))
 def test_imagenet_evaluation_and_hooks(name):
     cfg = load(name)
     assert plain(cfg.val_evaluator) == dict(type='Accuracy', topk=(1, 5))
-    (ema, ) = [h for h in cfg.custom_hooks if h.type == 'EMAHook']
+    (ema,) = [h for h in cfg.custom_hooks if h.type == 'EMAHook']
     assert ema.momentum == pytest.approx(1 - 0.99996)
     assert cfg.default_hooks.checkpoint.backend_args == dict(
-        backend='atomic_local')
+        backend='atomic_local'
+    )
     assert cfg.default_hooks.curves.type == 'TrainingCurvesHook'
     if name.endswith('384px'):
         assert cfg.load_from.endswith('t2t-vit-14_8xb64_in1k/epoch_310.pth')
@@ -309,13 +380,13 @@ def test_ema_momentum_convention():
     # mmengine's momentum weighs the new value: 4e-5 is timm's decay
     # 0.99996.
     model = torch.nn.Linear(1, 1, bias=False)
-    torch.nn.init.constant_(model.weight, 1.)
+    torch.nn.init.constant_(model.weight, 1.0)
     ema = ExponentialMovingAverage(model, momentum=4e-5)
-    torch.nn.init.constant_(model.weight, 2.)
+    torch.nn.init.constant_(model.weight, 2.0)
     ema.update_parameters(model)  # the first call only copies
-    torch.nn.init.constant_(model.weight, 3.)
+    torch.nn.init.constant_(model.weight, 3.0)
     ema.update_parameters(model)
-    expected = 0.99996 * 2. + (1 - 0.99996) * 3.
+    expected = 0.99996 * 2.0 + (1 - 0.99996) * 3.0
     assert ema.module.weight.item() == pytest.approx(expected, rel=1e-7)
 
 
@@ -339,7 +410,8 @@ def test_cifar_transfer_recipe(classes):
     optim_wrapper = build_optim_wrapper(model, cfg.optim_wrapper)
     lr_of = {
         id(p): (group['lr'], group['weight_decay'], group['momentum'])
-        for group in optim_wrapper.param_groups for p in group['params']
+        for group in optim_wrapper.param_groups
+        for p in group['params']
     }
     for name, param in model.named_parameters():
         lr = 0.05 if name.startswith('head.') else 0.05 * 0.01
@@ -347,8 +419,9 @@ def test_cifar_transfer_recipe(classes):
 
     lrs = simulate_lr(cfg, epoch_length=1)
     for epoch in (0, 13, 30, 59):
-        expected = 2e-4 + (0.05 - 2e-4) * (
-            1 + math.cos(math.pi * epoch / 60)) / 2
+        expected = (
+            2e-4 + (0.05 - 2e-4) * (1 + math.cos(math.pi * epoch / 60)) / 2
+        )
         assert lrs[epoch] == pytest.approx(expected, rel=1e-9)
 
 
@@ -383,11 +456,19 @@ def test_imagenet_recipe_trains_a_step():
     rng = torch.Generator().manual_seed(0)
     samples = []
     for label in (3, 7):
-        img = torch.randint(0, 256, (300, 260, 3), generator=rng,
-                            dtype=torch.uint8).numpy()
+        img = torch.randint(
+            0, 256, (300, 260, 3), generator=rng, dtype=torch.uint8
+        ).numpy()
         samples.append(
-            pipeline(dict(img=img, img_shape=img.shape[:2],
-                          ori_shape=img.shape[:2], gt_label=label)))
+            pipeline(
+                dict(
+                    img=img,
+                    img_shape=img.shape[:2],
+                    ori_shape=img.shape[:2],
+                    gt_label=label,
+                )
+            )
+        )
     assert tuple(samples[0]['inputs'].shape) == (3, 224, 224)
 
     model_cfg = copy.deepcopy(cfg.model)
@@ -396,9 +477,12 @@ def test_imagenet_recipe_trains_a_step():
     model_cfg.data_preprocessor = cfg.data_preprocessor
     model = MODELS.build(model_cfg)
     data = model.data_preprocessor(
-        dict(inputs=[s['inputs'] for s in samples],
-             data_samples=[s['data_samples'] for s in samples]),
-        training=True)
+        dict(
+            inputs=[s['inputs'] for s in samples],
+            data_samples=[s['data_samples'] for s in samples],
+        ),
+        training=True,
+    )
     scores = torch.stack([s.gt_score for s in data['data_samples']])
     # Mixed one-hot labels: two classes share each row.
     assert scores.shape == (2, 1000)
@@ -407,8 +491,11 @@ def test_imagenet_recipe_trains_a_step():
 
     optim_wrapper = build_optim_wrapper(model, cfg.optim_wrapper)
     losses = model.train_step(
-        dict(inputs=[s['inputs'] for s in samples],
-             data_samples=[s['data_samples'] for s in samples]),
-        optim_wrapper)
+        dict(
+            inputs=[s['inputs'] for s in samples],
+            data_samples=[s['data_samples'] for s in samples],
+        ),
+        optim_wrapper,
+    )
     # Label smoothing 0.1 over 1000 classes keeps the loss near ln(1000).
-    assert 5. < losses['loss'].item() < 9.
+    assert 5.0 < losses['loss'].item() < 9.0

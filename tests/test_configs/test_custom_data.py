@@ -4,6 +4,7 @@ an image folder for classification, COCO-format detection data and label
 PNGs for segmentation. Each trains a few iterations, evaluates, prints its
 metric and draws predictions with --show-dir.
 """
+
 import importlib
 import json
 import os
@@ -17,10 +18,12 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 CLS_CONFIG = ROOT / 'configs' / 't2t-vit-7_1xb64_custom-64px.py'
-DET_CONFIG = (ROOT / 'configs' / 'det' /
-              'retinanet_t2t-vit-7_fpn_24e_custom-coco.py')
-SEG_CONFIG = (ROOT / 'configs' / 'seg' /
-              'upernet_t2t-vit-7_1xb4-4k_custom-256x256.py')
+DET_CONFIG = (
+    ROOT / 'configs' / 'det' / 'retinanet_t2t-vit-7_fpn_24e_custom-coco.py'
+)
+SEG_CONFIG = (
+    ROOT / 'configs' / 'seg' / 'upernet_t2t-vit-7_1xb4-4k_custom-256x256.py'
+)
 
 
 def require(toolbox: str) -> None:
@@ -34,16 +37,18 @@ def require(toolbox: str) -> None:
 def run_tool(tool: str, *args: str) -> subprocess.CompletedProcess:
     result = subprocess.run(
         [sys.executable, str(ROOT / 'tools' / tool), *args],
-        capture_output=True, text=True, timeout=600,
-        env=dict(os.environ, OMP_NUM_THREADS='1', PYTHONWARNINGS='ignore'))
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env=dict(os.environ, OMP_NUM_THREADS='1', PYTHONWARNINGS='ignore'),
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     return result
 
 
 def logged_metric(output: str, name: str) -> float:
     """The last value of ``name`` in mmengine's log or test.py's lines."""
-    values = re.findall(rf'{re.escape(name)}: (-?[\d.]+(?:e[-+]\d+)?)',
-                        output)
+    values = re.findall(rf'{re.escape(name)}: (-?[\d.]+(?:e[-+]\d+)?)', output)
     assert values, f'{name} not in the output'
     return float(values[-1])
 
@@ -54,14 +59,16 @@ def loader_options(root: Path, *loaders: str) -> list:
     for loader in loaders:
         options += [
             f'{loader}.dataset.data_root={root}',
-            f'{loader}.num_workers=0', f'{loader}.persistent_workers=False'
+            f'{loader}.num_workers=0',
+            f'{loader}.persistent_workers=False',
         ]
     return options
 
 
 def drawn_images(folder: Path) -> list:
-    return sorted(p.name for p in folder.rglob('*') if p.suffix in (
-        '.png', '.jpg'))
+    return sorted(
+        p.name for p in folder.rglob('*') if p.suffix in ('.png', '.jpg')
+    )
 
 
 # -------------------------------------------------------- classification --
@@ -71,6 +78,7 @@ def write_image_folder(root: Path, per_class: int = 2) -> int:
     """Three class folders per split; grey and colour images of sizes
     that the soft splits cannot tile until they are resized."""
     import mmcv
+
     rng = np.random.default_rng(0)
     for split in ('train', 'val'):
         for label, name in enumerate(('circle', 'square', 'stripes')):
@@ -79,8 +87,11 @@ def write_image_folder(root: Path, per_class: int = 2) -> int:
             for index in range(per_class):
                 height, width = rng.integers(40, 100, 2)
                 grey = np.full((height, width), 40 + 80 * label, np.uint8)
-                image = grey if index % 2 == 0 else np.stack(
-                    [grey, 255 - grey, grey], axis=-1)
+                image = (
+                    grey
+                    if index % 2 == 0
+                    else np.stack([grey, 255 - grey, grey], axis=-1)
+                )
                 # unique names: mmpretrain's --show-dir files are named
                 # after the image alone, whatever its folder
                 mmcv.imwrite(image, str(folder / f'{name}{index}.png'))
@@ -90,26 +101,51 @@ def write_image_folder(root: Path, per_class: int = 2) -> int:
 def test_classification_on_an_image_folder(tmp_path):
     num_val = write_image_folder(tmp_path / 'data')
     work_dir = tmp_path / 'work'
-    options = loader_options(tmp_path / 'data', 'train_dataloader',
-                             'val_dataloader', 'test_dataloader') + [
-        'train_cfg.max_epochs=1', 'train_cfg.val_interval=1',
-        'train_dataloader.batch_size=3'
+    options = loader_options(
+        tmp_path / 'data',
+        'train_dataloader',
+        'val_dataloader',
+        'test_dataloader',
+    ) + [
+        'train_cfg.max_epochs=1',
+        'train_cfg.val_interval=1',
+        'train_dataloader.batch_size=3',
     ]
-    train = run_tool('train.py', str(CLS_CONFIG), '--work-dir',
-                     str(work_dir), '--cfg-options', *options)
+    train = run_tool(
+        'train.py',
+        str(CLS_CONFIG),
+        '--work-dir',
+        str(work_dir),
+        '--cfg-options',
+        *options,
+    )
     accuracy = logged_metric(train.stdout + train.stderr, 'accuracy/top1')
     # a share of the validation images: every one of them was scored
     correct = accuracy / 100 * num_val
     assert correct == pytest.approx(round(correct), abs=1e-3)
 
-    test = run_tool('test.py', str(CLS_CONFIG), str(work_dir / 'epoch_1.pth'),
-                    '--work-dir', str(work_dir), '--show-dir', 'vis',
-                    '--interval', '2', '--cfg-options', *options)
+    test = run_tool(
+        'test.py',
+        str(CLS_CONFIG),
+        str(work_dir / 'epoch_1.pth'),
+        '--work-dir',
+        str(work_dir),
+        '--show-dir',
+        'vis',
+        '--interval',
+        '2',
+        '--cfg-options',
+        *options,
+    )
     assert logged_metric(test.stdout, 'accuracy/top1') == pytest.approx(
-        accuracy, abs=1e-3)
+        accuracy, abs=1e-3
+    )
     # images 0, 2 and 4 of six, in folder order
     assert drawn_images(work_dir / 'vis') == [
-        'circle0.png_0.png', 'square0.png_0.png', 'stripes0.png_0.png']
+        'circle0.png_0.png',
+        'square0.png_0.png',
+        'stripes0.png_0.png',
+    ]
 
 
 # ------------------------------------------------------------- detection --
@@ -118,6 +154,7 @@ def test_classification_on_an_image_folder(tmp_path):
 def write_coco(root: Path, num_images: int = 2, size: int = 96) -> None:
     """A bright 'cat' box and a dark 'dog' box on noise, in COCO format."""
     import mmcv
+
     rng = np.random.default_rng(0)
     (root / 'images').mkdir(parents=True)
     (root / 'annotations').mkdir()
@@ -127,19 +164,34 @@ def write_coco(root: Path, num_images: int = 2, size: int = 96) -> None:
         for index in range(num_images):
             image = rng.integers(90, 160, (size, size, 3), dtype=np.uint8)
             for category, (x, y, w, h), value in (
-                    (1, (8, 10, 36, 30), 250), (2, (50, 48, 38, 40), 5)):
-                image[y:y + h, x:x + w] = value
+                (1, (8, 10, 36, 30), 250),
+                (2, (50, 48, 38, 40), 5),
+            ):
+                image[y : y + h, x : x + w] = value
                 annotations.append(
-                    dict(id=len(annotations) + 1, image_id=index,
-                         category_id=category, bbox=[x, y, w, h],
-                         area=w * h, iscrowd=0))
+                    dict(
+                        id=len(annotations) + 1,
+                        image_id=index,
+                        category_id=category,
+                        bbox=[x, y, w, h],
+                        area=w * h,
+                        iscrowd=0,
+                    )
+                )
             name = f'{split}_{index}.jpg'
             mmcv.imwrite(image, str(root / 'images' / name))
             images.append(
-                dict(id=index, file_name=name, height=size, width=size))
+                dict(id=index, file_name=name, height=size, width=size)
+            )
         (root / 'annotations' / f'{split}.json').write_text(
-            json.dumps(dict(images=images, annotations=annotations,
-                            categories=categories)))
+            json.dumps(
+                dict(
+                    images=images,
+                    annotations=annotations,
+                    categories=categories,
+                )
+            )
+        )
 
 
 def test_detection_on_coco_format_data(tmp_path):
@@ -147,8 +199,9 @@ def test_detection_on_coco_format_data(tmp_path):
     root = tmp_path / 'data'
     write_coco(root)
     work_dir = tmp_path / 'work'
-    options = loader_options(root, 'train_dataloader', 'val_dataloader',
-                             'test_dataloader') + [
+    options = loader_options(
+        root, 'train_dataloader', 'val_dataloader', 'test_dataloader'
+    ) + [
         f'val_evaluator.ann_file={root}/annotations/val.json',
         f'test_evaluator.ann_file={root}/annotations/val.json',
         'model.backbone.init_cfg=None',
@@ -158,20 +211,36 @@ def test_detection_on_coco_format_data(tmp_path):
         'test_dataloader.dataset.pipeline.1.scale=(128,128)',
         # two iterations: a warm-up to match, and no score threshold, as
         # the scores of an untrained head are all near its 0.01 prior
-        'train_cfg.max_epochs=1', 'param_scheduler.0.end=2',
-        'model.test_cfg.score_thr=0.0', 'train_dataloader.batch_size=1'
+        'train_cfg.max_epochs=1',
+        'param_scheduler.0.end=2',
+        'model.test_cfg.score_thr=0.0',
+        'train_dataloader.batch_size=1',
     ]
-    train = run_tool('train.py', str(DET_CONFIG), '--work-dir',
-                     str(work_dir), '--cfg-options', *options)
+    train = run_tool(
+        'train.py',
+        str(DET_CONFIG),
+        '--work-dir',
+        str(work_dir),
+        '--cfg-options',
+        *options,
+    )
     log = train.stdout + train.stderr
     assert 0 <= logged_metric(log, 'coco/bbox_mAP') <= 1
     # the layer-decay range of T2T-ViT-7 (9 depths) and the base lr
     assert 'base_lr x 0.1 (T2T module) up to base_lr x 1' in log
     assert logged_metric(log, 'base_lr') == pytest.approx(1e-4)
 
-    test = run_tool('test.py', str(DET_CONFIG), str(work_dir / 'epoch_1.pth'),
-                    '--work-dir', str(work_dir), '--show-dir', 'vis',
-                    '--cfg-options', *options)
+    test = run_tool(
+        'test.py',
+        str(DET_CONFIG),
+        str(work_dir / 'epoch_1.pth'),
+        '--work-dir',
+        str(work_dir),
+        '--show-dir',
+        'vis',
+        '--cfg-options',
+        *options,
+    )
     assert 0 <= logged_metric(test.stdout, 'coco/bbox_mAP') <= 1
     # every test image, straight in <work_dir>/vis
     assert drawn_images(work_dir / 'vis') == ['val_0.jpg', 'val_1.jpg']
@@ -183,6 +252,7 @@ def test_detection_on_coco_format_data(tmp_path):
 def write_label_pngs(root: Path, num_images: int = 3) -> None:
     """Images and label PNGs of three classes (pixel value = class)."""
     import mmcv
+
     rng = np.random.default_rng(0)
     for split in ('train', 'val'):
         (root / 'images' / split).mkdir(parents=True)
@@ -191,11 +261,13 @@ def write_label_pngs(root: Path, num_images: int = 3) -> None:
             label = np.zeros((64, 96), np.uint8)
             label[32:, :48] = 1
             label[:20, 48:] = 2
-            image = np.stack([label * 90 + rng.integers(0, 40, label.shape)]
-                             * 3, axis=-1).astype(np.uint8)
+            image = np.stack(
+                [label * 90 + rng.integers(0, 40, label.shape)] * 3, axis=-1
+            ).astype(np.uint8)
             mmcv.imwrite(image, str(root / 'images' / split / f'{index}.jpg'))
-            mmcv.imwrite(label,
-                         str(root / 'annotations' / split / f'{index}.png'))
+            mmcv.imwrite(
+                label, str(root / 'annotations' / split / f'{index}.png')
+            )
 
 
 def test_segmentation_on_label_pngs(tmp_path):
@@ -203,24 +275,44 @@ def test_segmentation_on_label_pngs(tmp_path):
     root = tmp_path / 'data'
     write_label_pngs(root)
     work_dir = tmp_path / 'work'
-    options = loader_options(root, 'train_dataloader', 'val_dataloader',
-                             'test_dataloader') + [
+    options = loader_options(
+        root, 'train_dataloader', 'val_dataloader', 'test_dataloader'
+    ) + [
         'model.backbone.init_cfg=None',
         'model.data_preprocessor.size=(64,64)',
         'train_dataloader.dataset.pipeline.2.scale=(128,64)',
         'train_dataloader.dataset.pipeline.3.crop_size=(64,64)',
-        'train_cfg.max_iters=2', 'train_cfg.val_interval=2',
-        'param_scheduler.0.end=1', 'param_scheduler.1.begin=1',
-        'param_scheduler.1.end=2', 'train_dataloader.batch_size=2'
+        'train_cfg.max_iters=2',
+        'train_cfg.val_interval=2',
+        'param_scheduler.0.end=1',
+        'param_scheduler.1.begin=1',
+        'param_scheduler.1.end=2',
+        'train_dataloader.batch_size=2',
     ]
-    train = run_tool('train.py', str(SEG_CONFIG), '--work-dir',
-                     str(work_dir), '--cfg-options', *options)
+    train = run_tool(
+        'train.py',
+        str(SEG_CONFIG),
+        '--work-dir',
+        str(work_dir),
+        '--cfg-options',
+        *options,
+    )
     miou = logged_metric(train.stdout + train.stderr, 'mIoU')
     assert 0 <= miou <= 100
 
-    test = run_tool('test.py', str(SEG_CONFIG), str(work_dir / 'iter_2.pth'),
-                    '--work-dir', str(work_dir), '--show-dir', 'vis',
-                    '--interval', '2', '--cfg-options', *options)
+    test = run_tool(
+        'test.py',
+        str(SEG_CONFIG),
+        str(work_dir / 'iter_2.pth'),
+        '--work-dir',
+        str(work_dir),
+        '--show-dir',
+        'vis',
+        '--interval',
+        '2',
+        '--cfg-options',
+        *options,
+    )
     assert logged_metric(test.stdout, 'mIoU') == pytest.approx(miou, abs=0.01)
     # mmseg draws batches N, 2N, ... (1-based): the second of three images
     drawn = drawn_images(work_dir / 'vis' / 'vis_data' / 'vis_image')

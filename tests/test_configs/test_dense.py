@@ -5,6 +5,7 @@ images and annotations for RetinaNet / Mask R-CNN, ADE20K-layout images and
 label maps for UPerNet. ``make test`` installs both toolboxes (``make
 install-dense``); without them these tests are skipped.
 """
+
 import importlib
 import json
 import os
@@ -28,10 +29,12 @@ pytestmark = pytest.mark.dense
 
 # The COCO and ADE20K configs; tests/test_configs/test_custom_data.py runs
 # the ones for your own data.
-DET_CONFIGS = sorted(p for p in (CONFIGS / 'det').glob('*.py')
-                     if 'custom' not in p.name)
-SEG_CONFIGS = sorted(p for p in (CONFIGS / 'seg').glob('*.py')
-                     if 'custom' not in p.name)
+DET_CONFIGS = sorted(
+    p for p in (CONFIGS / 'det').glob('*.py') if 'custom' not in p.name
+)
+SEG_CONFIGS = sorted(
+    p for p in (CONFIGS / 'seg').glob('*.py') if 'custom' not in p.name
+)
 
 # A two-layer T2T-ViT with narrow T2T maps keeps every step around a second.
 TINY_ARCH = dict(
@@ -39,7 +42,8 @@ TINY_ARCH = dict(
     embed_dims=64,
     num_layers=2,
     num_heads=2,
-    feedforward_channels=128)
+    feedforward_channels=128,
+)
 TOKEN_DIMS = 16
 
 
@@ -50,8 +54,10 @@ def toolbox(name: str):
         importlib.import_module(f'{name}.models')
         utils = importlib.import_module(f'{name}.utils')
     except Exception as error:  # mmcv without compiled ops raises many kinds
-        pytest.skip(f'{name} is not importable ({type(error).__name__}: '
-                    f'{error}); `make install-dense` installs it.')
+        pytest.skip(
+            f'{name} is not importable ({type(error).__name__}: '
+            f'{error}); `make install-dense` installs it.'
+        )
     utils.register_all_modules(init_default_scope=False)
     return package
 
@@ -81,10 +87,13 @@ def load_config(path: Path, tiny: bool) -> Config:
         token_layer = 'performer' if backbone.arch == '14' else 'transformer'
         backbone.arch = dict(TINY_ARCH, token_layer=token_layer)
         backbone.t2t_cfg = dict(token_dims=TOKEN_DIMS)
-        backbone.drop_path_rate = 0.
+        backbone.drop_path_rate = 0.0
         backbone.init_cfg = None
-        neck = cfg.model.neck[0] if isinstance(cfg.model.neck,
-                                               list) else cfg.model.neck
+        neck = (
+            cfg.model.neck[0]
+            if isinstance(cfg.model.neck, list)
+            else cfg.model.neck
+        )
         neck.in_channels = (TOKEN_DIMS, TOKEN_DIMS, TINY_ARCH['embed_dims'])
     return cfg
 
@@ -96,11 +105,14 @@ def build_model(cfg: Config, scope: str):
 
 
 def backbone_grads_are_nonzero(model) -> bool:
-    grads = [(name, param.grad)
-             for name, param in model.backbone.named_parameters()
-             if name.startswith('tokens_to_token.')]
+    grads = [
+        (name, param.grad)
+        for name, param in model.backbone.named_parameters()
+        if name.startswith('tokens_to_token.')
+    ]
     return bool(grads) and all(
-        grad is not None and grad.abs().sum() > 0 for _, grad in grads)
+        grad is not None and grad.abs().sum() > 0 for _, grad in grads
+    )
 
 
 # --------------------------------------------------------------- configs --
@@ -120,7 +132,8 @@ def test_configs_are_all_here():
 
 
 @pytest.mark.parametrize(
-    'path', DET_CONFIGS + SEG_CONFIGS, ids=lambda path: path.stem)
+    'path', DET_CONFIGS + SEG_CONFIGS, ids=lambda path: path.stem
+)
 def test_config_builds_with_the_real_backbone(path):
     scope = 'mmdet' if path.parent.name == 'det' else 'mmseg'
     toolbox(scope)
@@ -132,8 +145,9 @@ def test_config_builds_with_the_real_backbone(path):
     assert backbone_cfg.init_cfg.prefix == 'backbone.'
     model = build_model(cfg, scope)
 
-    expected_layer = 'transformer' if 't2t-vit-t-14' in path.name else (
-        'performer')
+    expected_layer = (
+        'transformer' if 't2t-vit-t-14' in path.name else ('performer')
+    )
     assert isinstance(model.backbone, T2TViT)
     assert model.backbone.tokens_to_token.token_layer == expected_layer
     assert model.backbone.num_layers == 14
@@ -149,17 +163,22 @@ def test_config_builds_with_the_real_backbone(path):
         ]
         assert {f.shape[1] for f in feats} == {256}
     else:
-        assert [tuple(f.shape) for f in feats] == [(1, 96, 16, 24),
-                                                   (1, 192, 8, 12),
-                                                   (1, 384, 4, 6),
-                                                   (1, 768, 2, 3)]
+        assert [tuple(f.shape) for f in feats] == [
+            (1, 96, 16, 24),
+            (1, 192, 8, 12),
+            (1, 384, 4, 6),
+            (1, 768, 2, 3),
+        ]
 
 
 @pytest.mark.parametrize(
-    'path', [CONFIGS / 'det' / 'retinanet_t2t-vit-t-14_fpn_1x_coco.py',
-             CONFIGS / 'seg' /
-             'upernet_t2t-vit-t-14_8xb2-160k_ade20k-512x512.py'],
-    ids=lambda path: path.stem)
+    'path',
+    [
+        CONFIGS / 'det' / 'retinanet_t2t-vit-t-14_fpn_1x_coco.py',
+        CONFIGS / 'seg' / 'upernet_t2t-vit-t-14_8xb2-160k_ade20k-512x512.py',
+    ],
+    ids=lambda path: path.stem,
+)
 def test_layer_wise_lr_decay_matches_get_layer_depth(path):
     """The configs' optimizer follows the backbone's layer depths."""
     scope = 'mmdet' if path.parent.name == 'det' else 'mmseg'
@@ -175,11 +194,15 @@ def test_layer_wise_lr_decay_matches_get_layer_depth(path):
         for group in optim_wrapper.optimizer.param_groups
         for param in group['params']
     }
-    norm_types = (torch.nn.LayerNorm, torch.nn.GroupNorm,
-                  torch.nn.modules.batchnorm._BatchNorm)
+    norm_types = (
+        torch.nn.LayerNorm,
+        torch.nn.GroupNorm,
+        torch.nn.modules.batchnorm._BatchNorm,
+    )
     norm_params = {
         id(param)
-        for module in model.modules() if isinstance(module, norm_types)
+        for module in model.modules()
+        if isinstance(module, norm_types)
         for param in module.parameters(recurse=False)
     }
     for name, param in model.named_parameters():
@@ -187,15 +210,16 @@ def test_layer_wise_lr_decay_matches_get_layer_depth(path):
         if name.startswith('backbone.encoder.'):
             # encoder layer i of 14 sits at depth i + 1 of 16
             layer = int(name.split('.')[2])
-            expected_lr = base_lr * rate**(14 - layer)
-        elif name.startswith(('backbone.tokens_to_token.',
-                              'backbone.cls_token')):
+            expected_lr = base_lr * rate ** (14 - layer)
+        elif name.startswith(
+            ('backbone.tokens_to_token.', 'backbone.cls_token')
+        ):
             expected_lr = base_lr * rate**15
         else:
             expected_lr = base_lr
         assert group['lr'] == pytest.approx(expected_lr, rel=1e-9), name
         no_decay = id(param) in norm_params or name == 'backbone.cls_token'
-        expected_wd = 0. if no_decay else base_wd
+        expected_wd = 0.0 if no_decay else base_wd
         assert group['weight_decay'] == pytest.approx(expected_wd), name
     t2t_lr = groups[id(model.backbone.tokens_to_token.project.weight)]['lr']
     assert t2t_lr == pytest.approx(base_lr * 0.75**15)
@@ -207,6 +231,7 @@ def test_layer_wise_lr_decay_matches_get_layer_depth(path):
 def write_coco(root: Path, num_images: int = 2, size: int = 128) -> None:
     """Images with two objects each and their COCO-format annotations."""
     import mmcv
+
     rng = np.random.default_rng(0)
     (root / 'images').mkdir(parents=True)
     images, annotations = [], []
@@ -214,24 +239,36 @@ def write_coco(root: Path, num_images: int = 2, size: int = 128) -> None:
         image = rng.integers(0, 255, (size, size, 3), dtype=np.uint8)
         mmcv.imwrite(image, str(root / 'images' / f'{index}.jpg'))
         images.append(
-            dict(id=index, file_name=f'{index}.jpg', height=size,
-                 width=size))
-        for category, (x, y, w, h) in ((1, (10, 12, 50, 40)),
-                                       (3, (60, 50, 48, 64))):
+            dict(id=index, file_name=f'{index}.jpg', height=size, width=size)
+        )
+        for category, (x, y, w, h) in (
+            (1, (10, 12, 50, 40)),
+            (3, (60, 50, 48, 64)),
+        ):
             polygon = [x, y, x + w, y, x + w, y + h, x, y + h]
             annotations.append(
-                dict(id=len(annotations) + 1, image_id=index,
-                     category_id=category, bbox=[x, y, w, h], area=w * h,
-                     segmentation=[polygon], iscrowd=0))
+                dict(
+                    id=len(annotations) + 1,
+                    image_id=index,
+                    category_id=category,
+                    bbox=[x, y, w, h],
+                    area=w * h,
+                    segmentation=[polygon],
+                    iscrowd=0,
+                )
+            )
     categories = [dict(id=1, name='person'), dict(id=3, name='car')]
     (root / 'train.json').write_text(
-        json.dumps(dict(images=images, annotations=annotations,
-                        categories=categories)))
+        json.dumps(
+            dict(images=images, annotations=annotations, categories=categories)
+        )
+    )
 
 
 def write_ade(root: Path, num_images: int = 2) -> None:
     """Images and label maps in ADE20K's layout (labels 0..150, 0 ignored)."""
     import mmcv
+
     rng = np.random.default_rng(0)
     (root / 'images' / 'training').mkdir(parents=True)
     (root / 'annotations' / 'training').mkdir(parents=True)
@@ -242,8 +279,9 @@ def write_ade(root: Path, num_images: int = 2) -> None:
         label[32:, :48] = 17
         label[32:, 48:] = 150
         mmcv.imwrite(image, str(root / 'images' / 'training' / f'{index}.jpg'))
-        mmcv.imwrite(label,
-                     str(root / 'annotations' / 'training' / f'{index}.png'))
+        mmcv.imwrite(
+            label, str(root / 'annotations' / 'training' / f'{index}.png')
+        )
 
 
 def first_batch(cfg: Config, scope: str):
@@ -267,23 +305,28 @@ def train_step(model, cfg: Config, batch, record_property) -> dict:
     return {name: float(value) for name, value in log_vars.items()}
 
 
-@pytest.mark.parametrize('name', [
-    'retinanet_t2t-vit-t-14_fpn_1x_coco.py',
-    'mask-rcnn_t2t-vit-t-14_fpn_1x_coco.py',
-])
+@pytest.mark.parametrize(
+    'name',
+    [
+        'retinanet_t2t-vit-t-14_fpn_1x_coco.py',
+        'mask-rcnn_t2t-vit-t-14_fpn_1x_coco.py',
+    ],
+)
 def test_detector_trains_on_coco_format_data(name, tmp_path, record_property):
     toolbox('mmdet')
     write_coco(tmp_path)
     cfg = load_config(CONFIGS / 'det' / name, tiny=True)
     dataset = cfg.train_dataloader.dataset
     dataset.update(
-        data_root=str(tmp_path), ann_file='train.json',
-        data_prefix=dict(img='images/'))
+        data_root=str(tmp_path),
+        ann_file='train.json',
+        data_prefix=dict(img='images/'),
+    )
     for transform in dataset.pipeline:
         if transform.type == 'Resize':
             transform.scale = (128, 128)
         if transform.type == 'RandomFlip':
-            transform.prob = 0.
+            transform.prob = 0.0
     if 'mask-rcnn' in name:
         # 64 instead of 512 sampled RoIs per image: the box head's two
         # 1024-wide layers dominate a CPU step otherwise.
@@ -296,19 +339,30 @@ def test_detector_trains_on_coco_format_data(name, tmp_path, record_property):
 
     log_vars = train_step(model, cfg, batch, record_property)
 
-    expected = {'loss_cls', 'loss_bbox'} if 'retinanet' in name else {
-        'loss_rpn_cls', 'loss_rpn_bbox', 'loss_cls', 'loss_bbox', 'loss_mask'
-    }
+    expected = (
+        {'loss_cls', 'loss_bbox'}
+        if 'retinanet' in name
+        else {
+            'loss_rpn_cls',
+            'loss_rpn_bbox',
+            'loss_cls',
+            'loss_bbox',
+            'loss_mask',
+        }
+    )
     assert expected <= set(log_vars)
     assert all(np.isfinite(value) for value in log_vars.values())
     assert log_vars['loss'] > 0
     assert backbone_grads_are_nonzero(model)
 
 
-@pytest.mark.parametrize('name', [
-    'upernet_t2t-vit-t-14_8xb2-160k_ade20k-512x512.py',
-    'upernet_t2t-vit-14_8xb2-160k_ade20k-512x512.py',
-])
+@pytest.mark.parametrize(
+    'name',
+    [
+        'upernet_t2t-vit-t-14_8xb2-160k_ade20k-512x512.py',
+        'upernet_t2t-vit-14_8xb2-160k_ade20k-512x512.py',
+    ],
+)
 def test_segmentor_trains_on_ade_layout_data(name, tmp_path, record_property):
     toolbox('mmseg')
     write_ade(tmp_path)
@@ -339,16 +393,18 @@ def test_segmentor_tests_whole_images_of_any_size():
     """Whole-image inference pads to a multiple of 32 and crops back."""
     toolbox('mmseg')
     from mmseg.structures import SegDataSample
+
     cfg = load_config(
         CONFIGS / 'seg' / 'upernet_t2t-vit-t-14_8xb2-160k_ade20k-512x512.py',
-        tiny=True)
+        tiny=True,
+    )
     model = build_model(cfg, 'mmseg').eval()
     image = torch.randint(0, 255, (3, 50, 75), dtype=torch.uint8)
-    sample = SegDataSample(metainfo=dict(ori_shape=(50, 75),
-                                         img_shape=(50, 75)))
+    sample = SegDataSample(
+        metainfo=dict(ori_shape=(50, 75), img_shape=(50, 75))
+    )
     with torch.no_grad():
-        results = model.test_step(dict(inputs=[image],
-                                       data_samples=[sample]))
+        results = model.test_step(dict(inputs=[image], data_samples=[sample]))
     assert tuple(results[0].pred_sem_seg.data.shape) == (1, 50, 75)
 
 
@@ -388,18 +444,30 @@ def test_train_tool_runs_a_detection_config(tmp_path):
     config = tmp_path / 'retinanet_tiny.py'
     config.write_text(
         TINY_RETINANET.format(
-            base=str(CONFIGS / 'det' /
-                     'retinanet_t2t-vit-t-14_fpn_1x_coco.py'),
+            base=str(
+                CONFIGS / 'det' / 'retinanet_t2t-vit-t-14_fpn_1x_coco.py'
+            ),
             arch=TINY_ARCH,
             token_dims=TOKEN_DIMS,
             embed_dims=TINY_ARCH['embed_dims'],
-            root=str(tmp_path / 'coco')))
+            root=str(tmp_path / 'coco'),
+        )
+    )
     work_dir = tmp_path / 'work'
     result = subprocess.run(
-        [sys.executable, str(CONFIGS.parent / 'tools' / 'train.py'),
-         str(config), '--work-dir', str(work_dir), '--no-validate'],
-        capture_output=True, text=True, timeout=300,
-        env=dict(os.environ, OMP_NUM_THREADS='1'))
+        [
+            sys.executable,
+            str(CONFIGS.parent / 'tools' / 'train.py'),
+            str(config),
+            '--work-dir',
+            str(work_dir),
+            '--no-validate',
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=dict(os.environ, OMP_NUM_THREADS='1'),
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     assert (work_dir / 'epoch_1.pth').is_file()
     assert (work_dir / 'curves.png').stat().st_size > 0
@@ -423,14 +491,20 @@ def test_classification_checkpoint_loads_into_the_detector(tmp_path):
             backbone=dict(
                 type='T2TViT',
                 arch=TINY_ARCH,
-                t2t_cfg=dict(token_dims=TOKEN_DIMS)),
+                t2t_cfg=dict(token_dims=TOKEN_DIMS),
+            ),
             head=dict(
-                type='T2TClsHead', num_classes=10,
-                in_channels=TINY_ARCH['embed_dims'])))
+                type='T2TClsHead',
+                num_classes=10,
+                in_channels=TINY_ARCH['embed_dims'],
+            ),
+        )
+    )
     classifier.init_weights()
     checkpoint = tmp_path / 't2t-vit-tiny_in1k.pth'
-    torch.save(dict(state_dict=classifier.state_dict(), meta=dict()),
-               checkpoint)
+    torch.save(
+        dict(state_dict=classifier.state_dict(), meta=dict()), checkpoint
+    )
 
     path = CONFIGS / 'det' / 'mask-rcnn_t2t-vit-t-14_fpn_1x_coco.py'
     cfg = load_config(path, tiny=True)
@@ -440,8 +514,7 @@ def test_classification_checkpoint_loads_into_the_detector(tmp_path):
     detector = build_model(cfg, 'mmdet')
 
     # Strict: the prefix-stripped checkpoint is exactly the backbone.
-    backbone_state = _load_checkpoint_with_prefix('backbone.',
-                                                  str(checkpoint))
+    backbone_state = _load_checkpoint_with_prefix('backbone.', str(checkpoint))
     detector.backbone.load_state_dict(backbone_state, strict=True)
 
     torch.manual_seed(1)
@@ -457,10 +530,13 @@ def test_classification_checkpoint_loads_into_the_detector(tmp_path):
 def test_missing_coco_points_to_the_dense_readme_section(tmp_path):
     toolbox('mmdet')
     from t2t_plugin.cli import find_missing_inputs
+
     cfg = Config.fromfile(
-        str(CONFIGS / 'det' / 'retinanet_t2t-vit-t-14_fpn_1x_coco.py'))
+        str(CONFIGS / 'det' / 'retinanet_t2t-vit-t-14_fpn_1x_coco.py')
+    )
     cfg.train_dataloader.dataset.data_root = str(tmp_path / 'nowhere') + '/'
     messages = find_missing_inputs(cfg, dataloaders=['train_dataloader'])
-    assert messages[0].startswith('Dataset not found: expected '
-                                  f'{tmp_path}/nowhere/')
+    assert messages[0].startswith(
+        f'Dataset not found: expected {tmp_path}/nowhere/'
+    )
     assert all('(see docs/dense_prediction.md)' in m for m in messages)

@@ -1,5 +1,6 @@
 """Datasets: the digits demo split and CIFAR from local pickle files;
 missing inputs are reported as one line each."""
+
 import pickle
 from pathlib import Path
 
@@ -23,8 +24,10 @@ def test_digits_split_is_fixed_and_complete():
 
     digits = load_digits()
     # Find each sample among the originals by its pixels and label.
-    originals = {(digits.images[i].tobytes(), int(digits.target[i])): i
-                 for i in range(len(digits.images))}
+    originals = {
+        (digits.images[i].tobytes(), int(digits.target[i])): i
+        for i in range(len(digits.images))
+    }
     seen = []
     for dataset in (train, val):
         for i in range(len(dataset)):
@@ -36,12 +39,16 @@ def test_digits_split_is_fixed_and_complete():
     assert sorted(seen) == list(range(1797))
 
     again = DATASETS.build(dict(type='DigitsDataset', split='val'))
-    assert [again.get_data_info(i)['gt_label'] for i in range(len(val))] == \
-        [val.get_data_info(i)['gt_label'] for i in range(len(val))]
+    assert [again.get_data_info(i)['gt_label'] for i in range(len(val))] == [
+        val.get_data_info(i)['gt_label'] for i in range(len(val))
+    ]
     other = DATASETS.build(dict(type='DigitsDataset', split='val', seed=1))
     assert not all(
-        np.array_equal(other.get_data_info(i)['img'],
-                       val.get_data_info(i)['img']) for i in range(len(val)))
+        np.array_equal(
+            other.get_data_info(i)['img'], val.get_data_info(i)['img']
+        )
+        for i in range(len(val))
+    )
 
 
 def test_digits_through_the_pipeline():
@@ -49,11 +56,15 @@ def test_digits_through_the_pipeline():
         dict(
             type='DigitsDataset',
             split='val',
-            pipeline=[dict(type='PackInputs')]))
+            pipeline=[dict(type='PackInputs')],
+        )
+    )
     sample = dataset[0]
     assert tuple(sample['inputs'].shape) == (1, 8, 8)
-    assert sample['data_samples'].gt_label.item() == \
-        dataset.get_data_info(0)['gt_label']
+    assert (
+        sample['data_samples'].gt_label.item()
+        == dataset.get_data_info(0)['gt_label']
+    )
 
 
 def test_digits_rejects_unknown_split():
@@ -61,8 +72,9 @@ def test_digits_rejects_unknown_split():
         DATASETS.build(dict(type='DigitsDataset', split='test'))
 
 
-def write_batch(path: Path, images: np.ndarray, label_key: str,
-                labels: list) -> None:
+def write_batch(
+    path: Path, images: np.ndarray, label_key: str, labels: list
+) -> None:
     # The layout of the python version of CIFAR: rows of 3 colour planes.
     rows = images.transpose(0, 3, 1, 2).reshape(len(images), -1)
     with open(path, 'wb') as f:
@@ -89,7 +101,8 @@ def make_cifar10(root: Path, per_batch: int = 2) -> dict:
 def test_local_cifar10_reads_pickle_files(tmp_path, split):
     made = make_cifar10(tmp_path)
     dataset = DATASETS.build(
-        dict(type='LocalCIFAR10', data_root=str(tmp_path), split=split))
+        dict(type='LocalCIFAR10', data_root=str(tmp_path), split=split)
+    )
     images, labels = made[split]
     assert len(dataset) == len(images) == (10 if split == 'train' else 2)
     for i in range(len(dataset)):
@@ -110,13 +123,16 @@ def test_local_cifar100_reads_fine_labels(tmp_path):
             type='LocalCIFAR100',
             data_root=str(tmp_path),
             split='test',
-            pipeline=[dict(type='PackInputs')]))
+            pipeline=[dict(type='PackInputs')],
+        )
+    )
     assert len(dataset) == 3
     sample = dataset[2]
     assert sample['data_samples'].gt_label.item() == 99
     # PackInputs gives CHW; the stored image is HWC.
-    np.testing.assert_array_equal(sample['inputs'].numpy(),
-                                  images[2].transpose(2, 0, 1))
+    np.testing.assert_array_equal(
+        sample['inputs'].numpy(), images[2].transpose(2, 0, 1)
+    )
     assert len(dataset.metainfo['classes']) == 100
 
 
@@ -157,10 +173,10 @@ def test_missing_cifar_folder_is_named(tmp_path, monkeypatch):
 
 def test_missing_checkpoints_are_reported(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
-    (tmp_path / 'data' / 'cifar10' / 'cifar-10-batches-py').mkdir(
-        parents=True)
+    (tmp_path / 'data' / 'cifar10' / 'cifar-10-batches-py').mkdir(parents=True)
     cfg = Config.fromfile(
-        CONFIG_DIR / 't2t-vit-14_in1k-pre_1xb64_cifar10-224px.py')
+        CONFIG_DIR / 't2t-vit-14_in1k-pre_1xb64_cifar10-224px.py'
+    )
     assert find_missing_inputs(cfg) == [
         'Checkpoint not found: expected '
         'work_dirs/t2t-vit-14_8xb64_in1k/epoch_310.pth '

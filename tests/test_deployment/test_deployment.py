@@ -4,6 +4,7 @@ Every check compares a runtime with the PyTorch model it was exported from,
 in float32, to 1e-4, at the size of the capture and at another batch and
 (non-square) size. No timing is asserted.
 """
+
 import json
 
 import numpy as np
@@ -38,11 +39,15 @@ def _classifier_cfg(token_layer, img_size=32):
                 backbone=dict(
                     type='T2TViT',
                     arch=dict(TINY, token_layer=token_layer),
-                    img_size=img_size),
-                head=dict(type='T2TClsHead', num_classes=5, in_channels=32)),
+                    img_size=img_size,
+                ),
+                head=dict(type='T2TClsHead', num_classes=5, in_channels=32),
+            ),
             data_preprocessor=dict(
-                mean=[123.675, 116.28, 103.53], std=[58.395, 57.12,
-                                                     57.375])))
+                mean=[123.675, 116.28, 103.53], std=[58.395, 57.12, 57.375]
+            ),
+        )
+    )
 
 
 def _pyramid_cfg():
@@ -57,14 +62,19 @@ def _pyramid_cfg():
                     img_size=64,
                     out_type='featmap',
                     out_t2t_maps=True,
-                    out_indices=(-1, )),
+                    out_indices=(-1,),
+                ),
                 neck=[
                     dict(
                         type='mmpretrain.T2TFeaturePyramid',
                         in_channels=(64, 64, 32),
-                        out_channels=(8, 16, 24, 32)),
+                        out_channels=(8, 16, 24, 32),
+                    ),
                     dict(type='FPN', in_channels=[8, 16, 24, 32]),
-                ])))
+                ],
+            )
+        )
+    )
 
 
 def _default_torch_init(module):
@@ -80,8 +90,9 @@ def _default_torch_init(module):
 def _inputs(model, batch, size):
     return {
         'random': torch.randn(batch, model.in_channels, *size),
-        'real': sample_images(batch, size, model.in_channels, model.mean,
-                              model.std),
+        'real': sample_images(
+            batch, size, model.in_channels, model.mean, model.std
+        ),
     }
 
 
@@ -95,15 +106,18 @@ def exported(tmp_path_factory):
             model = build_exportable(_classifier_cfg(token_layer), None)
             _default_torch_init(model.module)
             folder = tmp_path_factory.mktemp(token_layer)
-            files[token_layer] = model, export_onnx(model,
-                                                    folder / 'model.onnx')
+            files[token_layer] = (
+                model,
+                export_onnx(model, folder / 'model.onnx'),
+            )
         return files[token_layer]
 
     return get
 
 
-@pytest.mark.parametrize('token_layer',
-                         ['performer', 'transformer', 'convolution'])
+@pytest.mark.parametrize(
+    'token_layer', ['performer', 'transformer', 'convolution']
+)
 def test_classifier_matches_pytorch_in_onnxruntime(token_layer, exported):
     model, path = exported(token_layer)
     session = RuntimeSession(path, 'onnxruntime')
@@ -115,8 +129,7 @@ def test_classifier_matches_pytorch_in_onnxruntime(token_layer, exported):
     logits = session(images)[0]
     assert logits.shape == (2, 5)
     with torch.no_grad():
-        classifier_logits = model.module.head(
-            model.module.backbone(images))
+        classifier_logits = model.module.head(model.module.backbone(images))
     np.testing.assert_allclose(logits, classifier_logits.numpy(), atol=ATOL)
 
 
@@ -134,10 +147,14 @@ def test_pyramid_backbone_levels_match_pytorch(tmp_path):
     randomise_norms_and_biases(reference.module)
     # a detector checkpoint: backbone.* and neck.0.* (FPN keys ignored)
     state = {
-        **{f'backbone.{k}': v
-           for k, v in reference.module.backbone.state_dict().items()},
-        **{f'neck.0.{k}': v
-           for k, v in reference.module.pyramid.state_dict().items()},
+        **{
+            f'backbone.{k}': v
+            for k, v in reference.module.backbone.state_dict().items()
+        },
+        **{
+            f'neck.0.{k}': v
+            for k, v in reference.module.pyramid.state_dict().items()
+        },
         'neck.1.lateral_convs.0.conv.weight': torch.zeros(1),
     }
     torch.save({'state_dict': state}, tmp_path / 'det.pth')
@@ -148,8 +165,10 @@ def test_pyramid_backbone_levels_match_pytorch(tmp_path):
     for batch, size in ((2, (64, 64)), (1, (64, 96))):
         images = _inputs(model, batch, size)
         outputs = session(images['real'])
-        expected = [(batch, c, size[0] // s, size[1] // s)
-                    for c, s in zip((8, 16, 24, 32), (4, 8, 16, 32))]
+        expected = [
+            (batch, c, size[0] // s, size[1] // s)
+            for c, s in zip((8, 16, 24, 32), (4, 8, 16, 32))
+        ]
         assert [o.shape for o in outputs] == expected
         with torch.no_grad():
             reference_levels = reference.module(images['real'])
@@ -171,6 +190,7 @@ def test_int8_quantisation_writes_a_runnable_file(exported, tmp_path):
     model, path = exported('transformer')
     int8 = quantize_int8(path, tmp_path / 'model.int8.onnx')
     import onnx
+
     ops = {node.op_type for node in onnx.load(str(int8)).graph.node}
     assert {'DynamicQuantizeLinear', 'MatMulInteger'} <= ops
     session = RuntimeSession(int8, 'onnxruntime', 'int8')
@@ -191,30 +211,39 @@ def tool():
 @pytest.fixture(scope='module')
 def digits_checkpoint(tmp_path_factory):
     from mmpretrain.apis import get_model
+
     model = get_model(str(ROOT / 'configs' / 't2t-vit-mini_1xb64_digits.py'))
     path = tmp_path_factory.mktemp('ckpt') / 'digits.pth'
     torch.save({'state_dict': model.state_dict()}, path)
     return path
 
 
-def test_tool_exports_and_verifies(tool, digits_checkpoint, tmp_path,
-                                   capsys):
+def test_tool_exports_and_verifies(tool, digits_checkpoint, tmp_path, capsys):
     out = tmp_path / 'digits.onnx'
-    code = tool.main([
-        str(ROOT / 'configs' / 't2t-vit-mini_1xb64_digits.py'),
-        str(digits_checkpoint),
-        str(out), '--verify', '--openvino'
-    ] if _has('openvino') else [
-        str(ROOT / 'configs' / 't2t-vit-mini_1xb64_digits.py'),
-        str(digits_checkpoint),
-        str(out), '--verify'
-    ])
+    code = tool.main(
+        [
+            str(ROOT / 'configs' / 't2t-vit-mini_1xb64_digits.py'),
+            str(digits_checkpoint),
+            str(out),
+            '--verify',
+            '--openvino',
+        ]
+        if _has('openvino')
+        else [
+            str(ROOT / 'configs' / 't2t-vit-mini_1xb64_digits.py'),
+            str(digits_checkpoint),
+            str(out),
+            '--verify',
+        ]
+    )
     printed = capsys.readouterr().out
     assert code == 0, printed
     assert 'dynamic axes: batch, height, width (H, W multiples of 2)' in (
-        printed)
+        printed
+    )
     diffs = [
-        float(line.rsplit(' ', 1)[1]) for line in printed.splitlines()
+        float(line.rsplit(' ', 1)[1])
+        for line in printed.splitlines()
         if 'max abs diff' in line
     ]
     assert len(diffs) == (6 if _has('openvino') else 3)
@@ -230,14 +259,21 @@ def _has(module):
     return True
 
 
-@pytest.mark.parametrize('case,message', [
-    ('missing_checkpoint', 'Checkpoint /nonexistent.pth does not exist.'),
-    ('bad_size', 'must be multiples of 2'),
-    ('not_t2t', "Only T2T-ViT models export here; the config builds a "
-     "'ResNet' backbone."),
-])
-def test_tool_errors_are_one_line(tool, digits_checkpoint, tmp_path, capsys,
-                                  case, message):
+@pytest.mark.parametrize(
+    'case,message',
+    [
+        ('missing_checkpoint', 'Checkpoint /nonexistent.pth does not exist.'),
+        ('bad_size', 'must be multiples of 2'),
+        (
+            'not_t2t',
+            'Only T2T-ViT models export here; the config builds a '
+            "'ResNet' backbone.",
+        ),
+    ],
+)
+def test_tool_errors_are_one_line(
+    tool, digits_checkpoint, tmp_path, capsys, case, message
+):
     config = str(ROOT / 'configs' / 't2t-vit-mini_1xb64_digits.py')
     checkpoint = str(digits_checkpoint)
     extra = []
@@ -247,12 +283,18 @@ def test_tool_errors_are_one_line(tool, digits_checkpoint, tmp_path, capsys,
         extra = ['--shape', '9', '8']
     else:
         config = tmp_path / 'resnet.py'
-        config.write_text('model = ' + json.dumps(
-            dict(
-                type='ImageClassifier',
-                backbone=dict(type='ResNet', depth=18),
-                head=dict(type='LinearClsHead', num_classes=2,
-                          in_channels=512))))
+        config.write_text(
+            'model = '
+            + json.dumps(
+                dict(
+                    type='ImageClassifier',
+                    backbone=dict(type='ResNet', depth=18),
+                    head=dict(
+                        type='LinearClsHead', num_classes=2, in_channels=512
+                    ),
+                )
+            )
+        )
         config = str(config)
     code = tool.main([config, checkpoint, str(tmp_path / 'x.onnx'), *extra])
     captured = capsys.readouterr()

@@ -1,5 +1,6 @@
 """t2t_plugin.compat: features of newer torch degrade to one warning line,
 on the installed torch and with the features faked away."""
+
 import subprocess
 import sys
 import types
@@ -23,18 +24,32 @@ def fresh_warnings(monkeypatch):
 
 
 def messages(caught):
-    return [str(w.message) for w in caught
-            if issubclass(w.category, compat.MissingFeatureWarning)]
+    return [
+        str(w.message)
+        for w in caught
+        if issubclass(w.category, compat.MissingFeatureWarning)
+    ]
 
 
 def test_import_on_this_torch_warns_only_about_what_it_lacks():
     run = subprocess.run(
-        [sys.executable, '-W', 'always::UserWarning', '-c',
-         'import t2t_plugin'],
-        capture_output=True, text=True, cwd=ROOT)
+        [
+            sys.executable,
+            '-W',
+            'always::UserWarning',
+            '-c',
+            'import t2t_plugin',
+        ],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+    )
     assert run.returncode == 0, run.stderr
-    lines = [line for line in run.stderr.splitlines()
-             if 'MissingFeatureWarning' in line]
+    lines = [
+        line
+        for line in run.stderr.splitlines()
+        if 'MissingFeatureWarning' in line
+    ]
     # before torch 2.4 the checkpoint reader restricts itself (see
     # tests/test_apis/test_inference.py): nothing is lost to warn about
     assert lines == []
@@ -47,7 +62,8 @@ def test_missing_safe_globals_says_so_quietly(monkeypatch, fresh_warnings):
 
 
 def test_safe_globals_context_without_the_feature_is_a_no_op(
-        monkeypatch, fresh_warnings):
+    monkeypatch, fresh_warnings
+):
     monkeypatch.setattr(compat, 'HAS_SAFE_GLOBALS_CONTEXT', False)
     with compat.safe_globals([dict]):
         pass
@@ -87,12 +103,15 @@ def test_flop_counter_names_modules_on_every_torch():
     assert sum(counts['Sequential.0'].values()) == 2 * 2 * 4 * 3
 
 
-@pytest.mark.parametrize('cuda,compiled,warns', [
-    (False, 'not available', False),  # no GPU: CPU ops are right
-    (True, None, False),  # mmcv-lite: mmdet/mmseg do not import at all
-    (True, '12.1', False),  # CUDA ops
-    (True, 'not available', True),
-])
+@pytest.mark.parametrize(
+    'cuda,compiled,warns',
+    [
+        (False, 'not available', False),  # no GPU: CPU ops are right
+        (True, None, False),  # mmcv-lite: mmdet/mmseg do not import at all
+        (True, '12.1', False),  # CUDA ops
+        (True, 'not available', True),
+    ],
+)
 def test_cpu_only_mmcv_ops_on_a_gpu_machine(cuda, compiled, warns):
     problem = compat.mmcv_cuda_ops_problem(cuda, compiled)
     assert (problem is not None) == warns
@@ -101,10 +120,13 @@ def test_cpu_only_mmcv_ops_on_a_gpu_machine(cuda, compiled, warns):
 
 
 def test_gpu_machine_with_cpu_only_mmcv_warns_once_on_import(
-        monkeypatch, fresh_warnings):
+    monkeypatch, fresh_warnings
+):
     fake_ext = types.SimpleNamespace(
-        get_compiling_cuda_version=lambda: 'not available')
+        get_compiling_cuda_version=lambda: 'not available'
+    )
     import mmcv
+
     monkeypatch.setattr(mmcv, '_ext', fake_ext, raising=False)
     monkeypatch.setitem(sys.modules, 'mmcv._ext', fake_ext)
     monkeypatch.setattr(torch.cuda, 'is_available', lambda: True)

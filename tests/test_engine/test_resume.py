@@ -1,6 +1,7 @@
 """Kill-and-resume: a run killed with SIGKILL mid-epoch and resumed from
 its last checkpoint logs the same losses and ends with the same accuracy as
 the uninterrupted run (RandomStateHook)."""
+
 import json
 import os
 import signal
@@ -19,7 +20,8 @@ def digits_options(workers: int, epochs: int = 3) -> list:
     """A short digits run: 192 training images in batches of 32 (6
     iterations an epoch), a checkpoint and a validation every epoch."""
     return [
-        f'train_cfg.max_epochs={epochs}', 'train_cfg.val_interval=1',
+        f'train_cfg.max_epochs={epochs}',
+        'train_cfg.val_interval=1',
         'train_dataloader.batch_size=32',
         'train_dataloader.dataset.indices=192',
         'val_dataloader.dataset.indices=128',
@@ -33,9 +35,18 @@ def digits_options(workers: int, epochs: int = 3) -> list:
 
 
 def train_command(work_dir: Path, options: list, resume: bool) -> list:
-    return ([sys.executable, str(ROOT / 'tools' / 'train.py'), str(CONFIG),
-             '--work-dir', str(work_dir)] + (['--resume'] if resume else []) +
-            ['--cfg-options'] + options)
+    return (
+        [
+            sys.executable,
+            str(ROOT / 'tools' / 'train.py'),
+            str(CONFIG),
+            '--work-dir',
+            str(work_dir),
+        ]
+        + (['--resume'] if resume else [])
+        + ['--cfg-options']
+        + options
+    )
 
 
 def environment() -> dict:
@@ -57,12 +68,16 @@ def logged(work_dir: Path) -> tuple:
     return losses, top1
 
 
-def run_killed_and_resumed(work_dir: Path, options: list,
-                           kill_at_iter: int) -> None:
+def run_killed_and_resumed(
+    work_dir: Path, options: list, kill_at_iter: int
+) -> None:
     """Start training, SIGKILL it once it logged ``kill_at_iter``, resume."""
     process = subprocess.Popen(
-        train_command(work_dir, options, resume=False), env=environment(),
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        train_command(work_dir, options, resume=False),
+        env=environment(),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     deadline = time.time() + 600
     try:
         while time.time() < deadline and process.poll() is None:
@@ -73,8 +88,12 @@ def run_killed_and_resumed(work_dir: Path, options: list,
         os.kill(process.pid, signal.SIGKILL)
     finally:
         process.wait()
-    subprocess.run(train_command(work_dir, options, resume=True),
-                   env=environment(), check=True, capture_output=True)
+    subprocess.run(
+        train_command(work_dir, options, resume=True),
+        env=environment(),
+        check=True,
+        capture_output=True,
+    )
 
 
 @pytest.mark.slow
@@ -82,8 +101,12 @@ def run_killed_and_resumed(work_dir: Path, options: list,
 def test_killed_and_resumed_run_equals_uninterrupted(workers, tmp_path):
     options = digits_options(workers)
     whole, broken = tmp_path / 'whole', tmp_path / 'broken'
-    subprocess.run(train_command(whole, options, resume=False),
-                   env=environment(), check=True, capture_output=True)
+    subprocess.run(
+        train_command(whole, options, resume=False),
+        env=environment(),
+        check=True,
+        capture_output=True,
+    )
     # epoch 3 is iterations 13-18: killed after iteration 14 is logged,
     # resumed from epoch_2.pth
     run_killed_and_resumed(broken, options, kill_at_iter=14)

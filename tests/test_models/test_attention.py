@@ -1,4 +1,5 @@
 """Each attention of the package against its plain formula."""
+
 import pytest
 import torch
 
@@ -46,7 +47,8 @@ def test_token_transformer_keeps_v_residual_at_equal_widths():
     torch.testing.assert_close(layer(x), expected, atol=1e-5, rtol=1e-5)
     # the x residual of an encoder layer is a different function here
     y = x + softmax_attention(
-        layer_norm(x, sd, 'm.ln1'), sd, 'm.attn', 1, 64**-0.5, False)
+        layer_norm(x, sd, 'm.ln1'), sd, 'm.attn', 1, 64**-0.5, False
+    )
     x_residual = y + mlp(layer_norm(y, sd, 'm.ln2'), sd, 'm.ffn')
     assert (x_residual - expected).abs().max() > 0.1
 
@@ -54,9 +56,14 @@ def test_token_transformer_keeps_v_residual_at_equal_widths():
 def test_t2t_module_sets_v_residual_when_widths_agree():
     # 4 channels x 4 x 4 kernel = 64 = token_dims in the first T2T layer
     module = T2TModule(
-        img_size=32, in_channels=4, embed_dims=32, token_dims=64,
-        token_layer='transformer', kernel_sizes=(4, 3, 3),
-        paddings=(0, 1, 1))
+        img_size=32,
+        in_channels=4,
+        embed_dims=32,
+        token_dims=64,
+        token_layer='transformer',
+        kernel_sizes=(4, 3, 3),
+        paddings=(0, 1, 1),
+    )
     assert module.attention1.attn.input_dims == 64
     assert module.attention1.v_shortcut and module.attention2.v_shortcut
 
@@ -80,8 +87,9 @@ def test_performer_random_matrix_is_fixed_orthogonal_and_saved():
     w = layer.attn.random_matrix
     assert w.shape == (32, 64)
     # rows orthogonal, each of norm sqrt(m)
-    torch.testing.assert_close(w @ w.t(), 32 * torch.eye(32), atol=1e-4,
-                               rtol=0)
+    torch.testing.assert_close(
+        w @ w.t(), 32 * torch.eye(32), atol=1e-4, rtol=0
+    )
     assert 'attn.random_matrix' in layer.state_dict()
     assert all(p is not w for p in layer.parameters())
 
@@ -100,7 +108,7 @@ def test_performer_under_bf16_autocast_is_finite_and_close():
 @pytest.mark.parametrize('num_heads', [1, 4, 6])
 def test_encoder_layer_matches_formula(num_heads):
     layer = _randomise(TransformerLayer(96, num_heads, 192))
-    assert layer.attn.scale == pytest.approx((96 // num_heads)**-0.5)
+    assert layer.attn.scale == pytest.approx((96 // num_heads) ** -0.5)
     x = torch.randn(2, 17, 96)
     expected = transformer_block(x, _weights(layer), 'm', num_heads)
     torch.testing.assert_close(layer(x), expected, atol=1e-5, rtol=1e-5)
@@ -114,8 +122,9 @@ def test_attention_runs_through_fused_kernel(monkeypatch):
         calls.append(kwargs.get('scale'))
         return original(*args, **kwargs)
 
-    monkeypatch.setattr(torch.nn.functional, 'scaled_dot_product_attention',
-                        spy)
+    monkeypatch.setattr(
+        torch.nn.functional, 'scaled_dot_product_attention', spy
+    )
     TransformerLayer(64, 2, 64)(torch.randn(1, 5, 64))
     TokenTransformer(147)(torch.randn(1, 5, 147))
     assert calls == [pytest.approx(32**-0.5), pytest.approx(147**-0.5)]

@@ -7,6 +7,7 @@ gradients must agree to 1e-5 in float32; ``torch.compile`` must trace the
 backbone in one graph with eager results; activation checkpointing must
 give the same gradients with less memory.
 """
+
 import math
 
 import pytest
@@ -33,8 +34,9 @@ def plain_softmax_attention(x, attn):
     batch, length, _ = x.shape
     heads, head_dims = attn.num_heads, attn.head_dims
     qkv = F.linear(x, attn.qkv.weight, attn.qkv.bias)
-    q, k, v = qkv.reshape(batch, length, 3, heads,
-                          head_dims).permute(2, 0, 3, 1, 4)
+    q, k, v = qkv.reshape(batch, length, 3, heads, head_dims).permute(
+        2, 0, 3, 1, 4
+    )
     weights = torch.softmax(q @ k.transpose(-2, -1) * attn.scale, dim=-1)
     out = (weights @ v).transpose(1, 2).reshape(batch, length, -1)
     out = F.linear(out, attn.proj.weight, attn.proj.bias)
@@ -48,7 +50,8 @@ def plain_performer_attention(x, attn):
     w = attn.random_matrix
     m, emb = w.shape
     k, q, v = torch.split(
-        F.linear(x, attn.kqv.weight, attn.kqv.bias), emb, dim=-1)
+        F.linear(x, attn.kqv.weight, attn.kqv.bias), emb, dim=-1
+    )
 
     def features(t):
         xd = (t * t).sum(dim=-1, keepdim=True).repeat(1, 1, m) / 2
@@ -58,7 +61,8 @@ def plain_performer_attention(x, attn):
     normaliser = torch.einsum('bti,bi->bt', qp, kp.sum(dim=1)).unsqueeze(2)
     kptv = torch.einsum('bin,bim->bnm', v, kp)
     y = torch.einsum('bti,bni->btn', qp, kptv) / (
-        normaliser.repeat(1, 1, emb) + 1e-8)
+        normaliser.repeat(1, 1, emb) + 1e-8
+    )
     return v + F.linear(y, attn.proj.weight, attn.proj.bias)
 
 
@@ -73,25 +77,30 @@ def plain_t2t_module(images, module):
             x,
             kernel,
             padding=module.paddings[step],
-            stride=module.strides[step]).transpose(1, 2)
+            stride=module.strides[step],
+        ).transpose(1, 2)
         tokens = layer(tokens)
-        height = (x.shape[2] + 2 * module.paddings[step] -
-                  kernel) // module.strides[step] + 1
-        x = tokens.transpose(1, 2).reshape(batch, module.token_dims, height,
-                                           -1)
+        height = (
+            x.shape[2] + 2 * module.paddings[step] - kernel
+        ) // module.strides[step] + 1
+        x = tokens.transpose(1, 2).reshape(
+            batch, module.token_dims, height, -1
+        )
         maps.append(x)
     tokens = F.unfold(
         x,
         module.kernel_sizes[2],
         padding=module.paddings[2],
-        stride=module.strides[2]).transpose(1, 2)
+        stride=module.strides[2],
+    ).transpose(1, 2)
     return module.project(tokens), maps
 
 
 def _grads(module, inputs, output):
     """Gradients of a fixed random projection of ``output``."""
-    probe = torch.randn(output.shape, generator=torch.Generator().manual_seed(
-        1))
+    probe = torch.randn(
+        output.shape, generator=torch.Generator().manual_seed(1)
+    )
     params = [p for p in module.parameters() if p.requires_grad]
     return torch.autograd.grad((output * probe).sum(), [inputs] + params)
 
@@ -116,11 +125,11 @@ def _assert_same_grads(module, x, fast, plain):
     [
         # the first T2T transformer layer: one head, scale from the input
         # width, v residual
-        dict(input_dims=147, embed_dims=64, scale=147**-0.5,
-             v_shortcut=True),
+        dict(input_dims=147, embed_dims=64, scale=147**-0.5, v_shortcut=True),
         # an encoder layer: several heads, the head-width scale
         dict(input_dims=48, embed_dims=48, num_heads=4),
-    ])
+    ],
+)
 def test_fused_attention_matches_softmax_formula(config):
     attn = randomise_norms_and_biases(SelfAttention(**config, qkv_bias=True))
     x = torch.randn(2, 37, config['input_dims'], requires_grad=True)
@@ -133,7 +142,8 @@ def test_fused_attention_matches_softmax_formula(config):
 @pytest.mark.parametrize('in_dims', [147, 576])
 def test_performer_matches_official_formula(in_dims):
     attn = randomise_norms_and_biases(
-        PerformerAttention(in_dims, 64, proj_drop=0.))
+        PerformerAttention(in_dims, 64, proj_drop=0.0)
+    )
     x = torch.randn(2, 49, in_dims, requires_grad=True)
     fast = attn(x)
     plain = plain_performer_attention(x, attn)
@@ -141,18 +151,20 @@ def test_performer_matches_official_formula(in_dims):
     _assert_same_grads(attn, x, fast, plain)
 
 
-@pytest.mark.parametrize('kernel,stride,padding', [(7, 4, 2), (3, 2, 1),
-                                                   (3, 1, 1), (1, 1, 0)])
+@pytest.mark.parametrize(
+    'kernel,stride,padding', [(7, 4, 2), (3, 2, 1), (3, 1, 1), (1, 1, 0)]
+)
 def test_soft_split_equals_unfold(kernel, stride, padding):
     images = torch.randn(2, 5, 16, 12, requires_grad=True)
     split = SoftSplit(kernel, stride, padding)
     fast = split(images.permute(0, 2, 3, 1))
-    plain = F.unfold(
-        images, kernel, padding=padding, stride=stride).transpose(1, 2)
+    plain = F.unfold(images, kernel, padding=padding, stride=stride).transpose(
+        1, 2
+    )
     assert torch.equal(fast, plain)
     probe = torch.randn(plain.shape)
-    fast_grad, = torch.autograd.grad((fast * probe).sum(), images)
-    plain_grad, = torch.autograd.grad((plain * probe).sum(), images)
+    (fast_grad,) = torch.autograd.grad((fast * probe).sum(), images)
+    (plain_grad,) = torch.autograd.grad((plain * probe).sum(), images)
     assert_close_scaled(fast_grad, plain_grad)
 
 
@@ -164,7 +176,9 @@ def test_t2t_module_matches_unfold_pipeline(token_layer):
             embed_dims=32,
             token_dims=16,
             token_layer=token_layer,
-            drop_rate=0.))
+            drop_rate=0.0,
+        )
+    )
     images = torch.randn(2, 3, 64, 48, requires_grad=True)
     tokens, grid, maps = module(images)
     plain_tokens, plain_maps = plain_t2t_module(images, module)
@@ -182,12 +196,11 @@ def _tiny(token_layer, **kwargs):
         embed_dims=32,
         num_layers=2,
         num_heads=2,
-        feedforward_channels=64)
+        feedforward_channels=64,
+    )
     return T2TViT(
-        arch,
-        img_size=32,
-        t2t_cfg=dict(token_dims=16, drop_rate=0.),
-        **kwargs)
+        arch, img_size=32, t2t_cfg=dict(token_dims=16, drop_rate=0.0), **kwargs
+    )
 
 
 @pytest.mark.parametrize('token_layer', ['transformer', 'performer'])
@@ -201,12 +214,15 @@ def test_compiled_backbone_matches_eager(token_layer):
     model.eval()
     with torch.no_grad():
         torch.testing.assert_close(
-            compiled(images)[0], model(images)[0], **TOL)
+            compiled(images)[0], model(images)[0], **TOL
+        )
     model.train()
-    eager_grads = torch.autograd.grad(model(images)[0].square().sum(),
-                                      list(model.parameters()))
+    eager_grads = torch.autograd.grad(
+        model(images)[0].square().sum(), list(model.parameters())
+    )
     compiled_grads = torch.autograd.grad(
-        compiled(images)[0].square().sum(), list(model.parameters()))
+        compiled(images)[0].square().sum(), list(model.parameters())
+    )
     for got, expected in zip(compiled_grads, eager_grads):
         assert_close_scaled(got, expected)
 
@@ -235,10 +251,12 @@ def test_with_cp_lowers_training_peak_memory():
         embed_dims=32,
         num_layers=4,
         num_heads=2,
-        feedforward_channels=64)
+        feedforward_channels=64,
+    )
     plain = T2TViT(arch, img_size=32, t2t_cfg=dict(token_dims=16))
     with_cp = T2TViT(
-        arch, img_size=32, t2t_cfg=dict(token_dims=16), with_cp=True)
+        arch, img_size=32, t2t_cfg=dict(token_dims=16), with_cp=True
+    )
     with_cp.load_state_dict(plain.state_dict())
     # a batch large enough for activations, not AdamW's temporaries, to
     # make the peak

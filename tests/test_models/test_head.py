@@ -1,5 +1,6 @@
 """T2TClsHead: logits, soft-label and label-smoothing losses, pre_logits,
 checkpoint keys shared with mmpretrain's VisionTransformerClsHead."""
+
 import pytest
 import torch
 import torch.nn.functional as F
@@ -12,7 +13,8 @@ import t2t_plugin  # noqa: F401
 
 def build_head(**kwargs):
     head = MODELS.build(
-        dict(type='T2TClsHead', num_classes=5, in_channels=8, **kwargs))
+        dict(type='T2TClsHead', num_classes=5, in_channels=8, **kwargs)
+    )
     head.init_weights()
     return head
 
@@ -21,7 +23,7 @@ def test_logits_are_a_linear_map_of_the_cls_token():
     head = build_head()
     cls_token = torch.randn(3, 8)
     expected = cls_token @ head.layers.head.weight.t() + head.layers.head.bias
-    torch.testing.assert_close(head((cls_token, )), expected)
+    torch.testing.assert_close(head((cls_token,)), expected)
     assert head.pre_logits((torch.randn(3, 8), cls_token)) is cls_token
     assert abs(head.layers.head.weight.std().item() - 0.02) < 0.01
     assert torch.all(head.layers.head.bias == 0)
@@ -29,15 +31,17 @@ def test_logits_are_a_linear_map_of_the_cls_token():
 
 def test_soft_labels_with_label_smoothing():
     head = build_head(
-        loss=dict(type='LabelSmoothLoss', label_smooth_val=0.1,
-                  mode='original'))
+        loss=dict(
+            type='LabelSmoothLoss', label_smooth_val=0.1, mode='original'
+        )
+    )
     cls_token = torch.randn(2, 8)
     # a mixup of classes 0 and 3 with weight 0.7, and a plain label 4
-    mixed = torch.tensor([[0.7, 0, 0, 0.3, 0], [0, 0, 0, 0, 1.]])
+    mixed = torch.tensor([[0.7, 0, 0, 0.3, 0], [0, 0, 0, 0, 1.0]])
     samples = [DataSample().set_gt_score(score) for score in mixed]
-    loss = head.loss((cls_token, ), samples)['loss']
+    loss = head.loss((cls_token,), samples)['loss']
     smoothed = mixed * 0.9 + 0.1 / 5
-    logits = head((cls_token, ))
+    logits = head((cls_token,))
     expected = -(smoothed * F.log_softmax(logits, -1)).sum(-1).mean()
     torch.testing.assert_close(loss, expected)
 
@@ -47,18 +51,19 @@ def test_hard_labels_and_topk_accuracy():
     cls_token = torch.randn(4, 8)
     labels = torch.tensor([0, 1, 2, 3])
     samples = [DataSample().set_gt_label(int(label)) for label in labels]
-    losses = head.loss((cls_token, ), samples)
-    expected = F.cross_entropy(head((cls_token, )), labels)
+    losses = head.loss((cls_token,), samples)
+    expected = F.cross_entropy(head((cls_token,)), labels)
     torch.testing.assert_close(losses['loss'], expected)
-    predictions = head.predict((cls_token, ))
+    predictions = head.predict((cls_token,))
     assert [int(p.pred_label) for p in predictions] == head(
-        (cls_token, )).argmax(-1).tolist()
+        (cls_token,)
+    ).argmax(-1).tolist()
 
 
 def test_wrong_feature_shape_is_explained():
     head = build_head()
     with pytest.raises(ValueError, match="out_type='cls_token'"):
-        head((torch.randn(2, 8, 4, 4), ))
+        head((torch.randn(2, 8, 4, 4),))
 
 
 def test_keys_are_those_of_vision_transformer_head():
@@ -66,18 +71,22 @@ def test_keys_are_those_of_vision_transformer_head():
     VisionTransformerClsHead) and of the upstream head load either way."""
     head = build_head()
     assert isinstance(head, VisionTransformerClsHead)
-    assert list(head.state_dict()) == ['layers.head.weight',
-                                       'layers.head.bias']
+    assert list(head.state_dict()) == [
+        'layers.head.weight',
+        'layers.head.bias',
+    ]
     upstream = VisionTransformerClsHead(num_classes=5, in_channels=8)
     upstream.load_state_dict(head.state_dict(), strict=True)
     cls_token = torch.randn(3, 8)
-    torch.testing.assert_close(upstream((cls_token, )), head((cls_token, )))
+    torch.testing.assert_close(upstream((cls_token,)), head((cls_token,)))
 
     checkpoint = {
         'layers.head.weight': torch.randn(5, 8),
-        'layers.head.bias': torch.randn(5)
+        'layers.head.bias': torch.randn(5),
     }
     head.load_state_dict(checkpoint, strict=True)
-    expected = cls_token @ checkpoint['layers.head.weight'].t() + checkpoint[
-        'layers.head.bias']
-    torch.testing.assert_close(head((cls_token, )), expected)
+    expected = (
+        cls_token @ checkpoint['layers.head.weight'].t()
+        + checkpoint['layers.head.bias']
+    )
+    torch.testing.assert_close(head((cls_token,)), expected)

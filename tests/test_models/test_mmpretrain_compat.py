@@ -3,6 +3,7 @@
 Only the key layout is shared: mmpretrain 1.2.0's ``T2T_ViT`` scales its
 attention wrongly, so its outputs are not a reference for ours.
 """
+
 import torch
 from mmpretrain.registry import MODELS
 
@@ -22,11 +23,14 @@ def mmpretrain_classifier():
                 num_layers=SMALL['num_layers'],
                 layer_cfgs=dict(
                     num_heads=SMALL['num_heads'],
-                    feedforward_channels=SMALL['feedforward_channels'])),
+                    feedforward_channels=SMALL['feedforward_channels'],
+                ),
+            ),
             head=dict(
-                type='VisionTransformerClsHead',
-                num_classes=10,
-                in_channels=48)))
+                type='VisionTransformerClsHead', num_classes=10, in_channels=48
+            ),
+        )
+    )
 
 
 def our_classifier(**backbone):
@@ -37,8 +41,11 @@ def our_classifier(**backbone):
                 type='T2TViT',
                 arch=dict(token_layer='transformer', **SMALL),
                 img_size=64,
-                **backbone),
-            head=dict(type='T2TClsHead', num_classes=10, in_channels=48)))
+                **backbone,
+            ),
+            head=dict(type='T2TClsHead', num_classes=10, in_channels=48),
+        )
+    )
 
 
 def test_backbone_state_dict_loads_strictly():
@@ -56,7 +63,7 @@ def test_classifier_checkpoint_loads_strictly():
     ours = our_classifier()
     ours.load_state_dict(theirs.state_dict(), strict=True)
     # the same classifier weights give the same logits from the same features
-    feats = (torch.randn(4, 48), )
+    feats = (torch.randn(4, 48),)
     torch.testing.assert_close(ours.head(feats), theirs.head(feats))
 
 
@@ -71,8 +78,10 @@ def test_pretrained_init_cfg_reads_a_slim_checkpoint(tmp_path):
             arch=dict(token_layer='transformer', **SMALL),
             img_size=64,
             init_cfg=dict(
-                type='Pretrained', checkpoint=str(path),
-                prefix='backbone.')))
+                type='Pretrained', checkpoint=str(path), prefix='backbone.'
+            ),
+        )
+    )
     backbone.init_weights()
     expected = source.state_dict()
     for key, value in backbone.state_dict().items():

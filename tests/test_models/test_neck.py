@@ -1,4 +1,5 @@
 """T2TFeaturePyramid: strides, shapes, numbers and errors (no mmdet/mmseg)."""
+
 import math
 
 import pytest
@@ -12,19 +13,22 @@ TOKEN_DIMS = 16
 EMBED_DIMS = 32
 
 
-def tiny_backbone(token_layer: str = 'transformer',
-                  out_indices=(-1, )) -> T2TViT:
+def tiny_backbone(
+    token_layer: str = 'transformer', out_indices=(-1,)
+) -> T2TViT:
     backbone = T2TViT(
         arch=dict(
             token_layer=token_layer,
             embed_dims=EMBED_DIMS,
             num_layers=2,
             num_heads=2,
-            feedforward_channels=64),
+            feedforward_channels=64,
+        ),
         out_type='featmap',
         out_t2t_maps=True,
         out_indices=out_indices,
-        t2t_cfg=dict(token_dims=TOKEN_DIMS))
+        t2t_cfg=dict(token_dims=TOKEN_DIMS),
+    )
     backbone.init_weights()
     return backbone
 
@@ -37,13 +41,14 @@ def randomise_norms(module: torch.nn.Module) -> None:
             param.data = torch.randn(param.shape, generator=generator)
 
 
-def reference_block(x: torch.Tensor, block: torch.nn.Sequential,
-                    eps: float) -> torch.Tensor:
+def reference_block(
+    x: torch.Tensor, block: torch.nn.Sequential, eps: float
+) -> torch.Tensor:
     """1x1 conv, channel LayerNorm, 3x3 conv, channel LayerNorm."""
 
     def channel_norm(y, norm):
         mean = y.mean(dim=1, keepdim=True)
-        var = ((y - mean)**2).mean(dim=1, keepdim=True)
+        var = ((y - mean) ** 2).mean(dim=1, keepdim=True)
         y = (y - mean) / torch.sqrt(var + eps)
         return y * norm.weight[:, None, None] + norm.bias[:, None, None]
 
@@ -59,15 +64,17 @@ def test_strides_and_shapes(token_layer, size):
     backbone = tiny_backbone(token_layer)
     neck = T2TFeaturePyramid(
         in_channels=(TOKEN_DIMS, TOKEN_DIMS, EMBED_DIMS),
-        out_channels=(8, 16, 24, 32))
+        out_channels=(8, 16, 24, 32),
+    )
     neck.init_weights()
     outs = neck(backbone(torch.randn(2, 3, *size)))
     height, width = size
     # 48x80 is a multiple of 16 but not of 32: the stride-32 level rounds up
     # like a padded stride-2 convolution would.
-    expected = [(2, channels, math.ceil(height / stride),
-                 math.ceil(width / stride))
-                for channels, stride in zip((8, 16, 24, 32), (4, 8, 16, 32))]
+    expected = [
+        (2, channels, math.ceil(height / stride), math.ceil(width / stride))
+        for channels, stride in zip((8, 16, 24, 32), (4, 8, 16, 32))
+    ]
     assert [tuple(out.shape) for out in outs] == expected
     assert neck.out_strides == (4, 8, 16, 32)
     assert all(torch.isfinite(out).all() for out in outs)
@@ -78,19 +85,25 @@ def test_matches_reference_with_several_encoder_maps():
     backbone = tiny_backbone(out_indices=(0, 1)).eval()
     neck = T2TFeaturePyramid(
         in_channels=(TOKEN_DIMS, TOKEN_DIMS, EMBED_DIMS, EMBED_DIMS),
-        out_channels=12)
+        out_channels=12,
+    )
     neck.init_weights()
     randomise_norms(neck)
     feats = backbone(torch.randn(2, 3, 64, 96))
     outs = neck(feats)
 
     encoder = torch.cat(feats[2:], dim=1)
-    inputs = (feats[0], feats[1], encoder,
-              F.max_pool2d(encoder, 2, ceil_mode=True))
+    inputs = (
+        feats[0],
+        feats[1],
+        encoder,
+        F.max_pool2d(encoder, 2, ceil_mode=True),
+    )
     assert len(outs) == 4
     for out, x, block in zip(outs, inputs, neck.levels):
         torch.testing.assert_close(
-            out, reference_block(x, block, eps=1e-6), rtol=1e-5, atol=1e-5)
+            out, reference_block(x, block, eps=1e-6), rtol=1e-5, atol=1e-5
+        )
 
 
 def test_out_indices_builds_only_the_levels_asked_for():
@@ -98,19 +111,24 @@ def test_out_indices_builds_only_the_levels_asked_for():
     neck = T2TFeaturePyramid(
         in_channels=(TOKEN_DIMS, TOKEN_DIMS, EMBED_DIMS),
         out_channels=(16, 24, 32),
-        out_indices=(1, 2, 3))
+        out_indices=(1, 2, 3),
+    )
     full = T2TFeaturePyramid(
         in_channels=(TOKEN_DIMS, TOKEN_DIMS, EMBED_DIMS),
-        out_channels=(8, 16, 24, 32))
+        out_channels=(8, 16, 24, 32),
+    )
     assert len(neck.levels) == 3
     assert neck.out_strides == (8, 16, 32)
     level0 = sum(p.numel() for p in full.levels[0].parameters())
-    assert (sum(p.numel() for p in full.parameters()) - level0 == sum(
-        p.numel() for p in neck.parameters()))
+    assert sum(p.numel() for p in full.parameters()) - level0 == sum(
+        p.numel() for p in neck.parameters()
+    )
     outs = neck(tiny_backbone()(torch.randn(1, 3, 64, 64)))
-    assert [tuple(out.shape) for out in outs] == [(1, 16, 8, 8),
-                                                  (1, 24, 4, 4),
-                                                  (1, 32, 2, 2)]
+    assert [tuple(out.shape) for out in outs] == [
+        (1, 16, 8, 8),
+        (1, 24, 4, 4),
+        (1, 32, 2, 2),
+    ]
 
 
 def test_real_arch_widths_and_registry():
@@ -122,29 +140,39 @@ def test_real_arch_widths_and_registry():
                 arch=arch,
                 out_type='featmap',
                 out_t2t_maps=True,
-                out_indices=(-1, )))
+                out_indices=(-1,),
+            )
+        )
         neck = MODELS.build(
             dict(
                 type='T2TFeaturePyramid',
                 in_channels=(64, 64, 384),
-                out_channels=(96, 192, 384, 768)))
+                out_channels=(96, 192, 384, 768),
+            )
+        )
         with torch.no_grad():
             outs = neck(backbone(torch.randn(1, 3, 64, 96)))
-        assert [tuple(out.shape) for out in outs] == [(1, 96, 16, 24),
-                                                      (1, 192, 8, 12),
-                                                      (1, 384, 4, 6),
-                                                      (1, 768, 2, 3)]
+        assert [tuple(out.shape) for out in outs] == [
+            (1, 96, 16, 24),
+            (1, 192, 8, 12),
+            (1, 384, 4, 6),
+            (1, 768, 2, 3),
+        ]
 
 
-@pytest.mark.parametrize('norm_cfg', [
-    dict(type='GN', num_groups=4),
-    dict(type='BN'),
-])
+@pytest.mark.parametrize(
+    'norm_cfg',
+    [
+        dict(type='GN', num_groups=4),
+        dict(type='BN'),
+    ],
+)
 def test_other_norms(norm_cfg):
     neck = T2TFeaturePyramid(
         in_channels=(TOKEN_DIMS, TOKEN_DIMS, EMBED_DIMS),
         out_channels=16,
-        norm_cfg=norm_cfg)
+        norm_cfg=norm_cfg,
+    )
     outs = neck(tiny_backbone()(torch.randn(2, 3, 32, 32)))
     assert [out.shape[1] for out in outs] == [16] * 4
 
@@ -153,7 +181,8 @@ def test_gradients_reach_the_t2t_module():
     torch.manual_seed(0)
     backbone = tiny_backbone()
     neck = T2TFeaturePyramid(
-        in_channels=(TOKEN_DIMS, TOKEN_DIMS, EMBED_DIMS), out_channels=8)
+        in_channels=(TOKEN_DIMS, TOKEN_DIMS, EMBED_DIMS), out_channels=8
+    )
     neck.init_weights()
     outs = neck(backbone(torch.randn(2, 3, 32, 32)))
     sum(out.square().mean() for out in outs).backward()
@@ -163,18 +192,32 @@ def test_gradients_reach_the_t2t_module():
         if name.startswith('tokens_to_token.attention1.')
     }
     assert t2t_grads
-    assert all(grad is not None and grad.abs().sum() > 0
-               for grad in t2t_grads.values())
+    assert all(
+        grad is not None and grad.abs().sum() > 0
+        for grad in t2t_grads.values()
+    )
 
 
-@pytest.mark.parametrize('kwargs, message', [
-    (dict(in_channels=(384, ), out_channels=256), 'two T2T maps'),
-    (dict(in_channels=(64, 64, 384), out_channels=(1, 2)), 'one width per'),
-    (dict(in_channels=(64, 64, 384), out_channels=8,
-          out_indices=(2, 1)), 'increasing order'),
-    (dict(in_channels=(64, 64, 384), out_channels=8,
-          out_indices=(4, )), 'increasing order'),
-])
+@pytest.mark.parametrize(
+    'kwargs, message',
+    [
+        (dict(in_channels=(384,), out_channels=256), 'two T2T maps'),
+        (
+            dict(in_channels=(64, 64, 384), out_channels=(1, 2)),
+            'one width per',
+        ),
+        (
+            dict(
+                in_channels=(64, 64, 384), out_channels=8, out_indices=(2, 1)
+            ),
+            'increasing order',
+        ),
+        (
+            dict(in_channels=(64, 64, 384), out_channels=8, out_indices=(4,)),
+            'increasing order',
+        ),
+    ],
+)
 def test_bad_arguments(kwargs, message):
     with pytest.raises(ValueError, match=message):
         T2TFeaturePyramid(**kwargs)
@@ -184,16 +227,21 @@ def test_backbone_without_t2t_maps_is_explained():
     backbone = T2TViT(
         arch=dict(embed_dims=EMBED_DIMS, num_layers=1, num_heads=2),
         out_type='featmap',
-        t2t_cfg=dict(token_dims=TOKEN_DIMS))
+        t2t_cfg=dict(token_dims=TOKEN_DIMS),
+    )
     neck = T2TFeaturePyramid(
-        in_channels=(TOKEN_DIMS, TOKEN_DIMS, EMBED_DIMS), out_channels=8)
+        in_channels=(TOKEN_DIMS, TOKEN_DIMS, EMBED_DIMS), out_channels=8
+    )
     with pytest.raises(ValueError, match='out_t2t_maps=True'):
         neck(backbone(torch.randn(1, 3, 32, 32)))
 
 
 def test_maps_at_wrong_strides_are_explained():
     neck = T2TFeaturePyramid(in_channels=(4, 4, 8), out_channels=8)
-    feats = (torch.randn(1, 4, 16, 16), torch.randn(1, 4, 8, 8),
-             torch.randn(1, 8, 8, 8))
+    feats = (
+        torch.randn(1, 4, 16, 16),
+        torch.randn(1, 4, 8, 8),
+        torch.randn(1, 8, 8, 8),
+    )
     with pytest.raises(ValueError, match='strides 4, 8 and 16'):
         neck(feats)

@@ -1,4 +1,5 @@
 """The T2T-ViT backbone, module and head: shapes, math, options, errors."""
+
 import math
 
 import pytest
@@ -33,22 +34,27 @@ def tiny_arch(token_layer='transformer', **overrides):
         embed_dims=48,
         num_layers=3,
         num_heads=3,
-        feedforward_channels=96)
+        feedforward_channels=96,
+    )
     arch.update(overrides)
     return arch
 
 
 def classifier(arch, num_classes=10, **backbone):
-    embed = T2TViT.arch_zoo[arch]['embed_dims'] if isinstance(
-        arch, str) else arch['embed_dims']
+    embed = (
+        T2TViT.arch_zoo[arch]['embed_dims']
+        if isinstance(arch, str)
+        else arch['embed_dims']
+    )
     return MODELS.build(
         dict(
             type='ImageClassifier',
             backbone=dict(type='T2TViT', arch=arch, **backbone),
             head=dict(
-                type='T2TClsHead',
-                num_classes=num_classes,
-                in_channels=embed)))
+                type='T2TClsHead', num_classes=num_classes, in_channels=embed
+            ),
+        )
+    )
 
 
 @pytest.mark.parametrize('arch', sorted(PARAMS))
@@ -56,9 +62,10 @@ def test_parameter_count_matches_official(arch):
     model = classifier(arch, num_classes=1000)
     trainable = sum(p.numel() for p in model.parameters() if p.requires_grad)
     assert trainable == PARAMS[arch]
-    assert MODELS.build(dict(type='T2TViT',
-                             arch=f't2t-vit-{arch}')).embed_dims == \
-        T2TViT.arch_zoo[arch]['embed_dims']
+    assert (
+        MODELS.build(dict(type='T2TViT', arch=f't2t-vit-{arch}')).embed_dims
+        == T2TViT.arch_zoo[arch]['embed_dims']
+    )
 
 
 @pytest.mark.parametrize('token_layer', ['transformer', 'performer'])
@@ -69,12 +76,14 @@ def test_classifier_matches_plain_formula(token_layer):
     img = torch.randn(2, 3, 64, 64)
     expected = t2t_vit_logits(img, model.state_dict(), token_layer, 3)
     torch.testing.assert_close(
-        model(img, mode='tensor'), expected, atol=1e-5, rtol=1e-5)
+        model(img, mode='tensor'), expected, atol=1e-5, rtol=1e-5
+    )
 
 
 def test_sinusoid_table_matches_formula():
     torch.testing.assert_close(
-        sinusoid_position_table(197, 384), sinusoid_table(197, 384))
+        sinusoid_position_table(197, 384), sinusoid_table(197, 384)
+    )
     backbone = T2TViT(arch='t-14')
     assert not any(p is backbone.pos_embed for p in backbone.parameters())
     assert 'pos_embed' in backbone.state_dict()
@@ -85,19 +94,28 @@ def test_default_t2t_geometry():
     tokens, grid, maps = module(torch.randn(1, 3, 224, 224))
     assert tokens.shape == (1, 196, 32) and grid == (14, 14)
     assert [m.shape for m in maps] == [(1, 64, 56, 56), (1, 64, 28, 28)]
-    assert module.attention1.ln1.normalized_shape == (147, )
-    assert module.attention2.ln1.normalized_shape == (576, )
+    assert module.attention1.ln1.normalized_shape == (147,)
+    assert module.attention2.ln1.normalized_shape == (576,)
 
 
-@pytest.mark.parametrize('token_layer',
-                         ['transformer', 'performer', 'convolution'])
+@pytest.mark.parametrize(
+    'token_layer', ['transformer', 'performer', 'convolution']
+)
 def test_non_square_input(token_layer):
     backbone = T2TViT(
-        arch=tiny_arch(token_layer), img_size=64, out_type='featmap',
-        out_indices=(0, -1), out_t2t_maps=True)
+        arch=tiny_arch(token_layer),
+        img_size=64,
+        out_type='featmap',
+        out_indices=(0, -1),
+        out_t2t_maps=True,
+    )
     outs = backbone(torch.randn(2, 3, 96, 64))
-    assert [o.shape for o in outs] == [(2, 64, 24, 16), (2, 64, 12, 8),
-                                       (2, 48, 6, 4), (2, 48, 6, 4)]
+    assert [o.shape for o in outs] == [
+        (2, 64, 24, 16),
+        (2, 64, 12, 8),
+        (2, 48, 6, 4),
+        (2, 48, 6, 4),
+    ]
 
 
 def test_out_types():
@@ -113,14 +131,13 @@ def test_out_types():
         torch.manual_seed(0)
         backbone = T2TViT(arch=tiny_arch(), img_size=64, out_type=out_type)
         backbone.eval()
-        (out, ) = backbone(img)
+        (out,) = backbone(img)
         assert out.shape == shape
         if out_type == 'raw':
             raw = out
     torch.manual_seed(0)
     backbone = T2TViT(arch=tiny_arch(), img_size=64, out_type='avg_featmap')
-    torch.testing.assert_close(
-        backbone.eval()(img)[0], raw[:, 1:].mean(1))
+    torch.testing.assert_close(backbone.eval()(img)[0], raw[:, 1:].mean(1))
 
 
 def test_small_image_variant_is_a_config():
@@ -131,7 +148,9 @@ def test_small_image_variant_is_a_config():
         in_channels=1,
         out_type='featmap',
         t2t_cfg=dict(
-            kernel_sizes=(3, 3, 3), strides=(1, 1, 2), paddings=(1, 1, 1)))
+            kernel_sizes=(3, 3, 3), strides=(1, 1, 2), paddings=(1, 1, 1)
+        ),
+    )
     assert backbone(torch.randn(2, 1, 8, 8))[0].shape == (2, 48, 4, 4)
 
 
@@ -144,9 +163,16 @@ def test_position_table_resized_on_load_224_to_384():
     table = large.backbone.pos_embed
     assert table.shape == (1, 1 + 24 * 24, 48)
     grid = state['backbone.pos_embed'][:, 1:].reshape(1, 14, 14, 48)
-    expected = torch.nn.functional.interpolate(
-        grid.permute(0, 3, 1, 2), size=(24, 24), mode='bicubic',
-        align_corners=False).flatten(2).transpose(1, 2)
+    expected = (
+        torch.nn.functional.interpolate(
+            grid.permute(0, 3, 1, 2),
+            size=(24, 24),
+            mode='bicubic',
+            align_corners=False,
+        )
+        .flatten(2)
+        .transpose(1, 2)
+    )
     torch.testing.assert_close(table[:, 1:], expected)
     cls_position = state['backbone.pos_embed'][:, :1]
     torch.testing.assert_close(table[:, :1], cls_position)
@@ -168,8 +194,11 @@ def test_with_cp_same_output_and_gradients():
     for with_cp in (False, True):
         torch.manual_seed(0)
         backbone = T2TViT(
-            arch=tiny_arch('performer'), img_size=64, with_cp=with_cp,
-            t2t_cfg=dict(drop_rate=0.))
+            arch=tiny_arch('performer'),
+            img_size=64,
+            with_cp=with_cp,
+            t2t_cfg=dict(drop_rate=0.0),
+        )
         backbone.train()
         out = backbone(img)[0]
         out.square().sum().backward()
@@ -201,8 +230,9 @@ def test_frozen_stages():
     backbone = T2TViT(arch=tiny_arch(), img_size=64, frozen_stages=2)
     assert backbone.train() is backbone
     assert not backbone.cls_token.requires_grad
-    assert not any(p.requires_grad
-                   for p in backbone.tokens_to_token.parameters())
+    assert not any(
+        p.requires_grad for p in backbone.tokens_to_token.parameters()
+    )
     for index, layer in enumerate(backbone.encoder):
         assert all(p.requires_grad != (index < 2) for p in layer.parameters())
         assert layer.training == (index >= 2)
@@ -216,8 +246,10 @@ def test_layer_depth_for_lr_decay():
     backbone = T2TViT(arch=tiny_arch(), img_size=64)
     depth = backbone.get_layer_depth
     assert depth('backbone.cls_token', 'backbone.') == (0, 5)
-    assert depth('backbone.tokens_to_token.project.weight',
-                 'backbone.') == (0, 5)
+    assert depth('backbone.tokens_to_token.project.weight', 'backbone.') == (
+        0,
+        5,
+    )
     assert depth('backbone.encoder.0.ln1.weight', 'backbone.') == (1, 5)
     assert depth('backbone.encoder.2.attn.qkv.weight', 'backbone.') == (3, 5)
     assert depth('backbone.norm.weight', 'backbone.') == (4, 5)
@@ -265,8 +297,11 @@ def test_checkpoint_that_does_not_fit():
 
 def test_dropout_only_in_training():
     backbone = T2TViT(
-        arch=tiny_arch('performer'), img_size=64, drop_rate=0.3,
-        drop_path_rate=0.2)
+        arch=tiny_arch('performer'),
+        img_size=64,
+        drop_rate=0.3,
+        drop_path_rate=0.2,
+    )
     img = torch.randn(2, 3, 64, 64)
     backbone.eval()
     torch.testing.assert_close(backbone(img)[0], backbone(img)[0])
@@ -274,8 +309,9 @@ def test_dropout_only_in_training():
     assert not torch.allclose(backbone(img)[0], backbone(img)[0])
     rates = [layer.drop_path.drop_prob for layer in backbone.encoder[1:]]
     assert rates == pytest.approx([0.1, 0.2])
-    assert math.isclose(backbone.tokens_to_token.attention1.attn.proj_drop.p,
-                        0.1)
+    assert math.isclose(
+        backbone.tokens_to_token.attention1.attn.proj_drop.p, 0.1
+    )
 
 
 def test_init_cfg_applies_on_top_of_the_official_init(tmp_path):
@@ -286,34 +322,42 @@ def test_init_cfg_applies_on_top_of_the_official_init(tmp_path):
     pretrained = dict(type='Pretrained', checkpoint=str(path))
     for init_cfg in (pretrained, [pretrained]):
         backbone = T2TViT(
-            arch=tiny_arch('performer'), img_size=64, init_cfg=init_cfg)
+            arch=tiny_arch('performer'), img_size=64, init_cfg=init_cfg
+        )
         backbone.init_weights()
         for key, value in source.state_dict().items():
             torch.testing.assert_close(backbone.state_dict()[key], value)
     backbone = T2TViT(
-        arch=tiny_arch(), img_size=64,
-        init_cfg=dict(type='Constant', layer='LayerNorm', val=2.))
+        arch=tiny_arch(),
+        img_size=64,
+        init_cfg=dict(type='Constant', layer='LayerNorm', val=2.0),
+    )
     backbone.init_weights()
     assert torch.all(backbone.encoder[0].ln1.weight == 2)
-    assert abs(backbone.encoder[0].attn.qkv.weight.std().item() - .02) < .005
+    assert abs(backbone.encoder[0].attn.qkv.weight.std().item() - 0.02) < 0.005
 
 
 def _cpu_has_float16_layer_norm() -> bool:
     try:
-        torch.nn.functional.layer_norm(torch.ones(1, 2).half(), (2, ))
+        torch.nn.functional.layer_norm(torch.ones(1, 2).half(), (2,))
     except RuntimeError:  # torch 2.1: "not implemented for 'Half'"
         return False
     return True
 
 
-@pytest.mark.parametrize('dtype', [
-    torch.bfloat16,
-    pytest.param(
-        torch.float16,
-        marks=pytest.mark.skipif(
-            not _cpu_has_float16_layer_norm(),
-            reason='this torch has no float16 LayerNorm on CPU'))
-])
+@pytest.mark.parametrize(
+    'dtype',
+    [
+        torch.bfloat16,
+        pytest.param(
+            torch.float16,
+            marks=pytest.mark.skipif(
+                not _cpu_has_float16_layer_norm(),
+                reason='this torch has no float16 LayerNorm on CPU',
+            ),
+        ),
+    ],
+)
 def test_performer_model_cast_to_half_precision(dtype):
     backbone = T2TViT(arch=tiny_arch('performer'), img_size=64).eval()
     backbone.init_weights()
@@ -327,8 +371,8 @@ def test_performer_model_cast_to_half_precision(dtype):
 def test_position_table_between_cls_and_no_cls_models():
     with_cls = T2TViT(arch=tiny_arch(), img_size=64, out_type='featmap')
     without = T2TViT(
-        arch=tiny_arch(), img_size=96, out_type='featmap',
-        with_cls_token=False)
+        arch=tiny_arch(), img_size=96, out_type='featmap', with_cls_token=False
+    )
     state = with_cls.state_dict()
     result = without.load_state_dict(state, strict=False)
     assert result.unexpected_keys == ['cls_token']
@@ -340,16 +384,17 @@ def test_position_table_between_cls_and_no_cls_models():
     cls_position = with_cls.pos_embed[:, :1]
     torch.testing.assert_close(back.pos_embed[:, :1], cls_position)
     non_square = T2TViT(arch=tiny_arch(), img_size=(64, 96))
-    with pytest.raises(ValueError, match="no square token grid.*img_size"):
+    with pytest.raises(ValueError, match='no square token grid.*img_size'):
         back.load_state_dict(non_square.state_dict())
 
 
 def test_custom_arch_and_t2t_cfg_mistakes():
-    backbone = T2TViT(arch=tiny_arch(mlp_ratio=2.), img_size=64)
+    backbone = T2TViT(arch=tiny_arch(mlp_ratio=2.0), img_size=64)
     assert backbone.encoder[0].ffn.layers[1].in_features == 96
     backbone = T2TViT(
-        arch=dict(embed_dims=48, num_layers=1, num_heads=3, mlp_ratio=2.),
-        img_size=64)
+        arch=dict(embed_dims=48, num_layers=1, num_heads=3, mlp_ratio=2.0),
+        img_size=64,
+    )
     assert backbone.encoder[0].ffn.layers[1].in_features == 96
     with pytest.raises(ValueError, match=r"unknown \['feedforward_channel"):
         T2TViT(arch=tiny_arch(feedforward_channel=64))
@@ -361,11 +406,14 @@ def test_custom_arch_and_t2t_cfg_mistakes():
 
 def test_with_cp_of_the_t2t_layers_only():
     backbone = T2TViT(
-        arch=tiny_arch(), img_size=64, t2t_cfg=dict(with_cp=True))
+        arch=tiny_arch(), img_size=64, t2t_cfg=dict(with_cp=True)
+    )
     calls = {'t2t': 0, 'encoder': 0}
     t2t = backbone.tokens_to_token
-    for kind, layers in (('t2t', [t2t.attention1, t2t.attention2]),
-                         ('encoder', list(backbone.encoder))):
+    for kind, layers in (
+        ('t2t', [t2t.attention1, t2t.attention2]),
+        ('encoder', list(backbone.encoder)),
+    ):
         for layer in layers:
             forward = layer.ffn.forward
 

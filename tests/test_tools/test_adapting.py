@@ -1,6 +1,7 @@
 """Adapting a config: arch names however they are spelt, neck and head
 widths that follow the backbone, the CPU bf16 warning, the layer-decay
 range in the log and get_flops' default input size."""
+
 import logging
 import os
 import subprocess
@@ -28,25 +29,33 @@ CONFIGS = ROOT / 'configs'
 # ------------------------------------------------------------ arch names --
 
 
-@pytest.mark.parametrize('spelling', [
-    7, '7', 't2t-vit-7', 'T2T-ViT-7', ' t2t_vit_7 ', 'T2TViT7'])
+@pytest.mark.parametrize(
+    'spelling', [7, '7', 't2t-vit-7', 'T2T-ViT-7', ' t2t_vit_7 ', 'T2TViT7']
+)
 def test_every_spelling_of_an_arch_builds_it(spelling):
     backbone = MODELS.build(dict(type='T2TViT', arch=spelling))
     assert (backbone.embed_dims, backbone.num_layers) == (256, 7)
     assert backbone.tokens_to_token.token_layer == 'performer'
 
 
-@pytest.mark.parametrize('name,expected', [
-    ('T2T-ViT-t-14', ('transformer', 384, 14, 6)),
-    ('t-24', ('transformer', 512, 24, 8)),
-    ('t2t-vit-14-resnext', ('performer', 384, 14, 32)),
-    ('14-WIDE', ('performer', 768, 4, 12)),
-    (19, ('performer', 448, 19, 7)),
-])
+@pytest.mark.parametrize(
+    'name,expected',
+    [
+        ('T2T-ViT-t-14', ('transformer', 384, 14, 6)),
+        ('t-24', ('transformer', 512, 24, 8)),
+        ('t2t-vit-14-resnext', ('performer', 384, 14, 32)),
+        ('14-WIDE', ('performer', 768, 4, 12)),
+        (19, ('performer', 448, 19, 7)),
+    ],
+)
 def test_variant_names(name, expected):
     settings = T2TViT.resolve_arch(name)
-    assert (settings['token_layer'], settings['embed_dims'],
-            settings['num_layers'], settings['num_heads']) == expected
+    assert (
+        settings['token_layer'],
+        settings['embed_dims'],
+        settings['num_layers'],
+        settings['num_heads'],
+    ) == expected
 
 
 def test_384_names_build_the_384_pixel_model():
@@ -71,13 +80,22 @@ def test_train_tool_reports_a_wrong_arch_in_one_line(tmp_path):
     for split in ('train', 'val'):
         (tmp_path / split / 'a').mkdir(parents=True)
     result = subprocess.run(
-        [sys.executable, str(ROOT / 'tools' / 'train.py'),
-         str(CONFIGS / 't2t-vit-7_1xb64_custom-64px.py'), '--work-dir',
-         str(tmp_path), '--cfg-options', 'model.backbone.arch=13',
-         f'train_dataloader.dataset.data_root={tmp_path}',
-         f'val_dataloader.dataset.data_root={tmp_path}'],
-        capture_output=True, text=True, timeout=300,
-        env=dict(os.environ, PYTHONWARNINGS='ignore'))
+        [
+            sys.executable,
+            str(ROOT / 'tools' / 'train.py'),
+            str(CONFIGS / 't2t-vit-7_1xb64_custom-64px.py'),
+            '--work-dir',
+            str(tmp_path),
+            '--cfg-options',
+            'model.backbone.arch=13',
+            f'train_dataloader.dataset.data_root={tmp_path}',
+            f'val_dataloader.dataset.data_root={tmp_path}',
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=dict(os.environ, PYTHONWARNINGS='ignore'),
+    )
     assert result.returncode != 0
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and "Unknown T2T-ViT arch '13'" in lines[0]
@@ -101,19 +119,21 @@ def dense_config(name: str) -> Config:
     return Config.fromfile(str(CONFIGS / name))
 
 
-@pytest.mark.parametrize('arch,out_indices', [(7, (-1, )), ('t-19', (2, 5)),
-                                             ('t2t-vit-12', -1)])
+@pytest.mark.parametrize(
+    'arch,out_indices', [(7, (-1,)), ('t-19', (2, 5)), ('t2t-vit-12', -1)]
+)
 def test_pyramid_widths_follow_the_backbone(arch, out_indices):
     cfg = dense_config('det/retinanet_t2t-vit-t-14_fpn_1x_coco.py')
-    cfg.merge_from_dict({
-        'model.backbone.arch': arch,
-        'model.backbone.out_indices': out_indices
-    })
+    cfg.merge_from_dict(
+        {
+            'model.backbone.arch': arch,
+            'model.backbone.out_indices': out_indices,
+        }
+    )
     changed = follow_backbone_widths(cfg)
     widths = cfg.model.neck[0].in_channels
     assert changed == [f'model.neck.0.in_channels={widths}']
-    backbone = {
-        k: v for k, v in cfg.model.backbone.items() if k != 'type'}
+    backbone = {k: v for k, v in cfg.model.backbone.items() if k != 'type'}
     assert widths == real_widths(backbone)
     # the FPN after it reads the pyramid's fixed widths: left alone
     assert cfg.model.neck[1].in_channels == [192, 384, 768]
@@ -124,10 +144,8 @@ def test_segmentor_pyramid_and_token_dims_follow_the_backbone():
     cfg.model.backbone.arch = '7'
     cfg.model.backbone.t2t_cfg = dict(token_dims=32)
     follow_backbone_widths(cfg)
-    backbone = {
-        k: v for k, v in cfg.model.backbone.items() if k != 'type'}
-    assert cfg.model.neck.in_channels == real_widths(backbone) == (32, 32,
-                                                                   256)
+    backbone = {k: v for k, v in cfg.model.backbone.items() if k != 'type'}
+    assert cfg.model.neck.in_channels == real_widths(backbone) == (32, 32, 256)
     # nothing to change the second time
     assert follow_backbone_widths(cfg) == []
 
@@ -143,19 +161,22 @@ def test_classifier_head_follows_the_backbone():
 def test_pyramid_without_widths_says_how_to_get_them():
     with pytest.raises(ValueError, match='follow_backbone_widths'):
         MODELS.build(
-            dict(type='T2TFeaturePyramid', in_channels=None,
-                 out_channels=8))
+            dict(type='T2TFeaturePyramid', in_channels=None, out_channels=8)
+        )
 
 
 # --------------------------------------------------------------- CPU bf16 --
 
 
-@pytest.mark.parametrize('flags,expected', [
-    ('fpu avx2 avx512f avx512_bf16', True),
-    ('fpu avx2 amx_bf16 amx_tile', True),
-    ('fp asimd bf16', True),  # Arm Features line
-    ('fpu avx2 avx512f', False),
-])
+@pytest.mark.parametrize(
+    'flags,expected',
+    [
+        ('fpu avx2 avx512f avx512_bf16', True),
+        ('fpu avx2 amx_bf16 amx_tile', True),
+        ('fp asimd bf16', True),  # Arm Features line
+        ('fpu avx2 avx512f', False),
+    ],
+)
 def test_bf16_flags(tmp_path, flags, expected):
     cpuinfo = tmp_path / 'cpuinfo'
     cpuinfo.write_text(f'processor\t: 0\nflags\t\t: {flags}\n')
@@ -164,6 +185,7 @@ def test_bf16_flags(tmp_path, flags, expected):
 
 def bf16_warnings(monkeypatch, has_bf16) -> list:
     from t2t_plugin.engine import optim_wrapper
+
     monkeypatch.setattr(optim_wrapper, 'cpu_has_fast_bf16', lambda: has_bf16)
     logger = MMLogger.get_current_instance()
     messages = []
@@ -186,11 +208,12 @@ def test_amp_on_a_cpu_without_bf16_warns_in_one_line(monkeypatch):
 
 def test_layer_decay_range_is_logged(monkeypatch):
     backbone = MODELS.build(
-        dict(type='T2TViT', arch=dict(embed_dims=32, num_layers=3,
-                                      num_heads=2)))
+        dict(
+            type='T2TViT', arch=dict(embed_dims=32, num_layers=3, num_heads=2)
+        )
+    )
 
     class Detector(torch.nn.Module):
-
         def __init__(self):
             super().__init__()
             self.backbone = backbone
@@ -204,7 +227,9 @@ def test_layer_decay_range_is_logged(monkeypatch):
         dict(
             optimizer=dict(type='AdamW', lr=1e-3, weight_decay=0.05),
             constructor='mmpretrain.BackboneLayerDecayOptimWrapperConstructor',
-            paramwise_cfg=dict(layer_decay_rate=0.5)))
+            paramwise_cfg=dict(layer_decay_rate=0.5),
+        ),
+    )
     lrs = [group['lr'] for group in wrapper.optimizer.param_groups]
     line = next(m for m in messages if m.startswith('Layer-wise lr decay'))
     # 5 depths (T2T module, 3 layers, rest): 0.5 ** 4 at the bottom
@@ -218,21 +243,26 @@ def test_layer_decay_range_is_logged(monkeypatch):
 # ------------------------------------------------------------- get_flops --
 
 
-@pytest.mark.parametrize('name,shape', [
-    ('t2t-vit-14_8xb64_in1k.py', (224, 224)),
-    ('t2t-vit-14_8xb64_in1k-384px.py', (384, 384)),
-    ('t2t-vit-7_1xb64_custom-64px.py', (64, 64)),
-    ('det/retinanet_t2t-vit-t-14_fpn_1x_coco.py', (800, 1344)),
-    ('det/retinanet_t2t-vit-7_fpn_24e_custom-coco.py', (512, 512)),
-    ('seg/upernet_t2t-vit-t-14_8xb2-160k_ade20k-512x512.py', (512, 512)),
-    ('seg/upernet_t2t-vit-7_1xb4-4k_custom-256x256.py', (256, 256)),
-])
+@pytest.mark.parametrize(
+    'name,shape',
+    [
+        ('t2t-vit-14_8xb64_in1k.py', (224, 224)),
+        ('t2t-vit-14_8xb64_in1k-384px.py', (384, 384)),
+        ('t2t-vit-7_1xb64_custom-64px.py', (64, 64)),
+        ('det/retinanet_t2t-vit-t-14_fpn_1x_coco.py', (800, 1344)),
+        ('det/retinanet_t2t-vit-7_fpn_24e_custom-coco.py', (512, 512)),
+        ('seg/upernet_t2t-vit-t-14_8xb2-160k_ade20k-512x512.py', (512, 512)),
+        ('seg/upernet_t2t-vit-7_1xb4-4k_custom-256x256.py', (256, 256)),
+    ],
+)
 def test_get_flops_counts_at_the_config_test_size(name, shape):
     if '/' in name:
         pytest.importorskip('mmdet')
     get_flops = load_tool('tools/analysis_tools/get_flops.py')
-    assert get_flops.config_test_shape(
-        Config.fromfile(str(CONFIGS / name))) == shape
+    assert (
+        get_flops.config_test_shape(Config.fromfile(str(CONFIGS / name)))
+        == shape
+    )
 
 
 def test_get_flops_runs_a_segmentor_at_its_crop_size(capsys):
@@ -241,10 +271,14 @@ def test_get_flops_runs_a_segmentor_at_its_crop_size(capsys):
     config = CONFIGS / 'seg' / 'upernet_t2t-vit-7_1xb4-4k_custom-256x256.py'
     logging.disable(logging.WARNING)
     try:
-        code = get_flops.main([
-            str(config), '--cfg-options', 'model.backbone.init_cfg=None',
-            'model.data_preprocessor.size=(64,64)'
-        ])
+        code = get_flops.main(
+            [
+                str(config),
+                '--cfg-options',
+                'model.backbone.init_cfg=None',
+                'model.data_preprocessor.size=(64,64)',
+            ]
+        )
     finally:
         logging.disable(logging.NOTSET)
     assert code == 0

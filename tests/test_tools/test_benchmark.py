@@ -2,6 +2,7 @@
 
 No timing is asserted anywhere: this machine's speed is not a test result.
 """
+
 import json
 import os
 import subprocess
@@ -99,8 +100,9 @@ def test_peak_memory_counts_live_tensors_and_temporaries():
 def test_training_step_keeps_weights_and_fills_gradients():
     model = _tiny('performer')
     before = {k: v.clone() for k, v in model.state_dict().items()}
-    step = StepRunner(model, torch.randn(2, 3, 32, 32), train=True,
-                      dtype='fp32')
+    step = StepRunner(
+        model, torch.randn(2, 3, 32, 32), train=True, dtype='fp32'
+    )
     step()
     step()
     assert all(p.grad is not None for p in model.parameters())
@@ -110,8 +112,12 @@ def test_training_step_keeps_weights_and_fills_gradients():
 
 
 def test_bf16_autocast_step_runs():
-    step = StepRunner(_tiny('transformer'), torch.randn(2, 3, 32, 32),
-                      train=True, dtype='bf16')
+    step = StepRunner(
+        _tiny('transformer'),
+        torch.randn(2, 3, 32, 32),
+        train=True,
+        dtype='bf16',
+    )
     step()
 
 
@@ -122,22 +128,43 @@ def test_matmul_ceiling_is_positive():
 def _run_tool(*args):
     env = dict(os.environ)
     env['PYTHONPATH'] = os.pathsep.join(
-        filter(None, [str(ROOT), env.get('PYTHONPATH')]))
-    return subprocess.run([sys.executable, str(TOOL), *args],
-                          capture_output=True,
-                          text=True,
-                          env=env,
-                          timeout=300)
+        filter(None, [str(ROOT), env.get('PYTHONPATH')])
+    )
+    return subprocess.run(
+        [sys.executable, str(TOOL), *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+    )
 
 
 def test_tool_end_to_end_on_a_tiny_arch(tmp_path):
     arch = json.dumps(dict(TINY, token_layer='transformer'))
-    result = _run_tool('--archs', arch, '--img-size', '32', '--batch-sizes',
-                       '1', '2', '--iters', '1', '--rounds', '2', '--warmup',
-                       '0', '--threads', '1', '--with-cp', '--json',
-                       str(tmp_path / 'b.json'), '--csv',
-                       str(tmp_path / 'b.csv'), '--plot',
-                       str(tmp_path / 'b.png'))
+    result = _run_tool(
+        '--archs',
+        arch,
+        '--img-size',
+        '32',
+        '--batch-sizes',
+        '1',
+        '2',
+        '--iters',
+        '1',
+        '--rounds',
+        '2',
+        '--warmup',
+        '0',
+        '--threads',
+        '1',
+        '--with-cp',
+        '--json',
+        str(tmp_path / 'b.json'),
+        '--csv',
+        str(tmp_path / 'b.csv'),
+        '--plot',
+        str(tmp_path / 'b.png'),
+    )
     assert result.returncode == 0, result.stderr
     assert 'mmpretrain' in result.stdout
     report = json.loads((tmp_path / 'b.json').read_text())
@@ -160,10 +187,13 @@ def test_tool_end_to_end_on_a_tiny_arch(tmp_path):
     assert (tmp_path / 'b.png').read_bytes()[:8] == b'\x89PNG\r\n\x1a\n'
 
 
-@pytest.mark.parametrize('args,message', [
-    (['--archs', 'nope'], 'Unknown T2T-ViT arch'),
-    (['--official-repo', '/nonexistent'], 'not a checkout'),
-])
+@pytest.mark.parametrize(
+    'args,message',
+    [
+        (['--archs', 'nope'], 'Unknown T2T-ViT arch'),
+        (['--official-repo', '/nonexistent'], 'not a checkout'),
+    ],
+)
 def test_tool_user_errors_are_one_line(args, message):
     result = _run_tool(*args, '--img-size', '32', '--iters', '1')
     assert result.returncode == 2
@@ -177,20 +207,45 @@ def test_tool_times_deployed_copies(tmp_path):
     runtimes = ['onnxruntime', 'onnxruntime-int8']
     try:
         import openvino  # noqa: F401
+
         runtimes += ['openvino', 'openvino-bf16']
     except ImportError:
         pass
     arch = json.dumps(dict(TINY, token_layer='performer'))
-    result = _run_tool('--archs', arch, '--img-size', '32', '--batch-sizes',
-                       '2', '--iters', '1', '--rounds', '2', '--warmup', '0',
-                       '--threads', '1', '--modes', 'infer', '--references',
-                       '--runtimes', *runtimes, '--agreement-images', '16',
-                       '--json', str(tmp_path / 'b.json'))
+    result = _run_tool(
+        '--archs',
+        arch,
+        '--img-size',
+        '32',
+        '--batch-sizes',
+        '2',
+        '--iters',
+        '1',
+        '--rounds',
+        '2',
+        '--warmup',
+        '0',
+        '--threads',
+        '1',
+        '--modes',
+        'infer',
+        '--references',
+        '--runtimes',
+        *runtimes,
+        '--agreement-images',
+        '16',
+        '--json',
+        str(tmp_path / 'b.json'),
+    )
     assert result.returncode == 0, result.stderr
     records = json.loads((tmp_path / 'b.json').read_text())['records']
     assert [r['implementation'] for r in records] == ['t2t-plugin', *runtimes]
-    precisions = {'onnxruntime': 'fp32', 'onnxruntime-int8': 'int8',
-                  'openvino': 'fp32', 'openvino-bf16': 'bf16'}
+    precisions = {
+        'onnxruntime': 'fp32',
+        'onnxruntime-int8': 'int8',
+        'openvino': 'fp32',
+        'openvino-bf16': 'bf16',
+    }
     for record in records[1:]:
         name = record['implementation']
         assert record['dtype'] == precisions[name]

@@ -5,6 +5,7 @@ T2T-ViT, ``models/t2t_vit.py``, ``token_transformer.py``,
 ``token_performer.py``) in plain PyTorch with its module names, so their
 state dicts have the official key layout. Tiny widths keep the tests fast.
 """
+
 import math
 
 import numpy as np
@@ -31,11 +32,11 @@ from t2t_plugin.converters import (
 from ..helpers import ROOT, load_tool
 
 converter_tool = load_tool(
-    'tools/model_converters/t2t_vit_official_to_plugin.py')
+    'tools/model_converters/t2t_vit_official_to_plugin.py'
+)
 
 
 class OfficialMlp(nn.Module):
-
     def __init__(self, in_features, hidden_features, out_features=None):
         super().__init__()
         self.fc1 = nn.Linear(in_features, hidden_features)
@@ -53,7 +54,7 @@ class OfficialAttention(nn.Module):
         self.num_heads = num_heads
         self.in_dim = in_dim
         # the official scale: dim is the *input* width, also for T2T layers
-        self.scale = (dim // num_heads)**-0.5
+        self.scale = (dim // num_heads) ** -0.5
         out_dim = in_dim or dim
         self.qkv = nn.Linear(dim, out_dim * 3, bias=False)
         self.proj = nn.Linear(out_dim, out_dim)
@@ -61,9 +62,11 @@ class OfficialAttention(nn.Module):
     def forward(self, x):
         batch, length, _ = x.shape
         width = self.in_dim or x.shape[-1]
-        qkv = self.qkv(x).reshape(batch, length, 3, self.num_heads,
-                                  width // self.num_heads).permute(
-                                      2, 0, 3, 1, 4)
+        qkv = (
+            self.qkv(x)
+            .reshape(batch, length, 3, self.num_heads, width // self.num_heads)
+            .permute(2, 0, 3, 1, 4)
+        )
         q, k, v = qkv[0], qkv[1], qkv[2]
         attn = ((q * self.scale) @ k.transpose(-2, -1)).softmax(dim=-1)
         out = (attn @ v).transpose(1, 2).reshape(batch, length, width)
@@ -74,7 +77,6 @@ class OfficialAttention(nn.Module):
 
 
 class OfficialTokenTransformer(nn.Module):
-
     def __init__(self, dim, in_dim):
         super().__init__()
         self.norm1 = nn.LayerNorm(dim)
@@ -88,7 +90,6 @@ class OfficialTokenTransformer(nn.Module):
 
 
 class OfficialTokenPerformer(nn.Module):
-
     def __init__(self, dim, in_dim, kernel_ratio=0.5):
         super().__init__()
         self.emb = in_dim
@@ -97,12 +98,16 @@ class OfficialTokenPerformer(nn.Module):
         self.norm1 = nn.LayerNorm(dim)
         self.norm2 = nn.LayerNorm(self.emb)
         self.mlp = nn.Sequential(
-            nn.Linear(self.emb, self.emb), nn.GELU(),
-            nn.Linear(self.emb, self.emb), nn.Dropout(0.1))
+            nn.Linear(self.emb, self.emb),
+            nn.GELU(),
+            nn.Linear(self.emb, self.emb),
+            nn.Dropout(0.1),
+        )
         self.m = int(self.emb * kernel_ratio)
         w = torch.randn(self.m, self.emb)
         self.w = nn.Parameter(
-            nn.init.orthogonal_(w) * math.sqrt(self.m), requires_grad=False)
+            nn.init.orthogonal_(w) * math.sqrt(self.m), requires_grad=False
+        )
 
     def prm_exp(self, x):
         xd = (x * x).sum(dim=-1, keepdim=True).repeat(1, 1, self.m) / 2
@@ -115,7 +120,8 @@ class OfficialTokenPerformer(nn.Module):
         D = torch.einsum('bti,bi->bt', qp, kp.sum(dim=1)).unsqueeze(dim=2)
         kptv = torch.einsum('bin,bim->bnm', v.float(), kp)
         y = torch.einsum('bti,bni->btn', qp, kptv) / (
-            D.repeat(1, 1, self.emb) + 1e-8)
+            D.repeat(1, 1, self.emb) + 1e-8
+        )
         return v + self.proj(y)
 
     def forward(self, x):
@@ -124,7 +130,6 @@ class OfficialTokenPerformer(nn.Module):
 
 
 class OfficialBlock(nn.Module):
-
     def __init__(self, dim, num_heads, mlp_ratio):
         super().__init__()
         self.norm1 = nn.LayerNorm(dim)
@@ -138,25 +143,32 @@ class OfficialBlock(nn.Module):
 
 
 class OfficialT2TModule(nn.Module):
-
     def __init__(self, tokens_type, embed_dim, token_dim):
         super().__init__()
-        self.soft_split0 = nn.Unfold(kernel_size=(7, 7), stride=(4, 4),
-                                     padding=(2, 2))
-        self.soft_split1 = nn.Unfold(kernel_size=(3, 3), stride=(2, 2),
-                                     padding=(1, 1))
-        self.soft_split2 = nn.Unfold(kernel_size=(3, 3), stride=(2, 2),
-                                     padding=(1, 1))
-        layer = (OfficialTokenPerformer if tokens_type == 'performer' else
-                 OfficialTokenTransformer)
+        self.soft_split0 = nn.Unfold(
+            kernel_size=(7, 7), stride=(4, 4), padding=(2, 2)
+        )
+        self.soft_split1 = nn.Unfold(
+            kernel_size=(3, 3), stride=(2, 2), padding=(1, 1)
+        )
+        self.soft_split2 = nn.Unfold(
+            kernel_size=(3, 3), stride=(2, 2), padding=(1, 1)
+        )
+        layer = (
+            OfficialTokenPerformer
+            if tokens_type == 'performer'
+            else OfficialTokenTransformer
+        )
         self.attention1 = layer(3 * 7 * 7, token_dim)
         self.attention2 = layer(token_dim * 3 * 3, token_dim)
         self.project = nn.Linear(token_dim * 3 * 3, embed_dim)
 
     def forward(self, x):
         x = self.soft_split0(x).transpose(1, 2)
-        for attention, split in ((self.attention1, self.soft_split1),
-                                 (self.attention2, self.soft_split2)):
+        for attention, split in (
+            (self.attention1, self.soft_split1),
+            (self.attention2, self.soft_split2),
+        ):
             x = attention(x)
             batch, length, channels = x.shape
             side = int(np.sqrt(length))
@@ -166,28 +178,42 @@ class OfficialT2TModule(nn.Module):
 
 
 def official_sinusoid(n_position, d_hid):
-    table = np.array([[pos / np.power(10000, 2 * (j // 2) / d_hid)
-                       for j in range(d_hid)] for pos in range(n_position)])
+    table = np.array(
+        [
+            [pos / np.power(10000, 2 * (j // 2) / d_hid) for j in range(d_hid)]
+            for pos in range(n_position)
+        ]
+    )
     table[:, 0::2] = np.sin(table[:, 0::2])
     table[:, 1::2] = np.cos(table[:, 1::2])
     return torch.FloatTensor(table).unsqueeze(0)
 
 
 class OfficialT2TViT(nn.Module):
-
-    def __init__(self, img_size, tokens_type, embed_dim, depth, num_heads,
-                 mlp_ratio, token_dim=64, num_classes=1000):
+    def __init__(
+        self,
+        img_size,
+        tokens_type,
+        embed_dim,
+        depth,
+        num_heads,
+        mlp_ratio,
+        token_dim=64,
+        num_classes=1000,
+    ):
         super().__init__()
-        self.tokens_to_token = OfficialT2TModule(tokens_type, embed_dim,
-                                                 token_dim)
-        num_patches = (img_size // 16)**2
+        self.tokens_to_token = OfficialT2TModule(
+            tokens_type, embed_dim, token_dim
+        )
+        num_patches = (img_size // 16) ** 2
         self.cls_token = nn.Parameter(torch.zeros(1, 1, embed_dim))
         self.pos_embed = nn.Parameter(
-            official_sinusoid(num_patches + 1, embed_dim),
-            requires_grad=False)
+            official_sinusoid(num_patches + 1, embed_dim), requires_grad=False
+        )
         self.blocks = nn.ModuleList(
             OfficialBlock(embed_dim, num_heads, mlp_ratio)
-            for _ in range(depth))
+            for _ in range(depth)
+        )
         self.norm = nn.LayerNorm(embed_dim)
         self.head = nn.Linear(embed_dim, num_classes)
 
@@ -200,8 +226,15 @@ class OfficialT2TViT(nn.Module):
         return self.head(self.norm(x)[:, 0])
 
 
-TINY = dict(img_size=64, embed_dim=32, depth=2, num_heads=2, mlp_ratio=2,
-            token_dim=16, num_classes=7)
+TINY = dict(
+    img_size=64,
+    embed_dim=32,
+    depth=2,
+    num_heads=2,
+    mlp_ratio=2,
+    token_dim=16,
+    num_classes=7,
+)
 
 
 def tiny_official(tokens_type):
@@ -220,8 +253,13 @@ def classifier_for(arch_info, img_size=None):
     """Our classifier for a detected arch (as a config would build it)."""
     arch = {
         k: arch_info[k]
-        for k in ('token_layer', 'embed_dims', 'num_layers', 'num_heads',
-                  'feedforward_channels')
+        for k in (
+            'token_layer',
+            'embed_dims',
+            'num_layers',
+            'num_heads',
+            'feedforward_channels',
+        )
     }
     return MODELS.build(
         dict(
@@ -230,28 +268,39 @@ def classifier_for(arch_info, img_size=None):
                 type='T2TViT',
                 arch=arch,
                 img_size=img_size or arch_info['img_size'],
-                t2t_cfg=dict(token_dims=arch_info['token_dims'])),
+                t2t_cfg=dict(token_dims=arch_info['token_dims']),
+            ),
             head=dict(
                 type='T2TClsHead',
                 num_classes=arch_info['num_classes'],
-                in_channels=arch_info['embed_dims']))).eval()
+                in_channels=arch_info['embed_dims'],
+            ),
+        )
+    ).eval()
 
 
 @pytest.mark.parametrize('tokens_type', ['performer', 'transformer'])
 @pytest.mark.parametrize('wrapping', ['state_dict_ema', 'state_dict', 'bare'])
-def test_round_trip_reproduces_official_logits(tmp_path, capsys, tokens_type,
-                                               wrapping):
+def test_round_trip_reproduces_official_logits(
+    tmp_path, capsys, tokens_type, wrapping
+):
     official = tiny_official(tokens_type)
     weights = {f'module.{k}': v for k, v in official.state_dict().items()}
     src = tmp_path / 'official.pth.tar'
     torch.save(weights if wrapping == 'bare' else {wrapping: weights}, src)
 
     # heads are not in the weights: a custom arch needs them given
-    assert converter_tool.main(
-        [str(src), str(tmp_path / 'ours.pth'), '--num-heads', '2']) == 0
+    assert (
+        converter_tool.main(
+            [str(src), str(tmp_path / 'ours.pth'), '--num-heads', '2']
+        )
+        == 0
+    )
     out = capsys.readouterr().out
-    assert f'custom T2T-ViT ({tokens_type} T2T layers, embed_dims 32, 2 ' \
+    assert (
+        f'custom T2T-ViT ({tokens_type} T2T layers, embed_dims 32, 2 '
         'layers, 2 heads, 64px, 7 classes)' in out
+    )
 
     checkpoint = torch.load(tmp_path / 'ours.pth', weights_only=True)
     assert set(checkpoint) == {'state_dict', 'meta'}
@@ -262,8 +311,7 @@ def test_round_trip_reproduces_official_logits(tmp_path, capsys, tokens_type,
     if tokens_type == 'performer':
         # the fixed random features travel with the weights
         for index in (1, 2):
-            layer = getattr(ours.backbone.tokens_to_token,
-                            f'attention{index}')
+            layer = getattr(ours.backbone.tokens_to_token, f'attention{index}')
             w = getattr(official.tokens_to_token, f'attention{index}').w
             assert torch.equal(layer.attn.random_matrix, w)
 
@@ -286,17 +334,24 @@ def test_official_224_weights_load_into_a_larger_resolution():
     source = official.pos_embed
     torch.testing.assert_close(table[:, :1], source[:, :1])
     grid = source[:, 1:].reshape(1, 4, 4, 32).permute(0, 3, 1, 2)
-    resized = F.interpolate(grid, size=(6, 6), mode='bicubic',
-                            align_corners=False)
-    torch.testing.assert_close(table[:, 1:],
-                               resized.flatten(2).transpose(1, 2))
+    resized = F.interpolate(
+        grid, size=(6, 6), mode='bicubic', align_corners=False
+    )
+    torch.testing.assert_close(
+        table[:, 1:], resized.flatten(2).transpose(1, 2)
+    )
     with torch.no_grad():
         assert torch.isfinite(ours(torch.randn(1, 3, 96, 96))).all()
 
 
 def _zoo_entry(tokens_type, embed_dim, depth, num_heads, mlp_ratio):
-    return dict(tokens_type=tokens_type, embed_dim=embed_dim, depth=depth,
-                num_heads=num_heads, mlp_ratio=mlp_ratio)
+    return dict(
+        tokens_type=tokens_type,
+        embed_dim=embed_dim,
+        depth=depth,
+        num_heads=num_heads,
+        mlp_ratio=mlp_ratio,
+    )
 
 
 # the official model factories (t2t_vit.py), arch name -> arguments
@@ -320,9 +375,11 @@ def _official_shapes(arch, img_size=224):
     return model.state_dict()
 
 
-@pytest.mark.parametrize('arch,config', [
-    (arch, f'configs/t2t-vit-{arch}_8xb64_in1k.py') for arch in ZOO
-] + [('14', 'configs/t2t-vit-14_8xb64_in1k-384px.py')])
+@pytest.mark.parametrize(
+    'arch,config',
+    [(arch, f'configs/t2t-vit-{arch}_8xb64_in1k.py') for arch in ZOO]
+    + [('14', 'configs/t2t-vit-14_8xb64_in1k-384px.py')],
+)
 def test_zoo_weights_load_strictly_into_their_config(arch, config):
     converted, arch_info = convert_official_state_dict(_official_shapes(arch))
     assert arch_info['arch'] == arch
@@ -355,8 +412,11 @@ def test_converted_release_classifies_like_the_official_model(tmp_path):
         with torch.no_grad():
             expected = official(inputs).softmax(-1)[0]
         torch.testing.assert_close(
-            torch.as_tensor(result['pred_scores']), expected, atol=1e-5,
-            rtol=1e-4)
+            torch.as_tensor(result['pred_scores']),
+            expected,
+            atol=1e-5,
+            rtol=1e-4,
+        )
     best = int(expected.argmax())
     assert result['pred_class'] == IMAGENET_CATEGORIES[best]
 
@@ -373,13 +433,18 @@ def test_384px_official_weights_are_detected():
     assert (arch_info['arch'], arch_info['img_size']) == ('14', 384)
 
 
-@pytest.mark.parametrize('checkpoint,message', [
-    ({'state_dict': {'conv1.weight': torch.zeros(1)}},
-     'not an official T2T-ViT checkpoint'),
-    ({'backbone.cls_token': torch.zeros(1, 1, 8)}, 'already in the'),
-    ([torch.zeros(1)], 'not a T2T-ViT checkpoint'),
-    ({'epoch': 3}, 'not a tensor'),
-])
+@pytest.mark.parametrize(
+    'checkpoint,message',
+    [
+        (
+            {'state_dict': {'conv1.weight': torch.zeros(1)}},
+            'not an official T2T-ViT checkpoint',
+        ),
+        ({'backbone.cls_token': torch.zeros(1, 1, 8)}, 'already in the'),
+        ([torch.zeros(1)], 'not a T2T-ViT checkpoint'),
+        ({'epoch': 3}, 'not a tensor'),
+    ],
+)
 def test_foreign_state_dicts_are_refused(checkpoint, message):
     with pytest.raises(ValueError, match=message):
         convert_official_state_dict(extract_state_dict(checkpoint))
@@ -388,7 +453,7 @@ def test_foreign_state_dicts_are_refused(checkpoint, message):
 def test_unknown_keys_are_refused():
     weights = dict(tiny_official('transformer').state_dict())
     weights['blocks.0.attn.rel_pos'] = torch.zeros(3)
-    with pytest.raises(ValueError, match=r"blocks\.0\.attn\.rel_pos"):
+    with pytest.raises(ValueError, match=r'blocks\.0\.attn\.rel_pos'):
         convert_official_state_dict(weights)
 
 
@@ -397,9 +462,11 @@ def test_tool_reports_bad_files_in_one_line(tmp_path, capsys):
     text.write_text('not a checkpoint')
     resnet = tmp_path / 'resnet.pth'
     torch.save({'state_dict': {'conv1.weight': torch.zeros(2)}}, resnet)
-    for src, message in ((text, 'not a complete PyTorch checkpoint'),
-                         (resnet, 'not an official T2T-ViT checkpoint'),
-                         (tmp_path / 'missing.pth', 'does not exist')):
+    for src, message in (
+        (text, 'not a complete PyTorch checkpoint'),
+        (resnet, 'not an official T2T-ViT checkpoint'),
+        (tmp_path / 'missing.pth', 'does not exist'),
+    ):
         assert converter_tool.main([str(src), str(tmp_path / 'x.pth')]) == 1
         captured = capsys.readouterr()
         lines = captured.err.strip().splitlines()
@@ -413,19 +480,20 @@ def test_tool_converts_a_folder(tmp_path, capsys):
     sources.mkdir()
     for name in ('a', 'b'):
         weights = tiny_official('performer').state_dict()
-        torch.save({'state_dict_ema': weights},
-                   sources / f'T2T_{name}.pth.tar')
+        torch.save(
+            {'state_dict_ema': weights}, sources / f'T2T_{name}.pth.tar'
+        )
     assert converter_tool.main([str(sources), str(tmp_path / 'out')]) == 0
     written = sorted(p.name for p in (tmp_path / 'out').iterdir())
     assert written == ['T2T_a.pth', 'T2T_b.pth']
     assert capsys.readouterr().out.count('found a custom T2T-ViT') == 2
 
 
-def test_tool_reports_an_unwritable_destination_and_goes_on(
-        tmp_path, capsys):
+def test_tool_reports_an_unwritable_destination_and_goes_on(tmp_path, capsys):
     src = tmp_path / 'T2T_tiny.pth.tar'
-    torch.save({'state_dict_ema': tiny_official('performer').state_dict()},
-               src)
+    torch.save(
+        {'state_dict_ema': tiny_official('performer').state_dict()}, src
+    )
     blocker = tmp_path / 'a_file'
     blocker.write_text('not a folder')
     assert converter_tool.main([str(src), str(blocker / 'out.pth')]) == 1
@@ -440,45 +508,64 @@ def test_zoo_archs_of_the_same_shapes_are_named():
     assert plain['same_shapes'] == [('14-resnext', 32)]
     assert describe_arch(plain).endswith(
         '6 heads, 224px, 1000 classes) (same weight shapes as 14-resnext; '
-        'pass --num-heads 32 if this is that model)')
+        'pass --num-heads 32 if this is that model)'
+    )
     # the release's own file name tells the ResNeXt-like variant
-    named = detect_official_arch(weights,
-                                 file_name='T2T_ViT_14_ResNeXt.pth.tar')
+    named = detect_official_arch(
+        weights, file_name='T2T_ViT_14_ResNeXt.pth.tar'
+    )
     assert (named['arch'], named['num_heads']) == ('14-resnext', 32)
     assert named['heads_from_name'] and named['same_shapes'] == [('14', 6)]
-    assert '(heads of 14-resnext, as the file name says) (same weight ' \
+    assert (
+        '(heads of 14-resnext, as the file name says) (same weight '
         'shapes as 14; pass --num-heads 6' in describe_arch(named)
+    )
     # given heads win over the file name, and leave nothing to say
-    given = detect_official_arch(weights, num_heads=6,
-                                 file_name='t2t_vit_14_resnext.pth')
+    given = detect_official_arch(
+        weights, num_heads=6, file_name='t2t_vit_14_resnext.pth'
+    )
     assert (given['arch'], given['same_shapes']) == ('14', [])
     assert 'same weight shapes' not in describe_arch(given)
     alone = detect_official_arch(_official_shapes('19'))
     assert alone['same_shapes'] == [] and not alone['heads_from_name']
 
 
-def test_tool_names_the_arch_of_the_same_shapes(tmp_path, capsys,
-                                                monkeypatch):
+def test_tool_names_the_arch_of_the_same_shapes(tmp_path, capsys, monkeypatch):
     from t2t_plugin.models import T2TViT
-    tiny = dict(token_layer='performer', embed_dims=32, num_layers=2,
-                feedforward_channels=64)
+
+    tiny = dict(
+        token_layer='performer',
+        embed_dims=32,
+        num_layers=2,
+        feedforward_channels=64,
+    )
     # a tiny pair of zoo archs that differ only in heads, as 14 and
     # 14-resnext do
-    monkeypatch.setattr(T2TViT, 'arch_zoo', {
-        'tiny': dict(tiny, num_heads=2),
-        'tiny-resnext': dict(tiny, num_heads=4),
-    })
+    monkeypatch.setattr(
+        T2TViT,
+        'arch_zoo',
+        {
+            'tiny': dict(tiny, num_heads=2),
+            'tiny-resnext': dict(tiny, num_heads=4),
+        },
+    )
     weights = tiny_official('performer').state_dict()
     for name, heads in (('tiny.pth', 2), ('tiny_resnext.pth', 4)):
         torch.save({'state_dict_ema': weights}, tmp_path / name)
-        assert converter_tool.main(
-            [str(tmp_path / name), str(tmp_path / f'out_{name}')]) == 0
+        assert (
+            converter_tool.main(
+                [str(tmp_path / name), str(tmp_path / f'out_{name}')]
+            )
+            == 0
+        )
         line = capsys.readouterr().out.strip()
         assert f'{heads} heads' in line
         meta = torch.load(tmp_path / f'out_{name}', weights_only=True)['meta']
         assert meta['arch']['num_heads'] == heads
         if heads == 2:
-            assert ('(same weight shapes as tiny-resnext; pass --num-heads '
-                    '4 if this is that model)') in line
+            assert (
+                '(same weight shapes as tiny-resnext; pass --num-heads '
+                '4 if this is that model)'
+            ) in line
         else:
             assert '(heads of tiny-resnext, as the file name says)' in line

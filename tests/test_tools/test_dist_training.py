@@ -1,6 +1,7 @@
 """tools/dist_train.sh and tools/dist_test.sh with two CPU processes (gloo):
 the data is split between the ranks and the distributed evaluation equals a
 single-process one."""
+
 import json
 import socket
 import subprocess
@@ -20,9 +21,14 @@ def free_port() -> str:
 def run_script(script: str, *args: str) -> subprocess.CompletedProcess:
     env = tool_env()
     env.update(PORT=free_port(), PYTHON=sys.executable)
-    return subprocess.run(['bash', f'tools/{script}', *args], cwd=ROOT,
-                          env=env, capture_output=True, text=True,
-                          timeout=300)
+    return subprocess.run(
+        ['bash', f'tools/{script}', *args],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
 
 
 @pytest.mark.skipif(sys.platform == 'win32', reason='bash launcher')
@@ -30,9 +36,16 @@ def run_script(script: str, *args: str) -> subprocess.CompletedProcess:
 def test_two_process_cpu_training_and_testing(tmp_path):
     work_dir = tmp_path / 'dist'
     result = run_script(
-        'dist_train.sh', DEMO, '2', '--work-dir', str(work_dir),
-        '--cfg-options', 'train_cfg.max_epochs=1', 'train_cfg.val_interval=1',
-        'default_hooks.logger.interval=4')
+        'dist_train.sh',
+        DEMO,
+        '2',
+        '--work-dir',
+        str(work_dir),
+        '--cfg-options',
+        'train_cfg.max_epochs=1',
+        'train_cfg.val_interval=1',
+        'default_hooks.logger.interval=4',
+    )
     log = result.stdout + result.stderr
     assert result.returncode == 0, log[-3000:]
     # 1438 images over 2 ranks of 64: 12 iterations per epoch, not 23.
@@ -42,9 +55,18 @@ def test_two_process_cpu_training_and_testing(tmp_path):
     assert checkpoint.is_file() and (work_dir / 'curves.png').is_file()
 
     out = tmp_path / 'metrics.json'
-    result = run_script('dist_test.sh', DEMO, str(checkpoint), '2',
-                        '--work-dir', str(tmp_path / 'test'), '--out',
-                        str(out), '--out-item', 'metrics')
+    result = run_script(
+        'dist_test.sh',
+        DEMO,
+        str(checkpoint),
+        '2',
+        '--work-dir',
+        str(tmp_path / 'test'),
+        '--out',
+        str(out),
+        '--out-item',
+        'metrics',
+    )
     assert result.returncode == 0, (result.stdout + result.stderr)[-3000:]
     metrics = json.loads(out.read_text())
     top1, top5 = evaluate_in_process(str(checkpoint))

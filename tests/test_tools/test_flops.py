@@ -1,4 +1,5 @@
 """MAC counting: against a formula written out by hand, and the paper."""
+
 import re
 
 import pytest
@@ -12,15 +13,19 @@ from ..helpers import ROOT, load_tool
 get_flops = load_tool('tools/analysis_tools/get_flops.py')
 
 
-def expected_macs(token_layer, side, embed, depth, ffn, token_dims,
-                  num_classes):
+def expected_macs(
+    token_layer, side, embed, depth, ffn, token_dims, num_classes
+):
     """MACs of a T2T-ViT classifier with the default soft splits.
 
     Returns (total, attention products).
     """
     m = token_dims // 2
     total = attention = 0
-    splits = [((side // 4)**2, 3 * 7 * 7), ((side // 8)**2, token_dims * 9)]
+    splits = [
+        ((side // 4) ** 2, 3 * 7 * 7),
+        ((side // 8) ** 2, token_dims * 9),
+    ]
     for tokens, in_dims in splits:
         total += tokens * in_dims * 3 * token_dims  # qkv / kqv
         total += 3 * tokens * token_dims * token_dims  # proj and the MLP
@@ -28,15 +33,21 @@ def expected_macs(token_layer, side, embed, depth, ffn, token_dims,
             products = 2 * tokens * tokens * token_dims  # q k^T, attn v
         else:
             # phi(q), phi(k); phi(k)^T v; phi(q) (...); the normaliser
-            products = (2 * tokens * token_dims * m + 2 * tokens * m *
-                        token_dims + tokens * m)
+            products = (
+                2 * tokens * token_dims * m
+                + 2 * tokens * m * token_dims
+                + tokens * m
+            )
         total += products
         attention += products
-    total += (side // 16)**2 * token_dims * 9 * embed  # projection
-    length = (side // 16)**2 + 1
+    total += (side // 16) ** 2 * token_dims * 9 * embed  # projection
+    length = (side // 16) ** 2 + 1
     per_layer_products = 2 * length * length * embed
-    total += depth * (length * embed * 4 * embed + 2 * length * embed * ffn +
-                      per_layer_products)
+    total += depth * (
+        length * embed * 4 * embed
+        + 2 * length * embed * ffn
+        + per_layer_products
+    )
     attention += depth * per_layer_products
     return total + embed * num_classes, attention
 
@@ -50,17 +61,26 @@ def _classifier(arch, img_size, num_classes):
                 type='T2TViT',
                 arch=arch,
                 img_size=img_size,
-                t2t_cfg=dict(token_dims=16) if isinstance(arch, dict) else
-                None),
+                t2t_cfg=dict(token_dims=16)
+                if isinstance(arch, dict)
+                else None,
+            ),
             head=dict(
-                type='T2TClsHead', num_classes=num_classes,
-                in_channels=embed)))
+                type='T2TClsHead', num_classes=num_classes, in_channels=embed
+            ),
+        )
+    )
 
 
 @pytest.mark.parametrize('token_layer', ['performer', 'transformer'])
 def test_counts_match_the_formula(token_layer):
-    arch = dict(token_layer=token_layer, embed_dims=48, num_layers=2,
-                num_heads=3, feedforward_channels=96)
+    arch = dict(
+        token_layer=token_layer,
+        embed_dims=48,
+        num_layers=2,
+        num_heads=3,
+        feedforward_channels=96,
+    )
     result = count_complexity(_classifier(arch, 64, 10), (64, 64))
     total, attention = expected_macs(token_layer, 64, 48, 2, 96, 16, 10)
     assert result.macs == total
@@ -73,8 +93,9 @@ def _run_tool(capsys, arch):
     return capsys.readouterr().out
 
 
-@pytest.mark.parametrize('arch,params', [('14', 21_465_806),
-                                         ('t-14', 21_465_422)])
+@pytest.mark.parametrize(
+    'arch,params', [('14', 21_465_806), ('t-14', 21_465_422)]
+)
 def test_tool_is_within_a_few_percent_of_the_paper(capsys, arch, params):
     out = _run_tool(capsys, arch)
     assert f'({params:,})' in out
@@ -82,20 +103,19 @@ def test_tool_is_within_a_few_percent_of_the_paper(capsys, arch, params):
     paper = float(re.search(r'^Paper MACs +([\d.]+)G', out, re.M).group(1))
     assert paper * 1e9 == PAPER_MACS[(arch, 224)]
     assert macs == pytest.approx(paper, rel=0.03)
-    attention = float(
-        re.search(r'attention products ([\d.]+)G', out).group(1))
+    attention = float(re.search(r'attention products ([\d.]+)G', out).group(1))
     if arch == 't-14':
         # what hook counters miss; the first T2T layer alone: 2 * 3136^2 * 64
         assert attention > 2 * 3136**2 * 64 / 1e9
-
 
 
 def test_all_prints_the_comparison_table(capsys, monkeypatch):
     # the smallest arch only, to keep the test fast
     monkeypatch.setattr(get_flops, 'PAPER_MACS', {('7', 224): 1.1e9})
     assert get_flops.main(['--all']) == 0
-    row = next(line for line in capsys.readouterr().out.splitlines()
-               if ' 7 ' in line)
+    row = next(
+        line for line in capsys.readouterr().out.splitlines() if ' 7 ' in line
+    )
     cells = [cell.strip() for cell in row.strip('│ ').split('│')]
     assert cells[:3] == ['7', '224x224', '4.26M']
     assert cells[5:] == ['1.10G', '+4.3%']
@@ -121,18 +141,23 @@ model = dict(
 
 @pytest.mark.dense
 def test_detectors_count_the_backbone_and_the_whole_model(
-        tmp_path, capsys, monkeypatch):
+    tmp_path, capsys, monkeypatch
+):
     pytest.importorskip('mmdet')
     config = tmp_path / 'tiny_mask_rcnn.py'
-    config.write_text(TINY_DET.format(
-        base=ROOT / 'configs/det/mask-rcnn_t2t-vit-t-14_fpn_1x_coco.py'))
+    config.write_text(
+        TINY_DET.format(
+            base=ROOT / 'configs/det/mask-rcnn_t2t-vit-t-14_fpn_1x_coco.py'
+        )
+    )
     assert get_flops.main([str(config), '--shape', '64']) == 0
     out = capsys.readouterr().out
     backbone, _ = expected_macs('transformer', 64, 32, 2, 64, 16, 0)
     match = re.search(r'^Backbone +T2TViT: .* ([\d.]+)M MACs', out, re.M)
     assert float(match.group(1)) == round(backbone / 1e6, 2)
-    whole = re.search(r'^MACs +([\d.]+)([MG]) .*\(whole MaskRCNN\)$', out,
-                      re.M)
+    whole = re.search(
+        r'^MACs +([\d.]+)([MG]) .*\(whole MaskRCNN\)$', out, re.M
+    )
     scale = 1e9 if whole.group(2) == 'G' else 1e6
     assert float(whole.group(1)) * scale > 10 * backbone
     assert 'Paper' not in out
@@ -149,8 +174,10 @@ def test_the_paper_is_quoted_for_imagenet_classifiers_only(capsys):
     config = str(ROOT / 'configs/t2t-vit-7_8xb64_in1k.py')
     assert get_flops.main([config]) == 0
     assert re.search(r'^Paper MACs +1.10G', capsys.readouterr().out, re.M)
-    assert get_flops.main(
-        [config, '--cfg-options', 'model.head.num_classes=10']) == 0
+    assert (
+        get_flops.main([config, '--cfg-options', 'model.head.num_classes=10'])
+        == 0
+    )
     assert 'Paper' not in capsys.readouterr().out
 
 

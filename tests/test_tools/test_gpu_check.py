@@ -1,5 +1,6 @@
 """tools/gpu_check.sh: the refusal without a GPU, and the whole check in its
 CPU dry run (tiny models), which exercises every stage's wiring."""
+
 import os
 import re
 import subprocess
@@ -15,8 +16,13 @@ SCRIPT = ROOT / 'tools/gpu_check.sh'
 
 def run_check(*args):
     env = dict(os.environ, PYTHON=sys.executable)
-    return subprocess.run(['bash', str(SCRIPT), *args], capture_output=True,
-                          text=True, cwd=ROOT, env=env)
+    return subprocess.run(
+        ['bash', str(SCRIPT), *args],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env=env,
+    )
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason='a GPU is here')
@@ -42,13 +48,19 @@ def test_dry_run_runs_every_stage_and_prints_the_table(tmp_path):
             assert f'benchmark {arch} {mode} fp32 b2' in checks
         assert f'peak memory {arch} train fp32 b2' in checks
     # mmpretrain's T2T_ViT has transformer T2T layers only
-    assert re.search(r'\| benchmark t-14 infer fp32 b2 \| .*x mmpretrain',
-                     table)
+    assert re.search(
+        r'\| benchmark t-14 infer fp32 b2 \| .*x mmpretrain', table
+    )
     compiled = '| torch.compile (eager) t-14 infer fp32 b2 | max rel. diff'
     assert f'{compiled} 0.0e+00' in table
     for arch in ('t-14', '14'):
         assert f'| train --amp {arch}, 3 iters b2 | 3/3 finite losses' in table
     assert '| dist_train.sh digits 1 (gloo) | gloo in log: True, top-1 ' in (
-        table)
-    assert re.search(r'^total \d+ s \(benchmark \d+ s, compile \d+ s, amp '
-                     r'\d+ s, dist \d+ s\)$', table, re.M)
+        table
+    )
+    assert re.search(
+        r'^total \d+ s \(benchmark \d+ s, compile \d+ s, amp '
+        r'\d+ s, dist \d+ s\)$',
+        table,
+        re.M,
+    )

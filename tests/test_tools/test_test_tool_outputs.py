@@ -1,5 +1,6 @@
 """tools/test.py as mmpretrain's: --tta, refused NaN weights, flagged NaN
 outputs; the demo config under mmpretrain's own tools/train.py."""
+
 import pickle
 import sys
 from pathlib import Path
@@ -56,20 +57,37 @@ def test_tta_averages_the_scores_of_the_image_and_its_flip(tmp_path):
     flipped = tmp_path / 'flipped.py'
     flipped.write_text(FLIPPED.format(demo=DEMO))
     scores = {}
-    for name, config, extra in (('plain', DEMO, []),
-                                ('flipped', flipped, []),
-                                ('tta', DEMO, ['--tta'])):
+    for name, config, extra in (
+        ('plain', DEMO, []),
+        ('flipped', flipped, []),
+        ('tta', DEMO, ['--tta']),
+    ):
         out = tmp_path / f'{name}.pkl'
-        assert run_tool(ROOT / 'tools/test.py', config, weights, '--out',
-                        out, '--work-dir', tmp_path / 'work', *extra) == 0
+        assert (
+            run_tool(
+                ROOT / 'tools/test.py',
+                config,
+                weights,
+                '--out',
+                out,
+                '--work-dir',
+                tmp_path / 'work',
+                *extra,
+            )
+            == 0
+        )
         with open(out, 'rb') as f:
             scores[name] = torch.stack(
-                [p['pred_score'] for p in pickle.load(f)])
+                [p['pred_score'] for p in pickle.load(f)]
+            )
     assert scores['tta'].shape == (359, 10)
     assert (scores['plain'] - scores['flipped']).abs().max() > 1e-3
     torch.testing.assert_close(
-        scores['tta'], (scores['plain'] + scores['flipped']) / 2,
-        atol=1e-5, rtol=0)
+        scores['tta'],
+        (scores['plain'] + scores['flipped']) / 2,
+        atol=1e-5,
+        rtol=0,
+    )
 
 
 def test_non_finite_weights_are_refused_in_one_line(tmp_path, capsys):
@@ -77,8 +95,16 @@ def test_non_finite_weights_are_refused_in_one_line(tmp_path, capsys):
         state['head.layers.head.weight'][0, 0] = float('nan')
 
     weights = demo_weights(tmp_path, poison)
-    assert run_tool(ROOT / 'tools/test.py', DEMO, weights, '--work-dir',
-                    tmp_path / 'work') == 1
+    assert (
+        run_tool(
+            ROOT / 'tools/test.py',
+            DEMO,
+            weights,
+            '--work-dir',
+            tmp_path / 'work',
+        )
+        == 1
+    )
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1
     assert 'NaN or infinite weights in 1 tensor(s)' in err[0]
@@ -90,15 +116,31 @@ def test_non_finite_outputs_are_flagged(tmp_path, capsys):
         state['backbone.norm.weight'].fill_(3e38)
 
     weights = demo_weights(tmp_path, overflow)
-    assert run_tool(ROOT / 'tools/test.py', DEMO, weights, '--work-dir',
-                    tmp_path / 'work') == 1
+    assert (
+        run_tool(
+            ROOT / 'tools/test.py',
+            DEMO,
+            weights,
+            '--work-dir',
+            tmp_path / 'work',
+        )
+        == 1
+    )
     err = capsys.readouterr().err.strip().splitlines()
-    assert err[-1] == ('359 of 359 predictions hold NaN or infinite values: '
-                       'the metrics above are not meaningful.')
+    assert err[-1] == (
+        '359 of 359 predictions hold NaN or infinite values: '
+        'the metrics above are not meaningful.'
+    )
 
 
 def test_demo_config_trains_under_mmpretrain_train_tool(tmp_path):
-    run_tool(MMPRETRAIN_TOOLS / 'train.py', DEMO, '--work-dir', tmp_path,
-             '--cfg-options', 'train_cfg.max_epochs=1',
-             'train_dataloader.batch_size=512')
+    run_tool(
+        MMPRETRAIN_TOOLS / 'train.py',
+        DEMO,
+        '--work-dir',
+        tmp_path,
+        '--cfg-options',
+        'train_cfg.max_epochs=1',
+        'train_dataloader.batch_size=512',
+    )
     assert (tmp_path / 'epoch_1.pth').is_file()

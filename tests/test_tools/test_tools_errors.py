@@ -2,6 +2,7 @@
 what the tools write and delete stays within the user's intent (demo work
 dirs, checkpoint permissions, stale temporary files, resume and Slurm
 arguments)."""
+
 import argparse
 import contextlib
 import copy
@@ -25,8 +26,12 @@ from t2t_plugin.engine import (
 
 from ..helpers import DEMO, ROOT, load_tool, run_tool, tool_env
 
-ONE_EPOCH = ['--cfg-options', 'train_cfg.max_epochs=1',
-             'train_cfg.val_interval=1', 'default_hooks.checkpoint.interval=1']
+ONE_EPOCH = [
+    '--cfg-options',
+    'train_cfg.max_epochs=1',
+    'train_cfg.val_interval=1',
+    'default_hooks.checkpoint.interval=1',
+]
 
 
 def current_umask() -> int:
@@ -67,6 +72,7 @@ def assert_one_line(result: subprocess.CompletedProcess, code: int) -> str:
 
 # 1. The demo only empties folders that are its own.
 
+
 @pytest.mark.parametrize('folder', ['.', '..', '~', 'user_files'])
 def test_demo_refuses_folders_that_are_not_demo_work_dirs(folder, tmp_path):
     if folder == 'user_files':
@@ -75,11 +81,17 @@ def test_demo_refuses_folders_that_are_not_demo_work_dirs(folder, tmp_path):
     elif folder == '~':
         folder = os.path.expanduser('~')
     result = subprocess.run(
-        [sys.executable, 'tools/demo.py', '--work-dir', folder], cwd=ROOT,
-        env=tool_env(), capture_output=True, text=True, timeout=60)
+        [sys.executable, 'tools/demo.py', '--work-dir', folder],
+        cwd=ROOT,
+        env=tool_env(),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert assert_one_line(result, 1) == (
         f'Demo stopped: {folder} exists and is not a demo work dir; pass an '
-        'empty or new folder.')
+        'empty or new folder.'
+    )
     assert result.stdout == ''  # nothing ran
     assert (ROOT / 'tools' / 'demo.py').is_file()
     if folder == str(tmp_path):
@@ -106,12 +118,20 @@ def test_demo_clears_new_empty_and_earlier_demo_folders(tmp_path):
 
 # 2. --resume in a fresh work dir keeps load_from.
 
+
 def resume_args(work_dir: Path, resume: str = 'auto') -> argparse.Namespace:
     return argparse.Namespace(
-        config=DEMO, cfg_options=None, work_dir=str(work_dir), amp=False,
-        resume=resume, auto_scale_lr=False, no_validate=False,
-        no_pin_memory=False, no_persistent_workers=False,
-        launcher='none')
+        config=DEMO,
+        cfg_options=None,
+        work_dir=str(work_dir),
+        amp=False,
+        resume=resume,
+        auto_scale_lr=False,
+        no_validate=False,
+        no_pin_memory=False,
+        no_persistent_workers=False,
+        launcher='none',
+    )
 
 
 def test_resume_auto_picks_the_latest_checkpoint(tmp_path):
@@ -125,8 +145,9 @@ def test_resume_auto_picks_the_latest_checkpoint(tmp_path):
     assert cfg.resume is True
     assert cfg.load_from == str(tmp_path / 'epoch_2.pth')
 
-    cfg = train_tool.merge_args(Config.fromfile(DEMO),
-                                resume_args(tmp_path, 'given.pth'))
+    cfg = train_tool.merge_args(
+        Config.fromfile(DEMO), resume_args(tmp_path, 'given.pth')
+    )
     assert (cfg.resume, cfg.load_from) == (True, 'given.pth')
 
 
@@ -142,31 +163,50 @@ def test_resume_in_a_fresh_work_dir_starts_from_load_from(tmp_path):
     kept = [work_dir / '.notes.tmp', work_dir / 'draft.tmp']
     for path in kept:
         path.write_text('mine')
-    result = run_tool('tools/train.py', DEMO, '--work-dir', str(work_dir),
-                      '--resume', *ONE_EPOCH, f'load_from={pretrained}')
+    result = run_tool(
+        'tools/train.py',
+        DEMO,
+        '--work-dir',
+        str(work_dir),
+        '--resume',
+        *ONE_EPOCH,
+        f'load_from={pretrained}',
+    )
     assert result.returncode == 0, result.stderr[-3000:]
-    assert (f'No checkpoint in {work_dir} to resume; starting from '
-            f'load_from={pretrained}.') in result.stdout
+    assert (
+        f'No checkpoint in {work_dir} to resume; starting from '
+        f'load_from={pretrained}.'
+    ) in result.stdout
     assert f'Load checkpoint from {pretrained}' in result.stdout
     assert 'Removed 1 temporary checkpoint file(s)' in result.stdout
     assert not stale.exists() and all(p.read_text() == 'mine' for p in kept)
     checkpoint = work_dir / 'epoch_1.pth'
-    assert stat.S_IMODE(checkpoint.stat().st_mode) == 0o666 & \
-        ~current_umask()
+    assert stat.S_IMODE(checkpoint.stat().st_mode) == 0o666 & ~current_umask()
 
 
 def test_resume_without_checkpoint_checks_load_from(tmp_path):
     missing = tmp_path / 'missing.pth'
-    result = run_tool('tools/train.py', DEMO, '--work-dir', str(tmp_path),
-                      '--resume', '--cfg-options', f'load_from={missing}')
+    result = run_tool(
+        'tools/train.py',
+        DEMO,
+        '--work-dir',
+        str(tmp_path),
+        '--resume',
+        '--cfg-options',
+        f'load_from={missing}',
+    )
     assert assert_one_line(result, 1) == (
         f'Checkpoint not found: expected {missing} '
-        '(see docs/training.md#training).')
-    assert (f'No checkpoint in {tmp_path} to resume; starting from '
-            f'load_from={missing}.') in result.stdout
+        '(see docs/training.md#training).'
+    )
+    assert (
+        f'No checkpoint in {tmp_path} to resume; starting from '
+        f'load_from={missing}.'
+    ) in result.stdout
 
 
 # 3. and 10. Checkpoint files: permissions and stale temporary files.
+
 
 def test_atomic_backend_writes_readable_files(tmp_path):
     backend = AtomicLocalBackend()
@@ -181,10 +221,16 @@ def test_atomic_backend_writes_readable_files(tmp_path):
 
 
 def test_remove_stale_temp_files_only_removes_our_pattern(tmp_path):
-    ours = [tmp_path / '.epoch_3.pth.a1b2c3d4.tmp',
-            tmp_path / '.last_checkpoint.zz_9yy8x.tmp']
-    others = [tmp_path / 'epoch_3.pth', tmp_path / '.epoch_3.pth.tmp',
-              tmp_path / 'results.a1b2c3d4.tmp', tmp_path / '.x.ABCDEFGH.tmp']
+    ours = [
+        tmp_path / '.epoch_3.pth.a1b2c3d4.tmp',
+        tmp_path / '.last_checkpoint.zz_9yy8x.tmp',
+    ]
+    others = [
+        tmp_path / 'epoch_3.pth',
+        tmp_path / '.epoch_3.pth.tmp',
+        tmp_path / 'results.a1b2c3d4.tmp',
+        tmp_path / '.x.ABCDEFGH.tmp',
+    ]
     for path in ours + others:
         path.write_bytes(b'')
     (tmp_path / '.dir.a1b2c3d4.tmp').mkdir()
@@ -196,11 +242,15 @@ def test_remove_stale_temp_files_only_removes_our_pattern(tmp_path):
 
 # 4. Broken checkpoints.
 
+
 def broken_checkpoints(folder: Path) -> dict:
     good = save_demo_model(folder / 'good.pth')
     data = good.read_bytes()
-    files = {'truncated': data[:len(data) // 2], 'garbage': os.urandom(4096),
-             'empty': b''}
+    files = {
+        'truncated': data[: len(data) // 2],
+        'garbage': os.urandom(4096),
+        'empty': b'',
+    }
     paths = {}
     for name, content in files.items():
         paths[name] = folder / f'{name}.pth'
@@ -215,47 +265,59 @@ def test_checkpoint_read_error(tmp_path):
         message = checkpoint_read_error(str(path))
         assert message.startswith(
             f'Cannot read checkpoint {path}: not a complete PyTorch '
-            'checkpoint (')
+            'checkpoint ('
+        )
         assert '\n' not in message and 'weights_only' not in message
-    assert 'RuntimeError: PytorchStreamReader failed reading zip archive' \
+    assert (
+        'RuntimeError: PytorchStreamReader failed reading zip archive'
         in checkpoint_read_error(str(paths['truncated']))
+    )
 
 
 @pytest.mark.parametrize('tool', ['train', 'test'])
 def test_truncated_checkpoint_is_one_line(tool, tmp_path):
     path = broken_checkpoints(tmp_path)['truncated']
-    args = (['--resume', str(path)] if tool == 'train' else [str(path)])
-    result = run_tool(f'tools/{tool}.py', DEMO, *args, '--work-dir',
-                      str(tmp_path / 'work'))
+    args = ['--resume', str(path)] if tool == 'train' else [str(path)]
+    result = run_tool(
+        f'tools/{tool}.py', DEMO, *args, '--work-dir', str(tmp_path / 'work')
+    )
     line = assert_one_line(result, 1)
-    assert line.startswith(f'Cannot read checkpoint {path}: not a complete '
-                           'PyTorch checkpoint (RuntimeError: ')
+    assert line.startswith(
+        f'Cannot read checkpoint {path}: not a complete '
+        'PyTorch checkpoint (RuntimeError: '
+    )
     assert not (tmp_path / 'work').exists()
 
 
 # 5. A checkpoint of another model.
 
+
 @pytest.mark.slow
 def test_test_tool_refuses_a_checkpoint_of_another_model(tmp_path):
     other = save_demo_model(tmp_path / 'cifar100_head.pth', num_classes=100)
-    result = run_tool('tools/test.py', DEMO, str(other), '--work-dir',
-                      str(tmp_path / 'work'))
+    result = run_tool(
+        'tools/test.py', DEMO, str(other), '--work-dir', str(tmp_path / 'work')
+    )
     line = assert_one_line(result, 1)
     assert line.startswith(
         f'Checkpoint does not fit {DEMO}: size mismatch for '
         'head.layers.head.weight: copying a param with shape '
         'torch.Size([100, 64]) from checkpoint, the shape in current model '
-        'is torch.Size([10, 64]); size mismatch for head.layers.head.bias')
+        'is torch.Size([10, 64]); size mismatch for head.layers.head.bias'
+    )
     assert 'accuracy' not in result.stdout
 
 
 # 6. Mistakes found while building the run.
 
+
 def config_without_model(folder: Path) -> str:
     path = folder / 'no_model.py'
-    path.write_text("custom_imports = dict(imports=['t2t_plugin'])\n"
-                    "default_scope = 'mmpretrain'\n"
-                    'train_cfg = dict(max_epochs=1)\n')
+    path.write_text(
+        "custom_imports = dict(imports=['t2t_plugin'])\n"
+        "default_scope = 'mmpretrain'\n"
+        'train_cfg = dict(max_epochs=1)\n'
+    )
     return str(path)
 
 
@@ -264,12 +326,15 @@ def test_build_errors_are_one_line(case, tmp_path, monkeypatch):
     config, options = DEMO, []
     if case == 'arch':
         options = ['--cfg-options', 'model.backbone.arch=foo']
-        expected = ("ValueError: Unknown T2T-ViT arch 'foo'; choose one of "
-                    '7, 10, ')
+        expected = (
+            "ValueError: Unknown T2T-ViT arch 'foo'; choose one of 7, 10, "
+        )
     elif case == 'typo':
         options = ['--cfg-options', 'train_cfg.max_epoch=1']
-        expected = ("TypeError: EpochBasedTrainLoop.__init__() got an "
-                    "unexpected keyword argument 'max_epoch'")
+        expected = (
+            'TypeError: EpochBasedTrainLoop.__init__() got an '
+            "unexpected keyword argument 'max_epoch'"
+        )
     elif case == 'no_model':
         config = config_without_model(tmp_path)
         expected = "KeyError: 'model'"
@@ -280,9 +345,14 @@ def test_build_errors_are_one_line(case, tmp_path, monkeypatch):
         expected = 'AssertionError: The number of subfolders (0)'
     monkeypatch.chdir(tmp_path)
     monkeypatch.delenv('T2T_DEBUG', raising=False)
-    code, err = run_main('train', config, '--work-dir',
-                         str(tmp_path / 'work'), *options,
-                         monkeypatch=monkeypatch)
+    code, err = run_main(
+        'train',
+        config,
+        '--work-dir',
+        str(tmp_path / 'work'),
+        *options,
+        monkeypatch=monkeypatch,
+    )
     assert code == 1
     assert len(err.strip().splitlines()) == 1, err
     assert err.startswith(f'{config}: {expected}')
@@ -291,10 +361,16 @@ def test_build_errors_are_one_line(case, tmp_path, monkeypatch):
 
 def test_test_tool_build_errors_are_one_line(tmp_path, monkeypatch):
     checkpoint = save_demo_model(tmp_path / 'model.pth')
-    code, err = run_main('test', DEMO, str(checkpoint), '--work-dir',
-                         str(tmp_path / 'work'), '--cfg-options',
-                         'test_dataloader.dataset.split=tset',
-                         monkeypatch=monkeypatch)
+    code, err = run_main(
+        'test',
+        DEMO,
+        str(checkpoint),
+        '--work-dir',
+        str(tmp_path / 'work'),
+        '--cfg-options',
+        'test_dataloader.dataset.split=tset',
+        monkeypatch=monkeypatch,
+    )
     assert code == 1
     assert len(err.strip().splitlines()) == 1, err
     assert err.startswith(f'{DEMO}: ')
@@ -305,9 +381,19 @@ def test_test_tool_build_errors_are_one_line(tmp_path, monkeypatch):
 def test_t2t_debug_keeps_the_traceback(tmp_path):
     env = dict(tool_env(), T2T_DEBUG='1')
     result = subprocess.run(
-        [sys.executable, 'tools/train.py', config_without_model(tmp_path),
-         '--work-dir', str(tmp_path / 'work')], cwd=ROOT, env=env,
-        capture_output=True, text=True, timeout=300)
+        [
+            sys.executable,
+            'tools/train.py',
+            config_without_model(tmp_path),
+            '--work-dir',
+            str(tmp_path / 'work'),
+        ],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert result.returncode == 1
     assert 'Traceback' in result.stderr
     assert result.stderr.strip().endswith("KeyError: 'model'")
@@ -315,80 +401,160 @@ def test_t2t_debug_keeps_the_traceback(tmp_path):
 
 # 7. A distributed launcher without torchrun.
 
-@pytest.mark.parametrize('tool, launcher, names, start', [
-    ('train', 'pytorch', 'MASTER_ADDR, MASTER_PORT, RANK, WORLD_SIZE',
-     'torchrun, e.g. tools/dist_train.sh'),
-    ('test', 'pytorch', 'MASTER_ADDR, MASTER_PORT, RANK, WORLD_SIZE',
-     'torchrun, e.g. tools/dist_train.sh'),
-    ('train', 'slurm', 'SLURM_NODELIST, SLURM_NTASKS, SLURM_PROCID',
-     'srun, e.g. tools/slurm_train.sh'),
-])
-def test_launcher_without_its_starter_is_one_line(tool, launcher, names,
-                                                  start, tmp_path,
-                                                  monkeypatch):
+
+@pytest.mark.parametrize(
+    'tool, launcher, names, start',
+    [
+        (
+            'train',
+            'pytorch',
+            'MASTER_ADDR, MASTER_PORT, RANK, WORLD_SIZE',
+            'torchrun, e.g. tools/dist_train.sh',
+        ),
+        (
+            'test',
+            'pytorch',
+            'MASTER_ADDR, MASTER_PORT, RANK, WORLD_SIZE',
+            'torchrun, e.g. tools/dist_train.sh',
+        ),
+        (
+            'train',
+            'slurm',
+            'SLURM_NODELIST, SLURM_NTASKS, SLURM_PROCID',
+            'srun, e.g. tools/slurm_train.sh',
+        ),
+    ],
+)
+def test_launcher_without_its_starter_is_one_line(
+    tool, launcher, names, start, tmp_path, monkeypatch
+):
     if torch.cuda.is_available():
         pytest.skip('mmengine opens the process group itself with CUDA')
-    for name in ('MASTER_ADDR', 'MASTER_PORT', 'RANK', 'WORLD_SIZE',
-                 'SLURM_NODELIST', 'SLURM_NTASKS', 'SLURM_PROCID'):
+    for name in (
+        'MASTER_ADDR',
+        'MASTER_PORT',
+        'RANK',
+        'WORLD_SIZE',
+        'SLURM_NODELIST',
+        'SLURM_NTASKS',
+        'SLURM_PROCID',
+    ):
         monkeypatch.delenv(name, raising=False)
-    checkpoint = [] if tool == 'train' else [
-        str(save_demo_model(tmp_path / 'model.pth'))]
-    code, err = run_main(tool, DEMO, *checkpoint, '--launcher', launcher,
-                         '--work-dir', str(tmp_path / 'work'),
-                         monkeypatch=monkeypatch)
+    checkpoint = (
+        []
+        if tool == 'train'
+        else [str(save_demo_model(tmp_path / 'model.pth'))]
+    )
+    code, err = run_main(
+        tool,
+        DEMO,
+        *checkpoint,
+        '--launcher',
+        launcher,
+        '--work-dir',
+        str(tmp_path / 'work'),
+        monkeypatch=monkeypatch,
+    )
     assert code == 2
-    assert err == (f"launcher='{launcher}' needs the environment variables "
-                   f'{names}; start the script with {start}.\n')
+    assert err == (
+        f"launcher='{launcher}' needs the environment variables "
+        f'{names}; start the script with {start}.\n'
+    )
 
 
 # 8. --out formats.
 
+
 def test_out_format_is_checked_before_evaluation(tmp_path, monkeypatch):
     checkpoint = tmp_path / 'model.pth'
     checkpoint.write_bytes(b'')  # never read: the option fails first
-    code, err = run_main('test', DEMO, str(checkpoint), '--out', 'm.txt',
-                         '--out-item', 'metrics',
-                         '--work-dir', str(tmp_path / 'work'),
-                         monkeypatch=monkeypatch)
+    code, err = run_main(
+        'test',
+        DEMO,
+        str(checkpoint),
+        '--out',
+        'm.txt',
+        '--out-item',
+        'metrics',
+        '--work-dir',
+        str(tmp_path / 'work'),
+        monkeypatch=monkeypatch,
+    )
     assert code == 2
     assert err == (
         f'Invalid options for {DEMO}: --out saves the metrics as .json, '
-        '.yaml, .yml, .pkl; got --out m.txt.\n')
+        '.yaml, .yml, .pkl; got --out m.txt.\n'
+    )
     # predictions, as mmpretrain's test.py writes them, go to a .pkl
-    code, err = run_main('test', DEMO, str(checkpoint), '--out', 'm.json',
-                         '--work-dir', str(tmp_path / 'work'),
-                         monkeypatch=monkeypatch)
+    code, err = run_main(
+        'test',
+        DEMO,
+        str(checkpoint),
+        '--out',
+        'm.json',
+        '--work-dir',
+        str(tmp_path / 'work'),
+        monkeypatch=monkeypatch,
+    )
     assert code == 2
     assert err == (
         f'Invalid options for {DEMO}: --out saves the predictions as a .pkl '
         'file; got --out m.json (use --out-item metrics for .json or '
-        '.yaml).\n')
+        '.yaml).\n'
+    )
 
 
 # 9. slurm_train.sh without WORK_DIR but with options.
 
+
 @pytest.mark.skipif(sys.platform == 'win32', reason='bash launcher')
-@pytest.mark.parametrize('args, work_dir, options', [
-    (['--amp', '--resume'], 'work_dirs/t2t-vit-mini_1xb64_digits',
-     ['--amp', '--resume']),
-    (['my_dir', '--amp'], 'my_dir', ['--amp']),
-    ([], 'work_dirs/t2t-vit-mini_1xb64_digits', []),
-])
-def test_slurm_train_tells_options_from_the_work_dir(args, work_dir,
-                                                     options, tmp_path):
+@pytest.mark.parametrize(
+    'args, work_dir, options',
+    [
+        (
+            ['--amp', '--resume'],
+            'work_dirs/t2t-vit-mini_1xb64_digits',
+            ['--amp', '--resume'],
+        ),
+        (['my_dir', '--amp'], 'my_dir', ['--amp']),
+        ([], 'work_dirs/t2t-vit-mini_1xb64_digits', []),
+    ],
+)
+def test_slurm_train_tells_options_from_the_work_dir(
+    args, work_dir, options, tmp_path
+):
     # A stand-in srun that prints the command it was given, one per line.
     srun = tmp_path / 'srun'
     srun.write_text('#!/bin/sh\nprintf "%s\\n" "$@"\n')
     srun.chmod(0o755)
-    env = dict(tool_env(), PATH=f'{tmp_path}{os.pathsep}{os.environ["PATH"]}',
-               PYTHON='python')
+    env = dict(
+        tool_env(),
+        PATH=f'{tmp_path}{os.pathsep}{os.environ["PATH"]}',
+        PYTHON='python',
+    )
     result = subprocess.run(
-        ['bash', 'tools/slurm_train.sh', 'dev', 'job',
-         'configs/t2t-vit-mini_1xb64_digits.py', *args], cwd=ROOT, env=env,
-        capture_output=True, text=True, timeout=60)
+        [
+            'bash',
+            'tools/slurm_train.sh',
+            'dev',
+            'job',
+            'configs/t2t-vit-mini_1xb64_digits.py',
+            *args,
+        ],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert result.returncode == 0, result.stderr
     command = result.stdout.splitlines()
-    tail = command[command.index('-u'):]
-    assert tail == ['-u', str(ROOT / 'tools' / 'train.py'),
-                    'configs/t2t-vit-mini_1xb64_digits.py',
-                    f'--work-dir={work_dir}', '--launcher=slurm', *options]
+    tail = command[command.index('-u') :]
+    assert tail == [
+        '-u',
+        str(ROOT / 'tools' / 'train.py'),
+        'configs/t2t-vit-mini_1xb64_digits.py',
+        f'--work-dir={work_dir}',
+        '--launcher=slurm',
+        *options,
+    ]

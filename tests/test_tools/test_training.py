@@ -2,6 +2,7 @@
 a run killed mid-epoch resumes on the same schedule, checkpoints load with
 torch's safe unpickler, test.py reports top-1/top-5, --amp trains in bf16,
 and a missing dataset is one line on stderr."""
+
 import argparse
 import copy
 import io
@@ -37,9 +38,12 @@ from ..helpers import (
 
 EPOCH_LENGTH = 23  # ceil(1438 training images / 64)
 SHORT_RUN = [
-    '--cfg-options', 'train_cfg.max_epochs=3', 'train_cfg.val_interval=3',
-    'default_hooks.logger.interval=1', 'default_hooks.checkpoint.interval=1',
-    'default_hooks.checkpoint.max_keep_ckpts=5'
+    '--cfg-options',
+    'train_cfg.max_epochs=3',
+    'train_cfg.val_interval=3',
+    'default_hooks.logger.interval=1',
+    'default_hooks.checkpoint.interval=1',
+    'default_hooks.checkpoint.max_keep_ckpts=5',
 ]
 
 
@@ -47,12 +51,15 @@ def demo_lrs(num_iters: int) -> list:
     """lr of each iteration of the demo schedule, by mmengine's schedulers."""
     cfg = Config.fromfile(DEMO)
     optim_wrapper = build_optim_wrapper(
-        torch.nn.Linear(1, 1), dict(optimizer=cfg.optim_wrapper.optimizer))
+        torch.nn.Linear(1, 1), dict(optimizer=cfg.optim_wrapper.optimizer)
+    )
     schedulers = [
         PARAM_SCHEDULERS.build(
             copy.deepcopy(s),
             default_args=dict(
-                optimizer=optim_wrapper, epoch_length=EPOCH_LENGTH))
+                optimizer=optim_wrapper, epoch_length=EPOCH_LENGTH
+            ),
+        )
         for s in cfg.param_scheduler
     ]
     lrs = []
@@ -67,17 +74,29 @@ def demo_lrs(num_iters: int) -> list:
 def interrupted_run(tmp_path_factory):
     """A 3-epoch demo run killed after its first checkpoint, then resumed."""
     work_dir = tmp_path_factory.mktemp('interrupted')
-    args = [sys.executable, 'tools/train.py', DEMO, '--work-dir',
-            str(work_dir), *SHORT_RUN]
-    first = subprocess.Popen(args, cwd=ROOT, env=tool_env(),
-                             stdout=subprocess.DEVNULL,
-                             stderr=subprocess.DEVNULL)
+    args = [
+        sys.executable,
+        'tools/train.py',
+        DEMO,
+        '--work-dir',
+        str(work_dir),
+        *SHORT_RUN,
+    ]
+    first = subprocess.Popen(
+        args,
+        cwd=ROOT,
+        env=tool_env(),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     # mmengine names the checkpoint to resume from in last_checkpoint,
     # written right after the checkpoint itself.
     pointer = work_dir / 'last_checkpoint'
     deadline = time.time() + 240
-    while not (pointer.exists() and pointer.read_text().strip().endswith(
-            'epoch_1.pth')):
+    while not (
+        pointer.exists()
+        and pointer.read_text().strip().endswith('epoch_1.pth')
+    ):
         assert first.poll() is None, 'training stopped before epoch 1'
         assert time.time() < deadline, 'no checkpoint after 240 s'
         time.sleep(0.02)
@@ -85,8 +104,14 @@ def interrupted_run(tmp_path_factory):
     killed_mid_run = first.poll() is None
     first.send_signal(signal.SIGKILL)
     first.wait()
-    resumed = run_tool('tools/train.py', DEMO, '--work-dir', str(work_dir),
-                       '--resume', *SHORT_RUN)
+    resumed = run_tool(
+        'tools/train.py',
+        DEMO,
+        '--work-dir',
+        str(work_dir),
+        '--resume',
+        *SHORT_RUN,
+    )
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     assert killed_mid_run
     return work_dir, resumed.stdout + resumed.stderr
@@ -107,11 +132,11 @@ def test_resume_after_kill_continues_the_schedule(interrupted_run):
     train, _ = load_scalars([str(runs[1])])
     steps = [r['step'] for r in train]
     assert steps == list(
-        range(resumed_epoch * EPOCH_LENGTH + 1, 3 * EPOCH_LENGTH + 1))
+        range(resumed_epoch * EPOCH_LENGTH + 1, 3 * EPOCH_LENGTH + 1)
+    )
     lrs = demo_lrs(3 * EPOCH_LENGTH)
     for record in train:
-        assert record['lr'] == pytest.approx(lrs[record['step'] - 1],
-                                             rel=1e-6)
+        assert record['lr'] == pytest.approx(lrs[record['step'] - 1], rel=1e-6)
 
     # Both starts together make one curve, step 1 to the end.
     train, val = load_scalars(find_scalar_files(str(work_dir)))
@@ -131,7 +156,8 @@ def test_full_checkpoint_loads_with_weights_only(interrupted_run):
     history = checkpoint['message_hub']['log_scalars']['train/lr']
     assert isinstance(history, HistoryBuffer)
     assert history.current() == pytest.approx(
-        demo_lrs(3 * EPOCH_LENGTH)[-1], rel=1e-6)
+        demo_lrs(3 * EPOCH_LENGTH)[-1], rel=1e-6
+    )
 
 
 @pytest.mark.slow
@@ -139,9 +165,17 @@ def test_test_tool_reports_top1_top5(interrupted_run, tmp_path):
     work_dir, _ = interrupted_run
     out = tmp_path / 'metrics.json'
     checkpoint = str(work_dir / 'epoch_3.pth')
-    result = run_tool('tools/test.py', DEMO, checkpoint, '--work-dir',
-                      str(tmp_path), '--out', str(out), '--out-item',
-                      'metrics')
+    result = run_tool(
+        'tools/test.py',
+        DEMO,
+        checkpoint,
+        '--work-dir',
+        str(tmp_path),
+        '--out',
+        str(out),
+        '--out-item',
+        'metrics',
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     metrics = json.loads(out.read_text())
     top1, top5 = evaluate_in_process(checkpoint)
@@ -152,7 +186,8 @@ def test_test_tool_reports_top1_top5(interrupted_run, tmp_path):
 
 @pytest.mark.slow
 def test_test_tool_scores_the_averaged_weights_of_ema_checkpoints(
-        interrupted_run, tmp_path):
+    interrupted_run, tmp_path
+):
     """With EMAHook, a checkpoint's state_dict holds the averaged weights
     and ema_state_dict the raw ones; test.py loads it strictly through the
     runner and must score the averaged weights."""
@@ -160,12 +195,14 @@ def test_test_tool_scores_the_averaged_weights_of_ema_checkpoints(
     checkpoint = torch.load(work_dir / 'epoch_3.pth', map_location='cpu')
     # The hook averages parameters only; buffers are the same in both.
     model_cfg = copy.deepcopy(Config.fromfile(DEMO).model)
-    parameters = {name for name, _ in MODELS.build(
-        model_cfg).named_parameters()}
+    parameters = {
+        name for name, _ in MODELS.build(model_cfg).named_parameters()
+    }
     generator = torch.Generator().manual_seed(0)
     raw = {
-        f'module.{key}': value + 0.5 * torch.randn(
-            value.shape, generator=generator) if key in parameters
+        f'module.{key}': value
+        + 0.5 * torch.randn(value.shape, generator=generator)
+        if key in parameters
         else value.clone()
         for key, value in checkpoint['state_dict'].items()
     }
@@ -173,19 +210,33 @@ def test_test_tool_scores_the_averaged_weights_of_ema_checkpoints(
     ema_checkpoint = tmp_path / 'ema.pth'
     torch.save(checkpoint, ema_checkpoint)
     raw_checkpoint = tmp_path / 'raw.pth'
-    torch.save({'state_dict': {key[len('module.'):]: value
-                               for key, value in raw.items()}},
-               raw_checkpoint)
+    torch.save(
+        {
+            'state_dict': {
+                key[len('module.') :]: value for key, value in raw.items()
+            }
+        },
+        raw_checkpoint,
+    )
     config = tmp_path / 'digits_ema.py'
     config.write_text(
         f'_base_ = [{DEMO!r}]\n'
         "custom_hooks = [dict(type='EMAHook', momentum=4e-5, "
-        "priority='ABOVE_NORMAL')]\n")
+        "priority='ABOVE_NORMAL')]\n"
+    )
 
     out = tmp_path / 'metrics.json'
-    result = run_tool('tools/test.py', str(config), str(ema_checkpoint),
-                      '--work-dir', str(tmp_path / 'work'), '--out',
-                      str(out), '--out-item', 'metrics')
+    result = run_tool(
+        'tools/test.py',
+        str(config),
+        str(ema_checkpoint),
+        '--work-dir',
+        str(tmp_path / 'work'),
+        '--out',
+        str(out),
+        '--out-item',
+        'metrics',
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     assert 'Start testing on EMA model.' in result.stdout
     metrics = json.loads(out.read_text())
@@ -194,16 +245,24 @@ def test_test_tool_scores_the_averaged_weights_of_ema_checkpoints(
     assert metrics['accuracy/top5'] == pytest.approx(top5, abs=1e-3)
     # The raw weights score differently, so the check above can fail.
     assert evaluate_in_process(str(raw_checkpoint))[0] != pytest.approx(
-        top1, abs=1e-3)
+        top1, abs=1e-3
+    )
 
 
 def test_amp_on_cpu_trains_in_bfloat16():
     train_tool = load_tool('tools/train.py')
     args = argparse.Namespace(
-        config=DEMO, cfg_options=None, work_dir='unused', amp=True,
-        resume=None, auto_scale_lr=False, no_validate=False,
-        no_pin_memory=False, no_persistent_workers=False,
-        launcher='none')
+        config=DEMO,
+        cfg_options=None,
+        work_dir='unused',
+        amp=True,
+        resume=None,
+        auto_scale_lr=False,
+        no_validate=False,
+        no_pin_memory=False,
+        no_persistent_workers=False,
+        launcher='none',
+    )
     cfg = train_tool.merge_args(Config.fromfile(DEMO), args)
     assert cfg.optim_wrapper.type == 'AutocastOptimWrapper'
     assert cfg.optim_wrapper.dtype == 'bfloat16'
@@ -214,12 +273,16 @@ def test_amp_on_cpu_trains_in_bfloat16():
     optim_wrapper = build_optim_wrapper(model, cfg.optim_wrapper)
     dtypes = []
     model.head.layers.head.register_forward_hook(
-        lambda module, inputs, output: dtypes.append(output.dtype))
+        lambda module, inputs, output: dtypes.append(output.dtype)
+    )
     dataset = DATASETS.build(
-        dict(type='DigitsDataset', pipeline=[dict(type='PackInputs')]))
+        dict(type='DigitsDataset', pipeline=[dict(type='PackInputs')])
+    )
     batch = [dataset[i] for i in range(16)]
-    data = dict(inputs=[b['inputs'] for b in batch],
-                data_samples=[b['data_samples'] for b in batch])
+    data = dict(
+        inputs=[b['inputs'] for b in batch],
+        data_samples=[b['data_samples'] for b in batch],
+    )
     before = model.head.layers.head.weight.detach().clone()
     losses = model.train_step(data, optim_wrapper)
     assert dtypes == [torch.bfloat16]
@@ -235,7 +298,8 @@ def test_missing_dataset_is_one_line(tmp_path):
     assert result.returncode == 1
     assert result.stderr.strip() == (
         'Dataset not found: expected data/imagenet '
-        '(see docs/getting_started.md#data-preparation).')
+        '(see docs/getting_started.md#data-preparation).'
+    )
     assert 'Traceback' not in result.stdout + result.stderr
 
 
@@ -267,11 +331,15 @@ class _Reach:
 
 @pytest.mark.skipif(
     not compat.WEIGHTS_ONLY_BY_DEFAULT,
-    reason="torch < 2.6 loads with the unrestricted unpickler by default")
-@pytest.mark.parametrize('payload', [
-    _Reach(HistoryBuffer, '__init__'),
-    _Reach(torch.Tensor, 'copy_'),
-])
+    reason='torch < 2.6 loads with the unrestricted unpickler by default',
+)
+@pytest.mark.parametrize(
+    'payload',
+    [
+        _Reach(HistoryBuffer, '__init__'),
+        _Reach(torch.Tensor, 'copy_'),
+    ],
+)
 def test_safe_loading_still_refuses_other_globals(payload):
     buffer = io.BytesIO()
     torch.save({'state_dict': {}, 'x': payload}, buffer)
@@ -280,19 +348,24 @@ def test_safe_loading_still_refuses_other_globals(payload):
         torch.load(buffer)
 
 
-def test_plot_curves_tool_redraws_from_a_work_dir(interrupted_run, tmp_path,
-                                                  monkeypatch, capsys):
+def test_plot_curves_tool_redraws_from_a_work_dir(
+    interrupted_run, tmp_path, monkeypatch, capsys
+):
     work_dir, _ = interrupted_run
     plot_tool = load_tool('tools/analysis_tools/plot_curves.py')
     out = tmp_path / 'redrawn.png'
-    monkeypatch.setattr(sys, 'argv',
-                        ['plot_curves.py', str(work_dir), '--out', str(out)])
+    monkeypatch.setattr(
+        sys, 'argv', ['plot_curves.py', str(work_dir), '--out', str(out)]
+    )
     assert plot_tool.main() == 0
-    assert f'{3 * EPOCH_LENGTH} training and 1 evaluation' in \
-        capsys.readouterr().out
+    assert (
+        f'{3 * EPOCH_LENGTH} training and 1 evaluation'
+        in capsys.readouterr().out
+    )
     assert out.read_bytes()[:8] == b'\x89PNG\r\n\x1a\n'
 
-    monkeypatch.setattr(sys, 'argv',
-                        ['plot_curves.py', str(tmp_path / 'nothing')])
+    monkeypatch.setattr(
+        sys, 'argv', ['plot_curves.py', str(tmp_path / 'nothing')]
+    )
     assert plot_tool.main() == 1
     assert 'No training log found' in capsys.readouterr().err

@@ -1,4 +1,5 @@
 """Token maps, class-token attention, and the PNG tools that draw them."""
+
 from pathlib import Path
 
 import numpy as np
@@ -28,10 +29,11 @@ def tiny(tmp_path):
 def _plain_cls_attention(attn, x):
     """softmax(q k^T * head_dims^-0.5) of the cls row, written out."""
     batch, length, _ = x.shape
-    qkv = (x @ attn.qkv.weight.t()).reshape(batch, length, 3,
-                                            attn.num_heads, -1)
+    qkv = (x @ attn.qkv.weight.t()).reshape(
+        batch, length, 3, attn.num_heads, -1
+    )
     q, k = qkv[:, :, 0].transpose(1, 2), qkv[:, :, 1].transpose(1, 2)
-    scores = (q[:, :, :1] @ k.transpose(-2, -1)) * q.shape[-1]**-0.5
+    scores = (q[:, :, :1] @ k.transpose(-2, -1)) * q.shape[-1] ** -0.5
     return scores.softmax(-1)[:, :, 0]
 
 
@@ -42,8 +44,8 @@ def test_cls_attention_is_the_softmax_row(tiny):
     block_inputs = {}
     hooks = [
         layer.attn.register_forward_hook(
-            lambda module, args, out, i=i: block_inputs.__setitem__(
-                i, args[0]))
+            lambda module, args, out, i=i: block_inputs.__setitem__(i, args[0])
+        )
         for i, layer in enumerate(model.backbone.encoder)
     ]
     maps = cls_attention_maps(model.backbone, inputs, [0, -1])
@@ -52,10 +54,12 @@ def test_cls_attention_is_the_softmax_row(tiny):
     assert sorted(maps) == [0, 1]
     for index, heads in maps.items():
         assert heads.shape == (1, 2, 2, 2)  # 32 px at stride 16
-        row = _plain_cls_attention(model.backbone.encoder[index].attn,
-                                   block_inputs[index])
-        torch.testing.assert_close(heads.flatten(2), row[:, :, 1:],
-                                   atol=1e-6, rtol=1e-5)
+        row = _plain_cls_attention(
+            model.backbone.encoder[index].attn, block_inputs[index]
+        )
+        torch.testing.assert_close(
+            heads.flatten(2), row[:, :, 1:], atol=1e-6, rtol=1e-5
+        )
         assert (heads.flatten(2).sum(-1) < 1).all()
 
 
@@ -87,14 +91,23 @@ def _png(path):
     return image.size
 
 
-def test_vis_features_writes_a_grid_per_map_and_image(tiny, tmp_path,
-                                                      capsys):
+def test_vis_features_writes_a_grid_per_map_and_image(tiny, tmp_path, capsys):
     config, checkpoint, images = tiny
     out_dir = tmp_path / 'features'
-    assert vis_features.main([
-        str(images), str(config), str(checkpoint), '--blocks', '0',
-        '--out-dir', str(out_dir)
-    ]) == 0
+    assert (
+        vis_features.main(
+            [
+                str(images),
+                str(config),
+                str(checkpoint),
+                '--blocks',
+                '0',
+                '--out-dir',
+                str(out_dir),
+            ]
+        )
+        == 0
+    )
     printed = capsys.readouterr().out.split()
     assert sorted(printed) == sorted(str(p) for p in out_dir.iterdir())
     assert len(printed) == 2 * 4
@@ -109,56 +122,103 @@ def test_vis_features_writes_a_grid_per_map_and_image(tiny, tmp_path,
 def test_vis_attention_overlays_the_chosen_blocks(tiny, tmp_path, capsys):
     config, checkpoint, images = tiny
     out_dir = tmp_path / 'attention'
-    assert vis_attention.main([
-        str(images / 'a.png'), str(config), str(checkpoint), '--out-dir',
-        str(out_dir)
-    ]) == 0
+    assert (
+        vis_attention.main(
+            [
+                str(images / 'a.png'),
+                str(config),
+                str(checkpoint),
+                '--out-dir',
+                str(out_dir),
+            ]
+        )
+        == 0
+    )
     path = out_dir / 'a_attention.png'
     assert capsys.readouterr().out.split() == [str(path)]
     # the 32 px input, then blocks 0 and 1 (first, middle and last of two)
     assert _png(path) == (3 * 32 + 4 * 4, 22 + 16 + 32 + 2 * 4)
 
-    assert vis_attention.main([
-        str(images / 'b.jpg'), str(config), str(checkpoint), '--blocks', '1',
-        '--per-head', '--out-dir', str(out_dir)
-    ]) == 0
+    assert (
+        vis_attention.main(
+            [
+                str(images / 'b.jpg'),
+                str(config),
+                str(checkpoint),
+                '--blocks',
+                '1',
+                '--per-head',
+                '--out-dir',
+                str(out_dir),
+            ]
+        )
+        == 0
+    )
     # rows: the input; block 1 as the head mean and its two heads
-    assert _png(out_dir / 'b_attention.png') == (3 * 32 + 4 * 4,
-                                                 22 + 2 * 48 + 3 * 4)
+    assert _png(out_dir / 'b_attention.png') == (
+        3 * 32 + 4 * 4,
+        22 + 2 * 48 + 3 * 4,
+    )
 
 
 def test_tools_report_user_mistakes_in_one_line(tiny, capsys):
     config, checkpoint, images = tiny
-    for tool, argv in ((vis_attention, ['--blocks', '5']),
-                       (vis_features, ['--blocks', '-3'])):
-        assert tool.main([str(images), str(config), str(checkpoint)] +
-                         argv) == 1
+    for tool, argv in (
+        (vis_attention, ['--blocks', '5']),
+        (vis_features, ['--blocks', '-3']),
+    ):
+        assert (
+            tool.main([str(images), str(config), str(checkpoint)] + argv) == 1
+        )
         err = capsys.readouterr().err.strip().splitlines()
         assert len(err) == 1 and 'Block' in err[0]
 
 
 @pytest.mark.parametrize('tool', [vis_attention, vis_features])
 def test_tools_skip_unreadable_images_and_refuse_a_file_as_out_dir(
-        tiny, tmp_path, capsys, tool):
+    tiny, tmp_path, capsys, tool
+):
     config, checkpoint, images = tiny
     broken = images / 'broken.jpg'
     broken.write_bytes(b'\xff\xd8 a truncated download')
     out_dir = tmp_path / 'out'
-    assert tool.main([str(images), str(config), str(checkpoint), '--blocks',
-                      '0', '--out-dir', str(out_dir)]) == 1
+    assert (
+        tool.main(
+            [
+                str(images),
+                str(config),
+                str(checkpoint),
+                '--blocks',
+                '0',
+                '--out-dir',
+                str(out_dir),
+            ]
+        )
+        == 1
+    )
     captured = capsys.readouterr()
     err = captured.err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith(f'error: {broken} ')
     # the readable images around it are drawn
-    written = {Path(line).name.split('_')[0]
-               for line in captured.out.split()}
+    written = {Path(line).name.split('_')[0] for line in captured.out.split()}
     assert written == {'a', 'b'}
 
     not_a_folder = tmp_path / 'notes.txt'
     not_a_folder.write_text('')
-    assert tool.main([str(images / 'a.png'), str(config), str(checkpoint),
-                      '--out-dir', str(not_a_folder)]) == 1
+    assert (
+        tool.main(
+            [
+                str(images / 'a.png'),
+                str(config),
+                str(checkpoint),
+                '--out-dir',
+                str(not_a_folder),
+            ]
+        )
+        == 1
+    )
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1
     assert err[0].startswith(
-        f'error: cannot make the --out-dir folder {not_a_folder}')
+        f'error: cannot make the --out-dir folder {not_a_folder}'
+    )

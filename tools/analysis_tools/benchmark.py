@@ -27,6 +27,7 @@ weights and inputs, in the same alternating rounds as the eager fp32
 inference; their rows add the largest output difference to eager fp32 and
 the top-1 agreement with it on digits (see ``benchmark_lib/runtimes.py``).
 """
+
 import argparse
 import csv
 import json
@@ -99,8 +100,8 @@ class Record:
     speedup_of_ours: Optional[float] = None
     peak_memory_mib: Optional[float] = None
     memory_ratio_of_ours: Optional[float] = None
-    gmacs_per_image: float = 0.
-    gflops: float = 0.
+    gmacs_per_image: float = 0.0
+    gflops: float = 0.0
     max_abs_diff: Optional[float] = None
     top1_agreement: Optional[float] = None
 
@@ -109,14 +110,16 @@ def parse_args(argv: Optional[list[str]] = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
         description='Images/s and peak memory of T2T-ViT (inference and '
         "training step) beside mmpretrain's T2T_ViT and the official code, "
-        'measured alternately in one run.')
+        'measured alternately in one run.'
+    )
     parser.add_argument(
         '--archs',
         nargs='+',
         default=['t-14'],
         help="arch names ('t-14', '14', ...) or JSON dicts such as "
         '\'{"token_layer": "transformer", "embed_dims": 64, "num_layers": 2,'
-        ' "num_heads": 2}\'')
+        ' "num_heads": 2}\'',
+    )
     parser.add_argument('--batch-sizes', nargs='+', type=int, default=[4])
     parser.add_argument('--img-size', type=int, default=224)
     parser.add_argument(
@@ -124,77 +127,93 @@ def parse_args(argv: Optional[list[str]] = None) -> argparse.Namespace:
         nargs='+',
         choices=sorted(DTYPES),
         default=['fp32'],
-        help='fp32, or bf16 / fp16 autocast')
+        help='fp32, or bf16 / fp16 autocast',
+    )
     parser.add_argument(
-        '--modes', nargs='+', choices=MODES, default=list(MODES))
+        '--modes', nargs='+', choices=MODES, default=list(MODES)
+    )
     parser.add_argument('--device', default='cpu', help='cpu or cuda[:N]')
     parser.add_argument(
         '--threads',
         type=int,
-        help="torch's intra-op threads (default: torch's own choice)")
+        help="torch's intra-op threads (default: torch's own choice)",
+    )
     parser.add_argument(
         '--references',
         nargs='*',
         choices=('mmpretrain', 'official'),
-        help="implementations to compare with (default: mmpretrain, and "
-        'official when --official-repo is given)')
+        help='implementations to compare with (default: mmpretrain, and '
+        'official when --official-repo is given)',
+    )
     parser.add_argument(
         '--official-repo',
         type=Path,
         help='a local checkout of github.com/yitu-opensource/T2T-ViT '
-        '(needs timm)')
+        '(needs timm)',
+    )
     parser.add_argument(
         '--with-cp',
         action='store_true',
-        help='also train this plugin with activation checkpointing')
+        help='also train this plugin with activation checkpointing',
+    )
     parser.add_argument(
         '--compile',
         action='store_true',
-        help='also run this plugin under torch.compile')
+        help='also run this plugin under torch.compile',
+    )
     parser.add_argument(
         '--runtimes',
         nargs='*',
         choices=sorted(DEPLOYED),
         default=[],
-        help='deployed copies to time beside eager fp32 inference (CPU)')
+        help='deployed copies to time beside eager fp32 inference (CPU)',
+    )
     parser.add_argument(
         '--agreement-images',
         type=int,
         default=200,
         help='digits for the top-1 agreement of the deployed copies '
-        '(half fit the probe, half are compared); 0 skips it')
+        '(half fit the probe, half are compared); 0 skips it',
+    )
     parser.add_argument(
-        '--warmup', type=int, default=1, help='untimed steps per round')
+        '--warmup', type=int, default=1, help='untimed steps per round'
+    )
     parser.add_argument(
-        '--iters', type=int, default=3, help='timed steps per round')
+        '--iters', type=int, default=3, help='timed steps per round'
+    )
     parser.add_argument(
         '--rounds',
         type=int,
         default=3,
-        help='alternations of all implementations; the median counts')
+        help='alternations of all implementations; the median counts',
+    )
     parser.add_argument(
         '--no-memory',
         action='store_true',
-        help='skip the peak-memory measurement')
+        help='skip the peak-memory measurement',
+    )
     parser.add_argument('--seed', type=int, default=0)
     parser.add_argument('--json', type=Path, help='write the records here')
     parser.add_argument('--csv', type=Path, help='write the records here')
     parser.add_argument(
-        '--plot', type=Path, help='PNG of images/s against batch size')
+        '--plot', type=Path, help='PNG of images/s against batch size'
+    )
     args = parser.parse_args(argv)
     for name in ('warmup', 'iters', 'rounds', 'img_size'):
         minimum = 0 if name == 'warmup' else 1
         if getattr(args, name) < minimum:
-            parser.error(f'--{name.replace("_", "-")} must be at least '
-                         f'{minimum}.')
+            parser.error(
+                f'--{name.replace("_", "-")} must be at least {minimum}.'
+            )
     if min(args.batch_sizes) < 1:
         parser.error('--batch-sizes must be positive.')
     if args.runtimes and not args.device.startswith('cpu'):
         parser.error('--runtimes run on the CPU; use --device cpu.')
-    if args.runtimes and not ('infer' in args.modes
-                              and 'fp32' in args.dtypes):
-        parser.error('--runtimes are timed beside eager fp32 inference; '
-                     'keep infer in --modes and fp32 in --dtypes.')
+    if args.runtimes and not ('infer' in args.modes and 'fp32' in args.dtypes):
+        parser.error(
+            '--runtimes are timed beside eager fp32 inference; '
+            'keep infer in --modes and fp32 in --dtypes.'
+        )
     if args.agreement_images and args.agreement_images < 4:
         parser.error('--agreement-images must be 0 or at least 4.')
     if args.references is None:
@@ -205,9 +224,11 @@ def parse_args(argv: Optional[list[str]] = None) -> argparse.Namespace:
         if args.official_repo is None:
             parser.error('--references official needs --official-repo PATH.')
         if not (args.official_repo / 'models' / 't2t_vit.py').is_file():
-            parser.error(f'--official-repo {args.official_repo} is not a '
-                         'checkout of yitu-opensource/T2T-ViT (no '
-                         'models/t2t_vit.py in it).')
+            parser.error(
+                f'--official-repo {args.official_repo} is not a '
+                'checkout of yitu-opensource/T2T-ViT (no '
+                'models/t2t_vit.py in it).'
+            )
     return args
 
 
@@ -218,18 +239,23 @@ def parse_arch(text: str) -> tuple[str, Union[str, dict]]:
     try:
         arch = json.loads(text)
     except json.JSONDecodeError as error:
-        raise ValueError(f'--archs entry {text!r} is neither an arch name '
-                         f'nor valid JSON ({error}).') from None
+        raise ValueError(
+            f'--archs entry {text!r} is neither an arch name '
+            f'nor valid JSON ({error}).'
+        ) from None
     if not isinstance(arch, dict):
         raise ValueError(f'--archs entry {text!r} must be a JSON object.')
     kind = arch.get('token_layer', 'performer')
-    name = f"custom-{kind}-{arch.get('embed_dims')}x{arch.get('num_layers')}"
+    name = f'custom-{kind}-{arch.get("embed_dims")}x{arch.get("num_layers")}'
     return name, arch
 
 
-def build_implementations(arch: Union[str, dict], args: argparse.Namespace,
-                          device: torch.device,
-                          console: Console) -> dict[str, nn.Module]:
+def build_implementations(
+    arch: Union[str, dict],
+    args: argparse.Namespace,
+    device: torch.device,
+    console: Console,
+) -> dict[str, nn.Module]:
     """This plugin's backbone and the requested references, same weights."""
     torch.manual_seed(args.seed)
     ours = T2TViT(arch, img_size=args.img_size)
@@ -253,16 +279,18 @@ def build_implementations(arch: Union[str, dict], args: argparse.Namespace,
             console.print(f'[yellow]{name} skipped for arch {arch}: {error}')
             continue
         implementations[name] = reference
-    return {
-        name: model.to(device)
-        for name, model in implementations.items()
-    }
+    return {name: model.to(device) for name, model in implementations.items()}
 
 
 def measure_config(
-        implementations: dict[str, nn.Module], images: torch.Tensor,
-        mode: str, dtype: str, args: argparse.Namespace, progress: Progress,
-        task, sessions: dict[str, RuntimeSession]
+    implementations: dict[str, nn.Module],
+    images: torch.Tensor,
+    mode: str,
+    dtype: str,
+    args: argparse.Namespace,
+    progress: Progress,
+    task,
+    sessions: dict[str, RuntimeSession],
 ) -> dict[str, tuple[list[float], Optional[int]]]:
     """Images/s per round and peak memory of every implementation.
 
@@ -275,10 +303,12 @@ def measure_config(
         if not (name == OURS_CP and mode != 'train')
     }
     if mode == 'infer' and dtype == 'fp32':
-        runners.update({
-            name: RuntimeRunner(session, images)
-            for name, session in sessions.items()
-        })
+        runners.update(
+            {
+                name: RuntimeRunner(session, images)
+                for name, session in sessions.items()
+            }
+        )
     speeds: dict[str, list[float]] = {name: [] for name in runners}
     for _ in range(args.rounds):
         for name, runner in runners.items():
@@ -297,10 +327,16 @@ def measure_config(
     return {name: (speeds[name], memory[name]) for name in runners}
 
 
-def make_records(arch_name: str, macs: int, mode: str, dtype: str,
-                 batch_size: int, args: argparse.Namespace,
-                 measured: dict[str, tuple[list[float], Optional[int]]],
-                 device: torch.device) -> list[Record]:
+def make_records(
+    arch_name: str,
+    macs: int,
+    mode: str,
+    dtype: str,
+    batch_size: int,
+    args: argparse.Namespace,
+    measured: dict[str, tuple[list[float], Optional[int]]],
+    device: torch.device,
+) -> list[Record]:
     records = []
     ours_speed = statistics.median(measured[OURS][0])
     ours_memory = measured[OURS][1]
@@ -318,7 +354,8 @@ def make_records(arch_name: str, macs: int, mode: str, dtype: str,
             images_per_s=speed,
             round_images_per_s=speeds,
             gmacs_per_image=macs / 1e9,
-            gflops=2 * macs * STEP_MACS_FACTOR[mode] * speed / 1e9)
+            gflops=2 * macs * STEP_MACS_FACTOR[mode] * speed / 1e9,
+        )
         if name != OURS:
             record.speedup_of_ours = ours_speed / speed
         if memory is not None:
@@ -329,32 +366,41 @@ def make_records(arch_name: str, macs: int, mode: str, dtype: str,
     return records
 
 
-def deploy(model: nn.Module, args: argparse.Namespace, console: Console
-           ) -> tuple[dict[str, RuntimeSession], dict[str, float]]:
+def deploy(
+    model: nn.Module, args: argparse.Namespace, console: Console
+) -> tuple[dict[str, RuntimeSession], dict[str, float]]:
     """The deployed copies of ``model`` and their top-1 agreement."""
     if not args.runtimes:
         return {}, {}
-    with console.status('Exporting to ONNX'), \
-            tempfile.TemporaryDirectory() as folder:
+    with (
+        console.status('Exporting to ONNX'),
+        tempfile.TemporaryDirectory() as folder,
+    ):
         files = export_backbone(model, Path(folder), tuple(args.runtimes))
         sessions = open_sessions(files, args.threads)
     agreement: dict[str, float] = {}
     if args.agreement_images:
         with console.status(
-                f'Top-1 agreement on {args.agreement_images} digits'):
-            agreement, accuracy = top1_agreement(model, sessions,
-                                                 args.agreement_images,
-                                                 max(args.batch_sizes))
-        console.print(f'Digits probe on eager fp32 features: top-1 '
-                      f'{accuracy:.3f} on {args.agreement_images // 2} '
-                      'held-out images.')
+            f'Top-1 agreement on {args.agreement_images} digits'
+        ):
+            agreement, accuracy = top1_agreement(
+                model, sessions, args.agreement_images, max(args.batch_sizes)
+            )
+        console.print(
+            f'Digits probe on eager fp32 features: top-1 '
+            f'{accuracy:.3f} on {args.agreement_images // 2} '
+            'held-out images.'
+        )
     return sessions, agreement
 
 
-def describe_deployed(records: list[Record], model: nn.Module,
-                      sessions: dict[str, RuntimeSession],
-                      agreement: dict[str, float],
-                      images: torch.Tensor) -> None:
+def describe_deployed(
+    records: list[Record],
+    model: nn.Module,
+    sessions: dict[str, RuntimeSession],
+    agreement: dict[str, float],
+    images: torch.Tensor,
+) -> None:
     """Precision, output difference and agreement of the deployed rows."""
     for record in records:
         if record.implementation in sessions:
@@ -371,28 +417,45 @@ def _fmt(value: Optional[float], spec: str, suffix: str = '') -> str:
 def render_table(records: list[Record], title: str) -> Table:
     table = Table(title=title)
     deployed = any(record.implementation in DEPLOYED for record in records)
-    columns = ['arch', 'mode', 'dtype', 'batch', 'implementation', 'img/s',
-               'ours x', 'peak MiB', 'ours mem', 'GFLOP/s']
+    columns = [
+        'arch',
+        'mode',
+        'dtype',
+        'batch',
+        'implementation',
+        'img/s',
+        'ours x',
+        'peak MiB',
+        'ours mem',
+        'GFLOP/s',
+    ]
     if deployed:
         columns += ['max diff', 'top-1 agree']
     # the ratios are ours over this row's: speed-up and memory fraction
     for column in columns:
-        justify = 'left' if column in ('arch', 'mode', 'dtype',
-                                       'implementation') else 'right'
+        justify = (
+            'left'
+            if column in ('arch', 'mode', 'dtype', 'implementation')
+            else 'right'
+        )
         table.add_column(column, justify=justify)
     for record in records:
         cells = [
-            record.arch, record.mode, record.dtype,
-            str(record.batch_size), record.implementation,
+            record.arch,
+            record.mode,
+            record.dtype,
+            str(record.batch_size),
+            record.implementation,
             f'{record.images_per_s:.2f}',
             _fmt(record.speedup_of_ours, '.2f', 'x'),
             _fmt(record.peak_memory_mib, '.0f'),
-            _fmt(record.memory_ratio_of_ours, '.2f'), f'{record.gflops:.1f}'
+            _fmt(record.memory_ratio_of_ours, '.2f'),
+            f'{record.gflops:.1f}',
         ]
         if deployed:
             cells += [
                 _fmt(record.max_abs_diff, '.1e'),
-                _fmt(record.top1_agreement, '.3f')
+                _fmt(record.top1_agreement, '.3f'),
             ]
         table.add_row(*cells)
     return table
@@ -403,7 +466,8 @@ def write_csv(records: list[Record], path: Path) -> None:
     rows = [asdict(record) for record in records]
     for row in rows:
         row['round_images_per_s'] = ' '.join(
-            f'{value:.3f}' for value in row['round_images_per_s'])
+            f'{value:.3f}' for value in row['round_images_per_s']
+        )
     with open(path, 'w', newline='') as file:
         writer = csv.DictWriter(file, fieldnames=list(rows[0]))
         writer.writeheader()
@@ -412,12 +476,14 @@ def write_csv(records: list[Record], path: Path) -> None:
 
 def write_plot(records: list[Record], path: Path, title: str) -> None:
     import matplotlib
+
     matplotlib.use('Agg')
     import matplotlib.pyplot as plt
 
     modes = [mode for mode in MODES if any(r.mode == mode for r in records)]
     figure, axes = plt.subplots(
-        1, len(modes), figsize=(6 * len(modes), 4.5), squeeze=False)
+        1, len(modes), figsize=(6 * len(modes), 4.5), squeeze=False
+    )
     for axis, mode in zip(axes[0], modes):
         lines: dict[tuple[str, str, str], list[Record]] = {}
         for record in records:
@@ -426,11 +492,13 @@ def write_plot(records: list[Record], path: Path, title: str) -> None:
                 lines.setdefault(key, []).append(record)
         for (arch, dtype, name), points in lines.items():
             points.sort(key=lambda r: r.batch_size)
-            axis.plot([r.batch_size for r in points],
-                      [r.images_per_s for r in points],
-                      marker='o',
-                      linestyle='-' if name.startswith(OURS) else '--',
-                      label=f'{name} {arch} {dtype}')
+            axis.plot(
+                [r.batch_size for r in points],
+                [r.images_per_s for r in points],
+                marker='o',
+                linestyle='-' if name.startswith(OURS) else '--',
+                label=f'{name} {arch} {dtype}',
+            )
         axis.set_xscale('log', base=2)
         sizes = sorted({r.batch_size for r in records})
         axis.set_xticks(sizes, [str(size) for size in sizes])
@@ -468,11 +536,14 @@ def _load_average() -> str:
 def run(args: argparse.Namespace) -> int:
     device = torch.device(args.device)
     if device.type == 'cuda' and not torch.cuda.is_available():
-        raise ValueError('--device cuda, but torch sees no CUDA device here; '
-                         'use --device cpu.')
+        raise ValueError(
+            '--device cuda, but torch sees no CUDA device here; '
+            'use --device cpu.'
+        )
     if device.type not in ('cpu', 'cuda'):
-        raise ValueError(f'--device {args.device}: only cpu and cuda are '
-                         'supported.')
+        raise ValueError(
+            f'--device {args.device}: only cpu and cuda are supported.'
+        )
     if args.threads is not None:
         torch.set_num_threads(args.threads)
     # subnormal floats slow some CPUs down by orders of magnitude; flushing
@@ -482,65 +553,93 @@ def run(args: argparse.Namespace) -> int:
     archs = [parse_arch(text) for text in args.archs]
     load_before = _load_average()
     ceilings = {
-        dtype: matmul_gflops(device, DTYPES[dtype])
-        for dtype in args.dtypes
+        dtype: matmul_gflops(device, DTYPES[dtype]) for dtype in args.dtypes
     }
 
     records: list[Record] = []
     configs = len(args.batch_sizes) * len(args.dtypes) * len(args.modes)
     with Progress(
-            TextColumn('{task.description}'),
-            BarColumn(),
-            MofNCompleteColumn(),
-            TimeElapsedColumn(),
-            console=console) as progress:
+        TextColumn('{task.description}'),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=console,
+    ) as progress:
         for arch_name, arch in archs:
-            implementations = build_implementations(arch, args, device,
-                                                    console)
-            macs = count_complexity(implementations[OURS],
-                                    (args.img_size, args.img_size)).macs
-            sessions, agreement = deploy(implementations[OURS], args,
-                                         console)
+            implementations = build_implementations(
+                arch, args, device, console
+            )
+            macs = count_complexity(
+                implementations[OURS], (args.img_size, args.img_size)
+            ).macs
+            sessions, agreement = deploy(implementations[OURS], args, console)
             per_config = len(implementations) * (
-                args.rounds + (0 if args.no_memory else 1))
+                args.rounds + (0 if args.no_memory else 1)
+            )
             # the deployed copies join the fp32 inference of each batch size
-            deployed_rounds = len(args.batch_sizes) * len(sessions) * (
-                args.rounds)
+            deployed_rounds = (
+                len(args.batch_sizes) * len(sessions) * (args.rounds)
+            )
             task = progress.add_task(
-                arch_name, total=configs * per_config + deployed_rounds)
+                arch_name, total=configs * per_config + deployed_rounds
+            )
             for batch_size in args.batch_sizes:
                 torch.manual_seed(args.seed)
                 images = torch.randn(
-                    batch_size, 3, args.img_size, args.img_size,
-                    device=device)
+                    batch_size, 3, args.img_size, args.img_size, device=device
+                )
                 for dtype in args.dtypes:
                     for mode in args.modes:
                         progress.update(
                             task,
                             description=f'{arch_name} {mode} {dtype} '
-                            f'batch {batch_size}')
-                        measured = measure_config(implementations, images,
-                                                  mode, dtype, args,
-                                                  progress, task, sessions)
-                        new = make_records(arch_name, macs, mode, dtype,
-                                           batch_size, args, measured,
-                                           device)
-                        describe_deployed(new, implementations[OURS],
-                                          sessions, agreement, images)
+                            f'batch {batch_size}',
+                        )
+                        measured = measure_config(
+                            implementations,
+                            images,
+                            mode,
+                            dtype,
+                            args,
+                            progress,
+                            task,
+                            sessions,
+                        )
+                        new = make_records(
+                            arch_name,
+                            macs,
+                            mode,
+                            dtype,
+                            batch_size,
+                            args,
+                            measured,
+                            device,
+                        )
+                        describe_deployed(
+                            new,
+                            implementations[OURS],
+                            sessions,
+                            agreement,
+                            images,
+                        )
                         records += new
     load_after = _load_average()
 
     machine = describe_machine(device)
-    title = (f'{machine}, {torch.get_num_threads()} thread(s), '
-             f'{args.img_size}px, torch {torch.__version__}')
+    title = (
+        f'{machine}, {torch.get_num_threads()} thread(s), '
+        f'{args.img_size}px, torch {torch.__version__}'
+    )
     # a table written to a file or pipe keeps its full width
     output = Console(width=None if sys.stdout.isatty() else 140)
     output.print(render_table(records, title))
-    ceiling_text = ', '.join(f'{dtype} {value:.1f}'
-                             for dtype, value in ceilings.items())
+    ceiling_text = ', '.join(
+        f'{dtype} {value:.1f}' for dtype, value in ceilings.items()
+    )
     output.print(
         f'matmul ceiling (GFLOP/s, 1024x1024): {ceiling_text}; load average '
-        f'(1, 5, 15 min) before: {load_before}, after: {load_after}')
+        f'(1, 5, 15 min) before: {load_before}, after: {load_after}'
+    )
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(
@@ -553,8 +652,11 @@ def run(args: argparse.Namespace) -> int:
                     matmul_gflops=ceilings,
                     load_average=dict(before=load_before, after=load_after),
                     command=' '.join(sys.argv),
-                    records=[asdict(record) for record in records]),
-                indent=2))
+                    records=[asdict(record) for record in records],
+                ),
+                indent=2,
+            )
+        )
     if args.csv:
         write_csv(records, args.csv)
     if args.plot:
@@ -575,7 +677,8 @@ def main(argv: Optional[list[str]] = None) -> int:
         print(
             f'benchmark.py: error: out of memory ({first_line}); use '
             'smaller --batch-sizes or --img-size.',
-            file=sys.stderr)
+            file=sys.stderr,
+        )
         return 2
 
 

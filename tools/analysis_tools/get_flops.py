@@ -12,6 +12,7 @@ Examples::
     python tools/analysis_tools/get_flops.py configs/det/CONFIG --shape 448
     python tools/analysis_tools/get_flops.py --all   # every arch vs the paper
 """
+
 import argparse
 import math
 import sys
@@ -35,7 +36,8 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
         description='Count parameters and multiply-accumulates (MACs) of a '
         'model, the attention matrix products included, and compare them '
-        "with the paper's figures.")
+        "with the paper's figures."
+    )
     parser.add_argument('config', nargs='?', help='model config file')
     parser.add_argument(
         '--shape',
@@ -44,16 +46,19 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
         help="input size: H [W] (default: the config's test size: the "
         "data preprocessor's crop size, else the test pipeline's last "
         'resize or crop, padded as the model pads it, else the size the '
-        'backbone is built for)')
+        'backbone is built for)',
+    )
     parser.add_argument(
         '--all',
         action='store_true',
-        help="count every arch of the paper's tables at its resolution")
+        help="count every arch of the paper's tables at its resolution",
+    )
     parser.add_argument(
         '--cfg-options',
         nargs='+',
         action=DictAction,
-        help='override config settings, as in mmpretrain tools')
+        help='override config settings, as in mmpretrain tools',
+    )
     args = parser.parse_args(argv)
     if bool(args.config) == args.all:
         parser.error('give either a CONFIG or --all')
@@ -72,7 +77,10 @@ def build_classifier(arch: str, img_size: int) -> torch.nn.Module:
             type='ImageClassifier',
             backbone=dict(type='T2TViT', arch=arch, img_size=img_size),
             head=dict(
-                type='T2TClsHead', num_classes=1000, in_channels=embed_dims)))
+                type='T2TClsHead', num_classes=1000, in_channels=embed_dims
+            ),
+        )
+    )
 
 
 def _giga(value: float, unit_of: Optional[float] = None) -> str:
@@ -93,26 +101,41 @@ def _versus_paper(result: ModelComplexity, paper: Optional[float]) -> str:
 
 def run_all(console: Console) -> None:
     table = Table(title='T2T-ViT complexity (1000 classes, one image)')
-    for column in ('arch', 'input', 'params', 'MACs', 'of which attention',
-                   'paper MACs', 'ours vs paper'):
-        table.add_column(column, justify='left' if column == 'arch' else
-                         'right')
+    for column in (
+        'arch',
+        'input',
+        'params',
+        'MACs',
+        'of which attention',
+        'paper MACs',
+        'ours vs paper',
+    ):
+        table.add_column(
+            column, justify='left' if column == 'arch' else 'right'
+        )
     for (arch, side), paper in track(
-            list(PAPER_MACS.items()),
-            description='Counting',
-            console=console,
-            transient=True,
-            disable=not console.is_terminal):
+        list(PAPER_MACS.items()),
+        description='Counting',
+        console=console,
+        transient=True,
+        disable=not console.is_terminal,
+    ):
         result = count_complexity(build_classifier(arch, side), (side, side))
-        table.add_row(arch, f'{side}x{side}', f'{result.params / 1e6:.2f}M',
-                      _giga(result.macs),
-                      _giga(result.attention_macs, result.macs), _giga(paper),
-                      _versus_paper(result, paper))
+        table.add_row(
+            arch,
+            f'{side}x{side}',
+            f'{result.params / 1e6:.2f}M',
+            _giga(result.macs),
+            _giga(result.attention_macs, result.macs),
+            _giga(paper),
+            _versus_paper(result, paper),
+        )
     console.print(table)
 
 
-def _detector_inputs(model: torch.nn.Module,
-                     shape: tuple[int, int]) -> Optional[dict[str, Any]]:
+def _detector_inputs(
+    model: torch.nn.Module, shape: tuple[int, int]
+) -> Optional[dict[str, Any]]:
     """The data samples an mmdet detector needs beside the images."""
     try:
         from mmdet.models.detectors import BaseDetector
@@ -122,29 +145,41 @@ def _detector_inputs(model: torch.nn.Module,
     if not isinstance(model, BaseDetector):
         return None
     # the image sizes that the test pipeline would record
-    meta = dict(img_shape=shape, ori_shape=shape, pad_shape=shape,
-                batch_input_shape=shape, scale_factor=(1., 1.))
+    meta = dict(
+        img_shape=shape,
+        ori_shape=shape,
+        pad_shape=shape,
+        batch_input_shape=shape,
+        scale_factor=(1.0, 1.0),
+    )
     return dict(data_samples=[DetDataSample(metainfo=meta)], mode='tensor')
 
 
 def _counts(result: ModelComplexity) -> str:
-    return (f'{result.params / 1e6:.2f}M params ({result.params:,}), '
-            f'{_giga(result.macs)} MACs (attention products '
-            f'{_giga(result.attention_macs, result.macs)})')
+    return (
+        f'{result.params / 1e6:.2f}M params ({result.params:,}), '
+        f'{_giga(result.macs)} MACs (attention products '
+        f'{_giga(result.attention_macs, result.macs)})'
+    )
 
 
 def _is_imagenet_classifier(model: torch.nn.Module) -> bool:
     head = getattr(model, 'head', None)
-    return isinstance(model, MODELS.get('ImageClassifier')) and getattr(
-        head, 'num_classes', None) == 1000
+    return (
+        isinstance(model, MODELS.get('ImageClassifier'))
+        and getattr(head, 'num_classes', None) == 1000
+    )
 
 
 def _pair_hw(size: Any) -> Optional[tuple[int, int]]:
     """``(H, W)`` of an OpenMMLab size: an int, or ``(W, H)``."""
     if isinstance(size, int):
         return size, size
-    if isinstance(size, (list, tuple)) and len(size) == 2 and all(
-            isinstance(side, int) for side in size):
+    if (
+        isinstance(size, (list, tuple))
+        and len(size) == 2
+        and all(isinstance(side, int) for side in size)
+    ):
         return size[1], size[0]
     return None
 
@@ -179,8 +214,11 @@ def config_test_shape(cfg: Config) -> Optional[tuple[int, int]]:
             shape = scale or shape
     if shape is None:
         return None
-    divisor = (preprocessor.get('pad_size_divisor')
-               or preprocessor.get('test_cfg', {}).get('size_divisor') or 1)
+    divisor = (
+        preprocessor.get('pad_size_divisor')
+        or preprocessor.get('test_cfg', {}).get('size_divisor')
+        or 1
+    )
     return tuple(math.ceil(side / divisor) * divisor for side in shape)
 
 
@@ -191,8 +229,11 @@ def run_config(args: argparse.Namespace, console: Console) -> None:
     follow_backbone_widths(cfg)
     model = MODELS.build(cfg.model)
     backbone = getattr(model, 'backbone', model)
-    shape = (args.shape[0], args.shape[-1]) if args.shape else (
-        config_test_shape(cfg))
+    shape = (
+        (args.shape[0], args.shape[-1])
+        if args.shape
+        else (config_test_shape(cfg))
+    )
     if shape is None and hasattr(backbone, 'tokens_to_token'):
         t2t = backbone.tokens_to_token
         shape = tuple(side * t2t.total_stride for side in t2t.init_out_size)
@@ -210,16 +251,20 @@ def run_config(args: argparse.Namespace, console: Console) -> None:
         # a detector or segmentor: its backbone on its own, then the whole
         whole = f' (whole {type(model).__name__})'
         alone = count_complexity(backbone, shape, in_channels)
-        lines.append(f'Backbone    {type(backbone).__name__}: '
-                     f'{_counts(alone)}')
+        lines.append(
+            f'Backbone    {type(backbone).__name__}: {_counts(alone)}'
+        )
         try:
-            result = count_complexity(model, shape, in_channels,
-                                      _detector_inputs(model, shape))
+            result = count_complexity(
+                model, shape, in_channels, _detector_inputs(model, shape)
+            )
         except (TypeError, AttributeError, KeyError, IndexError) as error:
-            lines.append(f'Whole model not counted: a forward pass of '
-                         f'{type(model).__name__} on images alone failed '
-                         f'({type(error).__name__}); the backbone is '
-                         'counted above.')
+            lines.append(
+                f'Whole model not counted: a forward pass of '
+                f'{type(model).__name__} on images alone failed '
+                f'({type(error).__name__}); the backbone is '
+                'counted above.'
+            )
             result = None
     if result is not None:
         lines += [
@@ -231,13 +276,17 @@ def run_config(args: argparse.Namespace, console: Console) -> None:
     arch = cfg.model.get('backbone', {}).get('arch')
     paper = None
     # the paper counts 1000-class ImageNet classifiers of its archs only
-    if (isinstance(arch, str) and shape[0] == shape[1]
-            and _is_imagenet_classifier(model)):
+    if (
+        isinstance(arch, str)
+        and shape[0] == shape[1]
+        and _is_imagenet_classifier(model)
+    ):
         arch = arch.lower().replace('t2t-vit-', '')
         paper = PAPER_MACS.get((arch, shape[0]))
     if paper is not None:
-        lines.append(f'Paper MACs  {_giga(paper)} '
-                     f'(ours {_versus_paper(result, paper)})')
+        lines.append(
+            f'Paper MACs  {_giga(paper)} (ours {_versus_paper(result, paper)})'
+        )
     for line in lines:
         console.print(line, markup=False, highlight=False)
 
@@ -251,8 +300,13 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         else:
             run_config(args, console)
     # a config with a syntax error or an import of a missing toolbox
-    except (FileNotFoundError, ValueError, KeyError, SyntaxError,
-            ImportError) as error:
+    except (
+        FileNotFoundError,
+        ValueError,
+        KeyError,
+        SyntaxError,
+        ImportError,
+    ) as error:
         print(f'error: {error}', file=sys.stderr)
         return 1
     return 0

@@ -5,6 +5,7 @@ one or more json-lines logs (``<timestamp>/vis_data/scalars.json`` or
 ``<timestamp>.json``). The figure is the one ``TrainingCurvesHook`` writes
 at the end of training.
 """
+
 import argparse
 import os.path as osp
 import sys
@@ -15,11 +16,13 @@ from t2t_plugin.analysis import find_scalar_files, load_scalars, plot_curves
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument(
-        'logs', nargs='+', help='a work dir or json-lines log files')
+        'logs', nargs='+', help='a work dir or json-lines log files'
+    )
     parser.add_argument(
         '--out',
         help='PNG to write (default: curves.png in the work dir, or beside '
-        'the first log)')
+        'the first log)',
+    )
     parser.add_argument('--title', default='', help='figure title')
     args = parser.parse_args()
 
@@ -34,17 +37,22 @@ def main() -> int:
         title = args.title
     missing = [path for path in files if not osp.isfile(path)]
     if not files or missing:
-        print(f'No training log found: expected a work dir with '
-              f'<timestamp>/vis_data/scalars.json or json log files, got '
-              f'{" ".join(missing or args.logs)}', file=sys.stderr)
+        print(
+            f'No training log found: expected a work dir with '
+            f'<timestamp>/vis_data/scalars.json or json log files, got '
+            f'{" ".join(missing or args.logs)}',
+            file=sys.stderr,
+        )
         return 1
     train, val = load_scalars(files)
     if not train and not val:
         print(f'No scalars in {" ".join(files)}', file=sys.stderr)
         return 1
     out = plot_curves(train, val, args.out or default_out, title=title)
-    print(f'Curves of {len(train)} training and {len(val)} evaluation '
-          f'records saved to {out}')
+    print(
+        f'Curves of {len(train)} training and {len(val)} evaluation '
+        f'records saved to {out}'
+    )
     return 0
 
 

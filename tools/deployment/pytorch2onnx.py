@@ -15,6 +15,7 @@ Examples::
         configs/det/retinanet_t2t-vit-t-14_fpn_1x_coco.py retinanet.pth \\
         backbone.onnx --verify --openvino
 """
+
 import argparse
 import contextlib
 import io
@@ -39,7 +40,8 @@ from t2t_plugin.engine import CheckpointMismatchError
 
 def parse_args(argv: Optional[list[str]] = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
-        description='Export T2T-ViT to ONNX and check it against PyTorch.')
+        description='Export T2T-ViT to ONNX and check it against PyTorch.'
+    )
     parser.add_argument('config', help='model config file')
     parser.add_argument('checkpoint', help='checkpoint file')
     parser.add_argument('out', type=Path, help='the .onnx file to write')
@@ -47,39 +49,48 @@ def parse_args(argv: Optional[list[str]] = None) -> argparse.Namespace:
         '--output',
         choices=('logits', 'scores'),
         default='logits',
-        help='classifiers: raw logits or softmax scores')
+        help='classifiers: raw logits or softmax scores',
+    )
     parser.add_argument(
-        '--opset', type=int, default=OPSET, help='ONNX opset version')
+        '--opset', type=int, default=OPSET, help='ONNX opset version'
+    )
     parser.add_argument(
         '--shape',
         type=int,
         nargs=2,
         metavar=('H', 'W'),
         help='input size to verify with (and to fix, with --static-size); '
-        "default: the config's img_size")
+        "default: the config's img_size",
+    )
     parser.add_argument(
-        '--static-batch', action='store_true', help='fix the batch size')
+        '--static-batch', action='store_true', help='fix the batch size'
+    )
     parser.add_argument(
-        '--static-size', action='store_true', help='fix height and width')
+        '--static-size', action='store_true', help='fix height and width'
+    )
     parser.add_argument(
         '--batch-size',
         type=int,
         default=2,
-        help='batch of the checks (and of the file with --static-batch)')
+        help='batch of the checks (and of the file with --static-batch)',
+    )
     parser.add_argument(
         '--verify',
         action='store_true',
         help='run the file in onnxruntime on random and real images and '
-        'print the largest difference to PyTorch')
+        'print the largest difference to PyTorch',
+    )
     parser.add_argument(
         '--openvino',
         action='store_true',
-        help='run the same checks in OpenVINO (fp32)')
+        help='run the same checks in OpenVINO (fp32)',
+    )
     parser.add_argument(
         '--atol',
         type=float,
         default=1e-4,
-        help='largest accepted difference to PyTorch')
+        help='largest accepted difference to PyTorch',
+    )
     args = parser.parse_args(argv)
     if args.batch_size < 1:
         parser.error('--batch-size must be positive.')
@@ -93,18 +104,29 @@ def check_inputs(model, args) -> dict[str, torch.Tensor]:
     batch = args.batch_size
     generator = torch.Generator().manual_seed(0)
     inputs = {
-        f'random {batch}x{size[0]}x{size[1]}':
-        torch.randn(batch, model.in_channels, *size, generator=generator),
-        f'real {batch}x{size[0]}x{size[1]}':
-        sample_images(batch, size, model.in_channels, model.mean, model.std)
+        f'random {batch}x{size[0]}x{size[1]}': torch.randn(
+            batch, model.in_channels, *size, generator=generator
+        ),
+        f'real {batch}x{size[0]}x{size[1]}': sample_images(
+            batch, size, model.in_channels, model.mean, model.std
+        ),
     }
     other_batch = batch if args.static_batch else batch + 1
-    other_size = size if args.static_size else (size[0] + model.stride,
-                                                size[1] + 2 * model.stride)
+    other_size = (
+        size
+        if args.static_size
+        else (size[0] + model.stride, size[1] + 2 * model.stride)
+    )
     if (other_batch, other_size) != (batch, size):
         inputs[f'real {other_batch}x{other_size[0]}x{other_size[1]}'] = (
-            sample_images(other_batch, other_size, model.in_channels,
-                          model.mean, model.std))
+            sample_images(
+                other_batch,
+                other_size,
+                model.in_channels,
+                model.mean,
+                model.std,
+            )
+        )
     return inputs
 
 
@@ -112,37 +134,51 @@ def run(args: argparse.Namespace, console: Console) -> int:
     if not Path(args.config).is_file():
         raise FileNotFoundError(f'Config file {args.config} does not exist.')
     if not Path(args.checkpoint).is_file():
-        raise FileNotFoundError(f'Checkpoint {args.checkpoint} does not '
-                                'exist.')
+        raise FileNotFoundError(
+            f'Checkpoint {args.checkpoint} does not exist.'
+        )
     model = build_exportable(args.config, args.checkpoint, args.output)
     if args.shape:
         check_input_size(model, args.shape)
         if args.static_size:
             model.input_size = tuple(args.shape)
     # torch.onnx reports its steps on stdout; the tool reports its own
-    with console.status(f'Exporting to {args.out} (opset {args.opset})'), \
-            contextlib.redirect_stdout(io.StringIO()):
+    with (
+        console.status(f'Exporting to {args.out} (opset {args.opset})'),
+        contextlib.redirect_stdout(io.StringIO()),
+    ):
         export_onnx(
             model,
             args.out,
             args.opset,
             dynamic_batch=not args.static_batch,
             dynamic_size=not args.static_size,
-            batch_size=args.batch_size)
+            batch_size=args.batch_size,
+        )
     dynamic = [
-        name for name, fixed in (('batch', args.static_batch),
-                                 ('height', args.static_size),
-                                 ('width', args.static_size)) if not fixed
+        name
+        for name, fixed in (
+            ('batch', args.static_batch),
+            ('height', args.static_size),
+            ('width', args.static_size),
+        )
+        if not fixed
     ]
-    print(f'Wrote {args.out}: opset {args.opset}, input images '
-          f'(B, {model.in_channels}, H, W), outputs '
-          f'{", ".join(model.output_names)}; dynamic axes: '
-          f'{", ".join(dynamic) or "none"}'
-          + (f' (H, W multiples of {model.stride})'
-             if not args.static_size else ''))
+    print(
+        f'Wrote {args.out}: opset {args.opset}, input images '
+        f'(B, {model.in_channels}, H, W), outputs '
+        f'{", ".join(model.output_names)}; dynamic axes: '
+        f'{", ".join(dynamic) or "none"}'
+        + (
+            f' (H, W multiples of {model.stride})'
+            if not args.static_size
+            else ''
+        )
+    )
     runtimes = (['onnxruntime'] if args.verify else []) + (
-        ['openvino'] if args.openvino else [])
-    worst = 0.
+        ['openvino'] if args.openvino else []
+    )
+    worst = 0.0
     inputs = check_inputs(model, args) if runtimes else {}
     for runtime in runtimes:
         session = RuntimeSession(args.out, runtime)
@@ -155,7 +191,8 @@ def run(args: argparse.Namespace, console: Console) -> int:
         print(
             f'pytorch2onnx.py: error: the exported file differs from PyTorch '
             f'by {worst:.2e} (more than --atol {args.atol:g}).',
-            file=sys.stderr)
+            file=sys.stderr,
+        )
         return 1
     return 0
 
@@ -165,10 +202,18 @@ def main(argv: Optional[list[str]] = None) -> int:
     console = Console(stderr=True)
     try:
         return run(args, console)
-    except (ValueError, ImportError, KeyError, OSError,
-            CheckpointMismatchError) as error:
-        message = str(error).strip().splitlines()[0] if str(error) else (
-            type(error).__name__)
+    except (
+        ValueError,
+        ImportError,
+        KeyError,
+        OSError,
+        CheckpointMismatchError,
+    ) as error:
+        message = (
+            str(error).strip().splitlines()[0]
+            if str(error)
+            else (type(error).__name__)
+        )
         print(f'pytorch2onnx.py: error: {message}', file=sys.stderr)
         return 2
 

@@ -14,6 +14,7 @@ Usage (by ``build_mmcv.sh``):
     python mmcv_build.py check-wheel WHEEL # exit 2 if WHEEL cannot serve
                                            # this machine's torch
 """
+
 import os
 import re
 import subprocess
@@ -91,26 +92,37 @@ def plan_build(machine: Machine) -> BuildPlan:
     """
     prefix = f'mmcv-{MMCV_VERSION}-torch{machine.torch_version}'
     if not machine.cuda_available:
-        return BuildPlan('cpu', 'cpu', f'{prefix}-cpu',
-                         dict(MMCV_WITH_OPS='1', FORCE_CUDA='0'))
-    prebuilt = (f'or, on torch 2.1 with CUDA 12.1, install the prebuilt '
-                f'wheel: mim install mmcv=={MMCV_VERSION} ({INSTALL_DOC})')
+        return BuildPlan(
+            'cpu',
+            'cpu',
+            f'{prefix}-cpu',
+            dict(MMCV_WITH_OPS='1', FORCE_CUDA='0'),
+        )
+    prebuilt = (
+        f'or, on torch 2.1 with CUDA 12.1, install the prebuilt '
+        f'wheel: mim install mmcv=={MMCV_VERSION} ({INSTALL_DOC})'
+    )
     if machine.nvcc_version is None or machine.cuda_home is None:
         raise BuildRefused(
             f'torch {machine.torch_version} sees a GPU but no CUDA compiler '
             f'was found (nvcc, CUDA_HOME): mmcv needs CUDA ops there. '
             f'Install the CUDA {machine.torch_cuda} toolkit and set '
-            f'CUDA_HOME, {prebuilt}.')
+            f'CUDA_HOME, {prebuilt}.'
+        )
     if machine.nvcc_version.split('.')[0] != machine.torch_cuda.split('.')[0]:
         raise BuildRefused(
             f'nvcc is CUDA {machine.nvcc_version} but torch '
             f'{machine.torch_version} was built with CUDA '
             f'{machine.torch_cuda}: point CUDA_HOME at a CUDA '
-            f'{machine.torch_cuda} toolkit, {prebuilt}.')
+            f'{machine.torch_cuda} toolkit, {prebuilt}.'
+        )
     device_key = 'cu' + machine.torch_cuda.replace('.', '')
-    return BuildPlan('cuda', device_key, f'{prefix}-{device_key}',
-                     dict(MMCV_WITH_OPS='1', FORCE_CUDA='1',
-                          CUDA_HOME=machine.cuda_home))
+    return BuildPlan(
+        'cuda',
+        device_key,
+        f'{prefix}-{device_key}',
+        dict(MMCV_WITH_OPS='1', FORCE_CUDA='1', CUDA_HOME=machine.cuda_home),
+    )
 
 
 def wheel_has_cuda_ops(wheel: str) -> bool:
@@ -130,11 +142,16 @@ def wheel_has_cuda_ops(wheel: str) -> bool:
             that skipped them).
     """
     with zipfile.ZipFile(wheel) as archive:
-        names = [name for name in archive.namelist()
-                 if re.match(r'mmcv/_ext[.].*so$', name)]
+        names = [
+            name
+            for name in archive.namelist()
+            if re.match(r'mmcv/_ext[.].*so$', name)
+        ]
         if not names:
-            raise BuildRefused(f'{wheel} has no compiled ops (mmcv/_ext); '
-                               'rebuild it with build_mmcv.sh.')
+            raise BuildRefused(
+                f'{wheel} has no compiled ops (mmcv/_ext); '
+                'rebuild it with build_mmcv.sh.'
+            )
         library = archive.read(names[0])
     return b'libc10_cuda.so' in library or b'libcudart' in library
 
@@ -154,7 +171,8 @@ def check_wheel(wheel: str, machine: Machine) -> None:
             f'{os.path.basename(wheel)} has CPU-only ops but torch sees a '
             f'GPU, where mmdet/mmseg would fail on CUDA tensors: remove it '
             f'and rerun build_mmcv.sh on this node, or install the prebuilt '
-            f'wheel: mim install mmcv=={MMCV_VERSION} ({INSTALL_DOC}).')
+            f'wheel: mim install mmcv=={MMCV_VERSION} ({INSTALL_DOC}).'
+        )
 
 
 def _nvcc_version(cuda_home: Optional[str]) -> Optional[str]:
@@ -163,9 +181,12 @@ def _nvcc_version(cuda_home: Optional[str]) -> Optional[str]:
     if not cuda_home:
         return None
     try:
-        out = subprocess.run([os.path.join(cuda_home, 'bin', 'nvcc'),
-                              '--version'],
-                             capture_output=True, text=True, check=True)
+        out = subprocess.run(
+            [os.path.join(cuda_home, 'bin', 'nvcc'), '--version'],
+            capture_output=True,
+            text=True,
+            check=True,
+        )
     except (OSError, subprocess.CalledProcessError):
         return None
     match = re.search(r'release (\d+\.\d+)', out.stdout)
@@ -183,6 +204,7 @@ def read_machine() -> Machine:
     if cuda_available:
         # imported only here: without a GPU it logs a warning about CUDA
         from torch.utils import cpp_extension
+
         cuda_home = cpp_extension.CUDA_HOME
     source = importlib.util.find_spec('torch.utils.cpp_extension').origin
     with open(source, encoding='utf-8') as file:
@@ -194,7 +216,8 @@ def read_machine() -> Machine:
         cuda_home=cuda_home,
         nvcc_version=_nvcc_version(cuda_home) if cuda_available else None,
         python_tag=f'cp{sys.version_info.major}{sys.version_info.minor}',
-        cxx_std=cxx_std)
+        cxx_std=cxx_std,
+    )
 
 
 def main(argv: Optional[list[str]] = None) -> int:
@@ -209,13 +232,20 @@ def main(argv: Optional[list[str]] = None) -> int:
             print(f'MMCV_CACHE_KEY={plan.cache_key}')
             print(f'PYTHON_TAG={machine.python_tag}')
             print(f'MMCV_CXX_STD={machine.cxx_std}')
-            print('MMCV_BUILD_ENV="' + ' '.join(
-                f'{name}={value}' for name, value in plan.env.items()) + '"')
+            print(
+                'MMCV_BUILD_ENV="'
+                + ' '.join(
+                    f'{name}={value}' for name, value in plan.env.items()
+                )
+                + '"'
+            )
         elif argv[:1] == ['check-wheel'] and len(argv) == 2:
             check_wheel(argv[1], machine)
         else:
-            print('usage: mmcv_build.py plan | check-wheel WHEEL',
-                  file=sys.stderr)
+            print(
+                'usage: mmcv_build.py plan | check-wheel WHEEL',
+                file=sys.stderr,
+            )
             return 2
     except BuildRefused as refusal:
         print(f'build_mmcv.sh: {refusal}', file=sys.stderr)

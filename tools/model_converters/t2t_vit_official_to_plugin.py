@@ -8,6 +8,7 @@ Examples::
     python tools/model_converters/t2t_vit_official_to_plugin.py \\
         official_weights/ checkpoints/
 """
+
 import argparse
 import io
 import sys
@@ -33,33 +34,38 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
         description='Convert official T2T-ViT weights (.pth.tar of '
         'github.com/yitu-opensource/T2T-ViT) into checkpoints that load '
-        'strictly into the configs of this repository.')
+        'strictly into the configs of this repository.'
+    )
     parser.add_argument(
         'src',
         nargs='+',
-        help='official checkpoint file(s), or a folder of them')
+        help='official checkpoint file(s), or a folder of them',
+    )
     parser.add_argument(
         'dst',
         help='output file (one source) or folder (several sources, or a '
-        'folder); converted files are named after their source, with .pth')
+        'folder); converted files are named after their source, with .pth',
+    )
     parser.add_argument(
         '--num-heads',
         type=int,
         help='encoder heads (the weights do not tell): needed for archs '
         'outside the zoo (guessed from a head width of 64 otherwise) and '
-        'to tell 14 (6) from 14-resnext (32) when the file name does not')
+        'to tell 14 (6) from 14-resnext (32) when the file name does not',
+    )
     parser.add_argument(
         '--trust-pickle',
         action='store_true',
         help='load sources that hold arbitrary Python objects besides the '
-        'weights (unsafe: only for files from a source you trust)')
+        'weights (unsafe: only for files from a source you trust)',
+    )
     return parser.parse_args(argv)
 
 
 def _strip_suffix(name: str) -> str:
     for suffix in CHECKPOINT_SUFFIXES:
         if name.endswith(suffix):
-            return name[:-len(suffix)]
+            return name[: -len(suffix)]
     return name
 
 
@@ -75,12 +81,16 @@ def collect_jobs(sources: Sequence[str], dst: str) -> list[tuple[Path, Path]]:
     from_folder = False
     for source in map(Path, sources):
         if source.is_dir():
-            found = sorted(p for p in source.iterdir()
-                           if p.name.endswith(CHECKPOINT_SUFFIXES))
+            found = sorted(
+                p
+                for p in source.iterdir()
+                if p.name.endswith(CHECKPOINT_SUFFIXES)
+            )
             if not found:
                 raise ValueError(
                     f'{source} holds no checkpoint file (names ending in '
-                    f'{", ".join(CHECKPOINT_SUFFIXES)}).')
+                    f'{", ".join(CHECKPOINT_SUFFIXES)}).'
+                )
             files += found
             from_folder = True
         elif source.is_file():
@@ -93,15 +103,19 @@ def collect_jobs(sources: Sequence[str], dst: str) -> list[tuple[Path, Path]]:
     if dst_path.is_file():
         raise ValueError(
             f'{len(files)} checkpoints cannot all be written to the file '
-            f'{dst_path}; give a folder as DST.')
-    return [(src, dst_path / (_strip_suffix(src.name) + '.pth'))
-            for src in files]
+            f'{dst_path}; give a folder as DST.'
+        )
+    return [
+        (src, dst_path / (_strip_suffix(src.name) + '.pth')) for src in files
+    ]
 
 
-def convert_file(src: Path,
-                 dst: Path,
-                 num_heads: Optional[int] = None,
-                 trust_pickle: bool = False) -> str:
+def convert_file(
+    src: Path,
+    dst: Path,
+    num_heads: Optional[int] = None,
+    trust_pickle: bool = False,
+) -> str:
     """Convert one official checkpoint file; return a line to print.
 
     The output is a slim mmengine checkpoint, ``{'state_dict', 'meta'}``,
@@ -114,9 +128,12 @@ def convert_file(src: Path,
     """
     checkpoint = convert_official_checkpoint(
         read_checkpoint(src, trust_pickle, convert_official=False),
-        num_heads, src.name)
+        num_heads,
+        src.name,
+    )
     checkpoint['meta']['converter'] = (
-        'tools/model_converters/t2t_vit_official_to_plugin.py')
+        'tools/model_converters/t2t_vit_official_to_plugin.py'
+    )
     arch_info = checkpoint['meta']['arch']
     buffer = io.BytesIO()
     torch.save(checkpoint, buffer)
@@ -142,14 +159,17 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         return 1
     failed = 0
     # a bar only where someone watches: a terminal, several files
-    with Progress(console=console, transient=True,
-                  disable=len(jobs) == 1
-                  or not console.is_terminal) as progress:
+    with Progress(
+        console=console,
+        transient=True,
+        disable=len(jobs) == 1 or not console.is_terminal,
+    ) as progress:
         task = progress.add_task('Converting', total=len(jobs))
         for src, dst in jobs:
             try:
-                line = convert_file(src, dst, args.num_heads,
-                                    args.trust_pickle)
+                line = convert_file(
+                    src, dst, args.num_heads, args.trust_pickle
+                )
                 progress.console.print(line, markup=False, highlight=False)
             except (OSError, ValueError) as error:
                 # one unreadable or unwritable file does not stop the rest

@@ -10,6 +10,7 @@ Example::
         configs/t2t-vit-14_8xb64_in1k.py checkpoints/t2t-vit-14_in1k.pth \\
         --blocks 0 6 13 --out-dir work_dirs/vis_features
 """
+
 import argparse
 import math
 import sys
@@ -26,26 +27,35 @@ from t2t_plugin.cli.model_loading import preprocess_image
 def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
         description='Draw the token maps of a T2T-ViT (after the T2T '
-        'module and after chosen encoder blocks) as channel grids.')
+        'module and after chosen encoder blocks) as channel grids.'
+    )
     add_image_arguments(parser, 'work_dirs/vis_features')
     parser.add_argument(
         '--channels',
         type=int,
         default=36,
-        help='channels per map, the first ones (default 36)')
+        help='channels per map, the first ones (default 36)',
+    )
     parser.add_argument(
         '--panel-size',
         type=int,
         default=64,
-        help='side of one channel in pixels (default 64)')
+        help='side of one channel in pixels (default 64)',
+    )
     args = parser.parse_args(argv)
     if args.channels < 1 or args.panel_size < 1:
         parser.error('--channels and --panel-size must be positive')
     return args
 
 
-def draw_features(model, image: Path, blocks: Sequence[int], channels: int,
-                  panel_size: int, out_dir: Path) -> list[Path]:
+def draw_features(
+    model,
+    image: Path,
+    blocks: Sequence[int],
+    channels: int,
+    panel_size: int,
+    out_dir: Path,
+) -> list[Path]:
     """Write one channel grid per token map of ``image``; return the PNGs."""
     inputs, picture = preprocess_image(model, image)
     maps = collect_token_maps(model.backbone, inputs, blocks)
@@ -54,29 +64,41 @@ def draw_features(model, image: Path, blocks: Sequence[int], channels: int,
         feature_map = feature_map[0]
         count = min(channels, feature_map.shape[0])
         cols = math.ceil(math.sqrt(count))
-        panels = [(f'ch {index}',
-                   colorize(
-                       resize_map(feature_map[index],
-                                  (panel_size, panel_size), 'nearest')))
-                  for index in range(count)]
-        rows = [panels[start:start + cols] for start in range(0, count, cols)]
+        panels = [
+            (
+                f'ch {index}',
+                colorize(
+                    resize_map(
+                        feature_map[index], (panel_size, panel_size), 'nearest'
+                    )
+                ),
+            )
+            for index in range(count)
+        ]
+        rows = [
+            panels[start : start + cols] for start in range(0, count, cols)
+        ]
         height, width = feature_map.shape[1:]
         stride = picture.shape[0] // height
-        title = (f'{image.name} {name}: {height}x{width}, stride {stride}, '
-                 f'{count}/{feature_map.shape[0]} channels')
+        title = (
+            f'{image.name} {name}: {height}x{width}, stride {stride}, '
+            f'{count}/{feature_map.shape[0]} channels'
+        )
         written.append(
-            save_panel_grid(rows, out_dir / f'{image.stem}_{name}.png',
-                            title))
+            save_panel_grid(rows, out_dir / f'{image.stem}_{name}.png', title)
+        )
     return written
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
     args = parse_args(argv)
 
-    def draw(model, image: Path, blocks: Sequence[int],
-             out_dir: Path) -> list[Path]:
-        return draw_features(model, image, blocks, args.channels,
-                             args.panel_size, out_dir)
+    def draw(
+        model, image: Path, blocks: Sequence[int], out_dir: Path
+    ) -> list[Path]:
+        return draw_features(
+            model, image, blocks, args.channels, args.panel_size, out_dir
+        )
 
     return draw_images(args, draw)
 

@@ -16,7 +16,9 @@ train_pipeline = [
         # the normalisation's (RGB) mean, rounded
         hparams=dict(
             pad_val=[round(x) for x in _base_.data_preprocessor.mean],
-            interpolation='bicubic')),
+            interpolation='bicubic',
+        ),
+    ),
     dict(
         type='RandomErasing',
         erase_prob=0.25,
@@ -24,12 +26,12 @@ train_pipeline = [
         min_area_ratio=0.02,
         max_area_ratio=1 / 3,
         fill_color=_base_.data_preprocessor.mean,
-        fill_std=_base_.data_preprocessor.std),
+        fill_std=_base_.data_preprocessor.std,
+    ),
     dict(type='PackInputs'),
 ]
 test_pipeline = [dict(type='PackInputs')]
 
-train_dataloader = dict(
-    batch_size=128, dataset=dict(pipeline=train_pipeline))
+train_dataloader = dict(batch_size=128, dataset=dict(pipeline=train_pipeline))
 val_dataloader = dict(batch_size=256, dataset=dict(pipeline=test_pipeline))
 test_dataloader = val_dataloader

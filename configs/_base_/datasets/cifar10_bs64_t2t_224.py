@@ -30,7 +30,8 @@ train_dataloader = dict(
         type=dataset_type,
         data_root=data_root,
         split='train',
-        pipeline=train_pipeline),
+        pipeline=train_pipeline,
+    ),
     sampler=dict(type='DefaultSampler', shuffle=True),
 )
 val_dataloader = dict(
@@ -41,7 +42,8 @@ val_dataloader = dict(
         type=dataset_type,
         data_root=data_root,
         split='test',
-        pipeline=test_pipeline),
+        pipeline=test_pipeline,
+    ),
     sampler=dict(type='DefaultSampler', shuffle=False),
 )
 val_evaluator = dict(type='Accuracy', topk=(1, 5))

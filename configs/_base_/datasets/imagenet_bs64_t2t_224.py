@@ -12,10 +12,12 @@ test_pipeline = _base_.test_pipeline
 test_pipeline.insert(1, dict(type='ConvertImage'))
 
 train_dataloader = dict(
-    num_workers=8, persistent_workers=True, pin_memory=True)
+    num_workers=8, persistent_workers=True, pin_memory=True
+)
 val_dataloader = dict(
     num_workers=8,
     persistent_workers=True,
     pin_memory=True,
-    dataset=dict(pipeline=test_pipeline))
+    dataset=dict(pipeline=test_pipeline),
+)
 test_dataloader = val_dataloader

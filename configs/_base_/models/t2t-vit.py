@@ -3,8 +3,7 @@
 # `backbone.arch` and the head's `in_channels` (the arch's embed dims).
 model = dict(
     type='ImageClassifier',
-    backbone=dict(
-        type='T2TViT', arch='14', img_size=224, drop_path_rate=0.1),
+    backbone=dict(type='T2TViT', arch='14', img_size=224, drop_path_rate=0.1),
     neck=None,
     head=dict(
         type='T2TClsHead',
@@ -12,12 +11,16 @@ model = dict(
         in_channels=384,
         # Applied to the mixed soft labels too, like timm's mixup target.
         loss=dict(
-            type='LabelSmoothLoss', label_smooth_val=0.1, mode='original'),
-        topk=(1, 5)),
+            type='LabelSmoothLoss', label_smooth_val=0.1, mode='original'
+        ),
+        topk=(1, 5),
+    ),
     # One of the two per batch, picked with equal chance (timm's
     # mixup_switch_prob 0.5).
-    train_cfg=dict(augments=[
-        dict(type='Mixup', alpha=0.8),
-        dict(type='CutMix', alpha=1.0),
-    ]),
+    train_cfg=dict(
+        augments=[
+            dict(type='Mixup', alpha=0.8),
+            dict(type='CutMix', alpha=1.0),
+        ]
+    ),
 )

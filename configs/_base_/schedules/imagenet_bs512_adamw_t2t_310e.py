@@ -4,8 +4,8 @@
 # of other variants override them (and the warm-up start factor, 1e-6 / lr).
 optim_wrapper = dict(
     optimizer=dict(
-        type='AdamW', lr=5e-4, weight_decay=0.05, eps=1e-8,
-        betas=(0.9, 0.999)),
+        type='AdamW', lr=5e-4, weight_decay=0.05, eps=1e-8, betas=(0.9, 0.999)
+    ),
     # timm's filter_bias_and_bn plus the model's no_weight_decay(): no decay
     # on norms, biases (both 1-d) and the class token. The position table
     # is a fixed buffer, not a parameter.
@@ -13,7 +13,8 @@ optim_wrapper = dict(
         norm_decay_mult=0.0,
         bias_decay_mult=0.0,
         flat_decay_mult=0.0,
-        custom_keys={'.cls_token': dict(decay_mult=0.0)}),
+        custom_keys={'.cls_token': dict(decay_mult=0.0)},
+    ),
 )
 
 param_scheduler = [
@@ -23,7 +24,8 @@ param_scheduler = [
         by_epoch=True,
         begin=0,
         end=10,
-        convert_to_iter_based=True),
+        convert_to_iter_based=True,
+    ),
     # mmengine leaves the last value in place once a scheduler's range is
     # over, so epochs 300-310 (the cool-down) run at eta_min.
     dict(
@@ -33,7 +35,8 @@ param_scheduler = [
         by_epoch=True,
         begin=10,
         end=300,
-        convert_to_iter_based=True),
+        convert_to_iter_based=True,
+    ),
 ]
 
 train_cfg = dict(by_epoch=True, max_epochs=310, val_interval=1)
@@ -48,7 +51,8 @@ custom_hooks = [
         type='EMAHook',
         ema_type='ExponentialMovingAverage',
         momentum=4e-5,
-        priority='ABOVE_NORMAL'),
+        priority='ABOVE_NORMAL',
+    ),
 ]
 
 # lr above is for 8 x 64 images per step; --auto-scale-lr rescales it.

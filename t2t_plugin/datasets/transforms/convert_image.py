@@ -1,4 +1,5 @@
 """Bring any decoded image to the depth and channels a model takes."""
+
 from typing import Optional
 
 import mmcv
@@ -53,19 +54,29 @@ class ConvertImage(BaseTransform):
     def convert(self, image: np.ndarray) -> np.ndarray:
         """The conversion of :meth:`transform` on one array."""
         if not isinstance(image, np.ndarray):
-            raise TypeError('An image must be a numpy array, got '
-                            f'{type(image).__name__}; give a file path or '
-                            'np.asarray(image).')
-        if image.ndim not in (2, 3) or (image.ndim == 3 and
-                                        image.shape[2] not in (1, 3, 4)):
+            raise TypeError(
+                'An image must be a numpy array, got '
+                f'{type(image).__name__}; give a file path or '
+                'np.asarray(image).'
+            )
+        if image.ndim not in (2, 3) or (
+            image.ndim == 3 and image.shape[2] not in (1, 3, 4)
+        ):
             raise ValueError(
                 'An image must be an (H, W), (H, W, 3) BGR or (H, W, 4) BGRA '
-                f'array, got shape {image.shape}.')
+                f'array, got shape {image.shape}.'
+            )
         if image.size == 0:
-            raise ValueError(f'The image is empty (shape {image.shape}); '
-                             'give an image of at least one pixel.')
-        wide_int = (image.dtype.kind in 'iu' and image.dtype != np.uint8
-                    and image.min() >= 0 and image.max() <= 65535)
+            raise ValueError(
+                f'The image is empty (shape {image.shape}); '
+                'give an image of at least one pixel.'
+            )
+        wide_int = (
+            image.dtype.kind in 'iu'
+            and image.dtype != np.uint8
+            and image.min() >= 0
+            and image.max() <= 65535
+        )
         if image.dtype == np.uint16 or (wide_int and image.max() > 255):
             # 16-bit data: uint16, or int32 as older Pillow reads a 16-bit
             # PNG ('I' mode)
@@ -76,7 +87,8 @@ class ConvertImage(BaseTransform):
             raise ValueError(
                 f'Image arrays must be uint8 (0-255) or 16-bit integers '
                 f'(0-65535), got {image.dtype}; convert floats in [0, 1] with '
-                '(image * 255).round().astype(np.uint8).')
+                '(image * 255).round().astype(np.uint8).'
+            )
         if image.ndim == 3 and image.shape[2] == 4:
             image = image[..., :3]  # alpha plays no part in classification
         if image.ndim == 3 and image.shape[2] == 1:

@@ -14,8 +14,15 @@ from .training_curves_hook import TrainingCurvesHook
 from .training_stopped import TrainingStopped
 
 __all__ = [
-    'BadImageHook', 'NonFiniteGuardHook', 'NonFiniteLossError',
-    'RandomStateHook', 'RankHeartbeatHook', 'TooManyBadImagesError',
-    'TrainingCurvesHook', 'TrainingStopped', 'first_non_finite',
-    'get_random_state', 'set_random_state'
+    'BadImageHook',
+    'NonFiniteGuardHook',
+    'NonFiniteLossError',
+    'RandomStateHook',
+    'RankHeartbeatHook',
+    'TooManyBadImagesError',
+    'TrainingCurvesHook',
+    'TrainingStopped',
+    'first_non_finite',
+    'get_random_state',
+    'set_random_state',
 ]

@@ -39,19 +39,22 @@ class BadImageHook(Hook):
         """Find the wrapper; hand it the backbone's input constraints."""
         self.wrapper = _find_wrapper(runner.train_dataloader.dataset)
         model = getattr(runner.model, 'module', runner.model)
-        t2t = getattr(getattr(model, 'backbone', None), 'tokens_to_token',
-                      None)
+        t2t = getattr(
+            getattr(model, 'backbone', None), 'tokens_to_token', None
+        )
         if self.wrapper is not None and t2t is not None:
             if self.wrapper.in_channels is None:
                 self.wrapper.in_channels = t2t.in_channels
             if self.wrapper.size_multiple is None:
                 self.wrapper.size_multiple = t2t.total_stride
 
-    def after_train_iter(self,
-                         runner,
-                         batch_idx: int,
-                         data_batch=None,
-                         outputs: Optional[dict] = None) -> None:
+    def after_train_iter(
+        self,
+        runner,
+        batch_idx: int,
+        data_batch=None,
+        outputs: Optional[dict] = None,
+    ) -> None:
         """Collect the reports; stop past the limit."""
         if self.wrapper is None:
             return
@@ -64,7 +67,8 @@ class BadImageHook(Hook):
                 f'{len(self.bad)} different images could not be used (more '
                 f'than max_bad_images={self.wrapper.max_bad_images}), e.g. '
                 f'{", ".join(sorted(self.bad)[:3])}; check the dataset (see '
-                'the warnings in the log).')
+                'the warnings in the log).'
+            )
 
     def after_train_epoch(self, runner) -> None:
         """One summary line for the epoch's skipped images."""
@@ -75,5 +79,6 @@ class BadImageHook(Hook):
         runner.logger.warning(
             f'Epoch {runner.epoch + 1}: skipped {len(self.epoch_reports)} '
             f'sample(s) from {len(paths)} image(s) that could not be used: '
-            f'{shown}')
+            f'{shown}'
+        )
         self.epoch_reports = []

@@ -24,8 +24,11 @@ def first_non_finite(state_dict: dict) -> Optional[str]:
         state_dict (dict): Name -> tensor (other values are skipped).
     """
     for name, value in state_dict.items():
-        if (isinstance(value, torch.Tensor) and value.is_floating_point()
-                and not bool(torch.isfinite(value).all())):
+        if (
+            isinstance(value, torch.Tensor)
+            and value.is_floating_point()
+            and not bool(torch.isfinite(value).all())
+        ):
             return name
     return None
 
@@ -50,22 +53,29 @@ class NonFiniteGuardHook(Hook):
 
     def __init__(self, max_consecutive: int = 5) -> None:
         if max_consecutive < 1:
-            raise ValueError('NonFiniteGuardHook: max_consecutive must be at '
-                             f'least 1, got {max_consecutive}.')
+            raise ValueError(
+                'NonFiniteGuardHook: max_consecutive must be at '
+                f'least 1, got {max_consecutive}.'
+            )
         self.max_consecutive = max_consecutive
         self.count = 0
 
-    def after_train_iter(self,
-                         runner,
-                         batch_idx: int,
-                         data_batch=None,
-                         outputs: Optional[dict] = None) -> None:
+    def after_train_iter(
+        self,
+        runner,
+        batch_idx: int,
+        data_batch=None,
+        outputs: Optional[dict] = None,
+    ) -> None:
         """Count consecutive non-finite losses; stop at the limit."""
         loss = (outputs or {}).get('loss')
         if loss is None:
             return
-        value = float(loss.detach().float().mean()) if isinstance(
-            loss, torch.Tensor) else float(loss)
+        value = (
+            float(loss.detach().float().mean())
+            if isinstance(loss, torch.Tensor)
+            else float(loss)
+        )
         if math.isfinite(value):
             self.count = 0
             return
@@ -76,7 +86,8 @@ class NonFiniteGuardHook(Hook):
                 f'{value} for {self.count} iterations in a row. Try a lower '
                 'learning rate, training without --amp, or gradient clipping '
                 '(optim_wrapper.clip_grad=dict(max_norm=1.0)); resume from '
-                'the last checkpoint.')
+                'the last checkpoint.'
+            )
 
     def after_train_epoch(self, runner) -> None:
         """Refuse to go on (and to save) with non-finite weights."""
@@ -97,4 +108,5 @@ class NonFiniteGuardHook(Hook):
                 'NaN or infinite, so no checkpoint is saved. Try a lower '
                 'learning rate, training without --amp, or gradient clipping '
                 '(optim_wrapper.clip_grad=dict(max_norm=1.0)); resume from '
-                'the last checkpoint.')
+                'the last checkpoint.'
+            )

@@ -18,8 +18,9 @@ def get_random_state() -> dict:
     numpy_state = np.random.get_state()
     return dict(
         torch=torch.get_rng_state(),
-        cuda=(torch.cuda.get_rng_state_all()
-              if torch.cuda.is_available() else []),
+        cuda=(
+            torch.cuda.get_rng_state_all() if torch.cuda.is_available() else []
+        ),
         # as a tensor: the checkpoint loader's safe list needs no numpy
         # generator types then
         numpy=dict(
@@ -27,8 +28,10 @@ def get_random_state() -> dict:
             keys=torch.from_numpy(numpy_state[1].astype(np.int64)),
             pos=int(numpy_state[2]),
             has_gauss=int(numpy_state[3]),
-            cached_gaussian=float(numpy_state[4])),
-        python=random.getstate())
+            cached_gaussian=float(numpy_state[4]),
+        ),
+        python=random.getstate(),
+    )
 
 
 def set_random_state(state: dict) -> None:
@@ -39,14 +42,22 @@ def set_random_state(state: dict) -> None:
     """
     torch.set_rng_state(state['torch'])
     cuda = state.get('cuda') or []
-    if cuda and torch.cuda.is_available() and len(
-            cuda) == torch.cuda.device_count():
+    if (
+        cuda
+        and torch.cuda.is_available()
+        and len(cuda) == torch.cuda.device_count()
+    ):
         torch.cuda.set_rng_state_all(cuda)
     numpy_state = state['numpy']
     np.random.set_state(
-        (numpy_state['name'], numpy_state['keys'].numpy().astype(np.uint32),
-         numpy_state['pos'], numpy_state['has_gauss'],
-         numpy_state['cached_gaussian']))
+        (
+            numpy_state['name'],
+            numpy_state['keys'].numpy().astype(np.uint32),
+            numpy_state['pos'],
+            numpy_state['has_gauss'],
+            numpy_state['cached_gaussian'],
+        )
+    )
     python = state['python']
     # a checkpoint stores tuples as lists
     random.setstate((python[0], tuple(python[1]), python[2]))
@@ -89,20 +100,30 @@ class RandomStateHook(Hook):
         """Take every rank's state before CheckpointHook saves."""
         self._gather()
 
-    def after_train_iter(self,
-                         runner,
-                         batch_idx: int,
-                         data_batch=None,
-                         outputs=None) -> None:
+    def after_train_iter(
+        self, runner, batch_idx: int, data_batch=None, outputs=None
+    ) -> None:
         """Take the state before an iteration-based checkpoint is saved."""
         checkpoint_hook = next(
-            (hook for hook in runner.hooks
-             if type(hook).__name__ == 'CheckpointHook'), None)
-        if (checkpoint_hook is not None and not checkpoint_hook.by_epoch
-                and (checkpoint_hook.every_n_train_iters(
-                    runner, checkpoint_hook.interval,
-                    checkpoint_hook.save_begin)
-                     or checkpoint_hook.is_last_train_iter(runner))):
+            (
+                hook
+                for hook in runner.hooks
+                if type(hook).__name__ == 'CheckpointHook'
+            ),
+            None,
+        )
+        if (
+            checkpoint_hook is not None
+            and not checkpoint_hook.by_epoch
+            and (
+                checkpoint_hook.every_n_train_iters(
+                    runner,
+                    checkpoint_hook.interval,
+                    checkpoint_hook.save_begin,
+                )
+                or checkpoint_hook.is_last_train_iter(runner)
+            )
+        ):
             self._gather()
 
     def before_val(self, runner) -> None:
@@ -120,7 +141,8 @@ class RandomStateHook(Hook):
         states = self._states or [get_random_state()]
         sampler = getattr(runner.train_dataloader, 'sampler', None)
         checkpoint['random_state'] = dict(
-            ranks=states, sampler_seed=getattr(sampler, 'seed', None))
+            ranks=states, sampler_seed=getattr(sampler, 'seed', None)
+        )
 
     def after_load_checkpoint(self, runner, checkpoint: dict) -> None:
         """Keep the saved state for :meth:`before_train`."""
@@ -136,25 +158,30 @@ class RandomStateHook(Hook):
                 runner.logger.warning(
                     'The checkpoint holds no random state (written without '
                     'RandomStateHook): the resumed run draws other random '
-                    'numbers than an uninterrupted one would.')
+                    'numbers than an uninterrupted one would.'
+                )
             return
         ranks = loaded['ranks']
         if len(ranks) != get_world_size():
             runner.logger.warning(
                 f'The checkpoint holds the random state of {len(ranks)} '
                 f'processes, this run has {get_world_size()}: each process '
-                'starts from the state of rank 0.')
-        set_random_state(ranks[get_rank() if len(ranks) ==
-                               get_world_size() else 0])
+                'starts from the state of rank 0.'
+            )
+        set_random_state(
+            ranks[get_rank() if len(ranks) == get_world_size() else 0]
+        )
         loader = runner.train_dataloader
         sampler = getattr(loader, 'sampler', None)
-        if loaded.get('sampler_seed') is not None and hasattr(
-                sampler, 'seed'):
+        if loaded.get('sampler_seed') is not None and hasattr(sampler, 'seed'):
             sampler.seed = loaded['sampler_seed']
-        if getattr(loader, 'persistent_workers', False) and getattr(
-                loader, 'num_workers', 0) > 0:
+        if (
+            getattr(loader, 'persistent_workers', False)
+            and getattr(loader, 'num_workers', 0) > 0
+        ):
             runner.logger.warning(
                 'persistent_workers=True: the data-loader workers restart '
                 'with fresh random generators, so random augmentations '
                 'after this resume differ from an uninterrupted run; set '
-                'persistent_workers=False for an exact resume.')
+                'persistent_workers=False for an exact resume.'
+            )

@@ -46,7 +46,8 @@ class RankHeartbeatHook(Hook):
         self._thread = threading.Thread(
             target=_beat,
             args=(store, heartbeat_key(torch_dist.get_rank()), self._stop),
-            daemon=True)
+            daemon=True,
+        )
         self._thread.start()
 
     def after_train(self, runner) -> None:

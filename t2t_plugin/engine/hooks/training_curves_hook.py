@@ -37,10 +37,14 @@ class TrainingCurvesHook(Hook):
             runner.logger.warning(
                 'TrainingCurvesHook found no vis_data/scalars.json in '
                 f'{runner.work_dir}; add LocalVisBackend to the visualizer '
-                'to get curves.png.')
+                'to get curves.png.'
+            )
             return
         train, val = load_scalars(files)
         self.out_path = plot_curves(
-            train, val, osp.join(runner.work_dir, self.out_file),
-            title=osp.basename(osp.normpath(runner.work_dir)))
+            train,
+            val,
+            osp.join(runner.work_dir, self.out_file),
+            title=osp.basename(osp.normpath(runner.work_dir)),
+        )
         runner.logger.info(f'Training curves saved to {self.out_path}')

@@ -19,14 +19,20 @@ from ..layers import (
 from ..t2t import T2TModule
 
 
-def _arch(token_layer: str, embed_dims: int, num_layers: int, num_heads: int,
-          mlp_ratio: float) -> dict:
+def _arch(
+    token_layer: str,
+    embed_dims: int,
+    num_layers: int,
+    num_heads: int,
+    mlp_ratio: float,
+) -> dict:
     return dict(
         token_layer=token_layer,
         embed_dims=embed_dims,
         num_layers=num_layers,
         num_heads=num_heads,
-        feedforward_channels=int(embed_dims * mlp_ratio))
+        feedforward_channels=int(embed_dims * mlp_ratio),
+    )
 
 
 @MODELS.register_module()
@@ -98,49 +104,62 @@ class T2TViT(BaseModule):
 
     arch_zoo: dict[str, dict] = {
         **dict.fromkeys(['7', 't2t-vit-7'], _arch('performer', 256, 7, 4, 2)),
-        **dict.fromkeys(['10', 't2t-vit-10'],
-                        _arch('performer', 256, 10, 4, 2)),
-        **dict.fromkeys(['12', 't2t-vit-12'],
-                        _arch('performer', 256, 12, 4, 2)),
-        **dict.fromkeys(['14', 't2t-vit-14'],
-                        _arch('performer', 384, 14, 6, 3)),
-        **dict.fromkeys(['19', 't2t-vit-19'],
-                        _arch('performer', 448, 19, 7, 3)),
-        **dict.fromkeys(['24', 't2t-vit-24'],
-                        _arch('performer', 512, 24, 8, 3)),
-        **dict.fromkeys(['t-14', 't2t-vit-t-14'],
-                        _arch('transformer', 384, 14, 6, 3)),
-        **dict.fromkeys(['t-19', 't2t-vit-t-19'],
-                        _arch('transformer', 448, 19, 7, 3)),
-        **dict.fromkeys(['t-24', 't2t-vit-t-24'],
-                        _arch('transformer', 512, 24, 8, 3)),
-        **dict.fromkeys(['14-resnext', 't2t-vit-14-resnext'],
-                        _arch('performer', 384, 14, 32, 3)),
-        **dict.fromkeys(['14-wide', 't2t-vit-14-wide'],
-                        _arch('performer', 768, 4, 12, 3)),
+        **dict.fromkeys(
+            ['10', 't2t-vit-10'], _arch('performer', 256, 10, 4, 2)
+        ),
+        **dict.fromkeys(
+            ['12', 't2t-vit-12'], _arch('performer', 256, 12, 4, 2)
+        ),
+        **dict.fromkeys(
+            ['14', 't2t-vit-14'], _arch('performer', 384, 14, 6, 3)
+        ),
+        **dict.fromkeys(
+            ['19', 't2t-vit-19'], _arch('performer', 448, 19, 7, 3)
+        ),
+        **dict.fromkeys(
+            ['24', 't2t-vit-24'], _arch('performer', 512, 24, 8, 3)
+        ),
+        **dict.fromkeys(
+            ['t-14', 't2t-vit-t-14'], _arch('transformer', 384, 14, 6, 3)
+        ),
+        **dict.fromkeys(
+            ['t-19', 't2t-vit-t-19'], _arch('transformer', 448, 19, 7, 3)
+        ),
+        **dict.fromkeys(
+            ['t-24', 't2t-vit-t-24'], _arch('transformer', 512, 24, 8, 3)
+        ),
+        **dict.fromkeys(
+            ['14-resnext', 't2t-vit-14-resnext'],
+            _arch('performer', 384, 14, 32, 3),
+        ),
+        **dict.fromkeys(
+            ['14-wide', 't2t-vit-14-wide'], _arch('performer', 768, 4, 12, 3)
+        ),
     }
     OUT_TYPES = ('cls_token', 'featmap', 'avg_featmap', 'raw')
     num_extra_tokens = 1
 
-    def __init__(self,
-                 arch: Union[str, int, dict] = '14',
-                 img_size: Union[int, Sequence[int], None] = None,
-                 in_channels: int = 3,
-                 out_indices: Union[int, Sequence[int]] = -1,
-                 out_type: str = 'cls_token',
-                 out_t2t_maps: bool = False,
-                 drop_rate: float = 0.,
-                 attn_drop_rate: float = 0.,
-                 drop_path_rate: float = 0.,
-                 qkv_bias: bool = False,
-                 final_norm: bool = True,
-                 with_cls_token: bool = True,
-                 interpolate_mode: str = 'bicubic',
-                 frozen_stages: int = -1,
-                 with_cp: bool = False,
-                 t2t_cfg: Optional[dict] = None,
-                 layer_cfgs: Union[dict, Sequence[dict], None] = None,
-                 init_cfg: Optional[dict] = None) -> None:
+    def __init__(
+        self,
+        arch: Union[str, int, dict] = '14',
+        img_size: Union[int, Sequence[int], None] = None,
+        in_channels: int = 3,
+        out_indices: Union[int, Sequence[int]] = -1,
+        out_type: str = 'cls_token',
+        out_t2t_maps: bool = False,
+        drop_rate: float = 0.0,
+        attn_drop_rate: float = 0.0,
+        drop_path_rate: float = 0.0,
+        qkv_bias: bool = False,
+        final_norm: bool = True,
+        with_cls_token: bool = True,
+        interpolate_mode: str = 'bicubic',
+        frozen_stages: int = -1,
+        with_cp: bool = False,
+        t2t_cfg: Optional[dict] = None,
+        layer_cfgs: Union[dict, Sequence[dict], None] = None,
+        init_cfg: Optional[dict] = None,
+    ) -> None:
         super().__init__(init_cfg=init_cfg)
         self.arch_settings = self.resolve_arch(arch)
         if img_size is None:
@@ -150,11 +169,15 @@ class T2TViT(BaseModule):
         self.embed_dims = self.arch_settings['embed_dims']
         self.num_layers = self.arch_settings['num_layers']
         if out_type not in self.OUT_TYPES:
-            raise ValueError(f'Unknown out_type {out_type!r}; choose one of '
-                             f'{self.OUT_TYPES}.')
+            raise ValueError(
+                f'Unknown out_type {out_type!r}; choose one of '
+                f'{self.OUT_TYPES}.'
+            )
         if out_type == 'cls_token' and not with_cls_token:
-            raise ValueError('out_type="cls_token" needs with_cls_token=True;'
-                             ' set one of them differently.')
+            raise ValueError(
+                'out_type="cls_token" needs with_cls_token=True;'
+                ' set one of them differently.'
+            )
         self.out_type = out_type
         self.out_t2t_maps = out_t2t_maps
         self.with_cls_token = with_cls_token
@@ -169,64 +192,77 @@ class T2TViT(BaseModule):
         if clashes:
             raise ValueError(
                 f'Set {sorted(clashes)} on the T2TViT backbone, not in '
-                't2t_cfg: the backbone passes them to the T2T module.')
+                't2t_cfg: the backbone passes them to the T2T module.'
+            )
         t2t_cfg.setdefault('token_layer', self.arch_settings['token_layer'])
         t2t_cfg.setdefault('with_cp', with_cp)
         self.tokens_to_token = T2TModule(
             img_size=img_size,
             in_channels=in_channels,
             embed_dims=self.embed_dims,
-            **t2t_cfg)
+            **t2t_cfg,
+        )
         self.patch_resolution = self.tokens_to_token.init_out_size
 
         if with_cls_token:
             self.cls_token = nn.Parameter(torch.zeros(1, 1, self.embed_dims))
-        num_positions = (self.patch_resolution[0] * self.patch_resolution[1] +
-                         self.num_extra_tokens)
+        num_positions = (
+            self.patch_resolution[0] * self.patch_resolution[1]
+            + self.num_extra_tokens
+        )
         self.register_buffer(
-            'pos_embed', sinusoid_position_table(num_positions,
-                                                 self.embed_dims))
+            'pos_embed',
+            sinusoid_position_table(num_positions, self.embed_dims),
+        )
         self._register_load_state_dict_pre_hook(self._prepare_checkpoint)
         self.drop_after_pos = nn.Dropout(p=drop_rate)
 
         self.out_indices = self._parse_out_indices(out_indices)
         if frozen_stages > self.num_layers:
-            raise ValueError(f'frozen_stages={frozen_stages} exceeds the '
-                             f'{self.num_layers} encoder layers of this arch.')
+            raise ValueError(
+                f'frozen_stages={frozen_stages} exceeds the '
+                f'{self.num_layers} encoder layers of this arch.'
+            )
 
         if isinstance(layer_cfgs, Sequence):
             if len(layer_cfgs) != self.num_layers:
                 raise ValueError(
                     f'layer_cfgs has {len(layer_cfgs)} entries for '
                     f'{self.num_layers} encoder layers; give one per layer '
-                    'or a single dict.')
+                    'or a single dict.'
+                )
         else:
             layer_cfgs = [dict(layer_cfgs or {})] * self.num_layers
-        drop_path_rates = torch.linspace(0, drop_path_rate,
-                                         self.num_layers).tolist()
+        drop_path_rates = torch.linspace(
+            0, drop_path_rate, self.num_layers
+        ).tolist()
         self.encoder = ModuleList()
         for rate, extra in zip(drop_path_rates, layer_cfgs):
             layer_cfg = dict(
                 embed_dims=self.embed_dims,
                 num_heads=self.arch_settings['num_heads'],
                 feedforward_channels=self.arch_settings[
-                    'feedforward_channels'],
+                    'feedforward_channels'
+                ],
                 qkv_bias=qkv_bias,
                 drop_rate=drop_rate,
                 attn_drop_rate=attn_drop_rate,
-                drop_path_rate=rate)
+                drop_path_rate=rate,
+            )
             layer_cfg.update(extra)
             self.encoder.append(TransformerLayer(**layer_cfg))
-        self.norm = nn.LayerNorm(
-            self.embed_dims) if final_norm else nn.Identity()
+        self.norm = (
+            nn.LayerNorm(self.embed_dims) if final_norm else nn.Identity()
+        )
         self._freeze_stages()
 
     @classmethod
     def arch_names(cls) -> list[str]:
         """The arch names, without their ``'t2t-vit-'`` aliases."""
-        return sorted({k for k in cls.arch_zoo if '-vit-' not in k},
-                      key=lambda name: (name.startswith('t-'),
-                                        len(name), name))
+        return sorted(
+            {k for k in cls.arch_zoo if '-vit-' not in k},
+            key=lambda name: (name.startswith('t-'), len(name), name),
+        )
 
     @classmethod
     def resolve_arch(cls, arch: Union[str, int, dict]) -> dict:
@@ -261,13 +297,15 @@ class T2TViT(BaseModule):
                 raise ValueError(
                     f'Unknown T2T-ViT arch {arch!r}; choose one of '
                     f'{", ".join(cls.arch_names())} (also as t2t-vit-NAME, '
-                    'any case, NAME@384 at 384 px) or pass a dict.')
+                    'any case, NAME@384 at 384 px) or pass a dict.'
+                )
             return settings
         if not isinstance(arch, dict):
             raise ValueError(
                 f'arch must be an arch name or a dict, got {arch!r} '
                 f'({type(arch).__name__}); choose one of '
-                f'{", ".join(cls.arch_names())}.')
+                f'{", ".join(cls.arch_names())}.'
+            )
         required = {'embed_dims', 'num_layers', 'num_heads'}
         optional = {'token_layer', 'feedforward_channels', 'mlp_ratio'}
         missing = required - set(arch)
@@ -276,12 +314,14 @@ class T2TViT(BaseModule):
             raise ValueError(
                 f'A custom T2T-ViT arch needs the keys {sorted(required)} '
                 f'and may set {sorted(optional)}; missing {sorted(missing)}'
-                f', unknown {sorted(unknown)}.')
+                f', unknown {sorted(unknown)}.'
+            )
         settings = dict(token_layer='performer')
         settings.update(arch)
-        mlp_ratio = settings.pop('mlp_ratio', 3.)
-        settings.setdefault('feedforward_channels',
-                            int(arch['embed_dims'] * mlp_ratio))
+        mlp_ratio = settings.pop('mlp_ratio', 3.0)
+        settings.setdefault(
+            'feedforward_channels', int(arch['embed_dims'] * mlp_ratio)
+        )
         return settings
 
     def _parse_out_indices(self, out_indices) -> list[int]:
@@ -294,7 +334,8 @@ class T2TViT(BaseModule):
                 raise ValueError(
                     f'out_indices entry {index} is outside the '
                     f'{self.num_layers} encoder layers (0..'
-                    f'{self.num_layers - 1}, or negative from the end).')
+                    f'{self.num_layers - 1}, or negative from the end).'
+                )
             parsed.append(resolved)
         return parsed
 
@@ -308,21 +349,22 @@ class T2TViT(BaseModule):
         """
         for module in self.modules():
             if isinstance(module, nn.Linear):
-                trunc_normal_(module.weight, std=.02)
+                trunc_normal_(module.weight, std=0.02)
                 if module.bias is not None:
                     nn.init.zeros_(module.bias)
             elif isinstance(module, nn.LayerNorm):
                 nn.init.ones_(module.weight)
                 nn.init.zeros_(module.bias)
         if self.with_cls_token:
-            trunc_normal_(self.cls_token, std=.02)
+            trunc_normal_(self.cls_token, std=0.02)
         if self.init_cfg is None:
             self._is_init = True
         else:
             super().init_weights()
 
-    def _prepare_checkpoint(self, state_dict: dict, prefix: str, *args,
-                            **kwargs) -> None:
+    def _prepare_checkpoint(
+        self, state_dict: dict, prefix: str, *args, **kwargs
+    ) -> None:
         """Check a checkpoint's arch and resize its position table."""
         cls_key, pos_key = prefix + 'cls_token', prefix + 'pos_embed'
         width = None
@@ -334,22 +376,27 @@ class T2TViT(BaseModule):
             raise ValueError(
                 f'The checkpoint has embed_dims={width}, this T2T-ViT has '
                 f'{self.embed_dims} (arch {self.arch_settings}). Use the arch '
-                'the checkpoint was trained with.')
+                'the checkpoint was trained with.'
+            )
         token_layer = self.tokens_to_token.token_layer
         has_performer = any(
             k.startswith(prefix + 'tokens_to_token.') and '.attn.kqv.' in k
-            for k in state_dict)
+            for k in state_dict
+        )
         has_transformer = any(
             k.startswith(prefix + 'tokens_to_token.') and '.attn.qkv.' in k
-            for k in state_dict)
+            for k in state_dict
+        )
         if (has_performer and token_layer != 'performer') or (
-                has_transformer and token_layer != 'transformer'):
+            has_transformer and token_layer != 'transformer'
+        ):
             found = 'performer' if has_performer else 'transformer'
             raise ValueError(
                 f'The checkpoint has {found} T2T layers, this T2T-ViT has '
                 f'{token_layer} ones. Pick the matching arch: performer '
                 "archs are '7'...'24', transformer ones 't-14', 't-19', "
-                "'t-24'.")
+                "'t-24'."
+            )
         if pos_key not in state_dict:
             return
         ckpt_pos = state_dict[pos_key]
@@ -358,9 +405,11 @@ class T2TViT(BaseModule):
         # a table without a cls position comes from a with_cls_token=False
         # model; its grid part is what gets resized
         length = ckpt_pos.shape[1]
-        candidates = [1] if cls_key in state_dict else [
-            self.num_extra_tokens, 1 - self.num_extra_tokens
-        ]
+        candidates = (
+            [1]
+            if cls_key in state_dict
+            else [self.num_extra_tokens, 1 - self.num_extra_tokens]
+        )
         for extra in candidates:
             side = math.isqrt(max(length - extra, 0))
             if side > 0 and side * side == length - extra:
@@ -369,25 +418,32 @@ class T2TViT(BaseModule):
             raise ValueError(
                 f'The checkpoint position table has {length} positions, '
                 'which is no square token grid (with or without a cls '
-                "position), so its grid is unknown. Build the model with the "
+                'position), so its grid is unknown. Build the model with the '
                 "checkpoint's img_size, or drop `pos_embed` from the "
-                "checkpoint to keep this model's own sinusoidal table.")
+                "checkpoint to keep this model's own sinusoidal table."
+            )
         MMLogger.get_current_instance().info(
             f'Resize the position table from {tuple(ckpt_pos.shape)} to '
-            f'{tuple(self.pos_embed.shape)}.')
-        grid = resize_pos_embed(ckpt_pos, (side, side), self.patch_resolution,
-                                self.interpolate_mode, extra)[:, extra:]
+            f'{tuple(self.pos_embed.shape)}.'
+        )
+        grid = resize_pos_embed(
+            ckpt_pos,
+            (side, side),
+            self.patch_resolution,
+            self.interpolate_mode,
+            extra,
+        )[:, extra:]
         if extra == self.num_extra_tokens:
             head = ckpt_pos[:, :extra]
         else:
-            head = self.pos_embed[:, :self.num_extra_tokens].to(ckpt_pos)
+            head = self.pos_embed[:, : self.num_extra_tokens].to(ckpt_pos)
         state_dict[pos_key] = torch.cat((head, grid), dim=1)
 
     def _freeze_stages(self) -> None:
         if self.frozen_stages < 0:
             return
         frozen: list[nn.Module] = [self.tokens_to_token]
-        frozen += list(self.encoder[:self.frozen_stages])
+        frozen += list(self.encoder[: self.frozen_stages])
         if self.frozen_stages == self.num_layers:
             frozen.append(self.norm)
         for module in frozen:
@@ -402,8 +458,9 @@ class T2TViT(BaseModule):
         self._freeze_stages()
         return self
 
-    def get_layer_depth(self, param_name: str,
-                        prefix: str = '') -> tuple[int, int]:
+    def get_layer_depth(
+        self, param_name: str, prefix: str = ''
+    ) -> tuple[int, int]:
         """Layer depth of a parameter for layer-wise learning-rate decay.
 
         The T2T module, class token and position table are depth 0, encoder
@@ -416,9 +473,10 @@ class T2TViT(BaseModule):
         num_depths = self.num_layers + 2
         if not param_name.startswith(prefix):
             return num_depths - 1, num_depths
-        name = param_name[len(prefix):]
+        name = param_name[len(prefix) :]
         if name in ('cls_token', 'pos_embed') or name.startswith(
-                'tokens_to_token'):
+            'tokens_to_token'
+        ):
             return 0, num_depths
         match = re.match(r'encoder\.(\d+)\.', name)
         if match:
@@ -430,9 +488,13 @@ class T2TViT(BaseModule):
         if self.with_cls_token:
             cls_token = self.cls_token.expand(tokens.shape[0], -1, -1)
             tokens = torch.cat((cls_token, tokens), dim=1)
-        pos_embed = resize_pos_embed(self.pos_embed, self.patch_resolution,
-                                     grid, self.interpolate_mode,
-                                     self.num_extra_tokens)
+        pos_embed = resize_pos_embed(
+            self.pos_embed,
+            self.patch_resolution,
+            grid,
+            self.interpolate_mode,
+            self.num_extra_tokens,
+        )
         x = self.drop_after_pos(tokens + pos_embed.to(tokens.dtype))
 
         outs = list(t2t_maps) if self.out_t2t_maps else []
@@ -447,13 +509,14 @@ class T2TViT(BaseModule):
                 outs.append(self._format_output(x, grid))
         return tuple(outs)
 
-    def _format_output(self, x: torch.Tensor,
-                       grid: tuple[int, int]) -> torch.Tensor:
+    def _format_output(
+        self, x: torch.Tensor, grid: tuple[int, int]
+    ) -> torch.Tensor:
         if self.out_type == 'raw':
             return x
         if self.out_type == 'cls_token':
             return x[:, 0]
-        patch_tokens = x[:, self.num_extra_tokens:]
+        patch_tokens = x[:, self.num_extra_tokens :]
         if self.out_type == 'avg_featmap':
             return patch_tokens.mean(dim=1)
         return patch_tokens.transpose(1, 2).reshape(x.shape[0], -1, *grid)

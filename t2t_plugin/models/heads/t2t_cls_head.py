@@ -31,17 +31,21 @@ class T2TClsHead(VisionTransformerClsHead):
             ``(1, )``).
     """
 
-    def __init__(self,
-                 num_classes: int,
-                 in_channels: int,
-                 init_cfg: Optional[dict] = dict(
-                     type='TruncNormal', layer='Linear', std=.02, bias=0.),
-                 **kwargs) -> None:
+    def __init__(
+        self,
+        num_classes: int,
+        in_channels: int,
+        init_cfg: Optional[dict] = dict(
+            type='TruncNormal', layer='Linear', std=0.02, bias=0.0
+        ),
+        **kwargs,
+    ) -> None:
         super().__init__(
             num_classes=num_classes,
             in_channels=in_channels,
             init_cfg=init_cfg,
-            **kwargs)
+            **kwargs,
+        )
 
     def pre_logits(self, feats: Sequence[torch.Tensor]) -> torch.Tensor:
         """The class token of the last backbone output, ``(B, C)``."""
@@ -51,5 +55,6 @@ class T2TClsHead(VisionTransformerClsHead):
                 'T2TClsHead reads the class token (B, '
                 f'{self.in_channels}), got {tuple(cls_token.shape)}. Set '
                 "out_type='cls_token' in the backbone and in_channels to its "
-                'embed_dims.')
+                'embed_dims.'
+            )
         return super().pre_logits(feats)

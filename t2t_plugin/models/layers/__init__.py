@@ -4,6 +4,9 @@ from .self_attention import SelfAttention
 from .transformer_layer import TransformerLayer
 
 __all__ = [
-    'FFN', 'SelfAttention', 'TransformerLayer', 'resize_pos_embed',
-    'sinusoid_position_table'
+    'FFN',
+    'SelfAttention',
+    'TransformerLayer',
+    'resize_pos_embed',
+    'sinusoid_position_table',
 ]

@@ -16,17 +16,23 @@ class FFN(nn.Module):
             Defaults to 0.
     """
 
-    def __init__(self,
-                 embed_dims: int,
-                 feedforward_channels: int,
-                 hidden_drop: float = 0.,
-                 out_drop: float = 0.) -> None:
+    def __init__(
+        self,
+        embed_dims: int,
+        feedforward_channels: int,
+        hidden_drop: float = 0.0,
+        out_drop: float = 0.0,
+    ) -> None:
         super().__init__()
         self.layers = nn.Sequential(
             nn.Sequential(
-                nn.Linear(embed_dims, feedforward_channels), nn.GELU(),
-                nn.Dropout(hidden_drop)),
-            nn.Linear(feedforward_channels, embed_dims), nn.Dropout(out_drop))
+                nn.Linear(embed_dims, feedforward_channels),
+                nn.GELU(),
+                nn.Dropout(hidden_drop),
+            ),
+            nn.Linear(feedforward_channels, embed_dims),
+            nn.Dropout(out_drop),
+        )
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.layers(x)

@@ -1,10 +1,10 @@
-
 import torch
 import torch.nn.functional as F
 
 
-def sinusoid_position_table(num_positions: int,
-                            embed_dims: int) -> torch.Tensor:
+def sinusoid_position_table(
+    num_positions: int, embed_dims: int
+) -> torch.Tensor:
     """The fixed sinusoidal table of "Attention Is All You Need".
 
     Position ``p`` and channel ``i`` hold ``sin(p / 10000 ** (2 * (i // 2) /
@@ -23,11 +23,13 @@ def sinusoid_position_table(num_positions: int,
     return table.float().unsqueeze(0)
 
 
-def resize_pos_embed(pos_embed: torch.Tensor,
-                     src_shape: tuple[int, int],
-                     dst_shape: tuple[int, int],
-                     mode: str = 'bicubic',
-                     num_extra_tokens: int = 1) -> torch.Tensor:
+def resize_pos_embed(
+    pos_embed: torch.Tensor,
+    src_shape: tuple[int, int],
+    dst_shape: tuple[int, int],
+    mode: str = 'bicubic',
+    num_extra_tokens: int = 1,
+) -> torch.Tensor:
     """Resize a ``(1, extra + H*W, C)`` position table to another token grid.
 
     The extra (cls) positions are kept; the grid part is interpolated as an
@@ -42,12 +44,16 @@ def resize_pos_embed(pos_embed: torch.Tensor,
             f'The position table has {length} positions, which is not a '
             f'{src_shape[0]}x{src_shape[1]} token grid plus '
             f'{num_extra_tokens} extra token(s). Check `img_size` and '
-            '`with_cls_token` against the checkpoint.')
-    extra, grid = pos_embed[:, :num_extra_tokens], pos_embed[:,
-                                                             num_extra_tokens:]
+            '`with_cls_token` against the checkpoint.'
+        )
+    extra, grid = (
+        pos_embed[:, :num_extra_tokens],
+        pos_embed[:, num_extra_tokens:],
+    )
     grid = grid.reshape(1, *src_shape, -1).permute(0, 3, 1, 2)
     # bicubic interpolation is only implemented for float32
     grid = F.interpolate(
-        grid.float(), size=tuple(dst_shape), mode=mode, align_corners=False)
+        grid.float(), size=tuple(dst_shape), mode=mode, align_corners=False
+    )
     grid = grid.flatten(2).transpose(1, 2).to(pos_embed.dtype)
     return torch.cat((extra, grid), dim=1)

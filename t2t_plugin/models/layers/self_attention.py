@@ -27,19 +27,23 @@ class SelfAttention(nn.Module):
             layers whose input and output widths differ. Defaults to False.
     """
 
-    def __init__(self,
-                 input_dims: int,
-                 embed_dims: int,
-                 num_heads: int = 1,
-                 scale: Optional[float] = None,
-                 qkv_bias: bool = False,
-                 attn_drop: float = 0.,
-                 proj_drop: float = 0.,
-                 v_shortcut: bool = False) -> None:
+    def __init__(
+        self,
+        input_dims: int,
+        embed_dims: int,
+        num_heads: int = 1,
+        scale: Optional[float] = None,
+        qkv_bias: bool = False,
+        attn_drop: float = 0.0,
+        proj_drop: float = 0.0,
+        v_shortcut: bool = False,
+    ) -> None:
         super().__init__()
         if embed_dims % num_heads:
-            raise ValueError(f'embed_dims ({embed_dims}) must be divisible '
-                             f'by num_heads ({num_heads}).')
+            raise ValueError(
+                f'embed_dims ({embed_dims}) must be divisible '
+                f'by num_heads ({num_heads}).'
+            )
         self.input_dims = input_dims
         self.embed_dims = embed_dims
         self.num_heads = num_heads
@@ -54,8 +58,9 @@ class SelfAttention(nn.Module):
     def split_heads(self, x: torch.Tensor):
         """Project ``x`` and return q, k, v as ``(B, heads, N, head_dims)``."""
         batch, length, _ = x.shape
-        qkv = self.qkv(x).view(batch, length, 3, self.num_heads,
-                               self.head_dims)
+        qkv = self.qkv(x).view(
+            batch, length, 3, self.num_heads, self.head_dims
+        )
         # unbind along the qkv axis: its backward stacks the three gradients
         # straight into the (B, N, 3 * C) layout of the qkv projection,
         # without another copy
@@ -68,11 +73,13 @@ class SelfAttention(nn.Module):
             q,
             k,
             v,
-            dropout_p=self.attn_drop if self.training else 0.,
-            scale=self.scale)
+            dropout_p=self.attn_drop if self.training else 0.0,
+            scale=self.scale,
+        )
         out = out.transpose(1, 2).reshape(batch, length, self.embed_dims)
         out = self.proj_drop(self.proj(out))
         if self.v_shortcut:
-            out = v.transpose(1, 2).reshape(batch, length,
-                                            self.embed_dims) + out
+            out = (
+                v.transpose(1, 2).reshape(batch, length, self.embed_dims) + out
+            )
         return out

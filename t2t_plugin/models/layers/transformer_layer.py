@@ -33,25 +33,28 @@ class TransformerLayer(nn.Module):
         norm_eps (float): LayerNorm epsilon. Defaults to 1e-5.
     """
 
-    def __init__(self,
-                 embed_dims: int,
-                 num_heads: int,
-                 feedforward_channels: int,
-                 input_dims: Optional[int] = None,
-                 v_shortcut: bool = False,
-                 qk_scale: Optional[float] = None,
-                 qkv_bias: bool = False,
-                 drop_rate: float = 0.,
-                 attn_drop_rate: float = 0.,
-                 drop_path_rate: float = 0.,
-                 norm_eps: float = 1e-5) -> None:
+    def __init__(
+        self,
+        embed_dims: int,
+        num_heads: int,
+        feedforward_channels: int,
+        input_dims: Optional[int] = None,
+        v_shortcut: bool = False,
+        qk_scale: Optional[float] = None,
+        qkv_bias: bool = False,
+        drop_rate: float = 0.0,
+        attn_drop_rate: float = 0.0,
+        drop_path_rate: float = 0.0,
+        norm_eps: float = 1e-5,
+    ) -> None:
         super().__init__()
         input_dims = input_dims or embed_dims
         if input_dims != embed_dims and not v_shortcut:
             raise ValueError(
                 f'A TransformerLayer from {input_dims} to {embed_dims} dims '
                 'cannot add its input to the attention output; set '
-                'v_shortcut=True (the T2T layer) or input_dims=embed_dims.')
+                'v_shortcut=True (the T2T layer) or input_dims=embed_dims.'
+            )
         self.v_shortcut = v_shortcut
         self.ln1 = nn.LayerNorm(input_dims, eps=norm_eps)
         self.attn = SelfAttention(
@@ -62,15 +65,18 @@ class TransformerLayer(nn.Module):
             qkv_bias=qkv_bias,
             attn_drop=attn_drop_rate,
             proj_drop=drop_rate,
-            v_shortcut=self.v_shortcut)
+            v_shortcut=self.v_shortcut,
+        )
         self.ln2 = nn.LayerNorm(embed_dims, eps=norm_eps)
         self.ffn = FFN(
             embed_dims,
             feedforward_channels,
             hidden_drop=drop_rate,
-            out_drop=drop_rate)
-        self.drop_path = DropPath(
-            drop_path_rate) if drop_path_rate > 0 else nn.Identity()
+            out_drop=drop_rate,
+        )
+        self.drop_path = (
+            DropPath(drop_path_rate) if drop_path_rate > 0 else nn.Identity()
+        )
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if self.v_shortcut:

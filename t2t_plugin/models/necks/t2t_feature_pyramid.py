@@ -58,14 +58,16 @@ class T2TFeaturePyramid(BaseModule):
             Defaults to Xavier-uniform convs, as mmdet's ``FPN``.
     """
 
-    def __init__(self,
-                 in_channels: Optional[Sequence[int]],
-                 out_channels: Union[int, Sequence[int]],
-                 out_indices: Sequence[int] = (0, 1, 2, 3),
-                 norm_cfg: dict = dict(type='LN2d', eps=1e-6),
-                 init_cfg: Optional[Union[dict, list[dict]]] = dict(
-                     type='Xavier', layer='Conv2d',
-                     distribution='uniform')) -> None:
+    def __init__(
+        self,
+        in_channels: Optional[Sequence[int]],
+        out_channels: Union[int, Sequence[int]],
+        out_indices: Sequence[int] = (0, 1, 2, 3),
+        norm_cfg: dict = dict(type='LN2d', eps=1e-6),
+        init_cfg: Optional[Union[dict, list[dict]]] = dict(
+            type='Xavier', layer='Conv2d', distribution='uniform'
+        ),
+    ) -> None:
         super().__init__(init_cfg=init_cfg)
         if in_channels is None:
             raise ValueError(
@@ -73,41 +75,53 @@ class T2TFeaturePyramid(BaseModule):
                 'backbone outputs, e.g. (64, 64, 384) for T2T-ViT-14. '
                 'tools/train.py and tools/test.py fill them in from '
                 'model.backbone; elsewhere call t2t_plugin.cli.'
-                'follow_backbone_widths(cfg) on the config first.')
+                'follow_backbone_widths(cfg) on the config first.'
+            )
         in_channels = tuple(in_channels)
         if len(in_channels) < 3:
             raise ValueError(
                 'T2TFeaturePyramid needs the two T2T maps and at least one '
                 f'encoder map, got in_channels={in_channels}. Build the '
                 "backbone with out_t2t_maps=True and out_type='featmap', and "
-                'list the widths of all its outputs, e.g. (64, 64, 384).')
+                'list the widths of all its outputs, e.g. (64, 64, 384).'
+            )
         out_indices = tuple(out_indices)
-        if (not out_indices or sorted(set(out_indices)) != list(out_indices)
-                or not set(out_indices) <= {0, 1, 2, 3}):
+        if (
+            not out_indices
+            or sorted(set(out_indices)) != list(out_indices)
+            or not set(out_indices) <= {0, 1, 2, 3}
+        ):
             raise ValueError(
                 'out_indices must list pyramid levels in increasing order, '
                 'each 0, 1, 2 or 3 (strides 4, 8, 16, 32), got '
-                f'{out_indices}.')
+                f'{out_indices}.'
+            )
         if isinstance(out_channels, int):
-            out_channels = (out_channels, ) * len(out_indices)
+            out_channels = (out_channels,) * len(out_indices)
         out_channels = tuple(out_channels)
         if len(out_channels) != len(out_indices):
             raise ValueError(
                 f'out_channels needs one width per output level '
                 f'(out_indices={out_indices}) or one int for all, got '
-                f'{out_channels}.')
+                f'{out_channels}.'
+            )
         self.in_channels = in_channels
         self.out_channels = out_channels
         self.out_indices = out_indices
         self.out_strides = tuple(4 * 2**index for index in out_indices)
 
         encoder_channels = sum(in_channels[2:])
-        level_inputs = (in_channels[0], in_channels[1], encoder_channels,
-                        encoder_channels)
+        level_inputs = (
+            in_channels[0],
+            in_channels[1],
+            encoder_channels,
+            encoder_channels,
+        )
         self.downsample = nn.MaxPool2d(2, ceil_mode=True)
         self.levels = nn.ModuleList(
             self._block(level_inputs[index], out_dims, norm_cfg)
-            for index, out_dims in zip(out_indices, out_channels))
+            for index, out_dims in zip(out_indices, out_channels)
+        )
 
     @staticmethod
     def _block(in_dims: int, out_dims: int, norm_cfg: dict) -> nn.Sequential:
@@ -116,10 +130,12 @@ class T2TFeaturePyramid(BaseModule):
             nn.Conv2d(in_dims, out_dims, 1, bias=False),
             build_norm_layer(norm_cfg, out_dims),
             nn.Conv2d(out_dims, out_dims, 3, padding=1, bias=False),
-            build_norm_layer(norm_cfg, out_dims))
+            build_norm_layer(norm_cfg, out_dims),
+        )
 
-    def forward(self,
-                inputs: Sequence[torch.Tensor]) -> tuple[torch.Tensor, ...]:
+    def forward(
+        self, inputs: Sequence[torch.Tensor]
+    ) -> tuple[torch.Tensor, ...]:
         """Build the pyramid.
 
         Args:
@@ -147,8 +163,9 @@ class T2TFeaturePyramid(BaseModule):
             raise ValueError(
                 f'T2TFeaturePyramid expects inputs of widths '
                 f'{self.in_channels}, got {widths}. Make the backbone return '
-                "the T2T maps and the encoder maps (out_t2t_maps=True, "
-                "out_type='featmap') and match in_channels to them.")
+                'the T2T maps and the encoder maps (out_t2t_maps=True, '
+                "out_type='featmap') and match in_channels to them."
+            )
         # The T2T module tiles its input exactly, so each map is exactly
         # half the previous one.
         sizes = [tuple(x.shape[-2:]) for x in inputs]
@@ -159,4 +176,5 @@ class T2TFeaturePyramid(BaseModule):
             raise ValueError(
                 'T2TFeaturePyramid expects maps at strides 4, 8 and 16 '
                 f'(each half the size of the previous one), got sizes '
-                f'{sizes}. Use the default T2T soft-split strides (4, 2, 2).')
+                f'{sizes}. Use the default T2T soft-split strides (4, 2, 2).'
+            )

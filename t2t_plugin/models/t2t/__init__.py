@@ -4,6 +4,9 @@ from .token_performer import PerformerAttention, TokenPerformer
 from .token_transformer import TokenTransformer
 
 __all__ = [
-    'PerformerAttention', 'SoftSplit', 'T2TModule', 'TokenPerformer',
-    'TokenTransformer'
+    'PerformerAttention',
+    'SoftSplit',
+    'T2TModule',
+    'TokenPerformer',
+    'TokenTransformer',
 ]

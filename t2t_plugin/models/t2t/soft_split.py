@@ -14,29 +14,33 @@ class _SoftSplitFunction(torch.autograd.Function):
     """
 
     @staticmethod
-    def forward(ctx, x: torch.Tensor, kernel_size: int, stride: int,
-                padding: int) -> torch.Tensor:
+    def forward(
+        ctx, x: torch.Tensor, kernel_size: int, stride: int, padding: int
+    ) -> torch.Tensor:
         batch, height, width, channels = x.shape
         ctx.geometry = (height, width, kernel_size, stride, padding)
         if padding:
             x = F.pad(x, (0, 0, padding, padding, padding, padding))
         # unfold appends the window dims: (B, h, w, C, k_row, k_col)
-        patches = x.unfold(1, kernel_size, stride).unfold(2, kernel_size,
-                                                          stride)
+        patches = x.unfold(1, kernel_size, stride).unfold(
+            2, kernel_size, stride
+        )
         tokens = patches.reshape(batch, -1, channels * kernel_size**2)
         # a 1x1 split without padding would hand out a view of the input
         return tokens.clone() if tokens._base is not None else tokens
 
     @staticmethod
     def backward(
-            ctx, grad: torch.Tensor
+        ctx, grad: torch.Tensor
     ) -> tuple[torch.Tensor, Optional[int], Optional[int], Optional[int]]:
         height, width, kernel_size, stride, padding = ctx.geometry
         grad_map = F.fold(
-            grad.transpose(1, 2), (height, width),
+            grad.transpose(1, 2),
+            (height, width),
             kernel_size,
             padding=padding,
-            stride=stride)
+            stride=stride,
+        )
         return grad_map.permute(0, 2, 3, 1), None, None, None
 
 
@@ -66,9 +70,12 @@ class SoftSplit(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """Split a ``(B, H, W, C)`` map into ``(B, h*w, C*k*k)`` tokens."""
-        return _SoftSplitFunction.apply(x, self.kernel_size, self.stride,
-                                        self.padding)
+        return _SoftSplitFunction.apply(
+            x, self.kernel_size, self.stride, self.padding
+        )
 
     def extra_repr(self) -> str:
-        return (f'kernel_size={self.kernel_size}, stride={self.stride}, '
-                f'padding={self.padding}')
+        return (
+            f'kernel_size={self.kernel_size}, stride={self.stride}, '
+            f'padding={self.padding}'
+        )

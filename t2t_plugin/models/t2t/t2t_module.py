@@ -57,30 +57,38 @@ class T2TModule(BaseModule):
         init_cfg (dict, optional): Initialisation config. Defaults to None.
     """
 
-    def __init__(self,
-                 img_size: Union[int, Sequence[int]] = 224,
-                 in_channels: int = 3,
-                 embed_dims: int = 384,
-                 token_dims: int = 64,
-                 token_layer: str = 'performer',
-                 kernel_sizes: Sequence[int] = (7, 3, 3),
-                 strides: Sequence[int] = (4, 2, 2),
-                 paddings: Sequence[int] = (2, 1, 1),
-                 mlp_ratio: float = 1.,
-                 kernel_ratio: float = 0.5,
-                 drop_rate: Optional[float] = None,
-                 with_cp: bool = False,
-                 init_cfg: Optional[dict] = None) -> None:
+    def __init__(
+        self,
+        img_size: Union[int, Sequence[int]] = 224,
+        in_channels: int = 3,
+        embed_dims: int = 384,
+        token_dims: int = 64,
+        token_layer: str = 'performer',
+        kernel_sizes: Sequence[int] = (7, 3, 3),
+        strides: Sequence[int] = (4, 2, 2),
+        paddings: Sequence[int] = (2, 1, 1),
+        mlp_ratio: float = 1.0,
+        kernel_ratio: float = 0.5,
+        drop_rate: Optional[float] = None,
+        with_cp: bool = False,
+        init_cfg: Optional[dict] = None,
+    ) -> None:
         super().__init__(init_cfg=init_cfg)
         if token_layer not in TOKEN_LAYERS:
-            raise ValueError(f'Unknown T2T token_layer {token_layer!r}; '
-                             f'choose one of {TOKEN_LAYERS}.')
-        for name, value in (('kernel_sizes', kernel_sizes),
-                            ('strides', strides), ('paddings', paddings)):
+            raise ValueError(
+                f'Unknown T2T token_layer {token_layer!r}; '
+                f'choose one of {TOKEN_LAYERS}.'
+            )
+        for name, value in (
+            ('kernel_sizes', kernel_sizes),
+            ('strides', strides),
+            ('paddings', paddings),
+        ):
             if len(value) != 3:
                 raise ValueError(
                     f'T2TModule needs one value per soft split in `{name}`, '
-                    f'3 in all; got {tuple(value)}.')
+                    f'3 in all; got {tuple(value)}.'
+                )
         self.in_channels = in_channels
         self.embed_dims = embed_dims
         self.token_dims = token_dims
@@ -92,20 +100,26 @@ class T2TModule(BaseModule):
 
         split_args = list(zip(self.kernel_sizes, self.strides, self.paddings))
         if token_layer == 'convolution':
-            self.soft_split0 = nn.Conv2d(in_channels, token_dims,
-                                         *split_args[0])
-            self.soft_split1 = nn.Conv2d(token_dims, token_dims,
-                                         *split_args[1])
+            self.soft_split0 = nn.Conv2d(
+                in_channels, token_dims, *split_args[0]
+            )
+            self.soft_split1 = nn.Conv2d(
+                token_dims, token_dims, *split_args[1]
+            )
             self.project = nn.Conv2d(token_dims, embed_dims, *split_args[2])
         else:
             self.soft_split0, self.soft_split1, self.soft_split2 = (
-                SoftSplit(*args) for args in split_args)
-            in_dims = (in_channels * self.kernel_sizes[0]**2,
-                       token_dims * self.kernel_sizes[1]**2)
+                SoftSplit(*args) for args in split_args
+            )
+            in_dims = (
+                in_channels * self.kernel_sizes[0] ** 2,
+                token_dims * self.kernel_sizes[1] ** 2,
+            )
             if token_layer == 'transformer':
                 layers = [
                     TokenTransformer(
-                        dims, token_dims, mlp_ratio, drop_rate=drop_rate or 0.)
+                        dims, token_dims, mlp_ratio, drop_rate=drop_rate or 0.0
+                    )
                     for dims in in_dims
                 ]
             else:
@@ -115,8 +129,9 @@ class T2TModule(BaseModule):
                     for dims in in_dims
                 ]
             self.attention1, self.attention2 = layers
-            self.project = nn.Linear(token_dims * self.kernel_sizes[2]**2,
-                                     embed_dims)
+            self.project = nn.Linear(
+                token_dims * self.kernel_sizes[2] ** 2, embed_dims
+            )
         self.init_out_size = self.output_sizes(_pair(img_size))[-1]
 
     @property
@@ -130,14 +145,18 @@ class T2TModule(BaseModule):
             ValueError: If a split does not tile its input exactly.
         """
         if min(size) < 1:
-            raise ValueError(f'T2T-ViT needs a non-empty image, got a '
-                             f'{size[0]}x{size[1]} input.')
+            raise ValueError(
+                f'T2T-ViT needs a non-empty image, got a '
+                f'{size[0]}x{size[1]} input.'
+            )
         sizes = []
         current = tuple(size)
-        for kernel, stride, padding in zip(self.kernel_sizes, self.strides,
-                                           self.paddings):
-            out = tuple((side + 2 * padding - kernel) // stride + 1
-                        for side in current)
+        for kernel, stride, padding in zip(
+            self.kernel_sizes, self.strides, self.paddings
+        ):
+            out = tuple(
+                (side + 2 * padding - kernel) // stride + 1 for side in current
+            )
             if any(o * stride != side for o, side in zip(out, current)):
                 total = self.total_stride
                 fit = tuple(math.ceil(side / total) * total for side in size)
@@ -146,7 +165,8 @@ class T2TModule(BaseModule):
                     f'soft splits (kernels {self.kernel_sizes}, strides '
                     f'{self.strides}, paddings {self.paddings}) need both '
                     f'sides to be multiples of {total}. Resize or pad the '
-                    f'image, e.g. to {fit[0]}x{fit[1]}.')
+                    f'image, e.g. to {fit[0]}x{fit[1]}.'
+                )
             sizes.append(out)
             current = out
         return sizes
@@ -175,7 +195,8 @@ class T2TModule(BaseModule):
             raise ValueError(
                 f'T2T-ViT expects images of shape (B, {self.in_channels}, H, '
                 f'W), got {tuple(x.shape)}. Set `in_channels` in the backbone '
-                'config to the number of image channels.')
+                'config to the number of image channels.'
+            )
         sizes = self.output_sizes(x.shape[-2:])
         batch = x.shape[0]
         maps = []

@@ -30,11 +30,13 @@ class PerformerAttention(nn.Module):
 
     eps = 1e-8
 
-    def __init__(self,
-                 in_dims: int,
-                 token_dims: int = 64,
-                 kernel_ratio: float = 0.5,
-                 proj_drop: float = 0.1) -> None:
+    def __init__(
+        self,
+        in_dims: int,
+        token_dims: int = 64,
+        kernel_ratio: float = 0.5,
+        proj_drop: float = 0.1,
+    ) -> None:
         super().__init__()
         self.token_dims = token_dims
         self.num_features = int(token_dims * kernel_ratio)
@@ -44,8 +46,9 @@ class PerformerAttention(nn.Module):
         self.proj_drop = nn.Dropout(proj_drop)
         random_matrix = torch.empty(self.num_features, token_dims)
         nn.init.orthogonal_(random_matrix)
-        self.register_buffer('random_matrix',
-                             random_matrix * math.sqrt(self.num_features))
+        self.register_buffer(
+            'random_matrix', random_matrix * math.sqrt(self.num_features)
+        )
 
     def random_features(self, x: torch.Tensor) -> torch.Tensor:
         """``phi(x)`` of shape ``(B, N, m)``, in float32.
@@ -55,7 +58,8 @@ class PerformerAttention(nn.Module):
         """
         # dividing by sqrt(m) is folded into the exponent
         offset = 0.5 * (x * x).sum(-1, keepdim=True) + 0.5 * math.log(
-            self.num_features)
+            self.num_features
+        )
         return torch.exp(x @ self.random_matrix.float().t() - offset)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
@@ -81,15 +85,18 @@ class TokenPerformer(nn.Module):
             end of the FFN, 0.1 in the official code. Defaults to 0.1.
     """
 
-    def __init__(self,
-                 in_dims: int,
-                 token_dims: int = 64,
-                 kernel_ratio: float = 0.5,
-                 drop_rate: float = 0.1) -> None:
+    def __init__(
+        self,
+        in_dims: int,
+        token_dims: int = 64,
+        kernel_ratio: float = 0.5,
+        drop_rate: float = 0.1,
+    ) -> None:
         super().__init__()
         self.ln1 = nn.LayerNorm(in_dims)
         self.attn = PerformerAttention(
-            in_dims, token_dims, kernel_ratio, proj_drop=drop_rate)
+            in_dims, token_dims, kernel_ratio, proj_drop=drop_rate
+        )
         self.ln2 = nn.LayerNorm(token_dims)
         self.ffn = FFN(token_dims, token_dims, out_drop=drop_rate)
 

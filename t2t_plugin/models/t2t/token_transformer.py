@@ -18,11 +18,13 @@ class TokenTransformer(TransformerLayer):
             Defaults to 0.
     """
 
-    def __init__(self,
-                 in_dims: int,
-                 token_dims: int = 64,
-                 mlp_ratio: float = 1.,
-                 drop_rate: float = 0.) -> None:
+    def __init__(
+        self,
+        in_dims: int,
+        token_dims: int = 64,
+        mlp_ratio: float = 1.0,
+        drop_rate: float = 0.0,
+    ) -> None:
         super().__init__(
             embed_dims=token_dims,
             num_heads=1,
@@ -30,4 +32,5 @@ class TokenTransformer(TransformerLayer):
             input_dims=in_dims,
             v_shortcut=True,
             qk_scale=in_dims**-0.5,
-            drop_rate=drop_rate)
+            drop_rate=drop_rate,
+        )

@@ -5,6 +5,7 @@ than in the installed package: the references import other code bases
 (a local checkout of the official code, under a private module name in
 ``sys.modules``), which no model or API of the plugin should depend on.
 """
+
 from .measure import (
     DTYPES,
     StepRunner,
@@ -20,7 +21,13 @@ from .references import (
 )
 
 __all__ = [
-    'DTYPES', 'StepRunner', 'build_mmpretrain_reference',
-    'build_official_reference', 'matmul_gflops', 'peak_memory',
-    'plugin_to_official_state_dict', 'tensor_bytes', 'time_steps'
+    'DTYPES',
+    'StepRunner',
+    'build_mmpretrain_reference',
+    'build_official_reference',
+    'matmul_gflops',
+    'peak_memory',
+    'plugin_to_official_state_dict',
+    'tensor_bytes',
+    'time_steps',
 ]

@@ -10,6 +10,7 @@ the allocation and free events that ``torch.profiler`` records with
 are not counted: this is tensor memory, what activation checkpointing or a
 fused kernel can change.
 """
+
 import contextlib
 import os
 import sys
@@ -47,11 +48,13 @@ class StepRunner:
         dtype (str): ``'fp32'``, or ``'bf16'`` / ``'fp16'`` autocast.
     """
 
-    def __init__(self, model: nn.Module, images: torch.Tensor, train: bool,
-                 dtype: str) -> None:
+    def __init__(
+        self, model: nn.Module, images: torch.Tensor, train: bool, dtype: str
+    ) -> None:
         if dtype not in DTYPES:
-            raise ValueError(f'Unknown dtype {dtype!r}; choose one of '
-                             f'{sorted(DTYPES)}.')
+            raise ValueError(
+                f'Unknown dtype {dtype!r}; choose one of {sorted(DTYPES)}.'
+            )
         self.model = model
         self.images = images
         self.train = train
@@ -66,7 +69,7 @@ class StepRunner:
         self.scaler = None
         if train:
             params = [p for p in model.parameters() if p.requires_grad]
-            self.optimizer = torch.optim.AdamW(params, lr=0.)
+            self.optimizer = torch.optim.AdamW(params, lr=0.0)
             if self.amp_dtype == torch.float16:
                 self.scaler = grad_scaler(self.device.type)
 
@@ -74,7 +77,8 @@ class StepRunner:
         return torch.autocast(
             self.device.type,
             dtype=self.amp_dtype,
-            enabled=self.amp_dtype is not None)
+            enabled=self.amp_dtype is not None,
+        )
 
     def __call__(self) -> None:
         if not self.train:
@@ -103,8 +107,11 @@ class StepRunner:
                 yield param.grad
         if self.optimizer is not None:
             for state in self.optimizer.state.values():
-                yield from (value for value in state.values()
-                            if isinstance(value, torch.Tensor))
+                yield from (
+                    value
+                    for value in state.values()
+                    if isinstance(value, torch.Tensor)
+                )
 
 
 def synchronize(device: torch.device) -> None:
@@ -147,13 +154,19 @@ def _quiet_stderr() -> Iterator[None]:
 
 
 def _profiled_extra_bytes(step: StepRunner) -> int:
-    with _quiet_stderr(), profile(
-            activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
+    with (
+        _quiet_stderr(),
+        profile(
+            activities=[ProfilerActivity.CPU], profile_memory=True
+        ) as prof,
+    ):
         step()
     # a CPU step allocates on the CPU only: every memory event counts
-    events = sorted((profiler_event_start_ns(event), event.nbytes())
-                    for event in prof.profiler.kineto_results.events()
-                    if event.name() == '[memory]')
+    events = sorted(
+        (profiler_event_start_ns(event), event.nbytes())
+        for event in prof.profiler.kineto_results.events()
+        if event.name() == '[memory]'
+    )
     current = peak = 0
     for _, nbytes in events:
         current += nbytes
@@ -179,15 +192,18 @@ def peak_memory(step: StepRunner) -> int:
     elif device.type == 'cpu':
         extra = _profiled_extra_bytes(step)
     else:
-        raise ValueError(f'Peak memory is measured on cpu and cuda only, '
-                         f'not {device.type}.')
+        raise ValueError(
+            f'Peak memory is measured on cpu and cuda only, not {device.type}.'
+        )
     return baseline + extra
 
 
-def matmul_gflops(device: torch.device,
-                  dtype: Optional[torch.dtype] = None,
-                  size: int = 1024,
-                  repeats: int = 5) -> float:
+def matmul_gflops(
+    device: torch.device,
+    dtype: Optional[torch.dtype] = None,
+    size: int = 1024,
+    repeats: int = 5,
+) -> float:
     """GFLOP/s of a square matrix product: the arithmetic ceiling.
 
     Args:

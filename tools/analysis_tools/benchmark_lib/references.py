@@ -12,6 +12,7 @@ its state dict:
   or downloaded here: it is imported from a local checkout and gets our
   weights renamed to its layout.
 """
+
 import contextlib
 import importlib
 import io
@@ -31,18 +32,18 @@ from t2t_plugin.models.backbones import T2TViT
 
 # the T2T module both references hard-code
 _REFERENCE_T2T = dict(
-    kernel_sizes=(7, 3, 3), strides=(4, 2, 2), paddings=(2, 1, 1))
+    kernel_sizes=(7, 3, 3), strides=(4, 2, 2), paddings=(2, 1, 1)
+)
 # our layer names -> the official ones: the converter's tables, inverted
 _OFFICIAL_PERFORMER_NAMES = {
-    ours: official
-    for official, ours in PERFORMER_T2T_KEYS.items()
+    ours: official for official, ours in PERFORMER_T2T_KEYS.items()
 }
 _OFFICIAL_BLOCK_NAMES = {
-    ours: official
-    for official, ours in BLOCK_KEYS.items()
+    ours: official for official, ours in BLOCK_KEYS.items()
 }
 _LAYER_KEY = re.compile(
-    r'(?P<layer>tokens_to_token\.attention[12]|encoder\.\d+)\.(?P<rest>.+)$')
+    r'(?P<layer>tokens_to_token\.attention[12]|encoder\.\d+)\.(?P<rest>.+)$'
+)
 # a name unlikely to clash with anything the user imports
 _OFFICIAL_PACKAGE = '_t2t_vit_official_models'
 
@@ -52,17 +53,21 @@ def _check_reference_t2t(model: T2TViT, name: str) -> None:
     ours = dict(
         kernel_sizes=t2t.kernel_sizes,
         strides=t2t.strides,
-        paddings=t2t.paddings)
+        paddings=t2t.paddings,
+    )
     if ours != _REFERENCE_T2T or t2t.in_channels != 3:
         raise ValueError(
             f'{name} hard-codes the T2T soft splits {_REFERENCE_T2T} on '
             f'3-channel images; this model has {ours} on '
             f'{t2t.in_channels} channels. Benchmark it without that '
-            'reference, or with the default t2t_cfg.')
+            'reference, or with the default t2t_cfg.'
+        )
     height, width = model.patch_resolution
     if height != width:
-        raise ValueError(f'{name} takes square images only; this model is '
-                         f'built for a {height}x{width} token grid.')
+        raise ValueError(
+            f'{name} takes square images only; this model is '
+            f'built for a {height}x{width} token grid.'
+        )
 
 
 def build_mmpretrain_reference(model: T2TViT) -> nn.Module:
@@ -85,13 +90,14 @@ def build_mmpretrain_reference(model: T2TViT) -> nn.Module:
     if token_layer != 'transformer':
         raise ValueError(
             f"mmpretrain's T2T_ViT has only transformer T2T layers; this "
-            f"model has {token_layer} ones. Compare performer archs with "
-            'the official code (--official-repo) instead.')
+            f'model has {token_layer} ones. Compare performer archs with '
+            'the official code (--official-repo) instead.'
+        )
     _check_reference_t2t(model, "mmpretrain's T2T_ViT")
     encoder_layer = model.encoder[0]
     reference = T2T_ViT(
-        img_size=model.patch_resolution[0] * model.tokens_to_token.
-        total_stride,
+        img_size=model.patch_resolution[0]
+        * model.tokens_to_token.total_stride,
         embed_dims=model.embed_dims,
         num_layers=model.num_layers,
         final_norm=model.final_norm,
@@ -101,15 +107,17 @@ def build_mmpretrain_reference(model: T2TViT) -> nn.Module:
         layer_cfgs=dict(
             num_heads=encoder_layer.attn.num_heads,
             feedforward_channels=model.arch_settings['feedforward_channels'],
-            qkv_bias=encoder_layer.attn.qkv.bias is not None))
+            qkv_bias=encoder_layer.attn.qkv.bias is not None,
+        ),
+    )
     reference.load_state_dict(model.state_dict(), strict=True)
     param = next(model.parameters())
     return reference.to(device=param.device, dtype=param.dtype)
 
 
 def plugin_to_official_state_dict(
-        state_dict: Mapping[str, torch.Tensor],
-        token_layer: str) -> dict[str, torch.Tensor]:
+    state_dict: Mapping[str, torch.Tensor], token_layer: str
+) -> dict[str, torch.Tensor]:
     """Rename a backbone state dict of ours to the official key layout.
 
     The inverse of the official-weights converter, without a classifier:
@@ -129,7 +137,9 @@ def plugin_to_official_state_dict(
     """
     t2t_names = (
         _OFFICIAL_PERFORMER_NAMES
-        if token_layer == 'performer' else _OFFICIAL_BLOCK_NAMES)
+        if token_layer == 'performer'
+        else _OFFICIAL_BLOCK_NAMES
+    )
     converted = {}
     for key, value in state_dict.items():
         match = _LAYER_KEY.match(key)
@@ -139,7 +149,7 @@ def plugin_to_official_state_dict(
         layer, rest = match.group('layer'), match.group('rest')
         names = _OFFICIAL_BLOCK_NAMES
         if layer.startswith('encoder.'):
-            layer = 'blocks.' + layer[len('encoder.'):]
+            layer = 'blocks.' + layer[len('encoder.') :]
         else:
             names = t2t_names
         module, _, leaf = rest.rpartition('.')
@@ -148,8 +158,9 @@ def plugin_to_official_state_dict(
         elif module in names:
             converted[f'{layer}.{names[module]}.{leaf}'] = value
         else:
-            raise KeyError(f'{key!r} has no counterpart in the official '
-                           'T2T-ViT layout.')
+            raise KeyError(
+                f'{key!r} has no counterpart in the official T2T-ViT layout.'
+            )
     return converted
 
 
@@ -158,13 +169,14 @@ def _import_official_models(repo: Path) -> types.ModuleType:
     if not (models_dir / 't2t_vit.py').is_file():
         raise ValueError(
             f'{repo} is not a checkout of yitu-opensource/T2T-ViT: '
-            f'{models_dir / "t2t_vit.py"} does not exist.')
+            f'{models_dir / "t2t_vit.py"} does not exist.'
+        )
     # a bare package over models/ skips its __init__, which imports every
     # variant of the repository (and their extra dependencies)
     package = sys.modules.get(_OFFICIAL_PACKAGE)
     if package is None or package.__path__ != [str(models_dir)]:
         for name in [
-                n for n in sys.modules if n.startswith(_OFFICIAL_PACKAGE)
+            n for n in sys.modules if n.startswith(_OFFICIAL_PACKAGE)
         ]:
             del sys.modules[name]
         package = types.ModuleType(_OFFICIAL_PACKAGE)
@@ -178,11 +190,13 @@ def _import_official_models(repo: Path) -> types.ModuleType:
     except ImportError as error:
         raise ImportError(
             f'The official T2T-ViT code in {repo} failed to import '
-            f'({error}); it needs timm: pip install timm') from error
+            f'({error}); it needs timm: pip install timm'
+        ) from error
 
 
-def build_official_reference(model: T2TViT, repo: Union[str,
-                                                        Path]) -> nn.Module:
+def build_official_reference(
+    model: T2TViT, repo: Union[str, Path]
+) -> nn.Module:
     """The official ``T2T_ViT`` with the architecture and weights of
     ``model``, without a classifier (it returns the class token).
 
@@ -202,15 +216,21 @@ def build_official_reference(model: T2TViT, repo: Union[str,
     if t2t.token_layer == 'convolution':
         raise ValueError(
             'The official T2T_ViT forward has no convolution T2T path; '
-            'benchmark the convolution ablation without references.')
+            'benchmark the convolution ablation without references.'
+        )
     _check_reference_t2t(model, 'The official T2T_ViT')
-    if t2t.token_layer == 'performer' and t2t.attention1.attn.num_features \
-            != t2t.token_dims // 2:
-        raise ValueError('The official performer has kernel_ratio 0.5; '
-                         'this model has another.')
+    if (
+        t2t.token_layer == 'performer'
+        and t2t.attention1.attn.num_features != t2t.token_dims // 2
+    ):
+        raise ValueError(
+            'The official performer has kernel_ratio 0.5; '
+            'this model has another.'
+        )
     if not model.with_cls_token or not model.final_norm:
-        raise ValueError('The official T2T_ViT always has a class token and '
-                         'a final norm.')
+        raise ValueError(
+            'The official T2T_ViT always has a class token and a final norm.'
+        )
     encoder_layer = model.encoder[0]
     official = _import_official_models(Path(repo).expanduser())
     # the official constructors print which T2T layer they use
@@ -222,12 +242,14 @@ def build_official_reference(model: T2TViT, repo: Union[str,
             embed_dim=model.embed_dims,
             depth=model.num_layers,
             num_heads=encoder_layer.attn.num_heads,
-            mlp_ratio=model.arch_settings['feedforward_channels'] /
-            model.embed_dims,
+            mlp_ratio=model.arch_settings['feedforward_channels']
+            / model.embed_dims,
             qkv_bias=encoder_layer.attn.qkv.bias is not None,
-            token_dim=t2t.token_dims)
+            token_dim=t2t.token_dims,
+        )
     reference.load_state_dict(
         plugin_to_official_state_dict(model.state_dict(), t2t.token_layer),
-        strict=True)
+        strict=True,
+    )
     param = next(model.parameters())
     return reference.to(device=param.device, dtype=param.dtype)

@@ -7,6 +7,7 @@ deployed copy gets two accuracy figures against eager fp32: the largest
 difference of its outputs on the benchmark batch, and the top-1 agreement
 of a linear probe on the handwritten digits that scikit-learn ships.
 """
+
 import contextlib
 import io
 from pathlib import Path
@@ -44,8 +45,7 @@ class RuntimeRunner:
         images (torch.Tensor): The input batch (CPU).
     """
 
-    def __init__(self, session: RuntimeSession,
-                 images: torch.Tensor) -> None:
+    def __init__(self, session: RuntimeSession, images: torch.Tensor) -> None:
         self.session = session
         self.images = np.ascontiguousarray(images.numpy(), dtype=np.float32)
         self.device = torch.device('cpu')
@@ -54,21 +54,25 @@ class RuntimeRunner:
         self.session(self.images)
 
 
-def export_backbone(model: T2TViT, folder: Path,
-                    names: tuple[str, ...]) -> dict[str, Path]:
+def export_backbone(
+    model: T2TViT, folder: Path, names: tuple[str, ...]
+) -> dict[str, Path]:
     """ONNX files of ``model`` for the requested deployed copies.
 
     Returns:
         dict: benchmark name -> file (the int8 one quantised from fp32).
     """
-    size = tuple(side * model.tokens_to_token.total_stride
-                 for side in model.patch_resolution)
+    size = tuple(
+        side * model.tokens_to_token.total_stride
+        for side in model.patch_resolution
+    )
     exportable = ExportableModel(
         module=model.eval(),
         input_size=size,
         in_channels=model.tokens_to_token.in_channels,
         stride=model.tokens_to_token.total_stride,
-        output_names=['features'])
+        output_names=['features'],
+    )
     fp32 = folder / 'backbone.onnx'
     # torch.onnx reports its steps on stdout, which holds the table
     with contextlib.redirect_stdout(io.StringIO()):
@@ -82,39 +86,47 @@ def export_backbone(model: T2TViT, folder: Path,
     return files
 
 
-def open_sessions(files: dict[str, Path],
-                  threads: Optional[int]) -> dict[str, RuntimeSession]:
+def open_sessions(
+    files: dict[str, Path], threads: Optional[int]
+) -> dict[str, RuntimeSession]:
     return {
         name: RuntimeSession(path, *DEPLOYED[name], threads=threads)
         for name, path in files.items()
     }
 
 
-def digits_batch(count: int, img_size: int, in_channels: int,
-                 seed: int = 0) -> tuple[torch.Tensor, np.ndarray]:
+def digits_batch(
+    count: int, img_size: int, in_channels: int, seed: int = 0
+) -> tuple[torch.Tensor, np.ndarray]:
     """``count`` digits (shuffled, fixed seed) upsampled to the model's input
     size and normalised to zero mean, unit spread; and their labels."""
     samples = DigitsDataset(split='all', seed=seed).load_data_list()
     order = np.random.default_rng(seed).permutation(len(samples))[:count]
     images = torch.from_numpy(
-        np.stack([samples[i]['img'] for i in order])).float()[:, None]
+        np.stack([samples[i]['img'] for i in order])
+    ).float()[:, None]
     images = F.interpolate(
-        images, size=(img_size, img_size), mode='bilinear',
-        align_corners=False).repeat(1, in_channels, 1, 1)
+        images, size=(img_size, img_size), mode='bilinear', align_corners=False
+    ).repeat(1, in_channels, 1, 1)
     labels = np.array([samples[i]['gt_label'] for i in order])
     return (images - 127.5) / 127.5, labels
 
 
 def _features(run, images: torch.Tensor, batch_size: int) -> np.ndarray:
-    return np.concatenate([
-        run(images[start:start + batch_size])
-        for start in range(0, len(images), batch_size)
-    ])
+    return np.concatenate(
+        [
+            run(images[start : start + batch_size])
+            for start in range(0, len(images), batch_size)
+        ]
+    )
 
 
-def top1_agreement(model: T2TViT, sessions: dict[str, RuntimeSession],
-                   count: int, batch_size: int) -> tuple[dict[str, float],
-                                                         float]:
+def top1_agreement(
+    model: T2TViT,
+    sessions: dict[str, RuntimeSession],
+    count: int,
+    batch_size: int,
+) -> tuple[dict[str, float], float]:
     """Top-1 agreement of each deployed copy with eager fp32 on digits.
 
     A logistic-regression probe is fitted on the eager fp32 features of the
@@ -127,9 +139,12 @@ def top1_agreement(model: T2TViT, sessions: dict[str, RuntimeSession],
         labels with eager fp32 features (how much the features tell apart).
     """
     from sklearn.linear_model import LogisticRegression
-    images, labels = digits_batch(count, model.patch_resolution[0] *
-                                  model.tokens_to_token.total_stride,
-                                  model.tokens_to_token.in_channels)
+
+    images, labels = digits_batch(
+        count,
+        model.patch_resolution[0] * model.tokens_to_token.total_stride,
+        model.tokens_to_token.in_channels,
+    )
 
     def eager(batch: torch.Tensor) -> np.ndarray:
         with torch.no_grad():
@@ -143,15 +158,16 @@ def top1_agreement(model: T2TViT, sessions: dict[str, RuntimeSession],
     accuracy = float((reference == labels[half:]).mean())
     agreement = {}
     for name, session in sessions.items():
-        features = _features(lambda batch: session(batch)[-1],
-                             images[half:], batch_size)
-        agreement[name] = float(
-            (probe.predict(features) == reference).mean())
+        features = _features(
+            lambda batch: session(batch)[-1], images[half:], batch_size
+        )
+        agreement[name] = float((probe.predict(features) == reference).mean())
     return agreement, accuracy
 
 
-def output_difference(model: T2TViT, session: RuntimeSession,
-                      images: torch.Tensor) -> float:
+def output_difference(
+    model: T2TViT, session: RuntimeSession, images: torch.Tensor
+) -> float:
     """Largest absolute difference to eager fp32 on ``images``."""
     with torch.no_grad():
         expected = [output.numpy() for output in model(images)]

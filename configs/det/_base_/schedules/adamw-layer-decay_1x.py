@@ -13,27 +13,31 @@ optim_wrapper = dict(
     _delete_=True,
     type='OptimWrapper',
     optimizer=dict(
-        type='AdamW', lr=0.0001, betas=(0.9, 0.999), weight_decay=0.05),
+        type='AdamW', lr=0.0001, betas=(0.9, 0.999), weight_decay=0.05
+    ),
     constructor='mmpretrain.BackboneLayerDecayOptimWrapperConstructor',
     paramwise_cfg=dict(
         layer_decay_rate=0.75,
-        norm_decay_mult=0.,
-        custom_keys={'backbone.cls_token': dict(decay_mult=0.)}))
+        norm_decay_mult=0.0,
+        custom_keys={'backbone.cls_token': dict(decay_mult=0.0)},
+    ),
+)
 
 # Linear warm-up over the first 1000 iterations. A shorter run needs a
 # shorter one, e.g. --cfg-options param_scheduler.0.end=50
 # (docs/custom_data.md, "Short runs").
 param_scheduler = [
     dict(
-        type='LinearLR', start_factor=0.001, by_epoch=False, begin=0,
-        end=1000),
+        type='LinearLR', start_factor=0.001, by_epoch=False, begin=0, end=1000
+    ),
     dict(
         type='MultiStepLR',
         begin=0,
         end=12,
         by_epoch=True,
         milestones=[8, 11],
-        gamma=0.1)
+        gamma=0.1,
+    ),
 ]
 
 # loss, learning-rate and metric curves as <work_dir>/curves.png

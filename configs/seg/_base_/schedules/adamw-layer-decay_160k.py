@@ -13,12 +13,15 @@ optim_wrapper = dict(
     _delete_=True,
     type='OptimWrapper',
     optimizer=dict(
-        type='AdamW', lr=0.0001, betas=(0.9, 0.999), weight_decay=0.05),
+        type='AdamW', lr=0.0001, betas=(0.9, 0.999), weight_decay=0.05
+    ),
     constructor='mmpretrain.BackboneLayerDecayOptimWrapperConstructor',
     paramwise_cfg=dict(
         layer_decay_rate=0.75,
-        norm_decay_mult=0.,
-        custom_keys={'backbone.cls_token': dict(decay_mult=0.)}))
+        norm_decay_mult=0.0,
+        custom_keys={'backbone.cls_token': dict(decay_mult=0.0)},
+    ),
+)
 
 # Warm-up over the first 1500 iterations. A shorter run scales both phases,
 # e.g. for 200 iterations: --cfg-options train_cfg.max_iters=200
@@ -26,15 +29,16 @@ optim_wrapper = dict(
 # param_scheduler.1.end=200 (docs/custom_data.md, "Short runs").
 param_scheduler = [
     dict(
-        type='LinearLR', start_factor=1e-6, by_epoch=False, begin=0,
-        end=1500),
+        type='LinearLR', start_factor=1e-6, by_epoch=False, begin=0, end=1500
+    ),
     dict(
         type='PolyLR',
         eta_min=0.0,
         power=1.0,
         begin=1500,
         end=160000,
-        by_epoch=False)
+        by_epoch=False,
+    ),
 ]
 
 # loss, learning-rate and metric curves as <work_dir>/curves.png
