@@ -66,6 +66,12 @@ def main() -> None:
         help='output folder (relative to the repository): a new or empty '
         'folder, or the work dir of an earlier demo, which is emptied first',
     )
+    parser.add_argument(
+        '--epochs',
+        type=int,
+        help="train this many epochs instead of the config's 40 (a quick "
+        'check of the whole demo)',
+    )
     args = parser.parse_args()
 
     work_dir = osp.join(ROOT, args.work_dir)
@@ -81,7 +87,10 @@ def main() -> None:
     env['CUDA_VISIBLE_DEVICES'] = ''  # the demo is a CPU demo everywhere
 
     start = time.time()
-    run(['tools/train.py', CONFIG, '--work-dir', work_dir], env)
+    train = ['tools/train.py', CONFIG, '--work-dir', work_dir]
+    if args.epochs:
+        train += ['--cfg-options', f'train_cfg.max_epochs={args.epochs}']
+    run(train, env)
     train_seconds = time.time() - start
     with open(osp.join(work_dir, 'last_checkpoint')) as f:
         checkpoint = f.read().strip()
@@ -95,6 +104,8 @@ def main() -> None:
             work_dir,
             '--out',
             metrics_file,
+            '--out-item',
+            'metrics',
         ],
         env,
     )

@@ -98,6 +98,33 @@ def test_demo_refuses_folders_that_are_not_demo_work_dirs(folder, tmp_path):
         assert (tmp_path / 'thesis.tex').read_text() == 'keep me'
 
 
+@pytest.mark.slow
+def test_demo_runs_end_to_end(tmp_path):
+    work_dir = tmp_path / 'demo'
+    result = subprocess.run(
+        [
+            sys.executable,
+            'tools/demo.py',
+            '--work-dir',
+            str(work_dir),
+            '--epochs',
+            '1',
+        ],
+        cwd=ROOT,
+        env=tool_env(),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+    summary = result.stdout[result.stdout.index('T2T-ViT digits demo') :]
+    top1 = float(summary.split('val top-1:')[1].split('%')[0])
+    assert 0 <= top1 <= 100
+    for line in ('train log:', 'checkpoint:', 'curves:'):
+        path = summary.split(line)[1].split('\n')[0].strip()
+        assert (ROOT / path).is_file(), line
+
+
 def test_demo_clears_new_empty_and_earlier_demo_folders(tmp_path):
     demo = load_tool('tools/demo.py')
     assert demo.can_clear(str(tmp_path / 'new'))
