@@ -164,6 +164,8 @@ def test_tool_end_to_end_on_a_tiny_arch(tmp_path):
         str(tmp_path / 'b.csv'),
         '--plot',
         str(tmp_path / 'b.png'),
+        '--markdown',
+        str(tmp_path / 'results.md'),
     )
     assert result.returncode == 0, result.stderr
     assert 'mmpretrain' in result.stdout
@@ -184,6 +186,18 @@ def test_tool_end_to_end_on_a_tiny_arch(tmp_path):
             assert record['memory_ratio_of_ours'] > 0
     rows = (tmp_path / 'b.csv').read_text().splitlines()
     assert len(rows) == 1 + len(records)
+    # the results page: the command, then one table row per record
+    page = (tmp_path / 'results.md').read_text().splitlines()
+    assert page[0] == '# Benchmark results'
+    assert any(
+        line.startswith('python tools/analysis_tools/benchmark.py ')
+        and '--markdown' in line
+        for line in page
+    )
+    table = [line for line in page if line.startswith('| ')]
+    assert table[0].startswith('| arch | mode | dtype | batch |')
+    assert len(table) == 1 + len(records)
+    assert sum(line.endswith('| ') for line in page) == 0
     assert (tmp_path / 'b.png').read_bytes()[:8] == b'\x89PNG\r\n\x1a\n'
 
 

@@ -196,6 +196,12 @@ def parse_args(argv: Optional[list[str]] = None) -> argparse.Namespace:
     parser.add_argument('--json', type=Path, help='write the records here')
     parser.add_argument('--csv', type=Path, help='write the records here')
     parser.add_argument(
+        '--markdown',
+        type=Path,
+        help='append the command, machine and table to this results page '
+        '(e.g. docs/benchmark_results.md)',
+    )
+    parser.add_argument(
         '--plot', type=Path, help='PNG of images/s against batch size'
     )
     args = parser.parse_args(argv)
@@ -414,8 +420,10 @@ def _fmt(value: Optional[float], spec: str, suffix: str = '') -> str:
     return '-' if value is None else format(value, spec) + suffix
 
 
-def render_table(records: list[Record], title: str) -> Table:
-    table = Table(title=title)
+def table_cells(
+    records: list[Record],
+) -> tuple[list[str], list[list[str]]]:
+    """Column names and formatted rows of the results table."""
     deployed = any(record.implementation in DEPLOYED for record in records)
     columns = [
         'arch',
@@ -431,14 +439,8 @@ def render_table(records: list[Record], title: str) -> Table:
     ]
     if deployed:
         columns += ['max diff', 'top-1 agree']
+    rows = []
     # the ratios are ours over this row's: speed-up and memory fraction
-    for column in columns:
-        justify = (
-            'left'
-            if column in ('arch', 'mode', 'dtype', 'implementation')
-            else 'right'
-        )
-        table.add_column(column, justify=justify)
     for record in records:
         cells = [
             record.arch,
@@ -457,8 +459,60 @@ def render_table(records: list[Record], title: str) -> Table:
                 _fmt(record.max_abs_diff, '.1e'),
                 _fmt(record.top1_agreement, '.3f'),
             ]
+        rows.append(cells)
+    return columns, rows
+
+
+def render_table(records: list[Record], title: str) -> Table:
+    table = Table(title=title)
+    columns, rows = table_cells(records)
+    for column in columns:
+        justify = (
+            'left'
+            if column in ('arch', 'mode', 'dtype', 'implementation')
+            else 'right'
+        )
+        table.add_column(column, justify=justify)
+    for cells in rows:
         table.add_row(*cells)
     return table
+
+
+def append_markdown(
+    records: list[Record], path: Path, title: str, footer: str
+) -> None:
+    """Add this run to a results page: the command that made it, the
+    machine, the table and the matmul ceiling, as Markdown."""
+    columns, rows = table_cells(records)
+    command = ' '.join(
+        ['python tools/analysis_tools/benchmark.py'] + sys.argv[1:]
+    )
+    lines = [
+        f'## {title}',
+        '',
+        '```bash',
+        command,
+        '```',
+        '',
+        '| ' + ' | '.join(columns) + ' |',
+        '|' + '---|' * len(columns),
+        *('| ' + ' | '.join(cells) + ' |' for cells in rows),
+        '',
+        footer,
+        '',
+    ]
+    path.parent.mkdir(parents=True, exist_ok=True)
+    start = (
+        ''
+        if path.is_file() and path.stat().st_size
+        else (
+            '# Benchmark results\n\nWritten by '
+            '`tools/analysis_tools/benchmark.py --markdown`, one section per '
+            'run.\n\n'
+        )
+    )
+    with open(path, 'a', encoding='utf-8') as file:
+        file.write(start + '\n'.join(lines) + '\n')
 
 
 def write_csv(records: list[Record], path: Path) -> None:
@@ -636,10 +690,14 @@ def run(args: argparse.Namespace) -> int:
     ceiling_text = ', '.join(
         f'{dtype} {value:.1f}' for dtype, value in ceilings.items()
     )
-    output.print(
+    footer = (
         f'matmul ceiling (GFLOP/s, 1024x1024): {ceiling_text}; load average '
         f'(1, 5, 15 min) before: {load_before}, after: {load_after}'
     )
+    output.print(footer)
+    if args.markdown:
+        append_markdown(records, args.markdown, title, footer)
+        console.print(f'Results appended to {args.markdown}')
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(
