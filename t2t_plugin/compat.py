@@ -24,6 +24,8 @@ from mmengine.utils import digit_version
 from torch import nn
 from torch.utils.flop_counter import FlopCounterMode
 
+from . import doc_pages
+
 
 class MissingFeatureWarning(UserWarning):
     """A feature of newer torch or mmcv that this installation lacks."""
@@ -294,7 +296,7 @@ def mmcv_cuda_ops_problem(
     return (
         'mmcv was built without CUDA ops, but torch sees a GPU: mmdet '
         'and mmseg models will fail on CUDA tensors (nms, roi_align); '
-        'install a CUDA build of mmcv (docs/install.md).'
+        f'install a CUDA build of mmcv ({doc_pages.INSTALL}).'
     )
 
 

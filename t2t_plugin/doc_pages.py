@@ -3,6 +3,6 @@
 
 DATA_PREPARATION = 'docs/getting_started.md#data-preparation'
 TRAINING = 'docs/training.md#training'
-WEIGHTS = 'docs/weights.md'
 DENSE_PREDICTION = 'docs/dense_prediction.md'
-INSTALL_DENSE = 'docs/install.md'
+CUSTOM_DATA = 'docs/custom_data.md'
+INSTALL = 'docs/install.md'

@@ -17,6 +17,7 @@ from mmengine.config import Config
 from mmengine.evaluator import DumpResults
 from mmengine.fileio import dump
 
+from t2t_plugin import doc_pages
 from t2t_plugin.cli import (
     BUILD_ERRORS,
     add_launch_arguments,
@@ -69,7 +70,7 @@ def parse_args() -> argparse.Namespace:
         '--show-dir',
         help='save images with their predictions drawn to this folder '
         '(inside the work dir if relative); segmentation writes them to '
-        'its vis_data/vis_image/ sub-folder (docs/custom_data.md)',
+        f'its vis_data/vis_image/ sub-folder ({doc_pages.CUSTOM_DATA})',
     )
     parser.add_argument(
         '--wait-time',
