@@ -10,8 +10,10 @@ allows torch types instead of numpy's, and its numpy allow-list is global
 state shared with checkpoint loading.
 """
 
+import _compat_pickle
 import codecs
 import pickle
+from collections.abc import Mapping
 from typing import Any, BinaryIO
 
 import numpy as np
@@ -51,14 +53,29 @@ def _numpy_globals() -> dict[tuple[str, str], Any]:
 _ALLOWED = {**_numpy_globals(), ('_codecs', 'encode'): codecs.encode}
 
 
-class _DataUnpickler(pickle.Unpickler):
-    """Unpickler that only resolves the globals of :data:`_ALLOWED`."""
+class AllowListUnpickler(pickle.Unpickler):
+    """An unpickler that resolves only the globals of :attr:`allowed`.
+
+    Subclasses set ``allowed``, ``(module, name) -> object``; any other
+    global a file names is refused with :class:`UnsafePickleError` before
+    it is resolved, so nothing in the file runs.
+    """
+
+    allowed: Mapping[tuple[str, str], Any] = {}
 
     def find_class(self, module: str, name: str) -> Any:
-        found = _ALLOWED.get((module, name))
+        # protocol 2 files name Python 2 modules (``__builtin__``)
+        module = _compat_pickle.IMPORT_MAPPING.get(module, module)
+        found = self.allowed.get((module, name))
         if found is None:
             raise UnsafePickleError(f'{module}.{name}')
         return found
+
+
+class _DataUnpickler(AllowListUnpickler):
+    """Unpickler that only resolves the globals of :data:`_ALLOWED`."""
+
+    allowed = _ALLOWED
 
 
 def load_data_pickle(file: BinaryIO, path: str = '') -> Any:

@@ -30,9 +30,9 @@ through the same reader, so ``load_from``, ``init_cfg=dict(type=
 take official releases as they are.
 """
 
-import _compat_pickle
 import argparse
 import codecs
+import functools
 import os
 import os.path as osp
 import pickle
@@ -55,6 +55,7 @@ from mmengine.logging import HistoryBuffer
 from mmengine.runner import CheckpointLoader, Runner
 
 from ..compat import HAS_ADD_SAFE_GLOBALS, add_safe_globals, safe_globals
+from ..datasets.safe_pickle import AllowListUnpickler, UnsafePickleError
 
 _STATISTICS_METHODS = ('min', 'max', 'current', 'mean')
 
@@ -218,8 +219,8 @@ def _blocked_global(text: str) -> Optional[str]:
     return found.group(1) if found else None
 
 
-class _RestrictedUnpickler(pickle.Unpickler):
-    """An unpickler that resolves only allow-listed globals.
+class _CheckpointUnpickler(AllowListUnpickler):
+    """An unpickler that resolves only the globals a checkpoint may hold.
 
     torch < 2.4 cannot extend the allow-list of its safe loader, and that
     loader refuses to rebuild any class of its own choosing (mmengine's
@@ -230,38 +231,32 @@ class _RestrictedUnpickler(pickle.Unpickler):
     global (the way a file runs code) is refused before it is resolved.
     """
 
-    def find_class(self, module: str, name: str) -> Any:
-        # protocol 2 files name Python 2 modules (``__builtin__``)
-        module = _compat_pickle.IMPORT_MAPPING.get(module, module)
-        allowed = _restricted_globals().get(f'{module}.{name}')
-        if allowed is None:
-            raise pickle.UnpicklingError(
-                f'Unsupported global: GLOBAL {module}.{name} is not an '
-                'allowed global of a checkpoint'
-            )
-        return allowed
+    @property
+    def allowed(self) -> dict[tuple[str, str], Any]:
+        return _checkpoint_globals()
 
 
-def _restricted_globals() -> dict[str, Any]:
+@functools.cache
+def _checkpoint_globals() -> dict[tuple[str, str], Any]:
     from torch import _weights_only_unpickler
 
-    allowed = dict(_weights_only_unpickler._get_allowed_globals())
+    by_path = dict(_weights_only_unpickler._get_allowed_globals())
     # numpy arrays of protocol 2 files carry their bytes as latin-1 text
-    allowed['_codecs.encode'] = codecs.encode
+    by_path['_codecs.encode'] = codecs.encode
     for entry in [*checkpoint_safe_globals(), argparse.Namespace]:
         obj, path = (
             entry
             if isinstance(entry, tuple)
             else (entry, f'{entry.__module__}.{entry.__name__}')
         )
-        allowed[path] = obj
-    return allowed
+        by_path[path] = obj
+    return {tuple(path.rsplit('.', 1)): obj for path, obj in by_path.items()}
 
 
 class _RestrictedPickle:
     """The ``pickle_module`` of ``torch.load`` on torch < 2.4."""
 
-    Unpickler = _RestrictedUnpickler
+    Unpickler = _CheckpointUnpickler
     load = pickle.load
 
 
@@ -283,7 +278,11 @@ def _torch_load(path: str, trust_pickle: bool) -> Any:
     # A damaged file fails anywhere in torch's readers, with any type.
     except Exception as error:
         text = str(error)
-        blocked = _blocked_global(text)
+        blocked = (
+            text
+            if isinstance(error, UnsafePickleError)
+            else _blocked_global(text)
+        )
         if blocked:
             raise CheckpointError(
                 f'Cannot read checkpoint {path}: it holds Python objects '
