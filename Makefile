@@ -38,6 +38,10 @@ OLD_PINS := torch==2.1.2 torchvision==0.16.2 numpy==1.26.4 \
 WHEEL_CACHE := $(or $(T2T_WHEEL_CACHE),$(HOME)/.cache/t2t-plugin/wheels)
 OLD_WHEELS := $(WHEEL_CACHE)/torch2.1-stack
 PYTEST_ARGS ?=
+# Disk each step takes, measured with everything installed (GB, rounded up).
+VENV_GB := 7
+OLD_VENV_GB := 6
+OLD_WHEELS_GB := 4
 
 .PHONY: install install-tests install-dense test test-pinned test-torch2.1 \
 	lint demo gpu-check
@@ -46,7 +50,12 @@ PYTEST_ARGS ?=
 # environment behind for the next run to trust.
 NO_VENV = { rm -rf $(1); echo "Cannot create $(1) with $(2): install its venv module (Debian: apt-get install python3-venv) or name an interpreter with PYTHON=..." >&2; exit 1; }
 
+# The registry's torch builds are CUDA builds of several GB: a full disk
+# would otherwise stop pip halfway with "No space left on device".
+NEED_SPACE = bash tools/install/check_disk.sh
+
 $(VENV)/bin/python:
+	$(NEED_SPACE) $(CURDIR) $(VENV_GB) "the project environment $(VENV)"
 	$(BASE_PYTHON) -m venv $(VENV) || $(call NO_VENV,$(VENV),$(BASE_PYTHON))
 
 $(OLD_VENV)/bin/python:
@@ -73,6 +82,10 @@ test-pinned: install-tests install-dense
 	$(PYTHON) -m pytest tests $(PYTEST_ARGS)
 
 $(OLD_VENV)/installed: Makefile setup.py | $(OLD_VENV)/bin/python
+	$(OLD_VENV)/bin/python -c 'import torch' 2>/dev/null || \
+		$(NEED_SPACE) $(OLD_VENV) $(OLD_VENV_GB) "the torch 2.1 environment $(OLD_VENV)"
+	ls $(OLD_WHEELS)/torch-2.1.2-*.whl >/dev/null 2>&1 || \
+		$(NEED_SPACE) $(OLD_WHEELS) $(OLD_WHEELS_GB) "the torch 2.1 wheels in $(OLD_WHEELS)"
 	$(OLD_VENV)/bin/python -m pip download -q -d $(OLD_WHEELS) $(OLD_PINS) \
 		pytest matplotlib scikit-learn rich setuptools wheel
 	$(OLD_VENV)/bin/python -m pip install --no-index --find-links $(OLD_WHEELS) \
