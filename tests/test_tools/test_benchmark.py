@@ -16,7 +16,7 @@ from torch import nn
 from t2t_plugin.converters import convert_official_state_dict
 from t2t_plugin.models.backbones import T2TViT
 
-from ..helpers import load_tool_package
+from ..helpers import load_tool, load_tool_package
 
 benchmark_lib = load_tool_package('tools/analysis_tools/benchmark_lib')
 StepRunner = benchmark_lib.StepRunner
@@ -125,6 +125,37 @@ def test_matmul_ceiling_is_positive():
     assert matmul_gflops(torch.device('cpu'), size=64, repeats=2) > 0
 
 
+def test_ceiling_bounds_what_a_same_precision_runtime_can_gain():
+    tool = load_tool('tools/analysis_tools/benchmark.py')
+
+    def record(implementation, mode, dtype, gflops):
+        return tool.Record(
+            arch='t-14',
+            implementation=implementation,
+            mode=mode,
+            dtype=dtype,
+            batch_size=4,
+            img_size=224,
+            device='cpu',
+            threads=1,
+            images_per_s=1.0,
+            gflops=gflops,
+        )
+
+    records = [
+        record(tool.OURS, 'infer', 'fp32', 80.0),
+        record('mmpretrain', 'infer', 'fp32', 40.0),
+        record(tool.OURS, 'train', 'fp32', 60.0),
+        record(tool.OURS, 'infer', 'bf16', 100.0),
+    ]
+    [line] = tool.ceiling_bounds(records, {'fp32': 96.0})
+    # 96 / 80: eager at 83% of the ceiling leaves at most 1.2x
+    assert line == (
+        't-14 fp32 inference, batch 4: eager runs at 83% of the fp32 matmul '
+        'ceiling, so a runtime computing in fp32 is at most 1.20x faster.'
+    )
+
+
 def _run_tool(*args):
     env = dict(os.environ)
     env['PYTHONPATH'] = os.pathsep.join(
@@ -169,6 +200,8 @@ def test_tool_end_to_end_on_a_tiny_arch(tmp_path):
     )
     assert result.returncode == 0, result.stderr
     assert 'mmpretrain' in result.stdout
+    # one bound per batch size of the eager fp32 inference
+    assert result.stdout.count('a runtime computing in fp32 is at most') == 2
     report = json.loads((tmp_path / 'b.json').read_text())
     assert report['threads'] == 1
     records = report['records']
