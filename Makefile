@@ -44,7 +44,7 @@ OLD_VENV_GB := 6
 OLD_WHEELS_GB := 4
 
 .PHONY: install install-tests install-dense test test-pinned test-torch2.1 \
-	lint demo gpu-check
+	lint demo gpu-check gpu-wheels
 
 # A failed `venv` (Debian without python3-venv) must not leave a half-made
 # environment behind for the next run to trust.
@@ -105,3 +105,22 @@ demo: install
 # On a GPU machine: benchmark, fp16 training, NCCL, compile, memory (< 8 min).
 gpu-check: install
 	PYTHON=$(PYTHON) bash tools/gpu_check.sh
+
+# For a GPU machine without a package registry that already has torch,
+# numpy, opencv, matplotlib, rich, einops, scikit-learn, pyyaml, click and
+# markdown: the pure-Python rest, 4 MB (docs/install.md, "GPU acceptance
+# check"). importlib_metadata 9+ needs one more package; setuptools 81+
+# has no pkg_resources, which mmengine reads `mmpretrain::` bases with.
+GPU_WHEELS ?= $(CURDIR)/.gpu-wheels
+GPU_PYTHON_VERSION ?= 3.12
+GPU_WHEEL_PINS := mmengine==0.10.7 mmpretrain==1.2.0 mmcv-lite==2.1.0 \
+	addict==2.4.0 yapf==0.43.0 platformdirs==4.14.9 termcolor==3.3.0 \
+	mat4py==0.6.0 modelindex==0.0.2 model-index==0.1.11 ordered-set==4.1.0 \
+	importlib_metadata==8.7.0 setuptools==80.9.0
+
+gpu-wheels: $(MAKE_VENV)
+	$(PIP) download --no-deps --only-binary=:all: \
+		--python-version $(GPU_PYTHON_VERSION) -d $(GPU_WHEELS) $(GPU_WHEEL_PINS)
+	@echo "Wheels for Python $(GPU_PYTHON_VERSION) in $(GPU_WHEELS); on the GPU machine:"
+	@echo "  python3 -m pip install --no-index --no-deps --target /tmp/site $(notdir $(GPU_WHEELS))/*.whl"
+	@echo "  PYTHONPATH=/tmp/site PYTHON=python3 bash tools/gpu_check.sh"

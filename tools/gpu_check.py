@@ -466,11 +466,17 @@ def main(argv: Optional[list[str]] = None) -> int:
     for package in ('mmengine', 'mmpretrain', 'mmcv'):
         try:
             __import__(package)
-        except ImportError:
+        except ImportError as error:
+            # a package that is there but misses one of its own needs
+            missing = (
+                'is not installed'
+                if error.name in (None, package)
+                else f'cannot be imported ({error})'
+            )
             print(
-                f'gpu_check: {package} is not installed for '
-                f'{sys.executable}; install the project first (make '
-                'install, or docs/install.md for an offline machine).',
+                f'gpu_check: {package} {missing} for {sys.executable}; '
+                'install the project first (make install, or make '
+                'gpu-wheels for an offline machine: docs/install.md).',
                 file=sys.stderr,
             )
             return 2

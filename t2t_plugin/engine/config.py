@@ -65,6 +65,13 @@ def _describe(path: Union[str, Path], error: Exception) -> str:
         name in str(error) for name in ('mmdet', 'mmseg')
     ):
         hint = ' (make install-dense installs mmdet and mmseg)'
+    elif getattr(error, 'name', None) == 'pkg_resources':
+        # mmengine 0.10 resolves `mmpretrain::` bases with pkg_resources,
+        # which setuptools 81 removed
+        hint = (
+            ' (mmengine needs setuptools < 81 for `mmpretrain::` bases: '
+            "pip install 'setuptools<81')"
+        )
     if isinstance(error, SyntaxError):
         where = f'line {error.lineno}: ' if error.lineno else ''
         text = f'SyntaxError: {where}{error.msg}'

@@ -14,8 +14,10 @@ from ..helpers import ROOT
 SCRIPT = ROOT / 'tools/gpu_check.sh'
 
 
-def run_check(*args):
+def run_check(*args, pythonpath=None):
     env = dict(os.environ, PYTHON=sys.executable)
+    if pythonpath:
+        env['PYTHONPATH'] = str(pythonpath)
     return subprocess.run(
         ['bash', str(SCRIPT), *args],
         capture_output=True,
@@ -32,6 +34,19 @@ def test_without_a_gpu_the_real_check_refuses_in_one_line(tmp_path):
     assert run.stderr.strip().count('\n') == 0
     assert 'torch sees no CUDA device' in run.stderr
     assert '--dry-run' in run.stderr
+
+
+def test_a_package_missing_one_of_its_needs_is_named(tmp_path):
+    # an offline machine given mmpretrain without a library it imports
+    fake = tmp_path / 'site' / 'mmpretrain'
+    fake.mkdir(parents=True)
+    (fake / '__init__.py').write_text('import lazy_importer_not_carried\n')
+    run = run_check('--dry-run', pythonpath=tmp_path / 'site')
+    assert run.returncode == 2
+    assert run.stderr.strip().count('\n') == 0
+    assert 'mmpretrain cannot be imported' in run.stderr
+    assert 'lazy_importer_not_carried' in run.stderr
+    assert 'make gpu-wheels' in run.stderr
 
 
 @pytest.mark.slow
