@@ -103,7 +103,10 @@ demo: install
 	$(PYTHON) tools/demo.py
 
 # On a GPU machine: benchmark, fp16 training, NCCL, compile, memory (< 8 min).
-gpu-check: install
+# It checks the stack as installed (torch 2.1 with prebuilt mmcv, say):
+# `install` would replace that torch with the pinned one.
+gpu-check:
+	@test -x $(PYTHON) || { echo "No Python at $(PYTHON): install first (make install, or docs/install.md for a GPU) or name one with PYTHON=..." >&2; exit 1; }
 	PYTHON=$(PYTHON) bash tools/gpu_check.sh
 
 # For a GPU machine without a package registry that already has torch,
