@@ -76,11 +76,11 @@ from t2t_plugin.deployment import RuntimeSession
 from t2t_plugin.models.backbones import T2TViT
 
 OURS = 't2t-plugin'
+OURS_CP = 't2t-plugin with_cp'
+OURS_COMPILED = 't2t-plugin compiled'
 # a product this large reaches the peak of the CPU libraries measured here
 # (torch, onnxruntime and OpenVINO alike); 1024 stays below it
 CEILING_SIZE = 2048
-OURS_CP = 't2t-plugin with_cp'
-OURS_COMPILED = 't2t-plugin compiled'
 MODES = ('infer', 'train')
 # a training step does the forward pass and, for the gradients of inputs
 # and weights, about twice its arithmetic again
@@ -489,9 +489,10 @@ def ceiling_bounds(
     lines = []
     for record in records:
         ceiling = ceilings.get(record.dtype)
-        if record.implementation != OURS or record.mode != 'infer':
-            continue
-        if not ceiling or not record.gflops:
+        eager_inference = record.implementation == OURS and (
+            record.mode == 'infer'
+        )
+        if not (eager_inference and ceiling and record.gflops):
             continue
         lines.append(
             f'{record.arch} {record.dtype} inference, batch '
