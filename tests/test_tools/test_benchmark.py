@@ -156,6 +156,21 @@ def test_ceiling_bounds_what_a_same_precision_runtime_can_gain():
     )
 
 
+# a 32 px image, one timed batch per round, two rounds, one thread
+QUICK_RUN = (
+    '--img-size',
+    '32',
+    '--iters',
+    '1',
+    '--rounds',
+    '2',
+    '--warmup',
+    '0',
+    '--threads',
+    '1',
+)
+
+
 def _run_tool(*args):
     env = dict(os.environ)
     env['PYTHONPATH'] = os.pathsep.join(
@@ -175,19 +190,10 @@ def test_tool_end_to_end_on_a_tiny_arch(tmp_path):
     result = _run_tool(
         '--archs',
         arch,
-        '--img-size',
-        '32',
+        *QUICK_RUN,
         '--batch-sizes',
         '1',
         '2',
-        '--iters',
-        '1',
-        '--rounds',
-        '2',
-        '--warmup',
-        '0',
-        '--threads',
-        '1',
         '--with-cp',
         '--json',
         str(tmp_path / 'b.json'),
@@ -262,18 +268,9 @@ def test_tool_times_deployed_copies(tmp_path):
     result = _run_tool(
         '--archs',
         arch,
-        '--img-size',
-        '32',
+        *QUICK_RUN,
         '--batch-sizes',
         '2',
-        '--iters',
-        '1',
-        '--rounds',
-        '2',
-        '--warmup',
-        '0',
-        '--threads',
-        '1',
         '--modes',
         'infer',
         '--references',
