@@ -7,7 +7,10 @@ from .official import (
     detect_official_arch,
     extract_state_dict,
     is_official_checkpoint,
+    is_official_state_dict,
     matching_config,
+    official_to_plugin,
+    strip_module_prefix,
 )
 
 __all__ = [
@@ -17,5 +20,8 @@ __all__ = [
     'detect_official_arch',
     'extract_state_dict',
     'is_official_checkpoint',
+    'is_official_state_dict',
     'matching_config',
+    'official_to_plugin',
+    'strip_module_prefix',
 ]

@@ -5,6 +5,11 @@ after timm's ``VisionTransformer``; this plugin uses the layout of
 mmpretrain's ``T2T_ViT`` inside an ``ImageClassifier``. The conversion is a
 pure renaming: no tensor is changed, so the converted model reproduces the
 official logits exactly.
+
+This module is a leaf, in the manner of timm's ``checkpoint_filter_fn``:
+dicts in, dicts out, nothing but torch imported. The models' load hooks,
+the checkpoint readers and the converter tool all call it; the arch table
+it matches weights against is handed in (``arch_zoo``), not imported.
 """
 
 import re
@@ -13,9 +18,6 @@ from collections.abc import Mapping
 from typing import Any, Optional
 
 import torch
-
-from ..engine.checkpoint import strip_module_prefix
-from ..models.backbones import T2TViT
 
 # official T2T layer names -> ours, per kind of token layer
 PERFORMER_T2T_KEYS = {
@@ -51,6 +53,41 @@ _TOP_LEVEL = {
 }
 # the official total stride, which turns the position table into a size
 _TOTAL_STRIDE = 16
+# where official files keep their weights; the EMA weights first, the ones
+# the official results were measured with
+CONTAINER_KEYS = ('state_dict_ema', 'state_dict', 'model')
+
+
+def strip_module_prefix(
+    state_dict: Mapping[str, Any],
+) -> 'OrderedDict[str, Any]':
+    """Remove the ``module.`` prefix that (Distributed)DataParallel adds.
+
+    Args:
+        state_dict (Mapping): Weights by name.
+
+    Returns:
+        OrderedDict: The same weights; keys without the prefix.
+    """
+    return OrderedDict(
+        (key[len('module.') :] if key.startswith('module.') else key, value)
+        for key, value in state_dict.items()
+    )
+
+
+def _unwrap(checkpoint: Mapping[str, Any]) -> Mapping[str, Any]:
+    for key in CONTAINER_KEYS:
+        if isinstance(checkpoint.get(key), Mapping):
+            return checkpoint[key]
+    return checkpoint
+
+
+def is_official_state_dict(state_dict: Mapping[str, Any]) -> bool:
+    """Whether weights (``module.`` prefixes removed) use official names."""
+    return (
+        'tokens_to_token.project.weight' in state_dict
+        and 'blocks.0.attn.qkv.weight' in state_dict
+    )
 
 
 def extract_state_dict(checkpoint: Any) -> dict[str, torch.Tensor]:
@@ -75,11 +112,7 @@ def extract_state_dict(checkpoint: Any) -> dict[str, torch.Tensor]:
             f'Expected a checkpoint dict, found a {type(checkpoint).__name__}'
             '; this is not a T2T-ViT checkpoint.'
         )
-    # the EMA weights are the ones the official results were measured with
-    for key in ('state_dict_ema', 'state_dict', 'model'):
-        if isinstance(checkpoint.get(key), Mapping):
-            checkpoint = checkpoint[key]
-            break
+    checkpoint = _unwrap(checkpoint)
     for key, value in checkpoint.items():
         if not isinstance(value, torch.Tensor):
             raise ValueError(
@@ -102,18 +135,10 @@ def is_official_checkpoint(checkpoint: Any) -> bool:
     """
     if not isinstance(checkpoint, Mapping):
         return False
-    for key in ('state_dict_ema', 'state_dict', 'model'):
-        if isinstance(checkpoint.get(key), Mapping):
-            checkpoint = checkpoint[key]
-            break
-    keys = set(
+    return is_official_state_dict(
         strip_module_prefix(
-            {k: None for k in checkpoint if isinstance(k, str)}
+            {k: None for k in _unwrap(checkpoint) if isinstance(k, str)}
         )
-    )
-    return (
-        'tokens_to_token.project.weight' in keys
-        and 'blocks.0.attn.qkv.weight' in keys
     )
 
 
@@ -121,6 +146,7 @@ def convert_official_checkpoint(
     checkpoint: Any,
     num_heads: Optional[int] = None,
     file_name: Optional[str] = None,
+    arch_zoo: Optional[Mapping[str, Mapping[str, Any]]] = None,
 ) -> dict[str, Any]:
     """An official checkpoint as a slim mmengine checkpoint of this plugin.
 
@@ -129,24 +155,44 @@ def convert_official_checkpoint(
             release (see :func:`extract_state_dict`).
         num_heads (int, optional): See :func:`detect_official_arch`.
         file_name (str, optional): See :func:`detect_official_arch`.
+        arch_zoo (Mapping, optional): See :func:`detect_official_arch`.
 
     Returns:
         dict: ``state_dict`` (``ImageClassifier`` keys) and ``meta``
-        (``arch``, ``converted_from`` and, for 1000 classes, ImageNet's
-        ``dataset_meta``).
+        (``arch`` and ``converted_from``).
 
     Raises:
         ValueError: If the weights are not those of an official T2T-ViT.
     """
     converted, arch_info = convert_official_state_dict(
-        extract_state_dict(checkpoint), num_heads, file_name
+        extract_state_dict(checkpoint), num_heads, file_name, arch_zoo
     )
     meta: dict[str, Any] = dict(arch=arch_info, converted_from=file_name)
-    if arch_info['num_classes'] == 1000:
-        from mmpretrain.datasets.categories import IMAGENET_CATEGORIES
-
-        meta['dataset_meta'] = dict(classes=list(IMAGENET_CATEGORIES))
     return dict(state_dict=converted, meta=meta)
+
+
+def official_to_plugin(
+    checkpoint: Mapping[str, Any],
+) -> Optional[dict[str, Any]]:
+    """An official checkpoint in this plugin's layout; None for others.
+
+    The dict -> dict step every loader applies: ``{'state_dict': weights}``
+    with ``ImageClassifier`` keys (``backbone.*``, ``head.layers.head.*``)
+    for an official release (in ``state_dict_ema`` / ``state_dict`` /
+    ``model``, or bare; ``module.`` prefixes removed); None for anything
+    else, which loaders then pass on unchanged.
+
+    Args:
+        checkpoint (Mapping): What a checkpoint file holds.
+
+    Raises:
+        ValueError: If the weights have official names but hold keys the
+            official model does not have.
+    """
+    if not is_official_checkpoint(checkpoint):
+        return None
+    weights = strip_module_prefix(_unwrap(checkpoint))
+    return dict(state_dict=_rename_all(weights, _token_layer(weights)))
 
 
 def _check_layout(state_dict: Mapping[str, torch.Tensor]) -> None:
@@ -177,6 +223,7 @@ def detect_official_arch(
     state_dict: Mapping[str, torch.Tensor],
     num_heads: Optional[int] = None,
     file_name: Optional[str] = None,
+    arch_zoo: Optional[Mapping[str, Mapping[str, Any]]] = None,
 ) -> dict[str, Any]:
     """Read the architecture of an official T2T-ViT from its weights.
 
@@ -196,6 +243,10 @@ def detect_official_arch(
         file_name (str, optional): The name of the source file, whose words
             (``resnext``) choose between zoo archs of the same shapes.
             Defaults to None.
+        arch_zoo (Mapping, optional): Arch name -> settings
+            (``token_layer``, ``embed_dims``, ``num_layers``, ``num_heads``,
+            ``feedforward_channels``), e.g. ``T2TViT.arch_zoo``. Defaults
+            to None: no zoo, every arch is a custom one.
 
     Returns:
         dict: ``arch`` (the ``arch_zoo`` name, or None for a custom one),
@@ -210,19 +261,12 @@ def detect_official_arch(
         ValueError: If the weights are not those of an official T2T-ViT.
     """
     _check_layout(state_dict)
-    if 'tokens_to_token.attention1.kqv.weight' in state_dict:
-        token_layer = 'performer'
-        t2t_qkv = state_dict['tokens_to_token.attention1.kqv.weight']
-    elif 'tokens_to_token.attention1.attn.qkv.weight' in state_dict:
-        token_layer = 'transformer'
-        t2t_qkv = state_dict['tokens_to_token.attention1.attn.qkv.weight']
-    else:
-        raise ValueError(
-            'The T2T module of this checkpoint has neither performer '
-            "('tokens_to_token.attention1.kqv') nor transformer "
-            "('tokens_to_token.attention1.attn.qkv') layers; convolution "
-            'T2T-ViTs were never released and cannot be converted.'
-        )
+    token_layer = _token_layer(state_dict)
+    t2t_qkv = state_dict[
+        'tokens_to_token.attention1.'
+        + ('kqv' if token_layer == 'performer' else 'attn.qkv')
+        + '.weight'
+    ]
     embed_dims = state_dict['cls_token'].shape[-1]
     num_layers = 1 + max(
         int(match.group(1)) for match in map(_BLOCK.match, state_dict) if match
@@ -257,7 +301,7 @@ def detect_official_arch(
     }
     candidates = [
         (name, settings['num_heads'])
-        for name, settings in T2TViT.arch_zoo.items()
+        for name, settings in (arch_zoo or {}).items()
         if not name.startswith('t2t-vit-')
         and all(settings[k] == v for k, v in shape.items())
     ]
@@ -274,6 +318,19 @@ def detect_official_arch(
             f'embed_dims={embed_dims}.'
         )
     return info
+
+
+def _token_layer(state_dict: Mapping[str, Any]) -> str:
+    if 'tokens_to_token.attention1.kqv.weight' in state_dict:
+        return 'performer'
+    if 'tokens_to_token.attention1.attn.qkv.weight' in state_dict:
+        return 'transformer'
+    raise ValueError(
+        'The T2T module of this checkpoint has neither performer '
+        "('tokens_to_token.attention1.kqv') nor transformer "
+        "('tokens_to_token.attention1.attn.qkv') layers; convolution "
+        'T2T-ViTs were never released and cannot be converted.'
+    )
 
 
 def _named_in(arch: str, file_name: Optional[str]) -> bool:
@@ -309,10 +366,34 @@ def _rename(key: str, t2t_table: Mapping[str, str]) -> Optional[str]:
     return None
 
 
+def _rename_all(
+    state_dict: Mapping[str, torch.Tensor], token_layer: str
+) -> 'OrderedDict[str, torch.Tensor]':
+    t2t_table = (
+        PERFORMER_T2T_KEYS if token_layer == 'performer' else BLOCK_KEYS
+    )
+    converted = OrderedDict()
+    unknown = []
+    for key, value in state_dict.items():
+        new_key = _rename(key, t2t_table)
+        if new_key is None:
+            unknown.append(key)
+        else:
+            converted[new_key] = value
+    if unknown:
+        raise ValueError(
+            f'{len(unknown)} key(s) of the checkpoint are not part of an '
+            f'official T2T-ViT, e.g. {unknown[:3]}; was it saved from a '
+            'modified model?'
+        )
+    return converted
+
+
 def convert_official_state_dict(
     state_dict: Mapping[str, torch.Tensor],
     num_heads: Optional[int] = None,
     file_name: Optional[str] = None,
+    arch_zoo: Optional[Mapping[str, Mapping[str, Any]]] = None,
 ) -> tuple['OrderedDict[str, torch.Tensor]', dict[str, Any]]:
     """Rename official T2T-ViT weights to an ``ImageClassifier`` state dict.
 
@@ -327,6 +408,7 @@ def convert_official_state_dict(
             not tell; needed for archs outside the zoo. Defaults to None.
         file_name (str, optional): The source file's name; see
             :func:`detect_official_arch`. Defaults to None.
+        arch_zoo (Mapping, optional): See :func:`detect_official_arch`.
 
     Returns:
         tuple: The converted state dict and the detected arch (see
@@ -336,27 +418,10 @@ def convert_official_state_dict(
         ValueError: If the weights are not those of an official T2T-ViT or
             hold keys the official model does not have.
     """
-    arch_info = detect_official_arch(state_dict, num_heads, file_name)
-    converted = OrderedDict()
-    unknown = []
-    t2t_table = (
-        PERFORMER_T2T_KEYS
-        if arch_info['token_layer'] == 'performer'
-        else BLOCK_KEYS
+    arch_info = detect_official_arch(
+        state_dict, num_heads, file_name, arch_zoo
     )
-    for key, value in state_dict.items():
-        new_key = _rename(key, t2t_table)
-        if new_key is None:
-            unknown.append(key)
-        else:
-            converted[new_key] = value
-    if unknown:
-        raise ValueError(
-            f'{len(unknown)} key(s) of the checkpoint are not part of an '
-            f'official T2T-ViT, e.g. {unknown[:3]}; was it saved from a '
-            'modified model?'
-        )
-    return converted, arch_info
+    return _rename_all(state_dict, arch_info['token_layer']), arch_info
 
 
 def describe_arch(arch_info: Mapping[str, Any]) -> str:

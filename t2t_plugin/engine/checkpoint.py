@@ -18,16 +18,21 @@ Two problems of mmengine 0.10 on recent torch are handled here:
   the temporary files that a hard kill left behind
   (:func:`remove_stale_temp_files`).
 
-Every tool and API reads checkpoints through :func:`read_checkpoint`
-(safe unpickling, one :class:`CheckpointError` whose message is one line,
-official T2T-ViT releases converted on load) and loads them strictly
-(:func:`load_state_dict_strictly`, :func:`load_checkpoints_strictly`), so
-that a broken file or the checkpoint of another model is one clear line
-instead of a long traceback or a silent score of random weights. mmengine's
-``CheckpointLoader`` schemes for local files and ``http(s)://`` are routed
-through the same reader, so ``load_from``, ``init_cfg=dict(type=
+Every checkpoint a process reads goes through :func:`read_checkpoint`:
+safe unpickling (``weights_only``, or the restricted unpickler of
+:class:`_CheckpointUnpickler` on torch < 2.4), one :class:`CheckpointError`
+whose message is one line, official T2T-ViT releases turned into this
+plugin's layout by the pure converter (:func:`~t2t_plugin.converters.
+official.official_to_plugin`). mmengine's ``CheckpointLoader`` schemes for
+local files and ``http(s)://`` are routed through it (see the comment at
+the registration), so ``load_from``, resume, ``init_cfg=dict(type=
 'Pretrained')`` (mmpretrain, mmdet, mmseg) and mmpretrain's ``get_model``
-take official releases as they are.
+and Inferencers read files without running code. ``http(s)://`` files are
+downloaded once into torch's hub cache, as torch would, and read from there
+by the same safe reader. Whether the weights fit is the models' own
+business: their load-state-dict hooks
+(:mod:`t2t_plugin.models.checkpoint_checks`) refuse wrong shapes, NaN
+weights and missing weights through every loader.
 """
 
 import argparse
@@ -38,6 +43,7 @@ import os.path as osp
 import pickle
 import re
 import tempfile
+import urllib.error
 from collections import OrderedDict
 from collections.abc import Mapping
 from pathlib import Path
@@ -47,15 +53,22 @@ from typing import (
     Optional,
     Union,
 )
+from urllib.parse import urlparse
 
 import numpy as np
 import torch
+from mmengine.dist import get_dist_info
 from mmengine.fileio import LocalBackend, register_backend
 from mmengine.logging import HistoryBuffer
 from mmengine.runner import CheckpointLoader, Runner
 
 from ..compat import HAS_ADD_SAFE_GLOBALS, add_safe_globals, safe_globals
+from ..converters.official import official_to_plugin, strip_module_prefix
 from ..datasets.safe_pickle import AllowListUnpickler, UnsafePickleError
+from ..models.checkpoint_checks import (
+    CheckpointError,
+    CheckpointMismatchError,
+)
 
 _STATISTICS_METHODS = ('min', 'max', 'current', 'mean')
 
@@ -208,10 +221,6 @@ def remove_stale_temp_files(folder: str) -> list[str]:
     return removed
 
 
-class CheckpointError(ValueError):
-    """A checkpoint that cannot be read; the message is one line."""
-
-
 def _blocked_global(text: str) -> Optional[str]:
     # torch names the refused global as 'GLOBAL x.y' or 'Unsupported global:
     # GLOBAL x.y was not ...', depending on the version.
@@ -260,7 +269,7 @@ class _RestrictedPickle:
     load = pickle.load
 
 
-def _torch_load(path: str, trust_pickle: bool) -> Any:
+def _torch_load(path: str, trust_pickle: bool, damaged_hint: str = '') -> Any:
     try:
         if not trust_pickle and not HAS_ADD_SAFE_GLOBALS:
             return torch.load(
@@ -302,7 +311,7 @@ def _torch_load(path: str, trust_pickle: bool) -> Any:
         )
         raise CheckpointError(
             f'Cannot read checkpoint {path}: not a complete PyTorch '
-            f'checkpoint ({detail}).'
+            f'checkpoint ({detail}){damaged_hint}.'
         ) from None
 
 
@@ -313,12 +322,13 @@ def read_checkpoint(
 ) -> dict[str, Any]:
     """Read a checkpoint file or URL onto the CPU, safely.
 
-    Local files are read with ``torch.load(weights_only=True)`` (plus the
+    Files are read with ``torch.load(weights_only=True)`` (plus the
     allow-list of :func:`checkpoint_safe_globals`), so that a file cannot
-    run code; remote ones go through mmengine's loader of their scheme
-    (``https://`` downloads to torch's hub cache). Official T2T-ViT
-    releases (``tokens_to_token.*`` keys) come back converted to this
-    plugin's layout, as ``{'state_dict': ..., 'meta': ...}``.
+    run code; ``http(s)://`` URLs are downloaded to torch's hub cache
+    first (:func:`download_checkpoint`), other remote schemes go through
+    mmengine's loader of their scheme. Official T2T-ViT releases
+    (``tokens_to_token.*`` keys) come back converted to this plugin's
+    layout, as ``{'state_dict': ...}``.
 
     Args:
         path_or_url (str | Path): A local file or a URL.
@@ -336,7 +346,9 @@ def read_checkpoint(
             safe loader refuses, or is not a dict.
     """
     path = str(path_or_url)
-    if '://' in path:
+    if path.startswith(('http://', 'https://')):
+        checkpoint = _read_download(path)
+    elif '://' in path:
         checkpoint = _REMOTE_LOADERS[_scheme_of(path)](path, 'cpu')
     else:
         path = osp.expanduser(path)
@@ -357,21 +369,13 @@ def read_checkpoint(
 def _convert_if_official(
     checkpoint: Mapping[str, Any], file_name: str
 ) -> dict[str, Any]:
-    # imported here: the converter imports the models, which import this
-    # package's registries
-    from ..converters.official import (
-        convert_official_checkpoint,
-        is_official_checkpoint,
-    )
-
-    if not is_official_checkpoint(checkpoint):
-        return dict(checkpoint)
     try:
-        return convert_official_checkpoint(checkpoint, file_name=file_name)
+        converted = official_to_plugin(checkpoint)
     except ValueError as error:
         raise CheckpointError(
             f'Cannot convert official checkpoint {file_name}: {error}'
         ) from None
+    return dict(checkpoint) if converted is None else converted
 
 
 def checkpoint_state_dict(
@@ -396,23 +400,6 @@ def checkpoint_state_dict(
             'model.state_dict() there.'
         )
     return strip_module_prefix(state_dict)
-
-
-def strip_module_prefix(
-    state_dict: Mapping[str, Any],
-) -> 'OrderedDict[str, Any]':
-    """Remove the ``module.`` prefix that (Distributed)DataParallel adds.
-
-    Args:
-        state_dict (Mapping): Weights by name.
-
-    Returns:
-        OrderedDict: The same weights; keys without the prefix.
-    """
-    return OrderedDict(
-        (key[len('module.') :] if key.startswith('module.') else key, value)
-        for key, value in state_dict.items()
-    )
 
 
 def non_finite_weights(state_dict: Mapping[str, Any]) -> list[str]:
@@ -551,16 +538,99 @@ def load_from_local(filename: str, map_location: Any = None) -> dict:
     return checkpoint
 
 
-def load_from_http(filename: str, map_location: Any = None) -> dict:
-    """mmengine's ``http(s)://`` scheme, with official-layout conversion."""
-    checkpoint = _REMOTE_LOADERS['https://'](filename, map_location)
+def hub_cache_path(url: str, model_dir: Optional[str] = None) -> str:
+    """Where torch's hub keeps the download of ``url``.
+
+    Args:
+        url (str): An ``http(s)://`` URL.
+        model_dir (str, optional): Another cache folder. Defaults to
+            ``$TORCH_HOME/hub/checkpoints``, as ``load_state_dict_from_url``.
+    """
+    folder = model_dir or osp.join(torch.hub.get_dir(), 'checkpoints')
+    return osp.join(folder, osp.basename(urlparse(url).path))
+
+
+def download_checkpoint(
+    url: str, model_dir: Optional[str] = None, progress: bool = False
+) -> str:
+    """The file of ``url`` in torch's hub cache, downloaded if missing.
+
+    Args:
+        url (str): An ``http(s)://`` URL.
+        model_dir (str, optional): See :func:`hub_cache_path`.
+        progress (bool): Show a download bar. Defaults to False.
+
+    Returns:
+        str: The cached file.
+
+    Raises:
+        CheckpointError: If the download fails (offline, say): the message
+            names the URL and the path to place the file at by hand.
+    """
+    path = hub_cache_path(url, model_dir)
+    if osp.isfile(path):
+        return path
+    try:
+        os.makedirs(osp.dirname(path), exist_ok=True)
+        # writes to a temporary file and renames it: no half files here
+        torch.hub.download_url_to_file(url, path, progress=progress)
+    except (OSError, urllib.error.URLError, ValueError) as error:
+        reason = getattr(error, 'reason', None) or error
+        raise CheckpointError(
+            f'Cannot download {url} ({reason}); download it where there is '
+            f'a network and place it at {path}.'
+        ) from None
+    return path
+
+
+def _read_download(
+    url: str, model_dir: Optional[str] = None, progress: bool = False
+) -> Any:
+    # as mmengine's load_from_http: rank 0 downloads, the others wait
+    rank, world_size = get_dist_info()
+    if rank == 0:
+        path = download_checkpoint(url, model_dir, progress)
+    if world_size > 1:
+        torch.distributed.barrier()
+        if rank > 0:
+            path = download_checkpoint(url, model_dir, progress)
+    return _torch_load(
+        path,
+        trust_pickle=False,
+        damaged_hint=f', a damaged download of {url}: delete {path} to '
+        'download it again',
+    )
+
+
+def load_from_http(
+    filename: str,
+    map_location: Any = None,
+    model_dir: Optional[str] = None,
+    progress: bool = False,
+) -> dict:
+    """mmengine's ``http(s)://`` scheme, read safely.
+
+    mmengine's own loader unpickles through torch's
+    ``load_state_dict_from_url`` with ``weights_only=False``, so a crafted
+    file in the hub cache under a release's name would run its code. This
+    one keeps the same cache file, downloads it with
+    ``torch.hub.download_url_to_file`` when missing and reads it through
+    :func:`read_checkpoint`'s safe reader, official releases converted.
+    """
+    checkpoint = _read_download(filename, model_dir, progress)
     if not isinstance(checkpoint, Mapping):
         raise CheckpointError(
             f'{filename} holds a '
             f'{type(checkpoint).__name__}, not a '
             'checkpoint dict.'
         )
-    return _convert_if_official(checkpoint, filename.rsplit('/', 1)[-1])
+    checkpoint = _convert_if_official(checkpoint, filename.rsplit('/', 1)[-1])
+    if (
+        isinstance(map_location, (str, torch.device))
+        and str(map_location) != 'cpu'
+    ):
+        checkpoint = _to_device(checkpoint, map_location)
+    return checkpoint
 
 
 def _to_device(checkpoint: Any, device: Any) -> Any:
@@ -573,21 +643,26 @@ def _to_device(checkpoint: Any, device: Any) -> Any:
     return checkpoint
 
 
-# mmengine's own loaders of the remote schemes, kept before ours replace
-# them: read_checkpoint downloads through them.
+# mmengine's own loaders of the other remote schemes (s3, pavi, ...):
+# read_checkpoint reads those through them.
 _REMOTE_LOADERS = {
     prefix: loader
     for prefix, loader in CheckpointLoader._schemes.items()
-    if prefix and loader.__module__ == 'mmengine.runner.checkpoint'
+    if prefix
+    and not prefix.startswith('http')
+    and loader.__module__ == 'mmengine.runner.checkpoint'
 }
+# Process-wide on purpose: mmengine picks a checkpoint loader by the path's
+# scheme alone, with no per-model choice, and its own local and http(s)
+# loaders unpickle with torch.load's default (code runs on torch < 2.6) and
+# with weights_only=False (code runs on every torch). Checkpoints of other
+# models read the same through these loaders (the same tensors and meta;
+# tested with an mmpretrain ResNet), only files that would run code are
+# refused.
 CheckpointLoader.register_scheme('', load_from_local, force=True)
 CheckpointLoader.register_scheme(
     ('http://', 'https://'), load_from_http, force=True
 )
-
-
-class CheckpointMismatchError(RuntimeError):
-    """A checkpoint whose weights do not fit the model of the config."""
 
 
 def load_checkpoints_strictly(runner: Runner) -> None:

@@ -28,8 +28,12 @@ from t2t_plugin.converters import (
     extract_state_dict,
     matching_config,
 )
+from t2t_plugin.models.backbones import T2TViT
 
 from ..helpers import ROOT, load_tool
+
+# the converter is handed the arch table it matches weights against
+ZOO_OF_OURS = T2TViT.arch_zoo
 
 converter_tool = load_tool(
     'tools/model_converters/t2t_vit_official_to_plugin.py'
@@ -325,7 +329,9 @@ def test_round_trip_reproduces_official_logits(
 
 def test_official_224_weights_load_into_a_larger_resolution():
     official = tiny_official('performer')
-    converted, arch_info = convert_official_state_dict(official.state_dict())
+    converted, arch_info = convert_official_state_dict(
+        official.state_dict(), arch_zoo=ZOO_OF_OURS
+    )
     assert arch_info['img_size'] == 64
     ours = classifier_for(arch_info, img_size=96)
     ours.load_state_dict(converted, strict=True)
@@ -381,7 +387,9 @@ def _official_shapes(arch, img_size=224):
     + [('14', 'configs/t2t-vit-14_8xb64_in1k-384px.py')],
 )
 def test_zoo_weights_load_strictly_into_their_config(arch, config):
-    converted, arch_info = convert_official_state_dict(_official_shapes(arch))
+    converted, arch_info = convert_official_state_dict(
+        _official_shapes(arch), arch_zoo=ZOO_OF_OURS
+    )
     assert arch_info['arch'] == arch
     assert arch_info['num_heads'] == ZOO[arch]['num_heads']
     assert (arch_info['img_size'], arch_info['num_classes']) == (224, 1000)
@@ -423,13 +431,20 @@ def test_converted_release_classifies_like_the_official_model(tmp_path):
 
 def test_given_heads_pick_the_zoo_arch_that_has_them():
     weights = _official_shapes('14')
-    assert detect_official_arch(weights, num_heads=32)['arch'] == '14-resnext'
-    custom = detect_official_arch(weights, num_heads=12)
+    assert (
+        detect_official_arch(weights, num_heads=32, arch_zoo=ZOO_OF_OURS)[
+            'arch'
+        ]
+        == '14-resnext'
+    )
+    custom = detect_official_arch(weights, num_heads=12, arch_zoo=ZOO_OF_OURS)
     assert (custom['arch'], custom['num_heads']) == (None, 12)
 
 
 def test_384px_official_weights_are_detected():
-    arch_info = detect_official_arch(_official_shapes('14', img_size=384))
+    arch_info = detect_official_arch(
+        _official_shapes('14', img_size=384), arch_zoo=ZOO_OF_OURS
+    )
     assert (arch_info['arch'], arch_info['img_size']) == ('14', 384)
 
 
@@ -503,7 +518,7 @@ def test_tool_reports_an_unwritable_destination_and_goes_on(tmp_path, capsys):
 
 def test_zoo_archs_of_the_same_shapes_are_named():
     weights = _official_shapes('14')
-    plain = detect_official_arch(weights)
+    plain = detect_official_arch(weights, arch_zoo=ZOO_OF_OURS)
     assert (plain['arch'], plain['num_heads']) == ('14', 6)
     assert plain['same_shapes'] == [('14-resnext', 32)]
     assert describe_arch(plain).endswith(
@@ -512,7 +527,7 @@ def test_zoo_archs_of_the_same_shapes_are_named():
     )
     # the release's own file name tells the ResNeXt-like variant
     named = detect_official_arch(
-        weights, file_name='T2T_ViT_14_ResNeXt.pth.tar'
+        weights, file_name='T2T_ViT_14_ResNeXt.pth.tar', arch_zoo=ZOO_OF_OURS
     )
     assert (named['arch'], named['num_heads']) == ('14-resnext', 32)
     assert named['heads_from_name'] and named['same_shapes'] == [('14', 6)]
@@ -522,11 +537,14 @@ def test_zoo_archs_of_the_same_shapes_are_named():
     )
     # given heads win over the file name, and leave nothing to say
     given = detect_official_arch(
-        weights, num_heads=6, file_name='t2t_vit_14_resnext.pth'
+        weights,
+        num_heads=6,
+        file_name='t2t_vit_14_resnext.pth',
+        arch_zoo=ZOO_OF_OURS,
     )
     assert (given['arch'], given['same_shapes']) == ('14', [])
     assert 'same weight shapes' not in describe_arch(given)
-    alone = detect_official_arch(_official_shapes('19'))
+    alone = detect_official_arch(_official_shapes('19'), arch_zoo=ZOO_OF_OURS)
     assert alone['same_shapes'] == [] and not alone['heads_from_name']
 
 

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Optional
 
 import torch
+from mmpretrain.datasets.categories import IMAGENET_CATEGORIES
 from rich.console import Console
 from rich.progress import Progress
 
@@ -26,6 +27,7 @@ from t2t_plugin.converters import (
     matching_config,
 )
 from t2t_plugin.engine import AtomicLocalBackend, read_checkpoint
+from t2t_plugin.models.backbones import T2TViT
 
 CHECKPOINT_SUFFIXES = ('.pth.tar', '.pth', '.pt', '.tar', '.bin')
 
@@ -119,7 +121,8 @@ def convert_file(
     """Convert one official checkpoint file; return a line to print.
 
     The output is a slim mmengine checkpoint, ``{'state_dict', 'meta'}``,
-    that ``torch.load(..., weights_only=True)`` reads.
+    that ``torch.load(..., weights_only=True)`` reads; a 1000-class release
+    carries ImageNet's class names in ``meta.dataset_meta``.
 
     Raises:
         ValueError: If ``src`` cannot be read (a
@@ -130,11 +133,16 @@ def convert_file(
         read_checkpoint(src, trust_pickle, convert_official=False),
         num_heads,
         src.name,
+        arch_zoo=T2TViT.arch_zoo,
     )
     checkpoint['meta']['converter'] = (
         'tools/model_converters/t2t_vit_official_to_plugin.py'
     )
     arch_info = checkpoint['meta']['arch']
+    if arch_info['num_classes'] == len(IMAGENET_CATEGORIES):
+        checkpoint['meta']['dataset_meta'] = dict(
+            classes=list(IMAGENET_CATEGORIES)
+        )
     buffer = io.BytesIO()
     torch.save(checkpoint, buffer)
     AtomicLocalBackend().put(buffer.getvalue(), dst)

@@ -1,6 +1,6 @@
 import math
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Optional, Union
 
 import torch
@@ -11,6 +11,15 @@ from mmengine.model.weight_init import trunc_normal_
 from mmpretrain.registry import MODELS
 from torch import nn
 
+from ...converters.official import (
+    CONTAINER_KEYS,
+    official_to_plugin,
+    strip_module_prefix,
+)
+from ..checkpoint_checks import (
+    CheckpointMismatchError,
+    check_supplied_weights,
+)
 from ..layers import (
     TransformerLayer,
     resize_pos_embed,
@@ -215,6 +224,8 @@ class T2TViT(BaseModule):
             sinusoid_position_table(num_positions, self.embed_dims),
         )
         self._register_load_state_dict_pre_hook(self._prepare_checkpoint)
+        self.register_load_state_dict_post_hook(self._report_load)
+        self._load_report: Optional[tuple[int, list[str], int]] = None
         self.drop_after_pos = nn.Dropout(p=drop_rate)
 
         self.out_indices = self._parse_out_indices(out_indices)
@@ -363,9 +374,97 @@ class T2TViT(BaseModule):
             super().init_weights()
 
     def _prepare_checkpoint(
-        self, state_dict: dict, prefix: str, *args, **kwargs
+        self,
+        state_dict: dict,
+        prefix: str,
+        local_metadata: dict,
+        strict: bool,
+        missing_keys: list,
+        unexpected_keys: list,
+        error_msgs: list,
     ) -> None:
-        """Check a checkpoint's arch and resize its position table."""
+        """Bring a checkpoint into this backbone's layout, then check it.
+
+        Runs inside every loader (``load_state_dict``, mmengine's
+        ``load_checkpoint``, ``Pretrained`` initialisation), before any
+        tensor is copied. Loaded as the whole model (``prefix`` empty, as
+        ``Pretrained`` without a prefix does), the backbone takes an
+        official release (``{'state_dict_ema': ...}``, ``module.``
+        prefixes) or a classifier's checkpoint (``backbone.*``) as it is.
+        The position table is resized to this model's grid. Wrong shapes,
+        NaN weights, missing weights or none at all raise
+        :class:`CheckpointMismatchError` (one line).
+        """
+        dropped = self._adopt_layout(state_dict) if not prefix else 0
+        self._check_arch(state_dict, prefix)
+        self._resize_checkpoint_pos_embed(state_dict, prefix)
+        loaded, left = check_supplied_weights(
+            type(self).__name__,
+            self.state_dict(keep_vars=True),
+            state_dict,
+            prefix,
+            # the fixed sinusoidal table: the model's own serves as well
+            optional=('pos_embed',),
+            advice=(
+                'use the config the checkpoint was trained or converted '
+                'for; to start only the backbone from a classifier or '
+                'detector checkpoint, set backbone.init_cfg=dict(type='
+                "'Pretrained', checkpoint=FILE, prefix='backbone.')"
+            ),
+        )
+        self._load_report = (loaded, left, dropped)
+
+    def _report_load(self, module: nn.Module, incompatible_keys) -> None:
+        """One log line per load: tensors loaded, tensors left as built."""
+        if self._load_report is None:
+            return
+        loaded, left, dropped = self._load_report
+        self._load_report = None
+        line = (
+            f'{type(self).__name__}: {loaded} tensors loaded from the '
+            f'checkpoint, {len(left)} left new'
+        )
+        if left:
+            line += f' ({", ".join(left)}: built by the model)'
+        if dropped:
+            line += f'; {dropped} entries for other modules ignored'
+        MMLogger.get_current_instance().info(line + '.')
+
+    @staticmethod
+    def _adopt_layout(state_dict: dict) -> int:
+        """Official or classifier weights given to the bare backbone.
+
+        mmengine hands a checkpoint without a ``'state_dict'`` entry over as
+        it is (``{'state_dict_ema': {...}}`` for an official release);
+        ``module.`` prefixes, official key names and the ``backbone.``
+        prefix of a classifier's checkpoint are undone here. Returns the
+        number of entries dropped as belonging to other modules (a head).
+        """
+        weights: Mapping = state_dict
+        for key in CONTAINER_KEYS:
+            if isinstance(state_dict.get(key), Mapping):
+                weights = state_dict[key]
+                break
+        weights = strip_module_prefix(weights)
+        official = official_to_plugin(weights)
+        if official is not None:
+            weights = official['state_dict']
+        if not any(k.startswith('backbone.') for k in weights):
+            if weights is not state_dict:
+                state_dict.clear()
+                state_dict.update(weights)
+            return 0
+        ours = {
+            k[len('backbone.') :]: v
+            for k, v in weights.items()
+            if k.startswith('backbone.')
+        }
+        dropped = len(weights) - len(ours)
+        state_dict.clear()
+        state_dict.update(ours)
+        return dropped
+
+    def _check_arch(self, state_dict: dict, prefix: str) -> None:
         cls_key, pos_key = prefix + 'cls_token', prefix + 'pos_embed'
         width = None
         if cls_key in state_dict:
@@ -373,7 +472,7 @@ class T2TViT(BaseModule):
         elif pos_key in state_dict:
             width = state_dict[pos_key].shape[-1]
         if width is not None and width != self.embed_dims:
-            raise ValueError(
+            raise CheckpointMismatchError(
                 f'The checkpoint has embed_dims={width}, this T2T-ViT has '
                 f'{self.embed_dims} (arch {self.arch_settings}). Use the arch '
                 'the checkpoint was trained with.'
@@ -391,12 +490,17 @@ class T2TViT(BaseModule):
             has_transformer and token_layer != 'transformer'
         ):
             found = 'performer' if has_performer else 'transformer'
-            raise ValueError(
+            raise CheckpointMismatchError(
                 f'The checkpoint has {found} T2T layers, this T2T-ViT has '
                 f'{token_layer} ones. Pick the matching arch: performer '
                 "archs are '7'...'24', transformer ones 't-14', 't-19', "
                 "'t-24'."
             )
+
+    def _resize_checkpoint_pos_embed(
+        self, state_dict: dict, prefix: str
+    ) -> None:
+        cls_key, pos_key = prefix + 'cls_token', prefix + 'pos_embed'
         if pos_key not in state_dict:
             return
         ckpt_pos = state_dict[pos_key]
@@ -415,7 +519,7 @@ class T2TViT(BaseModule):
             if side > 0 and side * side == length - extra:
                 break
         else:
-            raise ValueError(
+            raise CheckpointMismatchError(
                 f'The checkpoint position table has {length} positions, '
                 'which is no square token grid (with or without a cls '
                 'position), so its grid is unknown. Build the model with the '

@@ -5,6 +5,18 @@ import torch
 from mmpretrain.models.heads import VisionTransformerClsHead
 from mmpretrain.registry import MODELS
 
+from ..checkpoint_checks import (
+    CheckpointMismatchError,
+    check_supplied_weights,
+)
+
+# what to do instead of loading a checkpoint with another classifier
+FINE_TUNE_ADVICE = (
+    'to fine-tune with a new head, start the backbone only: '
+    "model.backbone.init_cfg=dict(type='Pretrained', checkpoint=FILE, "
+    "prefix='backbone.') and no load_from"
+)
+
 
 @MODELS.register_module()
 class T2TClsHead(VisionTransformerClsHead):
@@ -17,6 +29,11 @@ class T2TClsHead(VisionTransformerClsHead):
     starts from zeros, and a check that the backbone hands over a class token,
     which turns a wrong ``out_type`` into an error that says what to set
     instead of a shape mismatch inside the linear layer.
+
+    Its load hook takes the official classifier (``head.weight``,
+    ``head.bias``) as it is, and refuses a checkpoint whose classifier
+    has another number of classes, is missing or holds NaN, with one line
+    that says how to fine-tune with a new head instead.
 
     Losses, soft labels from mixup / cutmix (``gt_score``), label smoothing
     and top-k accuracy come from mmpretrain's ``ClsHead``.
@@ -45,6 +62,35 @@ class T2TClsHead(VisionTransformerClsHead):
             in_channels=in_channels,
             init_cfg=init_cfg,
             **kwargs,
+        )
+        self._register_load_state_dict_pre_hook(self._prepare_checkpoint)
+
+    def _prepare_checkpoint(
+        self, state_dict: dict, prefix: str, *args, **kwargs
+    ) -> None:
+        """Official classifier names -> ours; refuse a classifier that
+        does not fit."""
+        for name in ('weight', 'bias'):
+            official, ours = prefix + name, f'{prefix}layers.head.{name}'
+            if official in state_dict and ours not in state_dict:
+                state_dict[ours] = state_dict.pop(official)
+        weight = state_dict.get(f'{prefix}layers.head.weight')
+        if (
+            isinstance(weight, torch.Tensor)
+            and weight.dim() == 2
+            and weight.shape[0] != self.num_classes
+        ):
+            raise CheckpointMismatchError(
+                f'The checkpoint classifies {weight.shape[0]} classes, this '
+                f"model's head {self.num_classes} (num_classes); "
+                f'{FINE_TUNE_ADVICE}.'
+            )
+        check_supplied_weights(
+            type(self).__name__,
+            self.state_dict(keep_vars=True),
+            state_dict,
+            prefix,
+            advice=FINE_TUNE_ADVICE,
         )
 
     def pre_logits(self, feats: Sequence[torch.Tensor]) -> torch.Tensor:
