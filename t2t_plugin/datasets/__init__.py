@@ -1,8 +1,10 @@
-"""Datasets and transforms registered in mmpretrain's registries, and the
-safe reader of pickled data files."""
+"""Datasets and transforms registered in mmpretrain's registries, the
+safe reader of pickled data files, and safe pickle / YAML handlers for
+mmengine's ``load`` (``ann_file``)."""
 
 from .cifar import LocalCIFAR10, LocalCIFAR100
 from .digits import DigitsDataset
+from .safe_files import SafePickleHandler, SafeYamlHandler, UnsafeDataFileError
 from .safe_pickle import UnsafePickleError, load_data_pickle
 from .skip_bad_images import SkipBadImages
 from .transforms import ConvertImage
@@ -12,7 +14,10 @@ __all__ = [
     'DigitsDataset',
     'LocalCIFAR10',
     'LocalCIFAR100',
+    'SafePickleHandler',
+    'SafeYamlHandler',
     'SkipBadImages',
+    'UnsafeDataFileError',
     'UnsafePickleError',
     'load_data_pickle',
 ]

@@ -327,10 +327,9 @@ def test_test_tool_refuses_a_checkpoint_of_another_model(tmp_path):
     )
     line = assert_one_line(result, 1)
     assert line.startswith(
-        f'Checkpoint does not fit {DEMO}: size mismatch for '
-        'head.layers.head.weight: copying a param with shape '
-        'torch.Size([100, 64]) from checkpoint, the shape in current model '
-        'is torch.Size([10, 64]); size mismatch for head.layers.head.bias'
+        f'Checkpoint does not fit {DEMO}: The checkpoint classifies 100 '
+        "classes, this model's head 10 (num_classes); to fine-tune with a "
+        'new head, start the backbone only'
     )
     assert 'accuracy' not in result.stdout
 

@@ -397,14 +397,25 @@ class T2TViT(BaseModule):
         """
         dropped = self._adopt_layout(state_dict) if not prefix else 0
         self._check_arch(state_dict, prefix)
+        # the fixed sinusoidal table: the model's own serves as well; and a
+        # model without a class token (its table has no cls position)
+        # leaves this one's class token new
+        optional = ['pos_embed']
+        pos = state_dict.get(prefix + 'pos_embed')
+        if (
+            prefix + 'cls_token' not in state_dict
+            and isinstance(pos, torch.Tensor)
+            and pos.dim() == 3
+            and math.isqrt(pos.shape[1]) ** 2 == pos.shape[1]
+        ):
+            optional.append('cls_token')
         self._resize_checkpoint_pos_embed(state_dict, prefix)
         loaded, left = check_supplied_weights(
             type(self).__name__,
             self.state_dict(keep_vars=True),
             state_dict,
             prefix,
-            # the fixed sinusoidal table: the model's own serves as well
-            optional=('pos_embed',),
+            optional=optional,
             advice=(
                 'use the config the checkpoint was trained or converted '
                 'for; to start only the backbone from a classifier or '
