@@ -1,0 +1,509 @@
+"""Weights and data files through every door: ours and the ecosystem's.
+
+Each case goes through at least two entry points: mmpretrain's
+``get_model`` (by name, path or URL), a Runner's ``load_from``, an mmdet
+build with ``init_cfg=dict(type='Pretrained')``, mmengine's ``load`` /
+``BaseDataset``. A crafted file writes a marker file if any of its code
+runs; the marker must never appear. Nothing is downloaded: ``TORCH_HOME``
+is a temporary folder whose hub cache stands in for the release site.
+"""
+
+import ast
+import copy
+import os
+import pickle
+import subprocess
+import sys
+import urllib.error
+from pathlib import Path
+
+import pytest
+import torch
+from mmengine.config import Config
+from mmengine.logging import MMLogger
+from mmengine.runner import Runner, load_checkpoint
+from mmpretrain import get_model
+from mmpretrain.registry import MODELS
+
+import t2t_plugin  # noqa: F401
+from t2t_plugin.converters import official as official_module
+from t2t_plugin.converters import official_to_plugin
+from t2t_plugin.engine import (
+    CheckpointError,
+    CheckpointMismatchError,
+    read_checkpoint,
+)
+from t2t_plugin.engine.checkpoint import hub_cache_path
+
+from ..helpers import DEMO, ROOT
+
+RELEASE_URL = (
+    'https://github.com/yitu-opensource/T2T-ViT/releases/download/main/'
+    '81.5_T2T_ViT_14.pth.tar'
+)
+NAME = 't2t-vit-14_8xb64_in1k_t2tp'
+# a tiny stand-in for the arch of NAME: the doors are the same, the build
+# takes milliseconds
+TINY_ARCH = dict(
+    backbone=dict(
+        arch=dict(_delete_=True, embed_dims=64, num_layers=1, num_heads=2)
+    ),
+    head=dict(in_channels=64),
+)
+FINE_TUNE = (
+    'to fine-tune with a new head, start the backbone only: '
+    "model.backbone.init_cfg=dict(type='Pretrained', checkpoint=FILE, "
+    "prefix='backbone.') and no load_from"
+)
+
+
+class _RunsCode:
+    """Unpickling this object runs ``touch MARKER``."""
+
+    def __init__(self, marker):
+        self.marker = str(marker)
+
+    def __reduce__(self):
+        return (os.system, (f'touch {self.marker}',))
+
+
+@pytest.fixture
+def hub(tmp_path, monkeypatch):
+    """An empty torch hub cache; any download attempt fails the test."""
+    monkeypatch.setenv('TORCH_HOME', str(tmp_path / 'torch'))
+
+    def no_download(url, dst, *args, **kwargs):
+        raise AssertionError(f'tried to download {url}')
+
+    monkeypatch.setattr(torch.hub, 'download_url_to_file', no_download)
+    folder = tmp_path / 'torch' / 'hub' / 'checkpoints'
+    folder.mkdir(parents=True)
+    return folder
+
+
+def _demo_runner(tmp_path, load_from):
+    cfg = Config.fromfile(DEMO)
+    cfg.work_dir = str(tmp_path / 'work')
+    cfg.load_from = load_from
+    cfg.resume = False
+    return Runner.from_cfg(cfg)
+
+
+# --- a crafted release in the hub cache ---------------------------------
+
+
+def test_hub_cache_payload_never_runs(hub, tmp_path):
+    marker = tmp_path / 'marker'
+    cached = hub / '81.5_T2T_ViT_14.pth.tar'
+    torch.save({'state_dict_ema': _RunsCode(marker)}, cached)
+    assert hub_cache_path(RELEASE_URL) == str(cached)
+
+    # mmpretrain's get_model, by name, with the index entry's weights
+    with pytest.raises(CheckpointError) as error:
+        get_model(NAME, pretrained=True, **copy.deepcopy(TINY_ARCH))
+    assert str(error.value).startswith(
+        f'Cannot read checkpoint {cached}: it holds Python objects that '
+        "torch's safe loader refuses (GLOBAL posix.system)"
+    )
+    # a Runner's load_from of the release URL
+    runner = _demo_runner(tmp_path, RELEASE_URL)
+    with pytest.raises(CheckpointError, match='GLOBAL posix.system'):
+        runner.load_or_resume()
+    # mmengine's load_checkpoint, as the Pretrained initialiser calls it
+    with pytest.raises(CheckpointError, match='GLOBAL posix.system'):
+        load_checkpoint(torch.nn.Linear(1, 1), RELEASE_URL)
+    assert not marker.exists()
+
+
+def test_cached_release_loads_through_get_model_and_the_runner(hub, tmp_path):
+    cfg = Config.fromfile(DEMO)
+    model = MODELS.build(cfg.model)
+    with torch.no_grad():
+        for param in model.parameters():
+            param.normal_(0, 0.1)
+    cached = hub / '81.5_T2T_ViT_14.pth.tar'
+    torch.save({'state_dict': model.state_dict()}, cached)
+
+    loaded = get_model(DEMO, pretrained=RELEASE_URL)
+    runner = _demo_runner(tmp_path, RELEASE_URL)
+    runner.load_or_resume()
+    for key, value in model.state_dict().items():
+        assert torch.equal(loaded.state_dict()[key], value), key
+        assert torch.equal(runner.model.state_dict()[key], value), key
+
+
+def test_damaged_cached_download_names_the_file_to_delete(hub, tmp_path):
+    cached = hub / '81.5_T2T_ViT_14.pth.tar'
+    torch.save({'state_dict': {'w': torch.zeros(1000)}}, cached)
+    cached.write_bytes(cached.read_bytes()[:300])
+    expected = (
+        f'Cannot read checkpoint {cached}: not a complete PyTorch '
+        'checkpoint (RuntimeError: PytorchStreamReader failed reading zip '
+        f'archive: failed finding central directory), a damaged download '
+        f'of {RELEASE_URL}: delete {cached} to download it again.'
+    )
+    with pytest.raises(CheckpointError) as error:
+        get_model(NAME, pretrained=True, **copy.deepcopy(TINY_ARCH))
+    assert str(error.value) == expected
+    runner = _demo_runner(tmp_path, RELEASE_URL)
+    with pytest.raises(CheckpointError) as error:
+        runner.load_or_resume()
+    assert str(error.value) == expected
+
+
+def test_offline_download_says_where_to_place_the_file(hub, monkeypatch):
+    def offline(url, dst, *args, **kwargs):
+        raise urllib.error.URLError('[Errno -2] Name or service not known')
+
+    monkeypatch.setattr(torch.hub, 'download_url_to_file', offline)
+    expected = (
+        f'Cannot download {RELEASE_URL} ([Errno -2] Name or service not '
+        'known); download it where there is a network and place it at '
+        f'{hub / "81.5_T2T_ViT_14.pth.tar"}.'
+    )
+    with pytest.raises(CheckpointError) as error:
+        get_model(NAME, pretrained=True, **copy.deepcopy(TINY_ARCH))
+    assert str(error.value) == expected
+    with pytest.raises(CheckpointError) as error:
+        read_checkpoint(RELEASE_URL)
+    assert str(error.value) == expected
+    assert list(hub.iterdir()) == []
+
+
+# --- weights that do not fit ---------------------------------------------
+
+
+def _demo_classifier():
+    model = MODELS.build(Config.fromfile(DEMO).model)
+    with torch.no_grad():
+        for param in model.parameters():
+            param.normal_(0, 0.1)
+    return model
+
+
+def _bad_checkpoint(case):
+    """A classifier checkpoint of the demo config, spoilt as ``case`` says;
+    returns it and the message the load hooks give."""
+    state = _demo_classifier().state_dict()
+    if case == 'head_of_3_classes':
+        state = MODELS.build(_with_classes(3)).state_dict()
+        message = (
+            "The checkpoint classifies 3 classes, this model's head 10 "
+            f'(num_classes); {FINE_TUNE}.'
+        )
+    elif case == 'nan':
+        state['backbone.encoder.0.attn.qkv.weight'][0, 0] = float('nan')
+        message = (
+            'The checkpoint holds NaN or infinite values in 1 weight(s) of '
+            "T2TViT, e.g. 'backbone.encoder.0.attn.qkv.weight'; it comes "
+            'from a run that diverged: take an earlier checkpoint.'
+        )
+    elif case == 'missing':
+        del state['backbone.norm.weight']
+        message = (
+            'The checkpoint lacks 1 of the {n} weights of T2TViT (e.g. '
+            "'backbone.norm.weight'): use the config the checkpoint was "
+            'trained or converted for'
+        )
+    else:  # the checkpoint of another model
+        state = {'conv1.weight': torch.zeros(8, 3, 3, 3)}
+        message = (
+            'The checkpoint holds none of the {n} weights of T2TViT '
+            "(expected e.g. 'backbone.cls_token', 'backbone.pos_embed'; it "
+            'has 0 entries here)'
+        )
+    return state, message
+
+
+def _with_classes(num_classes):
+    cfg = Config.fromfile(DEMO)
+    cfg.model.head.num_classes = num_classes
+    return cfg.model
+
+
+BAD = ['head_of_3_classes', 'nan', 'missing', 'no_keys_of_the_model']
+
+
+@pytest.mark.parametrize('case', BAD)
+def test_get_model_refuses_weights_that_do_not_fit(case, tmp_path):
+    state, message = _bad_checkpoint(case)
+    path = tmp_path / f'{case}.pth'
+    torch.save({'state_dict': state}, path)
+    n = len(_demo_classifier().backbone.state_dict())
+    with pytest.raises(CheckpointMismatchError) as error:
+        get_model(DEMO, pretrained=str(path))
+    assert str(error.value).startswith(message.format(n=n))
+    assert '\n' not in str(error.value)
+    # the same through a plain load_state_dict: the hooks are the models'
+    with pytest.raises(CheckpointMismatchError) as error:
+        _demo_classifier().load_state_dict(state, strict=False)
+    assert str(error.value).startswith(message.format(n=n))
+
+
+def _mmdet_backbone(init_cfg):
+    pytest.importorskip('mmdet.models')
+    from mmdet.registry import MODELS as DET_MODELS
+    from mmengine.registry import DefaultScope
+
+    backbone = copy.deepcopy(Config.fromfile(DEMO).model.backbone)
+    backbone.type = 'mmpretrain.T2TViT'
+    backbone.out_type = 'featmap'
+    backbone.init_cfg = init_cfg
+    with DefaultScope.overwrite_default_scope('mmdet'):
+        return DET_MODELS.build(backbone)
+
+
+@pytest.mark.dense
+@pytest.mark.parametrize('case', ['nan', 'missing', 'no_keys_of_the_model'])
+def test_pretrained_init_in_mmdet_refuses_weights_that_do_not_fit(
+    case, tmp_path
+):
+    state, message = _bad_checkpoint(case)
+    path = tmp_path / f'{case}.pth'
+    torch.save({'state_dict': state}, path)
+    # as the det configs do: the backbone of a classifier checkpoint
+    backbone = _mmdet_backbone(
+        dict(type='Pretrained', checkpoint=str(path), prefix='backbone.')
+    )
+    n = len(backbone.state_dict())
+    # loaded as a model of its own, the backbone names its keys bare
+    message = message.format(n=n).replace("'backbone.", "'")
+    if case == 'no_keys_of_the_model':
+        # with a prefix, mmengine refuses it before the model sees it ...
+        with pytest.raises(AssertionError, match='backbone. is not in the'):
+            backbone.init_weights()
+        # ... without one, the backbone sees the whole file
+        backbone = _mmdet_backbone(
+            dict(type='Pretrained', checkpoint=str(path))
+        )
+        message = message.replace(
+            '0 entries here', "1 entries here, e.g. 'conv1.weight'"
+        )
+    with pytest.raises(CheckpointMismatchError) as error:
+        backbone.init_weights()
+    assert str(error.value).startswith(message)
+
+
+@pytest.mark.dense
+def test_new_head_fine_tuning_loads_the_backbone_in_one_line(
+    tmp_path, monkeypatch
+):
+    """The intended partial load: another head, the backbone only."""
+    source = MODELS.build(_with_classes(3))
+    with torch.no_grad():
+        for param in source.parameters():
+            param.normal_(0, 0.1)
+    path = tmp_path / 'three_classes.pth'
+    torch.save({'state_dict': source.state_dict()}, path)
+    lines = []
+    logger = MMLogger.get_current_instance()
+    monkeypatch.setattr(
+        logger, 'info', lambda line, *a, **k: lines.append(line)
+    )
+    init_cfg = dict(
+        type='Pretrained', checkpoint=str(path), prefix='backbone.'
+    )
+
+    cfg = Config.fromfile(DEMO)
+    cfg.model.backbone.init_cfg = init_cfg
+    classifier = MODELS.build(cfg.model)  # 10 classes
+    classifier.init_weights()
+    backbone = _mmdet_backbone(init_cfg)
+    backbone.init_weights()
+    n = len(backbone.state_dict())
+    report = f'T2TViT: {n} tensors loaded from the checkpoint, 0 left new.'
+    assert lines.count(report) == 2
+    for model in (classifier.backbone, backbone):
+        for key, value in source.backbone.state_dict().items():
+            assert torch.equal(model.state_dict()[key], value), key
+
+
+# --- official layout, through the hooks -----------------------------------
+
+
+def test_official_release_loads_into_a_bare_backbone(tmp_path):
+    """Pretrained without a prefix hands the backbone the file as it is."""
+    from ..test_apis.test_model_zoo import official_keys
+
+    source = _demo_classifier()
+    path = tmp_path / 'official.pth.tar'
+    torch.save(
+        {'state_dict_ema': official_keys(source.state_dict(), 'performer')},
+        path,
+    )
+    cfg = Config.fromfile(DEMO)
+    for checkpoint in (str(path), official_to_plugin(torch.load(path))):
+        backbone = MODELS.build(cfg.model.backbone)
+        if isinstance(checkpoint, str):
+            backbone.init_cfg = dict(type='Pretrained', checkpoint=checkpoint)
+            backbone.init_weights()
+        else:  # a classifier's checkpoint, backbone.* keys
+            backbone.load_state_dict(checkpoint['state_dict'], strict=True)
+        for key, value in source.backbone.state_dict().items():
+            assert torch.equal(backbone.state_dict()[key], value), key
+
+
+def test_the_converter_is_a_leaf():
+    tree = ast.parse(Path(official_module.__file__).read_text())
+    imported = {
+        (node.module or '').split('.')[0]
+        if isinstance(node, ast.ImportFrom)
+        else alias.name.split('.')[0]
+        for node in ast.walk(tree)
+        if isinstance(node, (ast.Import, ast.ImportFrom))
+        for alias in node.names
+    }
+    relative = [
+        node.module
+        for node in ast.walk(tree)
+        if isinstance(node, ast.ImportFrom) and node.level
+    ]
+    assert relative == []
+    assert imported == {'re', 'collections', 'typing', 'torch'}
+
+
+def test_official_to_plugin_is_dict_to_dict():
+    weights = {
+        'module.cls_token': torch.zeros(1, 1, 8),
+        'module.tokens_to_token.project.weight': torch.zeros(8, 4),
+        'module.tokens_to_token.attention1.kqv.weight': torch.zeros(12, 4),
+        'module.blocks.0.attn.qkv.weight': torch.zeros(24, 8),
+        'module.head.bias': torch.zeros(5),
+    }
+    converted = official_to_plugin({'state_dict_ema': weights})
+    assert list(converted['state_dict']) == [
+        'backbone.cls_token',
+        'backbone.tokens_to_token.project.weight',
+        'backbone.tokens_to_token.attention1.attn.kqv.weight',
+        'backbone.encoder.0.attn.qkv.weight',
+        'head.layers.head.bias',
+    ]
+    for ours, theirs in zip(
+        converted['state_dict'].values(), weights.values()
+    ):
+        assert ours is theirs
+    assert official_to_plugin({'state_dict': {'conv1.weight': 1}}) is None
+
+
+# --- other models load as without the plugin ------------------------------
+
+RESNET_LOAD = """
+import sys, torch
+from mmengine.runner import load_checkpoint
+from mmpretrain.registry import MODELS
+import mmpretrain.models  # noqa: F401
+{extra}
+model = MODELS.build(dict(type='ImageClassifier',
+    backbone=dict(type='ResNet', depth=18),
+    neck=dict(type='GlobalAveragePooling'),
+    head=dict(type='LinearClsHead', num_classes=7, in_channels=512)))
+checkpoint = load_checkpoint(model, sys.argv[1], map_location='cpu')
+out = dict(state=model.state_dict(), meta=checkpoint['meta'])
+torch.save(out, sys.argv[2])
+"""
+
+
+def test_resnet_checkpoint_loads_the_same_with_and_without_the_plugin(
+    tmp_path,
+):
+    from mmpretrain.datasets.categories import IMAGENET_CATEGORIES
+
+    model = MODELS.build(
+        dict(
+            type='ImageClassifier',
+            backbone=dict(type='ResNet', depth=18),
+            neck=dict(type='GlobalAveragePooling'),
+            head=dict(type='LinearClsHead', num_classes=7, in_channels=512),
+        )
+    )
+    with torch.no_grad():
+        for param in model.parameters():
+            param.normal_(0, 0.1)
+    path = tmp_path / 'resnet18.pth'
+    meta = dict(
+        epoch=3,
+        dataset_meta=dict(classes=list(IMAGENET_CATEGORIES[:7])),
+        mmengine_version='0.10.7',
+    )
+    torch.save(dict(state_dict=model.state_dict(), meta=meta), path)
+    script = tmp_path / 'load.py'
+    script.write_text(RESNET_LOAD.format(extra=''))
+    done = subprocess.run(
+        [sys.executable, str(script), str(path), str(tmp_path / 'alone.pt')],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=dict(os.environ, PYTHONPATH=str(ROOT), OMP_NUM_THREADS='1'),
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert 't2t_plugin' not in done.stderr
+    alone = torch.load(tmp_path / 'alone.pt')
+    namespace = {'__name__': 'with_plugin'}
+    sys.argv, argv = (
+        ['load.py', str(path), str(tmp_path / 'ours.pt')],
+        sys.argv,
+    )
+    try:
+        exec(RESNET_LOAD.format(extra='import t2t_plugin'), namespace)
+    finally:
+        sys.argv = argv
+    ours = torch.load(tmp_path / 'ours.pt')
+    assert ours['meta'] == alone['meta'] == meta
+    assert list(ours['state']) == list(alone['state'])
+    for key, value in alone['state'].items():
+        assert torch.equal(ours['state'][key], value), key
+        assert torch.equal(value, model.state_dict()[key]), key
+
+
+# --- data files -----------------------------------------------------------
+
+
+@pytest.mark.parametrize('suffix', ['pkl', 'yaml'])
+def test_annotation_files_never_run_code(suffix, tmp_path):
+    from mmengine.dataset import BaseDataset
+    from mmengine.fileio import load
+    from mmpretrain.datasets import BaseDataset as PretrainDataset
+
+    marker = tmp_path / 'marker'
+    path = tmp_path / f'ann.{suffix}'
+    if suffix == 'pkl':
+        with open(path, 'wb') as f:
+            pickle.dump({'metainfo': {}, 'data_list': [_RunsCode(marker)]}, f)
+        found = 'the Python global posix.system'
+    else:
+        path.write_text(
+            'metainfo: {}\ndata_list: !!python/object/apply:os.system '
+            f'["touch {marker}"]\n'
+        )
+        found = 'the YAML tag tag:yaml.org,2002:python/object/apply:os.system'
+    message = (
+        f'{path} holds {found}, which a data file does not need; refusing '
+        'to load it: write it as JSON (.json), which holds data only.'
+    )
+    with pytest.raises(ValueError) as error:
+        BaseDataset(ann_file=str(path))
+    assert str(error.value) == message
+    with pytest.raises(ValueError) as error:
+        PretrainDataset(ann_file=str(path), pipeline=[])
+    assert str(error.value) == message
+    with pytest.raises(ValueError) as error:
+        load(str(path))
+    assert str(error.value) == message
+    assert not marker.exists()
+
+
+@pytest.mark.parametrize('suffix', ['pkl', 'yaml'])
+def test_annotation_files_of_data_still_load(suffix, tmp_path):
+    from mmengine.dataset import BaseDataset
+    from mmengine.fileio import dump
+
+    data = {
+        'metainfo': {'classes': ['a', 'b']},
+        'data_list': [{'img_path': 'x.png', 'gt_label': 1}],
+    }
+    path = tmp_path / f'ann.{suffix}'
+    dump(data, str(path))
+    dataset = BaseDataset(ann_file=str(path), serialize_data=False)
+    assert dataset.metainfo['classes'] == ['a', 'b']
+    assert dataset[0]['gt_label'] == 1
+    assert dataset[0]['img_path'] == 'x.png'
