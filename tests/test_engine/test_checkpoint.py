@@ -507,3 +507,40 @@ def test_annotation_files_of_data_still_load(suffix, tmp_path):
     assert dataset.metainfo['classes'] == ['a', 'b']
     assert dataset[0]['gt_label'] == 1
     assert dataset[0]['img_path'] == 'x.png'
+
+
+CIFAR_FILES = {
+    'LocalCIFAR10': (
+        'cifar-10-batches-py',
+        [f'data_batch_{i}' for i in range(1, 6)] + ['test_batch'],
+    ),
+    'LocalCIFAR100': ('cifar-100-python', ['train', 'test']),
+}
+
+
+@pytest.mark.parametrize(
+    'config',
+    [
+        't2t-vit-7_1xb128_cifar10-32px.py',
+        't2t-vit-14_in1k-pre_1xb64_cifar10-224px.py',
+        't2t-vit-14_in1k-pre_1xb64_cifar100-224px.py',
+    ],
+)
+def test_cifar_configs_read_batches_without_running_code(config, tmp_path):
+    from mmpretrain.registry import DATASETS
+
+    from t2t_plugin.datasets import UnsafePickleError
+
+    cfg = Config.fromfile(ROOT / 'configs' / config)
+    marker = tmp_path / 'marker'
+    for loader in ('train_dataloader', 'test_dataloader'):
+        dataset = copy.deepcopy(cfg[loader].dataset)
+        folder, names = CIFAR_FILES[dataset.type]
+        (tmp_path / folder).mkdir(exist_ok=True)
+        for name in names:
+            with open(tmp_path / folder / name, 'wb') as f:
+                pickle.dump({'data': _RunsCode(marker)}, f)
+        dataset.data_root = str(tmp_path)
+        with pytest.raises(UnsafePickleError, match='posix.system'):
+            DATASETS.build(dataset)
+    assert not marker.exists()
