@@ -14,17 +14,12 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+from t2t_plugin.analysis.speed import StepRunner, peak_memory, tensor_bytes
 from t2t_plugin.models.backbones import T2TViT
 from t2t_plugin.models.layers import SelfAttention
 from t2t_plugin.models.t2t import PerformerAttention, SoftSplit, T2TModule
 
-from ..helpers import load_tool_package
 from ..reference import randomise_norms_and_biases
-
-_benchmark_lib = load_tool_package('tools/analysis_tools/benchmark_lib')
-StepRunner = _benchmark_lib.StepRunner
-peak_memory = _benchmark_lib.peak_memory
-tensor_bytes = _benchmark_lib.tensor_bytes
 
 TOL = dict(atol=1e-5, rtol=1e-5)
 
