@@ -5,12 +5,14 @@ No timing is asserted anywhere: this machine's speed is not a test result.
 
 import json
 import os
+import statistics
 import subprocess
 import sys
 
 import pytest
 import torch
 
+from t2t_plugin.analysis import count_complexity
 from t2t_plugin.converters import convert_official_state_dict
 from t2t_plugin.models.backbones import T2TViT
 from tests.helpers import ROOT, load_tool, load_tool_package
@@ -166,16 +168,35 @@ def test_tool_end_to_end_on_a_tiny_arch(tmp_path):
     records = report['records']
     # 2 batch sizes x (inference: ours, mmpretrain; training: + with_cp)
     assert len(records) == 2 * (2 + 3)
+    # the tiny backbone's MACs, counted here on their own
+    macs = count_complexity(_tiny('transformer'), (32, 32)).macs
+    params = sum(p.numel() for p in _tiny('transformer').parameters())
+    ours = {
+        (r['mode'], r['batch_size']): r
+        for r in records
+        if r['implementation'] == 't2t-plugin'
+    }
     for record in records:
-        assert len(record['round_images_per_s']) == 2
-        assert record['images_per_s'] > 0
-        assert record['peak_memory_mib'] > 0
-        assert record['gmacs_per_image'] > 0
+        rounds = record['round_images_per_s']
+        assert len(rounds) == 2
+        assert record['images_per_s'] == statistics.median(rounds)
+        assert record['gmacs_per_image'] == macs / 1e9
+        factor = 3 if record['mode'] == 'train' else 1
+        assert record['gflops'] == pytest.approx(
+            2 * macs * factor * record['images_per_s'] / 1e9
+        )
+        # at least the weights, in float32
+        assert record['peak_memory_mib'] * 2**20 >= 4 * params
+        mine = ours[record['mode'], record['batch_size']]
         if record['implementation'] == 't2t-plugin':
             assert record['speedup_of_ours'] is None
         else:
-            assert record['speedup_of_ours'] > 0
-            assert record['memory_ratio_of_ours'] > 0
+            assert record['speedup_of_ours'] == pytest.approx(
+                mine['images_per_s'] / record['images_per_s']
+            )
+            assert record['memory_ratio_of_ours'] == pytest.approx(
+                mine['peak_memory_mib'] / record['peak_memory_mib']
+            )
     rows = (tmp_path / 'b.csv').read_text().splitlines()
     assert len(rows) == 1 + len(records)
     # the results page: the command, then one table row per record
@@ -247,7 +268,9 @@ def test_tool_times_deployed_copies(tmp_path):
         name = record['implementation']
         assert record['dtype'] == precisions[name]
         assert len(record['round_images_per_s']) == 2
-        assert record['speedup_of_ours'] > 0
+        assert record['speedup_of_ours'] == pytest.approx(
+            records[0]['images_per_s'] / record['images_per_s']
+        )
         assert record['peak_memory_mib'] is None
         assert 0 <= record['top1_agreement'] <= 1
         if precisions[name] == 'fp32':
