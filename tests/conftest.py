@@ -23,9 +23,7 @@ def _seed():
 #     needs a real process (a kill, torchrun, a fresh interpreter) should
 #     start one (``helpers.run_tool``).
 
-TINY_ARCH = dict(
-    embed_dims=32, num_layers=2, num_heads=2, feedforward_channels=64
-)
+from .helpers import TINY_ARCH  # noqa: E402
 
 
 def _tiny_arch(token_layer: str = 'performer', **overrides) -> dict:

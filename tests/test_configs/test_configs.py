@@ -15,6 +15,8 @@ from mmpretrain.registry import MODELS, TRANSFORMS
 
 import t2t_plugin  # noqa: F401
 
+from .. import helpers
+
 CONFIG_DIR = Path(__file__).resolve().parents[2] / 'configs'
 # Top level only: configs/_base_, configs/det and configs/seg are not
 # classification configs.
@@ -33,13 +35,7 @@ RECIPE = {
     't2t-vit-t-19_8xb64_in1k': (5e-4, 0.065),
     't2t-vit-t-24_8xb64_in1k': (5e-4, 0.065),
 }
-TINY_ARCH = dict(
-    token_layer='performer',
-    embed_dims=32,
-    num_layers=2,
-    num_heads=2,
-    feedforward_channels=64,
-)
+TINY_ARCH = dict(helpers.TINY_ARCH, token_layer='performer')
 
 
 def load(name: str) -> Config:
