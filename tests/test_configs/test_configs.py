@@ -495,3 +495,21 @@ def test_imagenet_recipe_trains_a_step():
     )
     # Label smoothing 0.1 over 1000 classes keeps the loss near ln(1000).
     assert 5.0 < losses['loss'].item() < 9.0
+
+
+def _test_steps(cfg: Config) -> list[str]:
+    dataset = cfg.test_dataloader.dataset
+    return [step['type'] for step in dataset.pipeline]
+
+
+@pytest.mark.parametrize('path', CONFIGS, ids=lambda p: p.stem)
+def test_where_test_pipelines_have_convert_image(path):
+    # as docs/configs.md says ("Test pipelines and ConvertImage")
+    steps = _test_steps(Config.fromfile(path))
+    if path.stem.endswith('_in1k') or path.stem.endswith('_in1k-384px'):
+        assert steps[:2] == ['LoadImageFromFile', 'ConvertImage']
+    elif 'digits' in path.stem:
+        assert steps[0] == 'ConvertImage'
+    else:  # CIFAR and the custom 64 px config
+        assert 'cifar' in path.stem or 'custom' in path.stem, path.stem
+        assert 'ConvertImage' not in steps
