@@ -28,6 +28,7 @@ import torch
 from mmengine.config import DictAction
 from mmpretrain.registry import MODELS
 from rich.console import Console
+from rich.progress import track
 from rich.table import Table
 
 import t2t_plugin  # noqa: F401  (registers the models)
@@ -64,7 +65,13 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
         help='fp32, or bf16 / fp16 autocast',
     )
     parser.add_argument('--iters', type=int, default=10, help='timed steps')
-    parser.add_argument('--warmup', type=int, default=2, help='untimed steps')
+    parser.add_argument(
+        '--warmup',
+        type=int,
+        default=2,
+        help='untimed steps first (at least 1, so that gradients and AdamW '
+        'state exist as in training)',
+    )
     parser.add_argument('--threads', type=int, help='torch CPU threads')
     parser.add_argument('--json', type=Path, help='also write the rows here')
     parser.add_argument(
@@ -95,7 +102,7 @@ def build_measured_model(cfg) -> tuple[torch.nn.Module, int]:
     return model, img_size
 
 
-def measure(args: argparse.Namespace) -> list[dict]:
+def measure(args: argparse.Namespace, console: Console) -> list[dict]:
     """One row per (mode, dtype): images/s and peak memory in MiB."""
     cfg = load_config(args.config, args.cfg_options)
     device = torch.device(args.device)
@@ -105,24 +112,29 @@ def measure(args: argparse.Namespace) -> list[dict]:
     in_channels = cfg.model.get('backbone', {}).get('in_channels', 3)
     images = torch.randn(args.batch_size, in_channels, side, side).to(device)
     rows = []
-    for mode in args.modes:
-        for dtype in args.dtypes:
-            step = StepRunner(model, images, mode == 'train', dtype)
-            for _ in range(max(args.warmup, 1)):
-                step()
-            seconds = time_steps(step, args.iters)
-            rows.append(
-                dict(
-                    mode=mode,
-                    dtype=dtype,
-                    batch_size=args.batch_size,
-                    img_size=side,
-                    device=device.type,
-                    threads=torch.get_num_threads(),
-                    images_per_s=args.batch_size * args.iters / seconds,
-                    peak_memory_mib=peak_memory(step) / 2**20,
-                )
+    for mode, dtype in track(
+        [(mode, dtype) for mode in args.modes for dtype in args.dtypes],
+        description='Measuring',
+        console=console,
+        transient=True,
+        disable=not console.is_terminal,
+    ):
+        step = StepRunner(model, images, mode == 'train', dtype)
+        for _ in range(max(args.warmup, 1)):
+            step()
+        seconds = time_steps(step, args.iters)
+        rows.append(
+            dict(
+                mode=mode,
+                dtype=dtype,
+                batch_size=args.batch_size,
+                img_size=side,
+                device=device.type,
+                threads=torch.get_num_threads(),
+                images_per_s=args.batch_size * args.iters / seconds,
+                peak_memory_mib=peak_memory(step) / 2**20,
             )
+        )
     return rows
 
 
@@ -130,8 +142,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     args = parse_args(argv)
     if args.threads:
         torch.set_num_threads(args.threads)
+    console = Console(soft_wrap=True)
     try:
-        rows = measure(args)
+        rows = measure(args, console)
     except (ConfigError, ValueError, RuntimeError) as error:
         first_line = str(error).strip().splitlines()[0]
         print(f'benchmark.py: error: {first_line}', file=sys.stderr)
@@ -148,7 +161,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             f'{row["images_per_s"]:.1f}',
             f'{row["peak_memory_mib"]:.0f}',
         )
-    Console(soft_wrap=True).print(table)
+    console.print(table)
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps(rows, indent=2))
