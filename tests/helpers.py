@@ -34,8 +34,8 @@ def load_tool(relative_path: str) -> ModuleType:
 
 
 def load_tool_package(relative_path: str) -> ModuleType:
-    """A package folder of ``tools/``, e.g.
-    ``'tools/analysis_tools/benchmark_lib'``, imported under its folder name
+    """A package folder beside a script, e.g.
+    ``'.dev_scripts/benchmark_lib'``, imported under its folder name
     (the name its tool imports it by when run as a script)."""
     path = ROOT / relative_path
     name = path.name
