@@ -44,7 +44,7 @@ OLD_VENV_GB := 6
 OLD_WHEELS_GB := 4
 
 .PHONY: install install-tests install-dense test test-pinned test-torch2.1 \
-	lint demo gpu-check gpu-wheels
+	lint demo gpu-check gpu-wheels test-dev-scripts
 
 # A failed `venv` (Debian without python3-venv) must not leave a half-made
 # environment behind for the next run to trust.
@@ -96,18 +96,19 @@ test-torch2.1: $(OLD_VENV)/installed
 	$(OLD_VENV)/bin/python -m pytest tests -m 'not dense' $(PYTEST_ARGS)
 
 lint: install-tests
-	$(PYTHON) -m ruff check t2t_plugin tools tests configs setup.py
-	$(PYTHON) -m ruff format --check t2t_plugin tools tests configs setup.py
+	$(PYTHON) -m ruff check t2t_plugin tools tests configs setup.py .dev_scripts
+	$(PYTHON) -m ruff format --check t2t_plugin tools tests configs setup.py .dev_scripts
 
 demo: install
 	$(PYTHON) tools/demo.py
 
-# On a GPU machine: benchmark, fp16 training, NCCL, compile, memory (< 8 min).
+# On a GPU machine: benchmark, fp16 training, NCCL, compile, memory (< 8 min);
+# a contributors' script (.dev_scripts/README.md).
 # It checks the stack as installed (torch 2.1 with prebuilt mmcv, say):
 # `install` would replace that torch with the pinned one.
 gpu-check:
 	@test -x $(PYTHON) || { echo "No Python at $(PYTHON): install first (make install, or docs/install.md for a GPU) or name one with PYTHON=..." >&2; exit 1; }
-	PYTHON=$(PYTHON) bash tools/gpu_check.sh
+	PYTHON=$(PYTHON) bash .dev_scripts/gpu_check.sh
 
 # For a GPU machine without a package registry that already has torch,
 # numpy, opencv, matplotlib, rich, einops, scikit-learn, pyyaml, click and
@@ -126,4 +127,9 @@ gpu-wheels: $(MAKE_VENV)
 		--python-version $(GPU_PYTHON_VERSION) -d $(GPU_WHEELS) $(GPU_WHEEL_PINS)
 	@echo "Wheels for Python $(GPU_PYTHON_VERSION) in $(GPU_WHEELS); on the GPU machine:"
 	@echo "  python3 -m pip install --no-index --no-deps --target /tmp/site $(notdir $(GPU_WHEELS))/*.whl"
-	@echo "  PYTHONPATH=/tmp/site PYTHON=python3 bash tools/gpu_check.sh"
+	@echo "  PYTHONPATH=/tmp/site PYTHON=python3 bash .dev_scripts/gpu_check.sh"
+
+# The tests of the contributors' scripts in .dev_scripts/ (the comparison
+# benchmark and the GPU check's CPU dry run).
+test-dev-scripts: install-tests
+	$(PYTHON) -m pytest .dev_scripts/tests $(PYTEST_ARGS)

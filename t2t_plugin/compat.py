@@ -11,18 +11,10 @@ has; only a changed default (``weights_only``) goes by version number.
 import warnings
 from collections.abc import Iterable
 from contextlib import AbstractContextManager, nullcontext
-from typing import (
-    Any,
-    Callable,
-    Optional,
-    Union,
-)
+from typing import Any, Optional
 
 import torch
-import torch.utils.flop_counter
 from mmengine.utils import digit_version
-from torch import nn
-from torch.utils.flop_counter import FlopCounterMode
 
 from . import doc_pages
 
@@ -37,22 +29,10 @@ HAS_ADD_SAFE_GLOBALS = hasattr(torch.serialization, 'add_safe_globals')
 HAS_SAFE_GLOBALS_CONTEXT = hasattr(torch.serialization, 'safe_globals')
 # torch >= 2.3: one GradScaler class for every device type
 HAS_DEVICE_GRAD_SCALER = hasattr(torch.amp, 'GradScaler')
-# torch >= 2.2: the fused CPU attention kernel, which FlopCounterMode does
-# not count; older torch runs attention on CPU as matmuls it does count.
-CPU_FLASH_ATTENTION = getattr(
-    torch.ops.aten, '_scaled_dot_product_flash_attention_for_cpu', None
-)
-
 # torch >= 2.6: torch.load refuses arbitrary objects unless told otherwise
 WEIGHTS_ONLY_BY_DEFAULT = digit_version(torch.__version__) >= digit_version(
     '2.6.0'
 )
-# torch >= 2.4 finds the modules of a FlopCounterMode run by itself; older
-# torch counts per module only for the modules it is given.
-FLOP_COUNTER_TRACKS_MODULES = hasattr(
-    torch.utils.flop_counter, 'ModuleTracker'
-)
-
 _warned = set()
 
 
@@ -153,111 +133,6 @@ def grad_scaler(device_type: str) -> 'torch.cuda.amp.GradScaler':
             'float16 training on CPU', '2.3', 'use bf16 or fp32 on CPU'
         )
     )
-
-
-def cpu_attention_flop_formulas(count: Callable) -> dict:
-    """FlopCounterMode formulas for attention kernels it does not know.
-
-    Args:
-        count (Callable): The formula of torch's fused CPU attention op.
-
-    Returns:
-        dict: ``{op: count}``, empty on torch < 2.2, whose CPU attention is
-        made of operators FlopCounterMode already counts.
-    """
-    if CPU_FLASH_ATTENTION is None:
-        return {}
-    return {CPU_FLASH_ATTENTION: count}
-
-
-class _NestedFlopCounter:
-    """Per-module FLOP counts for torch < 2.4.
-
-    torch 2.1's FlopCounterMode tracks modules only through hooks that turn
-    a module's 1-tuple output into a bare tensor, which breaks models whose
-    backbone returns a tuple. Here every submodule gets its own counter,
-    entered and left by forward hooks that leave outputs alone.
-    """
-
-    def __init__(
-        self, model: nn.Module, custom_mapping: dict[Any, Callable]
-    ) -> None:
-        self.model = model
-        self.custom_mapping = custom_mapping
-        self.total = FlopCounterMode(
-            display=False, custom_mapping=custom_mapping
-        )
-        self.counts: dict[str, dict[Any, int]] = {}
-        self.handles: list[Any] = []
-
-    def _counter(self) -> FlopCounterMode:
-        return FlopCounterMode(
-            display=False, custom_mapping=self.custom_mapping
-        )
-
-    @staticmethod
-    def _enter(counter: FlopCounterMode) -> None:
-        counter.__enter__()
-
-    def _leave(self, counter: FlopCounterMode, key: str) -> None:
-        counter.__exit__(None, None, None)
-        counts = self.counts.setdefault(key, {})
-        for op, flops in counter.get_flop_counts().get('Global', {}).items():
-            counts[op] = counts.get(op, 0) + flops
-
-    def __enter__(self) -> '_NestedFlopCounter':
-        root = type(self.model).__name__
-        for name, module in self.model.named_modules():
-            if not name:
-                continue
-            counter, key = self._counter(), f'{root}.{name}'
-            self.handles += [
-                # a pre-hook's return value would replace the inputs
-                module.register_forward_pre_hook(
-                    lambda *_, counter=counter: self._enter(counter)
-                ),
-                module.register_forward_hook(
-                    lambda *_, counter=counter, key=key: self._leave(
-                        counter, key
-                    )
-                ),
-            ]
-        self.total.__enter__()
-        return self
-
-    def __exit__(self, *exc_info) -> None:
-        self.total.__exit__(*exc_info)
-        for handle in self.handles:
-            handle.remove()
-        self.handles = []
-
-    def get_total_flops(self) -> int:
-        return self.total.get_total_flops()
-
-    def get_flop_counts(self) -> dict[str, dict[Any, int]]:
-        return dict(
-            Global=self.total.get_flop_counts().get('Global', {}),
-            **self.counts,
-        )
-
-
-def flop_counter(
-    model: nn.Module, custom_mapping: dict[Any, Callable]
-) -> Union[FlopCounterMode, _NestedFlopCounter]:
-    """A silent FlopCounterMode that counts per module of ``model``.
-
-    Args:
-        model (nn.Module): The model whose modules name the counts.
-        custom_mapping (dict): Extra operator formulas.
-
-    Returns:
-        A context manager with ``get_total_flops()`` and
-        ``get_flop_counts()``, keyed ``'<ModelClass>.<module path>'`` on
-        every supported torch.
-    """
-    if FLOP_COUNTER_TRACKS_MODULES:
-        return FlopCounterMode(display=False, custom_mapping=custom_mapping)
-    return _NestedFlopCounter(model, custom_mapping)
 
 
 def profiler_event_start_ns(event: Any) -> int:

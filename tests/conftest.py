@@ -7,3 +7,73 @@ def _seed():
     """Every test starts from the same random state."""
     torch.manual_seed(0)
     yield
+
+
+# Shared fixtures. Their names are stable: test files of every part of the
+# suite use them.
+#
+# ``tiny_arch(token_layer='performer', **overrides)``: the arch dict of the
+#     suite's tiny T2T-ViT (embed 32, 2 layers, 2 heads, MLP 64).
+# ``tiny_t2t_vit(token_layer='performer', img_size=32, **kwargs)``: a
+#     T2TViT backbone of that arch (T2T token dims 16, no T2T dropout), in
+#     eval mode; ``kwargs`` go to ``T2TViT``.
+# ``run_main(tool, *args)``: runs ``tools/<tool>.py``'s ``main(argv)`` in
+#     this process and returns ``(exit code, stdout, stderr)``; a tool whose
+#     ``main`` takes no ``argv`` gets ``sys.argv`` instead. Only a test that
+#     needs a real process (a kill, torchrun, a fresh interpreter) should
+#     start one (``helpers.run_tool``).
+
+from .helpers import TINY_ARCH  # noqa: E402
+
+
+def _tiny_arch(token_layer: str = 'performer', **overrides) -> dict:
+    return dict(TINY_ARCH, token_layer=token_layer, **overrides)
+
+
+@pytest.fixture
+def tiny_arch():
+    """Builds the tiny arch dict: ``tiny_arch('transformer')``."""
+    return _tiny_arch
+
+
+@pytest.fixture
+def tiny_t2t_vit():
+    """Builds a tiny T2TViT: ``tiny_t2t_vit('transformer', img_size=64)``."""
+    from t2t_plugin.models.backbones import T2TViT
+
+    def build(token_layer='performer', img_size=32, t2t_cfg=None, **kwargs):
+        t2t = dict(token_dims=16, drop_rate=0.0, **(t2t_cfg or {}))
+        model = T2TViT(
+            _tiny_arch(token_layer), img_size=img_size, t2t_cfg=t2t, **kwargs
+        )
+        return model.eval()
+
+    return build
+
+
+@pytest.fixture
+def run_main(monkeypatch):
+    """Runs a tool's ``main`` in-process: ``code, out, err =
+    run_main('analysis_tools/benchmark', CONFIG, '--iters', '1')``."""
+    import contextlib
+    import inspect
+    import io
+    import sys
+
+    from .helpers import load_tool
+
+    def run(tool: str, *args: str) -> tuple[int, str, str]:
+        module = load_tool(f'tools/{tool}.py')
+        monkeypatch.setattr(sys, 'argv', [f'{tool}.py', *args])
+        # own streams rather than capsys: the loggers mmengine creates keep
+        # the streams they are given, and these stay open afterwards
+        out, err = io.StringIO(), io.StringIO()
+        takes_argv = bool(inspect.signature(module.main).parameters)
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            try:
+                code = module.main(list(args)) if takes_argv else module.main()
+            except SystemExit as exit_info:  # argparse errors
+                code = exit_info.code
+        return code, out.getvalue(), err.getvalue()
+
+    return run

@@ -34,8 +34,8 @@ def load_tool(relative_path: str) -> ModuleType:
 
 
 def load_tool_package(relative_path: str) -> ModuleType:
-    """A package folder of ``tools/``, e.g.
-    ``'tools/analysis_tools/benchmark_lib'``, imported under its folder name
+    """A package folder beside a script, e.g.
+    ``'.dev_scripts/benchmark_lib'``, imported under its folder name
     (the name its tool imports it by when run as a script)."""
     path = ROOT / relative_path
     name = path.name
@@ -162,3 +162,10 @@ def write_image(path, size=(50, 40), seed=0):
     ]
     Image.fromarray(np.stack(channels, -1).astype(np.uint8)).save(path)
     return Path(path)
+
+
+# The suite's tiny T2T-ViT arch, without its token layer (the
+# ``tiny_arch`` / ``tiny_t2t_vit`` fixtures of conftest.py add it).
+TINY_ARCH = dict(
+    embed_dims=32, num_layers=2, num_heads=2, feedforward_channels=64
+)

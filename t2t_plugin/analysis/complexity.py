@@ -1,22 +1,32 @@
 """Parameters and multiply-accumulates of a model, attention included.
 
-Hook-based counters (mmengine's ``get_model_complexity_info``, fvcore) see
-modules, so they miss the matrix products inside attention: ``q @ k^T`` and
-``attn @ v``, and the performer's random-feature kernels. For T2T-ViT-t-14
-this is 1.3G of its 6.1G MACs (the first T2T layer attends over 3136
-tokens). Here the forward pass runs under :class:`FlopCounterMode`, which
-sees every operator, with one formula added: torch's CPU flash-attention
-kernel is not in its table and would otherwise count as zero.
+mmengine's :class:`~mmengine.analysis.FlopAnalyzer` traces the forward pass
+and counts every operator it has a formula for (one MAC per
+multiply-accumulate). Its table lacks the fused attention kernel
+(``aten::scaled_dot_product_attention``, which the backbone's attention
+runs as), so ``q @ k^T`` and ``attn @ v`` would count as zero: for
+T2T-ViT-t-14 that is 1.3G of its 6.1G MACs (the first T2T layer attends
+over 3136 tokens). The handle below counts them. Normalisation, resizing
+and pooling are left out, as in the paper's MACs.
 """
 
 from dataclasses import dataclass
+from math import prod
 from typing import Any, Optional
 
 import torch
+from mmengine.analysis import FlopAnalyzer
+from mmengine.analysis.jit_handles import (
+    addmm_flop_jit,
+    bmm_flop_jit,
+    conv_flop_jit,
+    einsum_flop_jit,
+    get_shape,
+    linear_flop_jit,
+    matmul_flop_jit,
+)
 from torch import nn
-from torch.utils.flop_counter import sdpa_flop_count
 
-from ..compat import cpu_attention_flop_formulas, flop_counter
 from ..models.layers import SelfAttention
 from ..models.t2t import PerformerAttention
 
@@ -58,14 +68,50 @@ class ModelComplexity:
     input_shape: tuple[int, int]
 
 
-def _sdpa_cpu_flops(
-    query_shape, key_shape, value_shape, *args, out_shape=None, **kwargs
-) -> int:
-    return sdpa_flop_count(query_shape, key_shape, value_shape)
+# what the paper's MACs count: matrix products and convolutions (not
+# normalisation, resizing or pooling, which mmengine counts by default)
+COUNTED = {
+    'aten::addmm': addmm_flop_jit,
+    'aten::bmm': bmm_flop_jit,
+    'aten::mm': matmul_flop_jit,
+    'aten::matmul': matmul_flop_jit,
+    'aten::linear': linear_flop_jit,
+    'aten::einsum': einsum_flop_jit,
+    'aten::_convolution': conv_flop_jit,
+}
 
 
-def _flops_of(counts: dict[str, dict], name: str) -> int:
-    return sum(counts.get(name, {}).values())
+def attention_macs_jit(inputs: list[Any], outputs: list[Any]) -> int:
+    """MACs of ``scaled_dot_product_attention``: ``q @ k^T`` and
+    ``attn @ v``, i.e. ``batch * heads * L * S * (E + Ev)``."""
+    query, key, value = (get_shape(v) for v in inputs[:3])
+    return prod(query[:-1]) * key[-2] * (query[-1] + value[-1])
+
+
+class _ModelInputs(nn.Module):
+    """``model(images, **kwargs)`` as a module of the images alone: the
+    tracer takes tensors only."""
+
+    def __init__(self, model: nn.Module, kwargs: dict[str, Any]) -> None:
+        super().__init__()
+        self.model = model
+        self.kwargs = kwargs
+
+    def forward(self, images: torch.Tensor) -> Any:
+        return self.model(images, **self.kwargs)
+
+
+def flop_analyzer(model: nn.Module, inputs: tuple) -> FlopAnalyzer:
+    """mmengine's FlopAnalyzer with our attention handle, silent, counting
+    what the paper counts."""
+    analyzer = FlopAnalyzer(model, inputs).clear_op_handles()
+    analyzer.set_op_handle(
+        **COUNTED, **{'aten::scaled_dot_product_attention': attention_macs_jit}
+    )
+    analyzer.unsupported_ops_warnings(False)
+    analyzer.uncalled_modules_warnings(False)
+    analyzer.tracer_warnings('none')
+    return analyzer
 
 
 @torch.no_grad()
@@ -94,29 +140,29 @@ def count_complexity(
     params = sum(param.numel() for param in model.parameters())
     device = next(model.parameters()).device
     images = torch.randn(1, in_channels, *input_shape, device=device)
-    custom = cpu_attention_flop_formulas(_sdpa_cpu_flops)
     was_training = model.training
     model.eval()
-    with flop_counter(model, custom) as counter:
-        model(images, **(forward_kwargs or {}))
-    model.train(was_training)
-    counts = counter.get_flop_counts()
-    root = type(model).__name__
-    attention_flops = 0
+    prefix = ''
+    traced: nn.Module = model
+    if forward_kwargs:
+        traced, prefix = _ModelInputs(model, forward_kwargs), 'model.'
+    try:
+        analyzer = flop_analyzer(traced, (images,))
+        by_module = analyzer.by_module()
+    finally:
+        model.train(was_training)
+    attention = 0
     for name, module in model.named_modules():
-        if not isinstance(module, ATTENTION_MODULES):
-            continue
-        full_name = f'{root}.{name}'
-        linear_flops = sum(
-            _flops_of(counts, f'{full_name}.{child_name}')
-            for child_name, child in module.named_children()
-            if isinstance(child, nn.Linear)
-        )
-        attention_flops += _flops_of(counts, full_name) - linear_flops
-    # FlopCounterMode counts a multiply-accumulate as two FLOPs
+        if isinstance(module, ATTENTION_MODULES):
+            linear = sum(
+                by_module.get(f'{prefix}{name}.{child_name}', 0)
+                for child_name, child in module.named_children()
+                if isinstance(child, nn.Linear)
+            )
+            attention += by_module.get(prefix + name, 0) - linear
     return ModelComplexity(
         params=params,
-        macs=counter.get_total_flops() // 2,
-        attention_macs=attention_flops // 2,
+        macs=analyzer.total(),
+        attention_macs=attention,
         input_shape=tuple(input_shape),
     )

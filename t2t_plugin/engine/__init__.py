@@ -2,7 +2,6 @@
 the layer-decay optimizer constructor and the training-curves hook; the one
 reader of checkpoints and configs that every tool and API uses."""
 
-from ..deprecation import moved_attributes
 from .checkpoint import (
     AtomicLocalBackend,
     CheckpointError,
@@ -27,22 +26,6 @@ from .optim_wrapper import AutocastOptimWrapper
 # Resume, ``load_from`` and ``Pretrained`` initialisation all go through
 # ``torch.load``; configs import this package before any of them runs.
 allow_mmengine_checkpoints()
-
-# Names that lived here before the command-line plumbing moved to
-# ``t2t_plugin.cli`` and the curves to ``t2t_plugin.analysis``.
-_MOVED = {
-    'BUILD_ERRORS': ('t2t_plugin.cli', 'BUILD_ERRORS'),
-    'find_missing_inputs': ('t2t_plugin.cli', 'find_missing_inputs'),
-    'report_build_error': ('t2t_plugin.cli', 'report_build_error'),
-    'init_cpu_dist': ('t2t_plugin.cli', 'init_cpu_dist'),
-    'setup_cpu_dist': ('t2t_plugin.cli', 'setup_cpu_dist'),
-    'find_scalar_files': ('t2t_plugin.analysis', 'find_scalar_files'),
-    'load_scalars': ('t2t_plugin.analysis', 'load_scalars'),
-    'plot_curves': ('t2t_plugin.analysis', 'plot_curves'),
-}
-
-
-__getattr__ = moved_attributes(__name__, _MOVED)
 
 __all__ = [
     'AtomicLocalBackend',

@@ -324,19 +324,6 @@ def test_infer_tool_flags_non_finite_scores(tmp_path, capsys):
     assert 'NaN or infinite scores' in one_error_line(capsys)
 
 
-def test_old_api_names_warn_and_point_to_their_replacements():
-    import t2t_plugin.apis
-
-    with pytest.warns(DeprecationWarning, match='moved to t2t_plugin.engine'):
-        assert t2t_plugin.apis.load_checkpoint_file is read_checkpoint
-    with pytest.warns(DeprecationWarning, match='mmpretrain.inference_model'):
-        from mmpretrain import inference_model
-
-        assert t2t_plugin.apis.inference_model is inference_model
-    with pytest.raises(AttributeError, match='no_such_name'):
-        t2t_plugin.apis.no_such_name  # noqa: B018
-
-
 class _WritesAFile:
     """A pickled object that would create a file when unpickled."""
 

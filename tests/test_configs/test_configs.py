@@ -15,6 +15,8 @@ from mmpretrain.registry import MODELS, TRANSFORMS
 
 import t2t_plugin  # noqa: F401
 
+from .. import helpers
+
 CONFIG_DIR = Path(__file__).resolve().parents[2] / 'configs'
 # Top level only: configs/_base_, configs/det and configs/seg are not
 # classification configs.
@@ -33,13 +35,7 @@ RECIPE = {
     't2t-vit-t-19_8xb64_in1k': (5e-4, 0.065),
     't2t-vit-t-24_8xb64_in1k': (5e-4, 0.065),
 }
-TINY_ARCH = dict(
-    token_layer='performer',
-    embed_dims=32,
-    num_layers=2,
-    num_heads=2,
-    feedforward_channels=64,
-)
+TINY_ARCH = dict(helpers.TINY_ARCH, token_layer='performer')
 
 
 def load(name: str) -> Config:
@@ -499,3 +495,21 @@ def test_imagenet_recipe_trains_a_step():
     )
     # Label smoothing 0.1 over 1000 classes keeps the loss near ln(1000).
     assert 5.0 < losses['loss'].item() < 9.0
+
+
+def _test_steps(cfg: Config) -> list[str]:
+    dataset = cfg.test_dataloader.dataset
+    return [step['type'] for step in dataset.pipeline]
+
+
+@pytest.mark.parametrize('path', CONFIGS, ids=lambda p: p.stem)
+def test_where_test_pipelines_have_convert_image(path):
+    # as docs/configs.md says ("Test pipelines and ConvertImage")
+    steps = _test_steps(Config.fromfile(path))
+    if path.stem.endswith('_in1k') or path.stem.endswith('_in1k-384px'):
+        assert steps[:2] == ['LoadImageFromFile', 'ConvertImage']
+    elif 'digits' in path.stem:
+        assert steps[0] == 'ConvertImage'
+    else:  # CIFAR and the custom 64 px config
+        assert 'cifar' in path.stem or 'custom' in path.stem, path.stem
+        assert 'ConvertImage' not in steps

@@ -85,24 +85,6 @@ def test_grad_scaler_on_old_torch(monkeypatch):
     assert isinstance(scaler, torch.cuda.amp.GradScaler)
 
 
-def test_flop_formulas_only_for_kernels_this_torch_has(monkeypatch):
-    def count(*args, **kwargs):
-        return 0
-
-    formulas = compat.cpu_attention_flop_formulas(count)
-    assert (formulas == {}) == (compat.CPU_FLASH_ATTENTION is None)
-    monkeypatch.setattr(compat, 'CPU_FLASH_ATTENTION', None)
-    assert compat.cpu_attention_flop_formulas(count) == {}
-
-
-def test_flop_counter_names_modules_on_every_torch():
-    model = torch.nn.Sequential(torch.nn.Linear(4, 3), torch.nn.ReLU())
-    with compat.flop_counter(model, {}) as counter:
-        model(torch.ones(2, 4))
-    counts = counter.get_flop_counts()
-    assert sum(counts['Sequential.0'].values()) == 2 * 2 * 4 * 3
-
-
 @pytest.mark.parametrize(
     'cuda,compiled,warns',
     [

@@ -21,17 +21,8 @@ class Detector(nn.Module):
         self.neck = nn.Linear(8, 8)
 
 
-def test_backbone_depths_set_the_learning_rates():
-    backbone = T2TViT(
-        arch=dict(
-            token_layer='performer',
-            embed_dims=32,
-            num_layers=2,
-            num_heads=2,
-            feedforward_channels=64,
-        ),
-        img_size=32,
-    )
+def test_backbone_depths_set_the_learning_rates(tiny_arch):
+    backbone = T2TViT(arch=tiny_arch('performer'), img_size=32)
     model = Detector(backbone)
     optimizer = build_optim_wrapper(model, CFG).optimizer
     lrs = {id(p): g['lr'] for g in optimizer.param_groups for p in g['params']}

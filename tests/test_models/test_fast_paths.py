@@ -14,17 +14,12 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+from t2t_plugin.analysis.speed import StepRunner, peak_memory, tensor_bytes
 from t2t_plugin.models.backbones import T2TViT
 from t2t_plugin.models.layers import SelfAttention
 from t2t_plugin.models.t2t import PerformerAttention, SoftSplit, T2TModule
 
-from ..helpers import load_tool_package
 from ..reference import randomise_norms_and_biases
-
-_benchmark_lib = load_tool_package('tools/analysis_tools/benchmark_lib')
-StepRunner = _benchmark_lib.StepRunner
-peak_memory = _benchmark_lib.peak_memory
-tensor_bytes = _benchmark_lib.tensor_bytes
 
 TOL = dict(atol=1e-5, rtol=1e-5)
 
@@ -190,25 +185,12 @@ def test_t2t_module_matches_unfold_pipeline(token_layer):
     _assert_same_grads(module, images, tokens, plain_tokens)
 
 
-def _tiny(token_layer, **kwargs):
-    arch = dict(
-        token_layer=token_layer,
-        embed_dims=32,
-        num_layers=2,
-        num_heads=2,
-        feedforward_channels=64,
-    )
-    return T2TViT(
-        arch, img_size=32, t2t_cfg=dict(token_dims=16, drop_rate=0.0), **kwargs
-    )
-
-
 @pytest.mark.parametrize('token_layer', ['transformer', 'performer'])
-def test_compiled_backbone_matches_eager(token_layer):
+def test_compiled_backbone_matches_eager(token_layer, tiny_t2t_vit):
     # aot_eager traces forward and backward the way inductor does, without
     # its minute of C++ compilation; fullgraph fails on any graph break
     torch._dynamo.reset()
-    model = randomise_norms_and_biases(_tiny(token_layer))
+    model = randomise_norms_and_biases(tiny_t2t_vit(token_layer))
     compiled = torch.compile(model, fullgraph=True, backend='aot_eager')
     images = torch.randn(2, 3, 32, 32)
     model.eval()
@@ -227,11 +209,11 @@ def test_compiled_backbone_matches_eager(token_layer):
         assert_close_scaled(got, expected)
 
 
-def test_with_cp_same_gradients_under_dropout():
+def test_with_cp_same_gradients_under_dropout(tiny_t2t_vit):
     # checkpointing replays the forward: the dropout masks must be the same
     kwargs = dict(drop_rate=0.1, drop_path_rate=0.1)
-    plain = _tiny('performer', **kwargs)
-    with_cp = _tiny('performer', with_cp=True, **kwargs)
+    plain = tiny_t2t_vit('performer', **kwargs)
+    with_cp = tiny_t2t_vit('performer', with_cp=True, **kwargs)
     with_cp.load_state_dict(plain.state_dict())
     plain.train()
     with_cp.train()
@@ -245,14 +227,8 @@ def test_with_cp_same_gradients_under_dropout():
         assert_close_scaled(got, expected)
 
 
-def test_with_cp_lowers_training_peak_memory():
-    arch = dict(
-        token_layer='transformer',
-        embed_dims=32,
-        num_layers=4,
-        num_heads=2,
-        feedforward_channels=64,
-    )
+def test_with_cp_lowers_training_peak_memory(tiny_arch):
+    arch = tiny_arch('transformer', num_layers=4)
     plain = T2TViT(arch, img_size=32, t2t_cfg=dict(token_dims=16))
     with_cp = T2TViT(
         arch, img_size=32, t2t_cfg=dict(token_dims=16), with_cp=True

@@ -3,10 +3,14 @@
 import re
 
 import pytest
+import torch
 from mmpretrain.registry import MODELS
+from torch import nn
+from torch.nn import functional as F
 
 import t2t_plugin  # noqa: F401
 from t2t_plugin.analysis import PAPER_MACS, count_complexity
+from t2t_plugin.analysis.complexity import flop_analyzer
 
 from ..helpers import ROOT, load_tool
 
@@ -187,3 +191,24 @@ def test_shapes_below_one_pixel_are_refused(capsys, shape):
         get_flops.main(['some_config.py', '--shape', *shape])
     assert exit_info.value.code == 2
     assert 'error: --shape sides must be at least 1' in capsys.readouterr().err
+
+
+class _FusedAttention(nn.Module):
+    def forward(self, query, key, value):
+        return F.scaled_dot_product_attention(query, key, value)
+
+
+def test_fused_attention_counts_both_products():
+    # batch 2, heads 3, 5 queries of 4 dims, 7 keys, values of 6 dims
+    inputs = (
+        torch.randn(2, 3, 5, 4),
+        torch.randn(2, 3, 7, 4),
+        torch.randn(2, 3, 7, 6),
+    )
+    # q @ k^T: 2*3*5*7*4 = 840; attn @ v: 2*3*5*7*6 = 1260
+    assert flop_analyzer(_FusedAttention(), inputs).total() == 840 + 1260
+
+
+def test_norms_are_not_counted_as_the_paper_does_not():
+    model = nn.Sequential(nn.Linear(4, 3), nn.LayerNorm(3))
+    assert flop_analyzer(model, (torch.ones(2, 4),)).total() == 2 * 4 * 3

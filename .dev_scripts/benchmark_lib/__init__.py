@@ -1,19 +1,20 @@
 """Speed and memory measurement of T2T-ViT beside other implementations.
 
-The library of tools/analysis_tools/benchmark.py, kept beside it rather
+The library of .dev_scripts/compare_implementations.py, kept beside it rather
 than in the installed package: the references import other code bases
 (a local checkout of the official code, under a private module name in
 ``sys.modules``), which no model or API of the plugin should depend on.
 """
 
-from .measure import (
+from t2t_plugin.analysis.speed import (
     DTYPES,
     StepRunner,
-    matmul_gflops,
     peak_memory,
     tensor_bytes,
     time_steps,
 )
+
+from .ceiling import matmul_gflops
 from .references import (
     build_mmpretrain_reference,
     build_official_reference,

@@ -1,5 +1,5 @@
-"""tools/gpu_check.sh: the refusal without a GPU, and the whole check in its
-CPU dry run (tiny models), which exercises every stage's wiring."""
+""".dev_scripts/gpu_check.sh: the refusal without a GPU, and the whole check
+in its CPU dry run (tiny models), which exercises every stage's wiring."""
 
 import os
 import re
@@ -9,9 +9,9 @@ import sys
 import pytest
 import torch
 
-from ..helpers import ROOT
+from tests.helpers import ROOT
 
-SCRIPT = ROOT / 'tools/gpu_check.sh'
+SCRIPT = ROOT / '.dev_scripts/gpu_check.sh'
 
 
 def run_check(*args, pythonpath=None):

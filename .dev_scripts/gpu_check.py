@@ -3,10 +3,11 @@
 Runs, as a user would, on one CUDA device (about 5 minutes on a recent
 GPU; each stage has its own time limit):
 
-1. ``analysis_tools/benchmark.py --device cuda``: t-14 and 14, batch 64,
-   fp32 / bf16 / fp16, inference and training step, beside mmpretrain's
-   ``T2T_ViT`` (and the official code with ``--official-repo``); its
-   ``--with-cp`` rows give the peak memory with activation checkpointing.
+1. ``.dev_scripts/compare_implementations.py --device cuda``: t-14 and 14,
+   batch 64, fp32 / bf16 / fp16, inference and training step, beside
+   mmpretrain's ``T2T_ViT`` (and the official code with
+   ``--official-repo``); its ``--with-cp`` rows give the peak memory with
+   activation checkpointing.
 2. ``torch.compile`` of the backbone against eager: outputs and speed.
 3. ``train.py --amp`` (fp16 with loss scaling) for 100 iterations of 14
    and t-14 on synthetic ImageNet-shaped images: how many losses are
@@ -15,7 +16,7 @@ GPU; each stage has its own time limit):
 
 ``--dry-run`` runs the same stages on the CPU with tiny models, images and
 iteration counts, to check the script's own wiring where there is no GPU.
-Use it through ``tools/gpu_check.sh`` or ``make gpu-check``.
+Use it through ``.dev_scripts/gpu_check.sh`` or ``make gpu-check``.
 """
 
 import argparse
@@ -29,8 +30,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional
 
-TOOLS = Path(__file__).resolve().parent
-ROOT = TOOLS.parent
+DEV_SCRIPTS = Path(__file__).resolve().parent
+ROOT = DEV_SCRIPTS.parent
+TOOLS = ROOT / 'tools'
 DIGITS_CONFIG = ROOT / 'configs/t2t-vit-mini_1xb64_digits.py'
 TIME_LIMIT_S = 8 * 60
 
@@ -186,7 +188,7 @@ def benchmark_stage(
     log, result = work / 'benchmark.log', work / 'benchmark.json'
     command = [
         sys.executable,
-        str(TOOLS / 'analysis_tools/benchmark.py'),
+        str(DEV_SCRIPTS / 'compare_implementations.py'),
         '--device',
         s.device,
         '--archs',

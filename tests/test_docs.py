@@ -1,0 +1,325 @@
+"""Every shell command and Python snippet of README.md and docs/*.md, run
+or checked as written.
+
+The pages are parsed when the tests are collected, so a block added or
+changed anywhere is tested without touching this file. Fenced blocks in
+``bash``/``sh``/``shell`` and ``python`` are tested (``text`` blocks are
+output samples). What a block gets is set by an HTML comment on the line
+before its fence, which also tells the reader what stands in for what:
+
+``<!-- doc-test: run [slow] [+ARGS] -->``
+    Run it. Tool commands (``python tools/...`` or ``.dev_scripts/...``)
+    run in this process through their ``main``, with ``ARGS`` appended
+    (the tiny sizes: argparse lets the last value of an option win), and
+    must exit 0. Python snippets run in order in one namespace per page,
+    from the repository root. ``slow`` marks the run slow.
+``<!-- doc-test: config [BASE] [dataset] -->``
+    The Python block is a config file in ``configs/`` (``BASE``: the
+    ``_base_`` it is a fragment of): written into a copy of ``configs/``,
+    loaded with mmengine and its model built. With ``dataset``, three class
+    folders of two small images stand in for the data under the train and
+    val loaders' ``data_root``; both datasets are built and one sample goes
+    through each pipeline.
+``<!-- doc-test: dry-run: WHY -->`` (the default)
+    For blocks that cannot run here as written (full-size training,
+    downloads, GPUs, installs): every tool command must name a tool that
+    exists and parse with that tool's own argument parser, and every config
+    it names must load (classification configs also build their model);
+    ``bash tools/*.sh`` must name an existing script and a loadable config;
+    ``make`` targets must exist in the Makefile. Python snippets must
+    compile, import what they import, and use no undefined name (ruff's
+    F821). Installation commands (``pip``, ``mim install``, ``python -m
+    venv``) and lines that are synopses (``CONFIG``, ``[--opt]``
+    placeholders, the reader's own paths such as ``PATH/TO/...`` or ``~/...``)
+    are only checked for the tool they name.
+"""
+
+import contextlib
+import inspect
+import io
+import re
+import shlex
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Optional
+
+import pytest
+from mmengine.config import Config
+
+from .helpers import ROOT, load_tool, write_image
+
+PAGES = [ROOT / 'README.md', *sorted((ROOT / 'docs').glob('*.md'))]
+FENCE = re.compile(
+    r'(?:<!--\s*doc-test:\s*(?P<marker>.*?)\s*-->\s*\n)?'
+    r'^```(?P<lang>[\w-]*)[^\n]*\n(?P<body>.*?)^```',
+    re.M | re.S,
+)
+SHELL = ('bash', 'sh', 'shell', 'console')
+INSTALLERS = ('pip', 'pip3', 'conda', 'git', 'apt-get', 'source', '.', 'cd')
+# CONFIG, [--opt], ..., <name>, PATH/TO/..., ~/src/...: the reader's own
+PLACEHOLDER = re.compile(r'^\[|^[A-Z][A-Z0-9_]{2,}$|\.\.\.|^<|PATH/|^~')
+NEEDS_MMDET = re.compile(r'\bconfigs/(det|seg)/|mmdet::|mmseg::')
+
+
+@dataclass
+class Block:
+    page: Path
+    line: int
+    lang: str
+    body: str
+    mode: str = 'dry-run'
+    slow: bool = False
+    extra: list[str] = field(default_factory=list)
+    base: str = ''
+    with_dataset: bool = False
+
+    @property
+    def id(self) -> str:
+        return f'{self.page.relative_to(ROOT)}:{self.line}'
+
+
+def parse_marker(block: Block, marker: str) -> None:
+    words, _, extra = marker.partition('+')
+    words = words.replace(':', ' ').split()
+    if not words:
+        return
+    block.mode = words[0]
+    block.slow = 'slow' in words[1:]
+    block.extra = shlex.split(extra)
+    if block.mode == 'config':
+        block.with_dataset = 'dataset' in words[1:]
+        bases = [w for w in words[1:] if w.endswith('.py')]
+        block.base = bases[0] if bases else ''
+
+
+def blocks() -> list[Block]:
+    found = []
+    for page in PAGES:
+        text = page.read_text()
+        for match in FENCE.finditer(text):
+            lang = match.group('lang').lower()
+            if lang not in SHELL + ('python', 'py'):
+                continue
+            block = Block(
+                page,
+                text.count('\n', 0, match.start('body')) + 1,
+                'python' if lang.startswith('py') else 'bash',
+                match.group('body'),
+            )
+            if match.group('marker'):
+                parse_marker(block, match.group('marker'))
+            found.append(block)
+    return found
+
+
+def shell_commands(body: str) -> list[list[str]]:
+    """The commands of a shell block, continuation lines joined, comments
+    and environment assignments dropped."""
+    commands = []
+    for line in body.replace('\\\n', ' ').splitlines():
+        try:
+            words = shlex.split(line, comments=True)
+        except ValueError:  # an unbalanced quote in a prose-like line
+            words = line.split()
+        while words and re.match(r'^\[?[A-Z_]+=', words[0]):
+            words.pop(0)
+        if words:
+            commands.append(words)
+    return commands
+
+
+def _tool_path(words: list[str]) -> Optional[Path]:
+    if (
+        words[0] in ('python', 'python3')
+        and len(words) > 1
+        and words[1].endswith('.py')
+        and '$' not in words[1]
+    ):
+        return ROOT / words[1]
+    return None
+
+
+def check_config(path: str) -> None:
+    if NEEDS_MMDET.search(path):
+        pytest.importorskip('mmdet')
+        pytest.importorskip('mmseg')
+    cfg = Config.fromfile(str(ROOT / path))
+    if '/det/' not in path and '/seg/' not in path:
+        from mmpretrain.registry import MODELS
+
+        MODELS.build(cfg.model)
+
+
+def parse_with_the_tool(tool: Path, args: list[str], monkeypatch) -> None:
+    # a script's own folder is on its path when it runs (its libraries)
+    monkeypatch.syspath_prepend(str(tool.parent))
+    module = load_tool(str(tool.relative_to(ROOT)))
+    parse = getattr(module, 'parse_args', None)
+    if parse is None:
+        return
+    monkeypatch.setattr(sys, 'argv', [tool.name, *args])
+    err = io.StringIO()
+    try:
+        with contextlib.redirect_stderr(err):
+            if inspect.signature(parse).parameters:
+                parse(args)
+            else:
+                parse()
+    except SystemExit:
+        raise AssertionError(
+            f'{tool.name} does not parse {args}: {err.getvalue()}'
+        ) from None
+
+
+def dry_run_command(words: list[str], monkeypatch) -> None:
+    if words[0] in INSTALLERS or words[:2] in (['mim', 'install'],):
+        return
+    if words[0] in ('python', 'python3') and words[1:2] in (['-m'], ['-c']):
+        return  # an installation step or a one-line check of one
+    if words[0] == 'make':
+        makefile = (ROOT / 'Makefile').read_text()
+        for target in words[1:]:
+            if '=' not in target:
+                assert re.search(rf'^{re.escape(target)}:', makefile, re.M), (
+                    f'no make target {target}'
+                )
+        return
+    if words[0] == 'mim':
+        config = next(w for w in words[2:] if w.endswith('.py'))
+        assert (ROOT / 'configs' / config).is_file(), config
+        return
+    if words[0] == 'bash':
+        assert (ROOT / words[1]).is_file(), words[1]
+        for word in words[2:]:
+            if word.startswith('configs/'):
+                check_config(word)
+        return
+    tool = _tool_path(words)
+    if tool is None:
+        return  # a command of another program, e.g. a shell variable
+    assert tool.is_file(), f'{tool.relative_to(ROOT)} does not exist'
+    args = words[2:]
+    for word in args:
+        if word.startswith('configs/') and word.endswith('.py'):
+            check_config(word)
+    if not any(PLACEHOLDER.search(word) for word in args):
+        parse_with_the_tool(tool, args, monkeypatch)
+
+
+def run_command(
+    words: list[str], extra: list[str], run_main, monkeypatch
+) -> None:
+    tool = _tool_path(words)
+    assert tool is not None, f'not a tool command: {words}'
+    monkeypatch.syspath_prepend(str(tool.parent))
+    if any(NEEDS_MMDET.search(word) for word in words):
+        pytest.importorskip('mmdet')
+        pytest.importorskip('mmseg')
+    relative = tool.relative_to(ROOT)
+    module = str(relative.with_suffix(''))
+    if relative.parts[0] == 'tools':
+        module = module.removeprefix('tools/')
+    else:  # .dev_scripts: run_main loads tools/<name>.py
+        module = f'../{module}'
+    code, out, err = run_main(module, *words[2:], *extra)
+    assert code in (0, None), f'exit {code}: {err[-2000:]}'
+
+
+def check_python(block: Block) -> None:
+    compile(block.body, block.id, 'exec')
+    ruff = shutil.which('ruff') or str(Path(sys.executable).with_name('ruff'))
+    if Path(ruff).exists():
+        result = subprocess.run(
+            [ruff, 'check', '--select', 'F821', '--no-cache', '-'],
+            input=block.body,
+            capture_output=True,
+            text=True,
+        )
+        assert result.returncode == 0, result.stdout
+    for match in re.finditer(
+        r'^\s*(?:from\s+([\w.]+)\s+import\s+([\w, ]+)|import\s+([\w.]+))',
+        block.body,
+        re.M,
+    ):
+        module = __import__(match.group(1) or match.group(3), fromlist=['_'])
+        for name in filter(None, (match.group(2) or '').split(',')):
+            assert hasattr(module, name.strip()), (module, name)
+
+
+def check_config_block(block: Block, tmp_path: Path) -> None:
+    configs = tmp_path / 'configs'
+    shutil.copytree(ROOT / 'configs', configs)
+    text = block.body
+    if block.base:
+        text = f'_base_ = {block.base!r}\n{text}'
+    path = configs / 'doc_snippet.py'
+    path.write_text(text)
+    if NEEDS_MMDET.search(text):
+        pytest.importorskip('mmdet')
+        pytest.importorskip('mmseg')
+    cfg = Config.fromfile(str(path))
+    if 'model' in cfg and not NEEDS_MMDET.search(text):
+        from mmpretrain.registry import MODELS
+
+        MODELS.build(cfg.model)
+    if block.with_dataset:
+        check_datasets_on_stand_ins(cfg, tmp_path)
+
+
+def check_datasets_on_stand_ins(cfg: Config, tmp_path: Path) -> None:
+    from mmpretrain.registry import DATASETS
+
+    classes = ['cat', 'dog', 'fox']
+    for loader in ('train_dataloader', 'val_dataloader'):
+        dataset_cfg = cfg[loader].dataset
+        root = tmp_path / dataset_cfg.data_root
+        for name in classes:
+            folder = root / dataset_cfg.get('data_prefix', '') / name
+            folder.mkdir(parents=True, exist_ok=True)
+            for i in range(2):
+                write_image(folder / f'{i}.jpg', size=(60, 50), seed=i)
+        dataset_cfg.data_root = str(root)
+        dataset = DATASETS.build(dataset_cfg)
+        assert len(dataset) == 6
+        assert list(dataset.metainfo['classes']) == classes
+        sample = dataset[0]
+        assert sample['inputs'].shape == (3, 224, 224)
+
+
+BLOCKS = blocks()
+_NAMESPACES: dict[Path, dict] = {}
+
+
+def _param(block: Block):
+    marks = [pytest.mark.slow] if block.slow else []
+    return pytest.param(block, id=block.id, marks=marks)
+
+
+@pytest.mark.parametrize('block', [_param(b) for b in BLOCKS])
+def test_block(block, monkeypatch, tmp_path, run_main):
+    monkeypatch.chdir(ROOT)
+    if block.mode == 'config':
+        check_config_block(block, tmp_path)
+    elif block.mode == 'run' and block.lang == 'python':
+        namespace = _NAMESPACES.setdefault(block.page, {})
+        exec(compile(block.body, block.id, 'exec'), namespace)
+    elif block.mode == 'run':
+        for words in shell_commands(block.body):
+            run_command(words, block.extra, run_main, monkeypatch)
+    elif block.mode in ('dry-run', 'dry'):
+        if block.lang == 'python':
+            check_python(block)
+        else:
+            for words in shell_commands(block.body):
+                dry_run_command(words, monkeypatch)
+    else:
+        pytest.fail(f'unknown doc-test mode {block.mode!r} at {block.id}')
+
+
+def test_the_pages_have_blocks():
+    # a broken parser would otherwise pass by testing nothing
+    assert len(BLOCKS) >= 40
+    assert {b.page.name for b in BLOCKS} >= {'README.md', 'analysis.md'}
