@@ -158,11 +158,12 @@ def report_build_error(config: str, error: BaseException) -> int:
 
 
 def _loop_start(path: str) -> str:
-    """A path cut after its first repeated part (a symbolic link loop)."""
+    """A looping path cut before its first part that comes again: the
+    link that closes the loop."""
     parts = path.split(os.sep)
     for index, part in enumerate(parts):
         if part and part in parts[index + 1 :]:
-            return os.sep.join(parts[: parts.index(part, index + 1) + 1])
+            return os.sep.join(parts[: parts.index(part, index + 1)])
     return path
 
 

@@ -168,8 +168,7 @@ class WorkDirHook(Hook):
         # old one; a tenth more for the pickled structure around tensors
         if needed * 1.1 > free:
             raise DiskFullError(
-                f'Training stopped at epoch {runner.epoch}, iteration '
-                f'{runner.iter}: the checkpoint needs about '
+                'Training stopped before saving a checkpoint: it needs about '
                 f'{needed / 2**20:.1f} MiB, {folder} has '
                 f'{free / 2**20:.1f} MiB free; free some space (or lower '
                 'default_hooks.checkpoint.max_keep_ckpts) and resume with '
