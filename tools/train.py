@@ -36,6 +36,7 @@ from t2t_plugin.engine.hooks import (
     RunCheckError,
     newest_intact_checkpoint,
     output_problem,
+    release_locks,
 )
 
 
@@ -193,6 +194,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         code = run_reported(built[0].train, cfg, args.config)
     if code == 0:
         close_dist()
+    else:  # this process may go on (main() called from Python)
+        release_locks()
     return code
 
 

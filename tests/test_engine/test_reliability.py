@@ -44,6 +44,7 @@ from t2t_plugin.engine.hooks import (
     TooManyBadImagesError,
     class_mismatch,
     newest_intact_checkpoint,
+    release_locks,
     work_dir_hook,
 )
 from t2t_plugin.engine.hooks.run_check_hook import pipeline_problem
@@ -88,6 +89,7 @@ def door(config: str, options: dict, work_dir: Path, mode: str = 'train'):
     try:
         getattr(runner, mode)()
     except Exception as error:
+        release_locks()  # as the process's end would
         return error
     return None
 

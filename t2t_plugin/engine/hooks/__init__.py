@@ -23,7 +23,12 @@ from .rank_heartbeat_hook import RankHeartbeatHook
 from .run_check_hook import RunCheckHook
 from .training_curves_hook import TrainingCurvesHook
 from .training_stopped import RunCheckError, TrainingStopped
-from .work_dir_hook import DiskFullError, WorkDirHook, output_problem
+from .work_dir_hook import (
+    DiskFullError,
+    WorkDirHook,
+    output_problem,
+    release_locks,
+)
 
 __all__ = [
     'BadImageHook',
@@ -45,5 +50,6 @@ __all__ = [
     'get_random_state',
     'newest_intact_checkpoint',
     'output_problem',
+    'release_locks',
     'set_random_state',
 ]

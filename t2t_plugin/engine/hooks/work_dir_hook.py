@@ -16,6 +16,11 @@ from .training_stopped import RunCheckError, TrainingStopped
 
 LOCK_FILE = 'train.lock'
 
+# The locks this process holds; a process's locks go with it (atexit), and
+# a run that failed in a process that goes on (a notebook, a tool called
+# in-process) gives them back with release_locks().
+_HELD: set = set()
+
 
 class DiskFullError(TrainingStopped):
     """Too little free space to save a checkpoint."""
@@ -52,6 +57,24 @@ def _alive(pid: int) -> bool:
     except PermissionError:  # another user's live process
         return True
     return True
+
+
+def _release(path: str) -> None:
+    _HELD.discard(path)
+    try:
+        with open(path) as f:
+            ours = json.load(f).get('pid') == os.getpid()
+        if ours:
+            os.remove(path)
+    except (OSError, ValueError):  # gone, or taken over meanwhile
+        pass
+
+
+@atexit.register
+def release_locks() -> None:
+    """Give back the work-dir locks of this process's runs."""
+    for path in list(_HELD):
+        _release(path)
 
 
 def _tensor_bytes(obj: Any) -> int:
@@ -136,23 +159,13 @@ class WorkDirHook(Hook):
         with os.fdopen(fd, 'w') as f:
             json.dump(owner, f)
         self.lock = path
-        atexit.register(self._unlock)
-
-    def _unlock(self) -> None:
-        if self.lock is None:
-            return
-        try:
-            with open(self.lock) as f:
-                ours = json.load(f).get('pid') == os.getpid()
-            if ours:
-                os.remove(self.lock)
-        except (OSError, ValueError):
-            pass
-        self.lock = None
+        _HELD.add(path)
 
     def after_run(self, runner) -> None:
         """Release the lock."""
-        self._unlock()
+        if self.lock is not None:
+            _release(self.lock)
+            self.lock = None
 
     def before_save_checkpoint(self, runner, checkpoint: dict) -> None:
         """Stop before a save the disk cannot hold."""
