@@ -19,9 +19,13 @@ MMPRETRAIN_TOOLS = Path(mmpretrain.__file__).parent / '.mim' / 'tools'
 
 
 def run_tool(path, *args):
-    """``main()`` of a tool script, in this process, with ``args``."""
+    """``main()`` of a tool script, in this process, with ``args``: ours
+    take them, mmpretrain's read ``sys.argv``."""
     tool = load_tool(str(path))
-    sys.argv = [str(path)] + [str(arg) for arg in args]
+    args = [str(arg) for arg in args]
+    if Path(path).parent == ROOT / 'tools':
+        return tool.main(args)
+    sys.argv = [str(path), *args]
     return tool.main()
 
 
