@@ -22,7 +22,7 @@ from t2t_plugin.engine import (
     remove_stale_temp_files,
 )
 
-from ..helpers import DEMO, ROOT, load_tool, run_main, run_tool, tool_env
+from ..helpers import DEMO, ROOT, load_tool, run_main, tool_env
 
 ONE_EPOCH = [
     '--cfg-options',

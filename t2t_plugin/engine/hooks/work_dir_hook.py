@@ -126,10 +126,14 @@ class WorkDirHook(Hook):
                 yield '--out', metric.out_file_path
         for hook in runner.hooks:
             if getattr(hook, 'enable', False) or getattr(hook, 'draw', False):
-                for name in ('out_dir', 'test_out_dir'):
-                    folder = getattr(hook, name, None)
-                    if isinstance(folder, str) and osp.isabs(folder):
-                        yield '--show-dir', folder
+                # mmpretrain's out_dir is taken from the current folder;
+                # mmdet's relative test_out_dir lies in the run's log dir
+                folder = getattr(hook, 'out_dir', None)
+                if not isinstance(folder, str):
+                    folder = getattr(hook, 'test_out_dir', None)
+                    folder = folder if osp.isabs(str(folder)) else None
+                if folder:
+                    yield '--show-dir', folder
 
     def _lock(self, work_dir: str) -> None:
         path = osp.join(work_dir, LOCK_FILE)
