@@ -169,3 +169,37 @@ def write_image(path, size=(50, 40), seed=0):
 TINY_ARCH = dict(
     embed_dims=32, num_layers=2, num_heads=2, feedforward_channels=64
 )
+
+
+def run_main(tool: str, *args) -> subprocess.CompletedProcess:
+    """``tools/<tool>.py``'s ``main(argv)`` run in this process: its exit
+    code, stdout (with mmengine's log) and stderr. Own streams rather than
+    capsys: the loggers mmengine creates keep them, and these stay open for
+    the tests that follow."""
+    import contextlib
+    import io
+
+    module = load_tool(f'tools/{tool}.py')
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = module.main([str(arg) for arg in args])
+    return subprocess.CompletedProcess(
+        args, code, out.getvalue(), err.getvalue()
+    )
+
+
+MMPRETRAIN_TOOLS = (
+    Path(importlib.util.find_spec('mmpretrain').origin).parent
+    / '.mim'
+    / 'tools'
+)
+
+
+def run_mmpretrain_tool(tool: str, *args) -> subprocess.CompletedProcess:
+    """mmpretrain's own ``tools/<tool>.py`` in a process of its own."""
+    return run_tool(str(MMPRETRAIN_TOOLS / f'{tool}.py'), *map(str, args))
+
+
+def last_line(text: str) -> str:
+    lines = text.strip().splitlines()
+    return lines[-1] if lines else ''

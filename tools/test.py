@@ -11,42 +11,37 @@ checkpoint may be a file or a URL, official releases included.
 import argparse
 import os.path as osp
 import sys
+from collections.abc import Sequence
+from typing import Optional
 
 import numpy as np
 from mmengine.config import Config
 from mmengine.evaluator import DumpResults
 from mmengine.fileio import dump
+from mmengine.registry import RUNNERS
+from mmengine.runner import Runner
 
 from t2t_plugin import doc_pages
 from t2t_plugin.cli import (
-    BUILD_ERRORS,
     add_launch_arguments,
-    build_runner,
     close_dist,
-    find_missing_inputs,
-    load_config,
-    parse_launch_args,
-    prepare_launcher,
-    report_build_error,
-    set_default_work_dir,
-)
-from t2t_plugin.cli.run_checks import check_test_runner, misspelt_option_key
-from t2t_plugin.cli.testing import (
-    NonFiniteOutputCounter,
-    checkpoint_problem,
     enable_show,
     enable_tta,
+    find_missing_inputs,
+    load_config,
+    merge_options,
+    parse_launch_args,
+    prepare_launcher,
+    run_reported,
+    set_default_work_dir,
 )
-from t2t_plugin.engine import (
-    CheckpointMismatchError,
-    load_checkpoints_strictly,
-)
+from t2t_plugin.engine.hooks import output_problem
 
 # Formats mmengine's ``dump`` writes, by file suffix.
 METRICS_SUFFIXES = ('.json', '.yaml', '.yml', '.pkl')
 
 
-def parse_args() -> argparse.Namespace:
+def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument('config', help='config file')
     parser.add_argument('checkpoint', help='checkpoint file or URL')
@@ -98,16 +93,12 @@ def parse_args() -> argparse.Namespace:
         help='turn off pin_memory in the test dataloader',
     )
     add_launch_arguments(parser, 'test_dataloader.batch_size=32')
-    return parse_launch_args(parser)
+    return parse_launch_args(parser, argv)
 
 
 def merge_args(cfg: Config, args: argparse.Namespace) -> Config:
     """Apply the command-line options to the config."""
-    if args.cfg_options:
-        error = misspelt_option_key(cfg, args.cfg_options)
-        if error:
-            raise ValueError(error)
-        cfg.merge_from_dict(args.cfg_options)
+    merge_options(cfg, args.cfg_options)
     set_default_work_dir(cfg, args.config, args.work_dir)
     cfg.load_from = args.checkpoint
     cfg.launcher = args.launcher
@@ -145,8 +136,8 @@ def merge_args(cfg: Config, args: argparse.Namespace) -> Config:
     return cfg
 
 
-def main() -> int:
-    args = parse_args()
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    args = parse_args(argv)
     for path, what in (
         (args.config, 'Config'),
         (args.checkpoint, 'Checkpoint'),
@@ -163,70 +154,53 @@ def main() -> int:
         print(f'Invalid options for {args.config}: {error}', file=sys.stderr)
         return 2
     # The checkpoint replaces any init_cfg weights: only data is needed.
-    missing = find_missing_inputs(
+    problems = find_missing_inputs(
         cfg, ['test_dataloader'], check_load_from=False, check_init_cfg=False
     )
-    if missing:
-        print('\n'.join(missing), file=sys.stderr)
+    outputs = [(cfg.work_dir, '--work-dir')]
+    if args.out:  # the metrics; a DumpResults metric checks itself
+        outputs.append((args.out, '--out'))
+    problems += filter(None, (output_problem(*pair) for pair in outputs))
+    if problems:
+        print(problems[0], file=sys.stderr)
         return 1
-    error = checkpoint_problem(args.checkpoint)
-    if error:
-        print(error, file=sys.stderr)
-        return 1
-
     error = prepare_launcher(cfg, args.launcher)
     if error:
         print(error, file=sys.stderr)
         return 2
 
-    try:
+    built = []
+
+    def build() -> None:
+        runner = (
+            Runner.from_cfg(cfg)
+            if 'runner_type' not in cfg
+            else RUNNERS.build(cfg)
+        )
         # The loop builds the test dataset: config mistakes show up here.
-        runner = build_runner(cfg, ('test_loop',))
-    except BUILD_ERRORS as error:
-        report_build_error(args.config, error)
-        return 1
-    except FileNotFoundError as error:
-        print(error, file=sys.stderr)
-        return 1
-    if args.out and args.out_item != 'metrics':
-        runner.test_loop.evaluator.metrics.append(
-            DumpResults(out_file_path=args.out)
+        metrics = runner.test_loop.evaluator.metrics
+        if args.out and args.out_item != 'metrics':
+            metrics.append(DumpResults(out_file_path=args.out))
+        built.append(runner)
+
+    code = run_reported(build, cfg, args.config, True)
+    metrics = {}
+    if code == 0:
+        code = run_reported(
+            lambda: metrics.update(built[0].test()), cfg, args.config
         )
-    non_finite = NonFiniteOutputCounter()
-    runner.register_hook(non_finite)
-    # Scoring a checkpoint of another model would print random-weight
-    # metrics with exit 0; a strict load refuses it.
-    load_checkpoints_strictly(runner)
-    error = check_test_runner(runner)
-    if error:
-        print(error, file=sys.stderr)
-        return 1
-    try:
-        metrics = runner.test()
-    except CheckpointMismatchError as error:
-        print(
-            f'Checkpoint does not fit {args.config}: {error}', file=sys.stderr
-        )
-        return 1
-    if args.out and args.out_item == 'metrics' and runner.rank == 0:
+    if code:
+        return code
+    if built[0].rank == 0 and args.out and args.out_item == 'metrics':
         dump(metrics, args.out)
-    if runner.rank == 0:
-        for name, value in metrics.items():
-            # mmseg's metrics are numpy floats
-            print(
-                f'{name}: {value:.4f}'
-                if isinstance(value, (float, np.floating))
-                else f'{name}: {value}'
-            )
-    close_dist()
-    if non_finite.count:
+    for name, value in metrics.items() if built[0].rank == 0 else ():
+        # mmseg's metrics are numpy floats
         print(
-            f'{non_finite.count} of {non_finite.total} predictions hold '
-            'NaN or infinite values: the metrics above are not '
-            'meaningful.',
-            file=sys.stderr,
+            f'{name}: {value:.4f}'
+            if isinstance(value, (float, np.floating))
+            else f'{name}: {value}'
         )
-        return 1
+    close_dist()
     return 0
 
 

@@ -3,45 +3,44 @@
 Works for this project's mmpretrain configs and for mmdet / mmseg configs
 that use ``type='mmpretrain.T2TViT'`` (the config's ``default_scope`` picks
 the registries). Outputs go to ``work_dirs/<config name>/`` unless
-``--work-dir`` says otherwise.
+``--work-dir`` says otherwise. The checks of the run are hooks of the
+config (``configs/_base_/default_runtime.py``), so mmpretrain's own
+``tools/train.py`` and ``mim train`` make them too; this tool prints what
+they find as one line.
 """
 
 import argparse
 import os.path as osp
 import sys
+from collections.abc import Sequence
+from typing import Optional
 
-import torch
 from mmengine.config import Config
+from mmengine.registry import RUNNERS
+from mmengine.runner import Runner
 
 from t2t_plugin.cli import (
-    BUILD_ERRORS,
     add_launch_arguments,
-    build_runner,
     close_dist,
-    dist_failure_message,
     find_missing_inputs,
     load_config,
+    merge_options,
     parse_launch_args,
     prepare_launcher,
-    report_build_error,
+    run_reported,
+    set_amp,
     set_default_work_dir,
 )
-from t2t_plugin.cli.run_checks import (
-    add_training_guards,
-    check_training_config,
-    check_training_runner,
-    misspelt_option_key,
+from t2t_plugin.engine import remove_stale_temp_files
+from t2t_plugin.engine.hooks import (
+    RunCheckError,
     newest_intact_checkpoint,
+    output_problem,
+    release_locks,
 )
-from t2t_plugin.engine import (
-    CheckpointMismatchError,
-    checkpoint_read_error,
-    remove_stale_temp_files,
-)
-from t2t_plugin.engine.hooks import TrainingStopped
 
 
-def parse_args() -> argparse.Namespace:
+def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument('config', help='config file')
     parser.add_argument('--work-dir', help='folder for logs and checkpoints')
@@ -50,8 +49,8 @@ def parse_args() -> argparse.Namespace:
         nargs='?',
         type=str,
         const='auto',
-        help='resume from the latest checkpoint in the work dir (no value '
-        'or "auto") or from the checkpoint PATH given',
+        help='resume from the newest intact checkpoint in the work dir (no '
+        'value or "auto") or from the checkpoint PATH given',
     )
     parser.add_argument(
         '--amp',
@@ -84,50 +83,23 @@ def parse_args() -> argparse.Namespace:
     add_launch_arguments(
         parser, 'train_cfg.max_epochs=10 "model.backbone.arch=t-14"'
     )
-    return parse_launch_args(parser)
-
-
-def set_amp(cfg: Config) -> None:
-    """Turn on mixed precision in ``cfg.optim_wrapper``."""
-    optim_wrapper = cfg.optim_wrapper
-    kind = optim_wrapper.get('type', 'OptimWrapper')
-    if kind not in ('OptimWrapper', 'AmpOptimWrapper', 'AutocastOptimWrapper'):
-        raise ValueError(
-            f'--amp supports OptimWrapper configs, but this '
-            f'one uses {kind}; set mixed precision in the '
-            'config instead.'
-        )
-    if torch.cuda.is_available():
-        optim_wrapper.type = 'AmpOptimWrapper'
-        optim_wrapper.pop('device_type', None)  # AutocastOptimWrapper's
-        optim_wrapper.setdefault('loss_scale', 'dynamic')
-    else:
-        # mmengine's AmpOptimWrapper asserts on CPU; CPU autocast is bf16.
-        optim_wrapper.type = 'AutocastOptimWrapper'
-        optim_wrapper.pop('loss_scale', None)
-        optim_wrapper.dtype = 'bfloat16'
+    return parse_launch_args(parser, argv)
 
 
 def set_resume(cfg: Config, resume: str) -> None:
-    """Resume from ``resume`` or, for ``'auto'``, the work dir's latest.
+    """Resume from ``resume`` or, for ``'auto'``, the work dir's newest
+    intact checkpoint (chosen without reading it: the run reads it once).
 
     A fresh work dir has nothing to resume: the run then starts as it would
     without ``--resume`` (from the config's ``load_from`` if any), so that
     jobs that always pass ``--resume`` keep their pretrained weights.
-
-    Args:
-        cfg (Config): The run's config, with its ``work_dir`` set.
-        resume (str): ``'auto'`` or the path of a checkpoint.
     """
     if resume != 'auto':
-        cfg.resume = True
-        cfg.load_from = resume
+        cfg.resume, cfg.load_from = True, resume
         return
-    # mmengine's finder trusts last_checkpoint, even an empty one.
     latest = newest_intact_checkpoint(cfg.work_dir)
     if latest is not None:
-        cfg.resume = True
-        cfg.load_from = latest
+        cfg.resume, cfg.load_from = True, latest
         return
     cfg.resume = False
     start = f'load_from={cfg.load_from}' if cfg.get('load_from') else 'scratch'
@@ -136,13 +108,8 @@ def set_resume(cfg: Config, resume: str) -> None:
 
 def merge_args(cfg: Config, args: argparse.Namespace) -> Config:
     """Apply the command-line options to the config."""
-    if args.cfg_options:
-        error = misspelt_option_key(cfg, args.cfg_options)
-        if error:
-            raise ValueError(error)
-        cfg.merge_from_dict(args.cfg_options)
+    merge_options(cfg, args.cfg_options)
     set_default_work_dir(cfg, args.config, args.work_dir)
-    add_training_guards(cfg)
     if args.amp:
         set_amp(cfg)
     if args.resume is not None:
@@ -164,22 +131,32 @@ def merge_args(cfg: Config, args: argparse.Namespace) -> Config:
         if args.no_persistent_workers:
             cfg[loader].persistent_workers = False
     cfg.launcher = args.launcher
-    error = check_training_config(cfg)
-    if error:
-        raise ValueError(error)
-    # Atomic checkpoint writes also for configs from other toolboxes.
-    checkpoint_hook = cfg.get('default_hooks', {}).get('checkpoint')
-    if (
-        checkpoint_hook is not None
-        and checkpoint_hook.get('out_dir') is None
-        and checkpoint_hook.get('backend_args') is None
-    ):
-        checkpoint_hook.backend_args = dict(backend='atomic_local')
     return cfg
 
 
-def main() -> int:
-    args = parse_args()
+def build_runner(cfg: Config) -> Runner:
+    """The Runner with its loops and optimizer built, so that a wrong config
+    fails before the run starts (``Runner.train`` keeps what is built)."""
+    runner = (
+        Runner.from_cfg(cfg)
+        if 'runner_type' not in cfg
+        else RUNNERS.build(cfg)
+    )
+    runner.train_loop  # noqa: B018  the properties build the loops
+    if cfg.get('val_cfg') is not None and cfg.get('val_dataloader'):
+        runner.val_loop  # noqa: B018
+    try:
+        runner.optim_wrapper = runner.build_optim_wrapper(runner.optim_wrapper)
+    except (TypeError, ValueError, KeyError) as error:
+        raise RunCheckError(
+            f'optim_wrapper: {type(error).__name__}: {error}; check the '
+            'optimizer settings of the config and --cfg-options.'
+        ) from error
+    return runner
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    args = parse_args(argv)
     if not osp.isfile(args.config):
         print(f'Config not found: {args.config}', file=sys.stderr)
         return 2
@@ -191,21 +168,14 @@ def main() -> int:
     except (ValueError, KeyError) as error:
         print(f'Invalid options for {args.config}: {error}', file=sys.stderr)
         return 2
-
     loaders = ['train_dataloader'] + (
         [] if args.no_validate else ['val_dataloader']
     )
-    missing = find_missing_inputs(cfg, loaders)
-    if missing:
-        print('\n'.join(missing), file=sys.stderr)
+    problems = find_missing_inputs(cfg, loaders)
+    problem = output_problem(cfg.work_dir, '--work-dir')
+    if problems or problem:
+        print('\n'.join(problems or [problem]), file=sys.stderr)
         return 1
-    load_from = cfg.get('load_from')
-    if load_from and '://' not in load_from:
-        error = checkpoint_read_error(load_from)
-        if error:
-            print(error, file=sys.stderr)
-            return 1
-
     error = prepare_launcher(cfg, args.launcher)
     if error:
         print(error, file=sys.stderr)
@@ -216,40 +186,17 @@ def main() -> int:
             f'Removed {len(removed)} temporary checkpoint file(s) left in '
             f'{cfg.work_dir} by an interrupted save.'
         )
-
-    try:
-        runner = build_runner(cfg, ('train_loop', 'val_loop'))
-    except BUILD_ERRORS as error:
-        report_build_error(args.config, error)
-        return 1
-    except FileNotFoundError as error:
-        print(error, file=sys.stderr)
-        return 1
-    error = check_training_runner(runner)
-    if error:
-        print(error, file=sys.stderr)
-        return 1
-    # Errors from here on happen while training: they keep their traceback.
-    try:
-        runner.train()
-    except (
-        FileNotFoundError,
-        CheckpointMismatchError,
-        TrainingStopped,
-    ) as error:
-        print(error, file=sys.stderr)
-        return 1
-    except KeyboardInterrupt:
-        print('Interrupted; resume with --resume.', file=sys.stderr)
-        return 130
-    except RuntimeError as error:
-        message = dist_failure_message(error, cfg)
-        if message is None:
-            raise
-        print(message, file=sys.stderr)
-        return 1
-    close_dist()
-    return 0
+    built = []
+    code = run_reported(
+        lambda: built.append(build_runner(cfg)), cfg, args.config, True
+    )
+    if code == 0:
+        code = run_reported(built[0].train, cfg, args.config)
+    if code == 0:
+        close_dist()
+    else:  # this process may go on (main() called from Python)
+        release_locks()
+    return code
 
 
 if __name__ == '__main__':

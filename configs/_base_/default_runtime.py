@@ -25,6 +25,23 @@ default_hooks = dict(
     random_state=dict(type='RandomStateHook'),
     # work_dirs/<config>/curves.png (loss, lr, accuracy) after training.
     curves=dict(type='TrainingCurvesHook'),
+    # Checks before the first step: classes vs num_classes, empty class
+    # folders, sizes the strides cannot tile, loop settings, a resume past
+    # the end (see docs/troubleshooting.md).
+    run_check=dict(type='RunCheckHook'),
+    # Resume from the newest intact checkpoint; refuse another model's or
+    # other classes' checkpoint, or NaN weights under test.
+    checkpoint_check=dict(type='CheckpointCheckHook'),
+    # One training per work dir (train.lock); writable --out / --show-dir;
+    # room on disk for each checkpoint.
+    work_dir=dict(type='WorkDirHook'),
+    # Unreadable or unusable images of any split are skipped, counted and
+    # summarised; more than max_bad_images different ones stop the run.
+    bad_images=dict(type='BadImageHook', max_bad_images=100),
+    # A test whose predictions hold NaN or infinity fails.
+    non_finite_outputs=dict(type='NonFiniteOutputHook'),
+    # Names the rank that stopped answering in a distributed run.
+    rank_heartbeat=dict(type='RankHeartbeatHook'),
 )
 
 env_cfg = dict(

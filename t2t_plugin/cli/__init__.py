@@ -1,43 +1,53 @@
-"""Command-line plumbing of the tools: argument parsing, one-line error
-reporting, launcher and runner set-up shared by ``tools/train.py`` and
-``tools/test.py``, what ``tools/test.py`` adds to a run (``testing``), the
-model loading and image checks of ``tools/infer.py`` and the visualisation
-tools (``model_loading``), and the image loop of the visualisation tools.
+"""Command-line plumbing of the tools: options and how they change a
+config (``arguments``), one-line error reporting (``reporting``), the CPU
+distributed launcher (``launch``, ``distributed``), and the model loading
+and image loop of ``tools/infer.py`` and the visualisation tools.
 
-Nothing here is needed to build or run a model from a config; library code
-never imports this package.
+The checks of a run are registered hooks (``t2t_plugin.engine.hooks``),
+not part of this package; library code never imports it.
 """
 
+from .arguments import (
+    add_launch_arguments,
+    enable_show,
+    enable_tta,
+    merge_options,
+    parse_launch_args,
+    set_amp,
+    set_default_work_dir,
+)
 from .backbone_widths import follow_backbone_widths, t2t_output_widths
 from .distributed import init_cpu_dist, setup_cpu_dist
-from .inputs_check import (
+from .launch import close_dist, dist_failure_message, prepare_launcher
+from .reporting import (
     BUILD_ERRORS,
+    CHECK_ERRORS,
     find_missing_inputs,
     load_config,
+    os_error_line,
     report_build_error,
+    run_reported,
 )
-from .launch import (
-    add_launch_arguments,
-    close_dist,
-    dist_failure_message,
-    parse_launch_args,
-    prepare_launcher,
-)
-from .runner import build_runner, set_default_work_dir
 
 __all__ = [
     'BUILD_ERRORS',
+    'CHECK_ERRORS',
     'add_launch_arguments',
-    'build_runner',
     'close_dist',
     'dist_failure_message',
+    'enable_show',
+    'enable_tta',
     'find_missing_inputs',
     'follow_backbone_widths',
     'init_cpu_dist',
     'load_config',
+    'merge_options',
+    'os_error_line',
     'parse_launch_args',
     'prepare_launcher',
     'report_build_error',
+    'run_reported',
+    'set_amp',
     'set_default_work_dir',
     'setup_cpu_dist',
     't2t_output_widths',

@@ -1,12 +1,10 @@
-"""Command-line pieces that ``tools/train.py`` and ``tools/test.py`` share."""
+"""The distributed launch of ``tools/train.py`` and ``tools/test.py``."""
 
-import argparse
-import os
 from typing import Optional
 
 import torch
 import torch.distributed as torch_dist
-from mmengine.config import Config, DictAction
+from mmengine.config import Config
 
 from .distributed import (
     DEFAULT_TIMEOUT,
@@ -15,46 +13,6 @@ from .distributed import (
     setup_cpu_dist,
     silent_ranks_message,
 )
-
-
-def add_launch_arguments(
-    parser: argparse.ArgumentParser, cfg_example: str
-) -> None:
-    """Add ``--cfg-options``, ``--launcher`` and ``--local_rank``.
-
-    Args:
-        parser: The tool's parser.
-        cfg_example: An override to show in the ``--cfg-options`` help.
-    """
-    parser.add_argument(
-        '--cfg-options',
-        nargs='+',
-        action=DictAction,
-        help=f'override config entries, e.g. {cfg_example}',
-    )
-    parser.add_argument(
-        '--launcher',
-        choices=['none', 'pytorch', 'slurm', 'mpi'],
-        default='none',
-        help='how the processes were started (none: a single process)',
-    )
-    # torch.distributed.launch passes --local_rank (or --local-rank).
-    parser.add_argument('--local_rank', '--local-rank', type=int, default=0)
-
-
-def parse_launch_args(parser: argparse.ArgumentParser) -> argparse.Namespace:
-    """Parse the command line; unparsable ``--cfg-options`` are a usage
-    error, not a traceback."""
-    try:
-        args = parser.parse_args()
-    except (AssertionError, RecursionError, ValueError, SyntaxError):
-        # mmengine's DictAction fails this way on values it cannot parse.
-        parser.error(
-            'cannot parse the --cfg-options values; write lists '
-            'as key=[a,b] and give dicts in a config file'
-        )
-    os.environ.setdefault('LOCAL_RANK', str(args.local_rank))
-    return args
 
 
 def prepare_launcher(cfg: Config, launcher: str) -> Optional[str]:

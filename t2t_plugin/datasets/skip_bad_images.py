@@ -1,74 +1,69 @@
 import logging
 import multiprocessing
-from typing import Any, Optional, Union
+from collections.abc import Iterator
+from typing import Any, Callable, Optional
 
 import torch
 from mmengine.logging import print_log
-from mmpretrain.registry import DATASETS
 
 
-@DATASETS.register_module()
+def base_datasets(dataset: Any) -> Iterator[Any]:
+    """The datasets that read samples, inside any wrappers
+    (``RepeatDataset``, ``ConcatDataset``, ``ClassBalancedDataset``, ...)."""
+    if hasattr(dataset, 'datasets'):
+        for child in dataset.datasets:
+            yield from base_datasets(child)
+    elif hasattr(dataset, 'pipeline') and hasattr(dataset, 'get_data_info'):
+        yield dataset
+    elif hasattr(dataset, 'dataset'):
+        yield from base_datasets(dataset.dataset)
+
+
 class SkipBadImages:
-    """Dataset wrapper that skips samples which cannot be used for training.
+    """The pipeline of a dataset, replacing a sample that cannot be used by
+    the next usable one.
 
-    One unreadable image (truncated, zero bytes, not an image), an image of
-    a size the backbone's strides cannot tile, or one with the wrong number
-    of channels would otherwise end a run mid-epoch with a long traceback,
-    and the rerun dies at the same image. Such a sample is reported as one
-    warning line and replaced by the next usable sample of the dataset.
-    ``BadImageHook`` gathers the reports from the data-loader workers,
-    summarises them at the end of each epoch and stops training when more
-    than ``max_bad_images`` different images were skipped.
-    ``tools/train.py`` wraps the training set of mmpretrain configs in it.
+    One unreadable image (truncated, zero bytes, not an image), one the
+    backbone's strides cannot tile, or one with the wrong number of
+    channels would otherwise end a run with a long traceback (a bad
+    validation image after a whole epoch of training), and the rerun dies
+    at the same image. Such a sample is reported as one warning line and
+    replaced by the next usable sample of the dataset (the next, not a
+    random one: the random generators stay as they were, for an exact
+    resume). ``BadImageHook`` puts it in front of the pipeline of every
+    dataset of a run (any toolbox's ``BaseDataset``), gathers the reports
+    from the data-loader workers and stops the run past its limit.
 
     Args:
-        dataset (dict | Dataset): The dataset, or its config.
-        max_bad_images (int): Distinct bad images that stop training.
-            Defaults to 100.
-        in_channels (int, optional): Channels a sample must have; set by
-            ``BadImageHook`` from the backbone. Defaults to None (any).
+        dataset: The dataset whose pipeline is wrapped.
+        pipeline (Callable): Its pipeline.
+        in_channels (int, optional): Channels a sample must have.
+            Defaults to None (any).
         size_multiple (int, optional): Both image sides must be multiples
-            of it; set by ``BadImageHook`` from the backbone's total
-            stride. Defaults to None (any size).
+            of it (the backbone's total stride). Defaults to None (any).
     """
 
     def __init__(
         self,
-        dataset: Union[dict, Any],
-        max_bad_images: int = 100,
+        dataset: Any,
+        pipeline: Callable,
         in_channels: Optional[int] = None,
         size_multiple: Optional[int] = None,
     ) -> None:
-        self.dataset = (
-            DATASETS.build(dataset) if isinstance(dataset, dict) else dataset
-        )
-        self.max_bad_images = max_bad_images
+        self.dataset = dataset
+        self.pipeline = pipeline
         self.in_channels = in_channels
         self.size_multiple = size_multiple
         # Filled in data-loader workers, drained by BadImageHook in the
         # main process (a queue made before the workers start).
         self.reports = multiprocessing.get_context().Queue()
 
-    @property
-    def metainfo(self) -> dict:
-        return self.dataset.metainfo
-
-    def __len__(self) -> int:
-        return len(self.dataset)
-
-    def __getattr__(self, name: str) -> Any:
-        # get_data_info, full_init, ... of the wrapped dataset; 'dataset'
-        # itself is looked up here only while unpickling
-        if name == 'dataset':
-            raise AttributeError(name)
-        return getattr(self.dataset, name)
-
-    def _path(self, index: int) -> str:
-        try:
-            info = self.dataset.get_data_info(index)
-        except Exception:  # any dataset: the index names the sample then
-            info = {}
-        return str(info.get('img_path') or f'sample {index}')
+    @classmethod
+    def wrap(cls, dataset: Any, **kwargs) -> 'SkipBadImages':
+        """Put the wrapper in front of ``dataset``'s pipeline (once)."""
+        if not isinstance(dataset.pipeline, cls):
+            dataset.pipeline = cls(dataset, dataset.pipeline, **kwargs)
+        return dataset.pipeline
 
     def _problem(self, sample: Any) -> Optional[str]:
         inputs = sample.get('inputs') if isinstance(sample, dict) else None
@@ -87,10 +82,13 @@ class SkipBadImages:
             )
         return None
 
-    def __getitem__(self, index: int) -> Any:
-        for _ in range(len(self)):
+    def __call__(self, data_info: dict) -> Any:
+        size = len(self.dataset)
+        index = data_info.get('sample_idx', 0)
+        for _ in range(size):
+            path = str(data_info.get('img_path') or f'sample {index}')
             try:
-                sample = self.dataset[index]
+                sample = self.pipeline(data_info)
                 problem = self._problem(sample)
             # Readers fail with any type (OSError, cv2.error, an assertion
             # of mmcv's loader, a transform's ValueError on a tiny image);
@@ -102,16 +100,14 @@ class SkipBadImages:
                 )
             if problem is None:
                 return sample
-            path = self._path(index)
             print_log(
                 f'Skipped {path}: {problem}',
                 logger='current',
                 level=logging.WARNING,
             )
             self.reports.put((path, problem))
-            # the next sample, not a random one: the random generators stay
-            # as they were (exact resume)
-            index = (index + 1) % len(self)
+            index = (index + 1) % size
+            data_info = self.dataset.get_data_info(index)
         raise RuntimeError(
             'No usable sample in the dataset: every image '
             'failed to load (see the warnings above).'

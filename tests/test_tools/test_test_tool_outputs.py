@@ -1,16 +1,21 @@
 """tools/test.py as mmpretrain's: --tta, refused NaN weights, flagged NaN
-outputs; the demo config under mmpretrain's own tools/train.py."""
+outputs (also by a Runner of the config); the demo config under
+mmpretrain's own tools/train.py."""
 
 import pickle
 import sys
 from pathlib import Path
 
 import mmpretrain
+import pytest
 import torch
 from mmengine.config import Config
+from mmengine.runner import Runner
 from mmpretrain.registry import MODELS
 
 import t2t_plugin  # noqa: F401
+from t2t_plugin.engine import CheckpointError
+from t2t_plugin.engine.hooks import RunCheckError
 
 from ..helpers import ROOT, load_tool
 
@@ -19,9 +24,13 @@ MMPRETRAIN_TOOLS = Path(mmpretrain.__file__).parent / '.mim' / 'tools'
 
 
 def run_tool(path, *args):
-    """``main()`` of a tool script, in this process, with ``args``."""
+    """``main()`` of a tool script, in this process, with ``args``: ours
+    take them, mmpretrain's read ``sys.argv``."""
     tool = load_tool(str(path))
-    sys.argv = [str(path)] + [str(arg) for arg in args]
+    args = [str(arg) for arg in args]
+    if Path(path).parent == ROOT / 'tools':
+        return tool.main(args)
+    sys.argv = [str(path), *args]
     return tool.main()
 
 
@@ -37,6 +46,13 @@ def demo_weights(folder, change=None):
     path = Path(folder) / 'weights.pth'
     torch.save(dict(state_dict=state), path)
     return path
+
+
+def runner_of_demo(work_dir, load_from):
+    """A Runner of the demo config, as mmpretrain's tools build it."""
+    cfg = Config.fromfile(str(DEMO))
+    cfg.merge_from_dict(dict(work_dir=str(work_dir), load_from=str(load_from)))
+    return Runner.from_cfg(cfg)
 
 
 FLIPPED = """
@@ -109,6 +125,9 @@ def test_non_finite_weights_are_refused_in_one_line(tmp_path, capsys):
     assert len(err) == 1
     assert 'NaN or infinite weights in 1 tensor(s)' in err[0]
     assert 'head.layers.head.weight' in err[0]
+    with pytest.raises(CheckpointError) as info:
+        runner_of_demo(tmp_path / 'door', weights).test()
+    assert str(info.value) == err[0]
 
 
 def test_non_finite_outputs_are_flagged(tmp_path, capsys):
@@ -131,6 +150,9 @@ def test_non_finite_outputs_are_flagged(tmp_path, capsys):
         '359 of 359 predictions hold NaN or infinite values: '
         'the metrics above are not meaningful.'
     )
+    with pytest.raises(RunCheckError) as info:
+        runner_of_demo(tmp_path / 'door', weights).test()
+    assert str(info.value) == err[-1]
 
 
 def test_demo_config_trains_under_mmpretrain_train_tool(tmp_path):

@@ -4,9 +4,7 @@ dirs, checkpoint permissions, stale temporary files, resume and Slurm
 arguments)."""
 
 import argparse
-import contextlib
 import copy
-import io
 import os
 import stat
 import subprocess
@@ -24,7 +22,7 @@ from t2t_plugin.engine import (
     remove_stale_temp_files,
 )
 
-from ..helpers import DEMO, ROOT, load_tool, run_tool, tool_env
+from ..helpers import DEMO, ROOT, load_tool, run_main, tool_env
 
 ONE_EPOCH = [
     '--cfg-options',
@@ -49,17 +47,9 @@ def save_demo_model(path: Path, num_classes: int = 10) -> Path:
     return path
 
 
-def run_main(tool: str, *args: str, monkeypatch) -> tuple:
-    """Exit code and stderr of a tool run in this process (no start-up
-    cost, for errors that come before any training)."""
-    module = load_tool(f'tools/{tool}.py')
-    monkeypatch.setattr(sys, 'argv', [f'{tool}.py', *args])
-    # Own streams rather than capsys: the loggers mmengine creates keep
-    # them, and these stay open for the tests that follow.
-    out, err = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        code = module.main()
-    return code, err.getvalue()
+def main_result(tool: str, *args) -> tuple:
+    result = run_main(tool, *args)
+    return result.returncode, result.stderr
 
 
 def assert_one_line(result: subprocess.CompletedProcess, code: int) -> str:
@@ -190,13 +180,15 @@ def test_resume_in_a_fresh_work_dir_starts_from_load_from(tmp_path):
     kept = [work_dir / '.notes.tmp', work_dir / 'draft.tmp']
     for path in kept:
         path.write_text('mine')
-    result = run_tool(
-        'tools/train.py',
+    result = run_main(
+        'train',
         DEMO,
         '--work-dir',
-        str(work_dir),
+        work_dir,
         '--resume',
         *ONE_EPOCH,
+        'train_dataloader.dataset.indices=32',
+        'val_dataloader.dataset.indices=16',
         f'load_from={pretrained}',
     )
     assert result.returncode == 0, result.stderr[-3000:]
@@ -213,11 +205,11 @@ def test_resume_in_a_fresh_work_dir_starts_from_load_from(tmp_path):
 
 def test_resume_without_checkpoint_checks_load_from(tmp_path):
     missing = tmp_path / 'missing.pth'
-    result = run_tool(
-        'tools/train.py',
+    result = run_main(
+        'train',
         DEMO,
         '--work-dir',
-        str(tmp_path),
+        tmp_path,
         '--resume',
         '--cfg-options',
         f'load_from={missing}',
@@ -305,26 +297,21 @@ def test_checkpoint_read_error(tmp_path):
 def test_truncated_checkpoint_is_one_line(tool, tmp_path):
     path = broken_checkpoints(tmp_path)['truncated']
     args = ['--resume', str(path)] if tool == 'train' else [str(path)]
-    result = run_tool(
-        f'tools/{tool}.py', DEMO, *args, '--work-dir', str(tmp_path / 'work')
-    )
+    result = run_main(tool, DEMO, *args, '--work-dir', tmp_path / 'work')
     line = assert_one_line(result, 1)
     assert line.startswith(
         f'Cannot read checkpoint {path}: not a complete '
         'PyTorch checkpoint (RuntimeError: '
     )
-    assert not (tmp_path / 'work').exists()
+    assert not list((tmp_path / 'work').glob('*.pth'))
 
 
 # 5. A checkpoint of another model.
 
 
-@pytest.mark.slow
 def test_test_tool_refuses_a_checkpoint_of_another_model(tmp_path):
     other = save_demo_model(tmp_path / 'cifar100_head.pth', num_classes=100)
-    result = run_tool(
-        'tools/test.py', DEMO, str(other), '--work-dir', str(tmp_path / 'work')
-    )
+    result = run_main('test', DEMO, other, '--work-dir', tmp_path / 'work')
     line = assert_one_line(result, 1)
     assert line.startswith(
         f'Checkpoint does not fit {DEMO}: The checkpoint classifies 100 '
@@ -371,13 +358,12 @@ def test_build_errors_are_one_line(case, tmp_path, monkeypatch):
         expected = 'AssertionError: The number of subfolders (0)'
     monkeypatch.chdir(tmp_path)
     monkeypatch.delenv('T2T_DEBUG', raising=False)
-    code, err = run_main(
+    code, err = main_result(
         'train',
         config,
         '--work-dir',
         str(tmp_path / 'work'),
         *options,
-        monkeypatch=monkeypatch,
     )
     assert code == 1
     assert len(err.strip().splitlines()) == 1, err
@@ -387,7 +373,7 @@ def test_build_errors_are_one_line(case, tmp_path, monkeypatch):
 
 def test_test_tool_build_errors_are_one_line(tmp_path, monkeypatch):
     checkpoint = save_demo_model(tmp_path / 'model.pth')
-    code, err = run_main(
+    code, err = main_result(
         'test',
         DEMO,
         str(checkpoint),
@@ -395,7 +381,6 @@ def test_test_tool_build_errors_are_one_line(tmp_path, monkeypatch):
         str(tmp_path / 'work'),
         '--cfg-options',
         'test_dataloader.dataset.split=tset',
-        monkeypatch=monkeypatch,
     )
     assert code == 1
     assert len(err.strip().splitlines()) == 1, err
@@ -471,7 +456,7 @@ def test_launcher_without_its_starter_is_one_line(
         if tool == 'train'
         else [str(save_demo_model(tmp_path / 'model.pth'))]
     )
-    code, err = run_main(
+    code, err = main_result(
         tool,
         DEMO,
         *checkpoint,
@@ -479,7 +464,6 @@ def test_launcher_without_its_starter_is_one_line(
         launcher,
         '--work-dir',
         str(tmp_path / 'work'),
-        monkeypatch=monkeypatch,
     )
     assert code == 2
     assert err == (
@@ -494,7 +478,7 @@ def test_launcher_without_its_starter_is_one_line(
 def test_out_format_is_checked_before_evaluation(tmp_path, monkeypatch):
     checkpoint = tmp_path / 'model.pth'
     checkpoint.write_bytes(b'')  # never read: the option fails first
-    code, err = run_main(
+    code, err = main_result(
         'test',
         DEMO,
         str(checkpoint),
@@ -504,7 +488,6 @@ def test_out_format_is_checked_before_evaluation(tmp_path, monkeypatch):
         'metrics',
         '--work-dir',
         str(tmp_path / 'work'),
-        monkeypatch=monkeypatch,
     )
     assert code == 2
     assert err == (
@@ -512,7 +495,7 @@ def test_out_format_is_checked_before_evaluation(tmp_path, monkeypatch):
         '.yaml, .yml, .pkl; got --out m.txt.\n'
     )
     # predictions, as mmpretrain's test.py writes them, go to a .pkl
-    code, err = run_main(
+    code, err = main_result(
         'test',
         DEMO,
         str(checkpoint),
@@ -520,7 +503,6 @@ def test_out_format_is_checked_before_evaluation(tmp_path, monkeypatch):
         'm.json',
         '--work-dir',
         str(tmp_path / 'work'),
-        monkeypatch=monkeypatch,
     )
     assert code == 2
     assert err == (

@@ -1,28 +1,55 @@
+"""Registered hooks that check and guard a run, set by
+``configs/_base_/default_runtime.py``, so that every tool that builds an
+mmengine Runner from our configs gets them."""
+
 from .bad_image_hook import BadImageHook, TooManyBadImagesError
+from .checkpoint_check_hook import (
+    CheckpointCheckHook,
+    class_mismatch,
+    newest_intact_checkpoint,
+)
 from .non_finite_guard_hook import (
     NonFiniteGuardHook,
     NonFiniteLossError,
     first_non_finite,
 )
+from .non_finite_output_hook import NonFiniteOutputHook
 from .random_state_hook import (
     RandomStateHook,
     get_random_state,
     set_random_state,
 )
 from .rank_heartbeat_hook import RankHeartbeatHook
+from .run_check_hook import RunCheckHook
 from .training_curves_hook import TrainingCurvesHook
-from .training_stopped import TrainingStopped
+from .training_stopped import RunCheckError, TrainingStopped
+from .work_dir_hook import (
+    DiskFullError,
+    WorkDirHook,
+    output_problem,
+    release_locks,
+)
 
 __all__ = [
     'BadImageHook',
+    'CheckpointCheckHook',
+    'DiskFullError',
     'NonFiniteGuardHook',
     'NonFiniteLossError',
+    'NonFiniteOutputHook',
     'RandomStateHook',
     'RankHeartbeatHook',
+    'RunCheckError',
+    'RunCheckHook',
     'TooManyBadImagesError',
     'TrainingCurvesHook',
     'TrainingStopped',
+    'WorkDirHook',
+    'class_mismatch',
     'first_non_finite',
     'get_random_state',
+    'newest_intact_checkpoint',
+    'output_problem',
+    'release_locks',
     'set_random_state',
 ]

@@ -40,5 +40,17 @@ param_scheduler = [
     ),
 ]
 
-# loss, learning-rate and metric curves as <work_dir>/curves.png
-custom_hooks = [dict(type='TrainingCurvesHook')]
+custom_hooks = [
+    # loss, learning-rate and metric curves as <work_dir>/curves.png
+    dict(type='TrainingCurvesHook'),
+    # the plugin's checks and guards (docs/troubleshooting.md), as in
+    # configs/_base_/default_runtime.py
+    dict(type='RunCheckHook'),
+    dict(type='CheckpointCheckHook'),
+    dict(type='WorkDirHook'),
+    dict(type='BadImageHook', max_bad_images=100),
+    dict(type='NonFiniteGuardHook', max_consecutive=5),
+    dict(type='NonFiniteOutputHook'),
+    dict(type='RandomStateHook'),
+    dict(type='RankHeartbeatHook'),
+]

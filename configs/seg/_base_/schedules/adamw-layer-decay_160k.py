@@ -41,5 +41,17 @@ param_scheduler = [
     ),
 ]
 
-# loss, learning-rate and metric curves as <work_dir>/curves.png
-default_hooks = dict(curves=dict(type='TrainingCurvesHook'))
+default_hooks = dict(
+    # loss, learning-rate and metric curves as <work_dir>/curves.png
+    curves=dict(type='TrainingCurvesHook'),
+    # the plugin's checks and guards (docs/troubleshooting.md), as in
+    # configs/_base_/default_runtime.py
+    run_check=dict(type='RunCheckHook'),
+    checkpoint_check=dict(type='CheckpointCheckHook'),
+    work_dir=dict(type='WorkDirHook'),
+    bad_images=dict(type='BadImageHook', max_bad_images=100),
+    non_finite=dict(type='NonFiniteGuardHook', max_consecutive=5),
+    non_finite_outputs=dict(type='NonFiniteOutputHook'),
+    random_state=dict(type='RandomStateHook'),
+    rank_heartbeat=dict(type='RankHeartbeatHook'),
+)

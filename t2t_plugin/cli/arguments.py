@@ -1,0 +1,221 @@
+"""Command-line options of ``tools/train.py`` and ``tools/test.py`` and
+how they change a config, as in mmpretrain's tools."""
+
+import argparse
+import copy
+import difflib
+import os
+import os.path as osp
+from collections.abc import Sequence
+from typing import Optional
+
+import torch
+from mmengine.config import Config, ConfigDict, DictAction
+
+# Top-level keys the Runner and the tools read besides the config's own.
+_RUNNER_KEYS = (
+    'model',
+    'work_dir',
+    'train_dataloader',
+    'val_dataloader',
+    'test_dataloader',
+    'train_cfg',
+    'val_cfg',
+    'test_cfg',
+    'auto_scale_lr',
+    'optim_wrapper',
+    'param_scheduler',
+    'val_evaluator',
+    'test_evaluator',
+    'default_hooks',
+    'custom_hooks',
+    'data_preprocessor',
+    'load_from',
+    'resume',
+    'launcher',
+    'env_cfg',
+    'log_processor',
+    'log_level',
+    'visualizer',
+    'default_scope',
+    'randomness',
+    'experiment_name',
+    'cfg',
+    'custom_imports',
+    'model_wrapper_cfg',
+    'compile',
+    'gpu_ids',
+    'runner_type',
+    'vis_backends',
+    'find_unused_parameters',
+)
+
+
+def add_launch_arguments(
+    parser: argparse.ArgumentParser, cfg_example: str
+) -> None:
+    """Add ``--cfg-options``, ``--launcher`` and ``--local_rank``.
+
+    Args:
+        parser: The tool's parser.
+        cfg_example: An override to show in the ``--cfg-options`` help.
+    """
+    parser.add_argument(
+        '--cfg-options',
+        nargs='+',
+        action=DictAction,
+        help=f'override config entries, e.g. {cfg_example}',
+    )
+    parser.add_argument(
+        '--launcher',
+        choices=['none', 'pytorch', 'slurm', 'mpi'],
+        default='none',
+        help='how the processes were started (none: a single process)',
+    )
+    # torch.distributed.launch passes --local_rank (or --local-rank).
+    parser.add_argument('--local_rank', '--local-rank', type=int, default=0)
+
+
+def parse_launch_args(
+    parser: argparse.ArgumentParser, argv: Optional[Sequence[str]] = None
+) -> argparse.Namespace:
+    """Parse the command line; unparsable ``--cfg-options`` are a usage
+    error, not a traceback."""
+    try:
+        args = parser.parse_args(argv)
+    except (AssertionError, RecursionError, ValueError, SyntaxError):
+        # mmengine's DictAction fails this way on values it cannot parse.
+        parser.error(
+            'cannot parse the --cfg-options values; write lists '
+            'as key=[a,b] and give dicts in a config file'
+        )
+    os.environ.setdefault('LOCAL_RANK', str(args.local_rank))
+    return args
+
+
+def merge_options(cfg: Config, options: Optional[dict]) -> None:
+    """Merge ``--cfg-options``, refusing a key whose top level is unknown.
+
+    mmengine adds such a key silently (``train_dataloder.batch_size=8``
+    changes nothing the run reads). A key is accepted when the config or
+    the Runner knows its first part.
+
+    Raises:
+        ValueError: For a misspelt key, naming the closest known one.
+    """
+    known = set(cfg.keys()) | set(_RUNNER_KEYS)
+    for key in options or {}:
+        top = key.split('.')[0]
+        if top in known:
+            continue
+        close = difflib.get_close_matches(top, sorted(known), n=1)
+        hint = (
+            f'; did you mean {close[0]!r}?'
+            if close
+            else '; add it to the config first if it is meant to be new.'
+        )
+        raise ValueError(
+            f'--cfg-options {key}: the config has no key {top!r}{hint}'
+        )
+    if options:
+        cfg.merge_from_dict(options)
+
+
+def set_default_work_dir(
+    cfg: Config, config_path: str, work_dir: Optional[str]
+) -> None:
+    """Set ``cfg.work_dir``: ``work_dir`` if given, else the config's own,
+    else ``./work_dirs/<config name>`` as in every OpenMMLab toolbox."""
+    if work_dir:
+        cfg.work_dir = work_dir
+    elif cfg.get('work_dir') is None:
+        cfg.work_dir = osp.join(
+            './work_dirs', osp.splitext(osp.basename(config_path))[0]
+        )
+
+
+def set_amp(cfg: Config) -> None:
+    """Turn on mixed precision in ``cfg.optim_wrapper``: fp16 with dynamic
+    loss scaling on CUDA, bf16 autocast on CPU."""
+    optim_wrapper = cfg.optim_wrapper
+    kind = optim_wrapper.get('type', 'OptimWrapper')
+    if kind not in ('OptimWrapper', 'AmpOptimWrapper', 'AutocastOptimWrapper'):
+        raise ValueError(
+            f'--amp supports OptimWrapper configs, but this one uses {kind}; '
+            'set mixed precision in the config instead.'
+        )
+    if torch.cuda.is_available():
+        optim_wrapper.type = 'AmpOptimWrapper'
+        optim_wrapper.pop('device_type', None)  # AutocastOptimWrapper's
+        optim_wrapper.setdefault('loss_scale', 'dynamic')
+    else:
+        # mmengine's AmpOptimWrapper asserts on CPU; CPU autocast is bf16.
+        optim_wrapper.type = 'AutocastOptimWrapper'
+        optim_wrapper.pop('loss_scale', None)
+        optim_wrapper.dtype = 'bfloat16'
+
+
+def enable_show(
+    cfg: Config,
+    show_dir: Optional[str],
+    show: bool = False,
+    interval: int = 1,
+    wait_time: float = 2,
+) -> None:
+    """Switch on the visualization hook of any OpenMMLab toolbox; a
+    relative ``show_dir`` is inside the work dir.
+
+    Raises:
+        ValueError: If the config has no visualization hook.
+    """
+    hook = cfg.get('default_hooks', {}).get('visualization')
+    if hook is None:
+        raise ValueError(
+            '--show / --show-dir need a visualization hook in default_hooks.'
+        )
+    scope = cfg.get('default_scope')
+    # An absolute folder: mmpretrain's hook would take a relative out_dir
+    # from the current folder, and mmdet's joins test_out_dir to
+    # <work_dir>/<timestamp>/ again on every test batch.
+    out_dir = (
+        osp.abspath(osp.join(cfg.work_dir, show_dir)) if show_dir else None
+    )
+    common = dict(interval=interval, show=show, wait_time=wait_time)
+    if scope == 'mmpretrain':
+        hook.update(enable=True, out_dir=out_dir, **common)
+        return
+    hook.update(draw=True, **common)
+    if out_dir and scope == 'mmseg':
+        cfg.visualizer.save_dir = out_dir  # mmseg's hook writes there
+    elif out_dir:
+        hook.test_out_dir = out_dir
+
+
+def enable_tta(cfg: Config) -> None:
+    """Test with test-time augmentation, as mmpretrain's ``--tta`` does:
+    the config's ``tta_model`` and ``tta_pipeline``, else (classification)
+    the average of the scores of the image and its horizontal flip.
+
+    Raises:
+        ValueError: If a detection or segmentation config has no
+            ``tta_model`` / ``tta_pipeline``.
+    """
+    if 'tta_model' not in cfg or 'tta_pipeline' not in cfg:
+        if cfg.get('default_scope', 'mmpretrain') != 'mmpretrain':
+            raise ValueError(
+                '--tta needs tta_model and tta_pipeline in a '
+                'detection or segmentation config.'
+            )
+        cfg.setdefault('tta_model', dict(type='mmpretrain.AverageClsScoreTTA'))
+        if 'tta_pipeline' not in cfg:
+            pipeline = copy.deepcopy(cfg.test_dataloader.dataset.pipeline)
+            flips = [
+                dict(type='RandomFlip', prob=1.0),
+                dict(type='RandomFlip', prob=0.0),
+            ]
+            pipeline[-1] = dict(
+                type='TestTimeAug', transforms=[flips, [pipeline[-1]]]
+            )
+            cfg.tta_pipeline = pipeline
+    cfg.model = ConfigDict(**cfg.tta_model, module=cfg.model)
+    cfg.test_dataloader.dataset.pipeline = cfg.tta_pipeline

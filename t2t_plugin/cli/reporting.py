@@ -1,0 +1,227 @@
+"""One-line reports of what stops a tool run, and the checks a tool makes
+of its own arguments before it builds the Runner.
+
+Everything a run itself must guarantee lives in registered hooks (see
+``t2t_plugin.engine.hooks``), so that every tool gets it; here the errors
+they raise are printed as one line with an exit code.
+"""
+
+import errno
+import os
+import os.path as osp
+import sys
+from collections.abc import Iterator
+from typing import Callable, Optional
+
+from mmengine.config import Config
+from mmpretrain.registry import DATASETS
+
+from .. import doc_pages
+from ..engine.checkpoint import CheckpointError, CheckpointMismatchError
+from ..engine.config import ConfigError
+from ..engine.config import load_config as read_config
+from ..engine.hooks import RunCheckError, TrainingStopped
+from ..engine.hooks.checkpoint_check_hook import init_checkpoints
+from .launch import dist_failure_message
+
+# What a wrong config or option raises while mmengine builds the run
+# (model, datasets, loops, optimizer): a user mistake, not a bug.
+BUILD_ERRORS = (AssertionError, ValueError, TypeError, KeyError)
+
+# What the run's checks raise: their messages are one line for the user.
+CHECK_ERRORS = (
+    RunCheckError,
+    TrainingStopped,
+    CheckpointError,
+    CheckpointMismatchError,
+    FileNotFoundError,
+)
+
+# Datasets that read ``data_root/<split>`` when ``split`` is given.
+_SPLIT_FOLDER_DATASETS = ('ImageNet', 'ImageNet21k')
+
+
+def load_config(path: str) -> Optional[Config]:
+    """The config, or None after printing one line saying why not."""
+    try:
+        return read_config(path)
+    except ConfigError as error:
+        print(error, file=sys.stderr)
+        return None
+
+
+def _dataset_paths(dataset: dict) -> Iterator[str]:
+    """Local paths a dataset config reads, outermost first."""
+    if 'dataset' in dataset:  # RepeatDataset, ClassBalancedDataset, ...
+        yield from _dataset_paths(dataset['dataset'])
+    for child in dataset.get('datasets', ()):  # ConcatDataset
+        yield from _dataset_paths(child)
+    root = dataset.get('data_root') or ''
+    if '://' in root:
+        return
+    if root:
+        yield root
+    ann_file = dataset.get('ann_file') or ''
+    if ann_file and '://' not in ann_file:
+        yield osp.join(root, ann_file)
+    prefix = dataset.get('data_prefix') or ''
+    for value in prefix.values() if isinstance(prefix, dict) else [prefix]:
+        if isinstance(value, str) and value and '://' not in value:
+            yield osp.join(root, value)
+    kind = str(dataset.get('type', '')).split('.')[-1]
+    if kind in _SPLIT_FOLDER_DATASETS and dataset.get('split') and root:
+        yield osp.join(root, dataset['split'])
+    # CIFAR classes read a fixed sub-folder of data_root.
+    base_folder = getattr(
+        DATASETS.get(kind) if kind else None, 'base_folder', None
+    )
+    if root and isinstance(base_folder, str):
+        yield osp.join(root, base_folder)
+
+
+def find_missing_inputs(
+    cfg: Config,
+    dataloaders: Optional[list[str]] = None,
+    check_load_from: bool = True,
+    check_init_cfg: bool = True,
+) -> list[str]:
+    """One line per missing dataset path or checkpoint of a config.
+
+    Datasets report a missing folder deep inside their construction, and
+    the Runner builds them before any hook runs; a tool checks the paths
+    first. (``CheckpointCheckHook`` makes the same check of checkpoints
+    for every tool.)
+
+    Args:
+        cfg (Config): The config of the run.
+        dataloaders (list[str], optional): Dataloader keys to check.
+            Defaults to the training, validation and test loaders.
+        check_load_from (bool): Also check ``load_from``. Defaults to True.
+        check_init_cfg (bool): Also check the model's ``init_cfg``
+            checkpoints. Defaults to True.
+
+    Returns:
+        list[str]: The messages; a missing root is named once, without the
+        paths below it.
+    """
+    keys = dataloaders or [
+        'train_dataloader',
+        'val_dataloader',
+        'test_dataloader',
+    ]
+    dense = cfg.get('default_scope') in ('mmdet', 'mmseg')
+    data_doc = (
+        doc_pages.DENSE_PREDICTION if dense else doc_pages.DATA_PREPARATION
+    )
+    checkpoint_doc = (
+        doc_pages.DENSE_PREDICTION if dense else doc_pages.TRAINING
+    )
+    messages, seen = [], set()
+
+    def report(path: str, what: str, doc: str) -> None:
+        if path not in seen and not osp.exists(path):
+            seen.add(path)
+            messages.append(f'{what} not found: expected {path} (see {doc}).')
+
+    for key in keys:
+        loader = cfg.get(key)
+        if not isinstance(loader, dict) or 'dataset' not in loader:
+            continue
+        for path in _dataset_paths(loader['dataset']):
+            report(path, 'Dataset', data_doc)
+            if path in seen:
+                break  # the deeper paths of a missing root add nothing
+    checkpoints = (
+        list(init_checkpoints(cfg.get('model', {}))) if check_init_cfg else []
+    )
+    if check_load_from and cfg.get('load_from'):
+        checkpoints.append(cfg.load_from)
+    for path in checkpoints:
+        if '://' not in path:
+            report(path, 'Checkpoint', checkpoint_doc)
+    return messages
+
+
+def report_build_error(config: str, error: BaseException) -> int:
+    """Print a user mistake found while building a run as one line; exit
+    code 1. With ``T2T_DEBUG=1`` the error is re-raised, traceback and all.
+    """
+    if os.environ.get('T2T_DEBUG') == '1':
+        raise error
+    message = ' '.join(str(error).split())
+    print(
+        f'{config}: {type(error).__name__}: {message} '
+        '(set T2T_DEBUG=1 for the traceback)',
+        file=sys.stderr,
+    )
+    return 1
+
+
+def _loop_start(path: str) -> str:
+    """A looping path cut before its first part that comes again: the
+    link that closes the loop."""
+    parts = path.split(os.sep)
+    for index, part in enumerate(parts):
+        if part and part in parts[index + 1 :]:
+            return os.sep.join(parts[: parts.index(part, index + 1)])
+    return path
+
+
+def os_error_line(error: OSError, cfg: Config) -> Optional[str]:
+    """One line for the OSErrors a user can act on, else None."""
+    where = error.filename or cfg.get('work_dir')
+    if error.errno == errno.ENOSPC:
+        return (
+            f'No space left on the device while writing {where}: free some '
+            'space, then resume with --resume (the last complete checkpoint '
+            'is kept).'
+        )
+    if error.errno == errno.ELOOP:
+        return (
+            f'Cannot read {_loop_start(str(where))}: a symbolic link loop '
+            '(a link to a folder above it); remove or replace the link.'
+        )
+    if error.errno in (errno.EACCES, errno.EROFS):
+        return f'Cannot write {where}: {error.strerror}.'
+    return None
+
+
+def run_reported(
+    action: Callable, cfg: Config, config: str, building: bool = False
+) -> int:
+    """Run ``action`` (building the Runner, or its ``train`` / ``test``);
+    the errors of the run's checks and of the machine become one line and
+    exit code 1 (130 for Ctrl-C). Anything else keeps its traceback.
+
+    Args:
+        action (Callable): What to run.
+        cfg (Config): The run's config.
+        config (str): Its file, for the messages.
+        building (bool): ``action`` builds the Runner: the errors of a
+            wrong config (:data:`BUILD_ERRORS`) are one line too.
+    """
+    try:
+        action()
+    except CHECK_ERRORS as error:
+        print(' '.join(str(error).split()), file=sys.stderr)
+        return 1
+    except BUILD_ERRORS as error:
+        if not building:
+            raise
+        return report_build_error(config, error)
+    except KeyboardInterrupt:
+        print('Interrupted; resume with --resume.', file=sys.stderr)
+        return 130
+    except OSError as error:
+        message = os_error_line(error, cfg)
+        if message is None:
+            raise
+        print(message, file=sys.stderr)
+        return 1
+    except RuntimeError as error:
+        message = dist_failure_message(error, cfg)
+        if message is None:
+            raise
+        print(message, file=sys.stderr)
+        return 1
+    return 0

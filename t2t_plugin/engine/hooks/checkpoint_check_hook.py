@@ -1,0 +1,217 @@
+import os
+import os.path as osp
+import re
+import zipfile
+from collections.abc import Iterator
+from typing import Optional
+
+from mmengine.hooks import Hook
+from mmengine.registry import HOOKS
+
+from ... import doc_pages
+from ..checkpoint import (
+    CheckpointMismatchError,
+    check_finite_weights,
+    checkpoint_state_dict,
+)
+from .run_checks import bare_model, built_loaders, few, is_training
+from .training_stopped import RunCheckError
+
+
+def is_intact(path: str) -> bool:
+    """Whether a checkpoint file is complete, without unpickling it.
+
+    ``torch.save`` writes a zip archive whose directory comes last: a file
+    cut short by a kill or a full disk has none.
+    """
+    try:
+        with zipfile.ZipFile(path) as archive:
+            return any(n.endswith('data.pkl') for n in archive.namelist())
+    except (OSError, zipfile.BadZipFile):
+        return False
+
+
+def newest_intact_checkpoint(work_dir: str) -> Optional[str]:
+    """The checkpoint ``--resume`` (auto) should continue from.
+
+    ``last_checkpoint`` when it names an intact file; otherwise (empty,
+    stale, or naming a damaged file) the newest intact ``epoch_N.pth`` /
+    ``iter_N.pth`` of the work dir. Nothing is unpickled: the run reads
+    the chosen file once, when it resumes.
+
+    Args:
+        work_dir (str): The run's work dir.
+
+    Returns:
+        str | None: The path, or None when there is nothing to resume.
+    """
+    record = osp.join(work_dir, 'last_checkpoint')
+    if osp.isfile(record):
+        with open(record) as f:
+            named = f.read().strip()
+        if named and is_intact(named):
+            return named
+    if not osp.isdir(work_dir):
+        return None
+    found = []
+    for name in os.listdir(work_dir):
+        match = re.fullmatch(r'(epoch|iter)_(\d+)\.pth', name)
+        if match:
+            found.append((int(match.group(2)), osp.join(work_dir, name)))
+    for _, path in sorted(found, reverse=True):
+        if is_intact(path):
+            return path
+    return None
+
+
+def init_checkpoints(node: object) -> Iterator[str]:
+    """``checkpoint`` entries of every ``init_cfg`` of a model config."""
+    if isinstance(node, dict):
+        init_cfgs = node.get('init_cfg')
+        for init_cfg in (
+            init_cfgs if isinstance(init_cfgs, list) else [init_cfgs]
+        ):
+            if isinstance(init_cfg, dict) and isinstance(
+                init_cfg.get('checkpoint'), str
+            ):
+                yield init_cfg['checkpoint']
+        for key, value in node.items():
+            if key != 'init_cfg':
+                yield from init_checkpoints(value)
+    elif isinstance(node, (list, tuple)):
+        for value in node:
+            yield from init_checkpoints(value)
+
+
+def class_mismatch(checkpoint: dict, classes, path: str) -> Optional[str]:
+    """One line when a checkpoint's classes differ from a dataset's: the
+    counts and a few names of each, or None when they agree or either side
+    does not say."""
+    meta = checkpoint.get('meta') or {}
+    saved = (meta.get('dataset_meta') or {}).get('classes')
+    if saved is None or classes is None or list(saved) == list(classes):
+        return None
+    return (
+        f'{path} was trained on {len(saved)} classes ({few(saved)}), but '
+        f'the dataset has {len(classes)} classes ({few(classes)})'
+    )
+
+
+@HOOKS.register_module()
+class CheckpointCheckHook(Hook):
+    """Check the checkpoints a run reads, when it reads them (once).
+
+    * before the run: ``load_from`` and the model's ``init_cfg``
+      checkpoints exist; ``resume=True`` without a file continues from the
+      newest intact checkpoint of the work dir (mmengine's own choice
+      trusts ``last_checkpoint``, even an empty one or one naming a file
+      cut short);
+    * as it loads: a resumed checkpoint is a training checkpoint of this
+      model and these classes; a tested one has the dataset's classes and
+      finite weights; a ``load_from`` for fine-tuning on other classes
+      gets one warning line.
+
+    A problem is one :class:`CheckpointMismatchError` or
+    :class:`RunCheckError` line.
+    """
+
+    priority = 'VERY_HIGH'
+
+    def before_run(self, runner) -> None:
+        """Check the files before they are read; choose what to resume."""
+        if is_training(runner) and runner._resume and not runner._load_from:
+            # Runner.load_or_resume reads _load_from after before_run.
+            runner._load_from = newest_intact_checkpoint(runner.work_dir)
+            if runner._load_from is None:
+                runner.logger.info(
+                    f'No checkpoint in {runner.work_dir} to resume; '
+                    'starting from scratch.'
+                )
+        paths = [runner._load_from] if runner._load_from else []
+        if is_training(runner) and not runner._resume:
+            paths += list(init_checkpoints(runner.cfg.get('model')))
+        for path in paths:
+            if '://' not in path and not osp.isfile(osp.expanduser(path)):
+                raise RunCheckError(
+                    f'Checkpoint not found: expected {path} (see '
+                    f'{doc_pages.TRAINING}).'
+                )
+
+    def after_load_checkpoint(self, runner, checkpoint: dict) -> None:
+        """Check a checkpoint just read, before its weights are loaded."""
+        path = runner._load_from
+        loaders = built_loaders(runner)
+        key = 'train_dataloader' if is_training(runner) else 'test_dataloader'
+        dataset = loaders.get(key).dataset if key in loaders else None
+        classes = getattr(dataset, 'metainfo', {}).get('classes')
+        mismatch = class_mismatch(checkpoint, classes, path)
+        if not is_training(runner):
+            check_finite_weights(checkpoint_state_dict(checkpoint), path)
+            problems = fit_problems(bare_model(runner), checkpoint)
+            if problems:
+                raise CheckpointMismatchError(
+                    f'{path} does not fit the model '
+                    f'({"; ".join(problems[:3])}); test with the config the '
+                    'checkpoint was trained for.'
+                )
+            if mismatch:
+                raise CheckpointMismatchError(
+                    f'{mismatch}; the labels would not match (check the '
+                    'dataset folders or the checkpoint).'
+                )
+        elif runner._resume:
+            self._check_resumable(runner, checkpoint, path)
+            if mismatch:
+                raise CheckpointMismatchError(
+                    f'{mismatch}; resume only with the dataset the run '
+                    'started with.'
+                )
+        elif mismatch:
+            runner.logger.warning(
+                f'load_from: {mismatch}; fine-tuning on them starts their '
+                'head anew.'
+            )
+
+    @staticmethod
+    def _check_resumable(runner, checkpoint: dict, path: str) -> None:
+        meta = checkpoint.get('meta')
+        if (
+            not isinstance(meta, dict)
+            or 'epoch' not in meta
+            or 'optimizer' not in checkpoint
+        ):
+            raise CheckpointMismatchError(
+                f'{path} holds weights only (no epoch, optimizer or '
+                'scheduler state), so training cannot resume from it; start '
+                f'a new run from its weights with --cfg-options '
+                f'load_from={path} instead of --resume.'
+            )
+        problems = fit_problems(bare_model(runner), checkpoint)
+        if problems:
+            raise CheckpointMismatchError(
+                f'{path} is the training checkpoint of another model '
+                f'({"; ".join(problems[:3])}); resume only from a '
+                'checkpoint of this config.'
+            )
+
+
+def fit_problems(model, checkpoint: dict) -> list[str]:
+    """Weights of a checkpoint in the model's own key layout that do not
+    fit it (other shapes, missing ones). A checkpoint sharing no key with
+    the model (an official release) is left to the model's load hooks."""
+    own = model.state_dict()
+    state = checkpoint_state_dict(checkpoint)
+    if not any(key in own for key in state):
+        return []
+    problems = [
+        f'{key}: checkpoint {tuple(value.shape)}, model '
+        f'{tuple(own[key].shape)}'
+        for key, value in state.items()
+        if key in own
+        and hasattr(value, 'shape')
+        and tuple(value.shape) != tuple(own[key].shape)
+    ]
+    missing = [key for key in own if key not in state]
+    if missing:
+        problems.append(f'{len(missing)} weight(s) missing, e.g. {missing[0]}')
+    return problems

@@ -1,0 +1,72 @@
+from collections.abc import Sequence
+from typing import Any, Optional
+
+import torch
+from mmengine.hooks import Hook
+from mmengine.registry import HOOKS
+
+from .training_stopped import RunCheckError
+
+# The fields that carry a prediction in mmpretrain, mmdet and mmseg.
+_PREDICTION_FIELDS = (
+    'pred_score',
+    'pred_instances.scores',
+    'pred_instances.bboxes',
+    'seg_logits.data',
+)
+
+
+def _outputs_of(sample: Any) -> list[torch.Tensor]:
+    found = []
+    for path in _PREDICTION_FIELDS:
+        value = sample
+        for name in path.split('.'):
+            value = getattr(value, name, None)
+            if value is None:
+                break
+        if isinstance(value, torch.Tensor) and value.is_floating_point():
+            found.append(value)
+    return found
+
+
+@HOOKS.register_module()
+class NonFiniteOutputHook(Hook):
+    """Fail a test whose predictions hold NaN or infinite values.
+
+    A model with broken weights or an input it cannot handle scores NaN,
+    which the metrics hide (a NaN score is simply never the top class).
+    After the metrics are logged, this hook raises :class:`RunCheckError`
+    with the count, so that the run does not end with exit 0.
+    """
+
+    # after LoggerHook (BELOW_NORMAL) has logged the metrics
+    priority = 'VERY_LOW'
+
+    def __init__(self) -> None:
+        self.count = 0
+        self.total = 0
+
+    def before_test(self, runner) -> None:
+        self.count = self.total = 0
+
+    def after_test_iter(
+        self,
+        runner,
+        batch_idx: int,
+        data_batch: Any = None,
+        outputs: Optional[Sequence] = None,
+    ) -> None:
+        for sample in outputs or ():
+            self.total += 1
+            if any(
+                not bool(torch.isfinite(value).all())
+                for value in _outputs_of(sample)
+            ):
+                self.count += 1
+
+    def after_test_epoch(self, runner, metrics: Optional[dict] = None) -> None:
+        if self.count:
+            raise RunCheckError(
+                f'{self.count} of {self.total} predictions hold NaN or '
+                'infinite values: the metrics above are not meaningful.'
+            )

@@ -1,0 +1,215 @@
+import os.path as osp
+from collections.abc import Sequence
+from typing import Optional
+
+import numpy as np
+from mmengine.hooks import Hook
+from mmengine.registry import HOOKS
+from mmengine.runner import EpochBasedTrainLoop
+
+from .run_checks import bare_model, built_loaders, few, is_training, t2t_module
+from .training_stopped import RunCheckError
+
+# Pipeline transforms that give every sample one fixed size, and the
+# argument that holds it.
+_FIXED_SIZE_TRANSFORMS = {
+    'RandomResizedCrop': 'scale',
+    'CenterCrop': 'crop_size',
+    'RandomCrop': 'crop_size',
+    'EfficientNetRandomCrop': 'scale',
+    'EfficientNetCenterCrop': 'crop_size',
+    'Resize': 'scale',
+}
+# Transforms after which the size depends on the image.
+_FREE_SIZE_TRANSFORMS = ('ResizeEdge', 'RandomResize', 'RandomChoiceResize')
+
+
+def _kind(transform: dict) -> str:
+    return str(transform.get('type', '')).split('.')[-1]
+
+
+def pipeline_size(pipeline: Sequence) -> Optional[tuple[int, int]]:
+    """The fixed ``(h, w)`` a pipeline gives every sample, or None when the
+    size depends on the image."""
+    size = None
+    for transform in pipeline or ():
+        if not isinstance(transform, dict):
+            return None
+        kind = _kind(transform)
+        if kind in _FREE_SIZE_TRANSFORMS:
+            size = None
+        elif kind in _FIXED_SIZE_TRANSFORMS:
+            value = transform.get(_FIXED_SIZE_TRANSFORMS[kind])
+            if kind == 'Resize' and (
+                transform.get('keep_ratio') or value is None
+            ):
+                size = None
+            elif isinstance(value, int):
+                size = (value, value)
+            elif isinstance(value, (tuple, list)) and len(value) == 2:
+                # mmpretrain's RandomCrop takes (h, w), the others (w, h)
+                size = (
+                    tuple(value)
+                    if kind == 'RandomCrop'
+                    else (value[1], value[0])
+                )
+    return size
+
+
+def pipeline_problem(pipeline: Sequence, t2t) -> Optional[str]:
+    """Why the T2T module cannot take what a pipeline gives, or None."""
+    size = pipeline_size(pipeline)
+    if size is not None:
+        try:
+            t2t.output_sizes(size)
+        except ValueError as error:
+            return str(error)
+    for transform in pipeline or ():
+        if isinstance(transform, dict) and _kind(transform) == (
+            'LoadImageFromFile'
+        ):
+            color = transform.get('color_type', 'color')
+            channels = {'color': 3, 'grayscale': 1}.get(color)
+            if channels is not None and channels != t2t.in_channels:
+                return (
+                    f'loads {channels}-channel images, but the backbone '
+                    f'takes in_channels={t2t.in_channels}; set '
+                    "model.backbone.in_channels or LoadImageFromFile's "
+                    'color_type to match.'
+                )
+    return None
+
+
+def empty_class_folders(dataset) -> list[str]:
+    """Classes without a sample in a folder-style mmpretrain
+    ``CustomDataset`` (an empty folder still takes a label)."""
+    from mmpretrain.datasets import CustomDataset
+
+    if not isinstance(dataset, CustomDataset) or dataset.ann_file:
+        return []
+    classes = dataset.metainfo.get('classes') or ()
+    if not classes:
+        return []
+    counts = np.bincount(
+        np.asarray(dataset.get_gt_labels(), dtype=np.int64),
+        minlength=len(classes),
+    )
+    return [name for name, count in zip(classes, counts) if count == 0]
+
+
+def _base(dataset):
+    while hasattr(dataset, 'dataset') and not hasattr(
+        dataset, 'load_data_list'
+    ):
+        dataset = dataset.dataset
+    return dataset
+
+
+def _where(dataset) -> str:
+    root = getattr(dataset, 'data_root', '') or ''
+    prefix = getattr(dataset, 'data_prefix', {}) or {}
+    return osp.join(root, prefix.get('img_path', '') or '')
+
+
+@HOOKS.register_module()
+class RunCheckHook(Hook):
+    """Check a run's data, model and loop settings before its first step.
+
+    mmengine finds such mistakes late or never: four class folders under a
+    three-class head end iteration 1 with an assertion, one folder under a
+    three-class head trains to 100 % on nothing, an empty class folder
+    shifts every label after it, a crop size the soft splits cannot tile
+    fails in the first forward, ``val_interval=0`` divides by zero after a
+    whole epoch. Each is refused here in one line
+    (:class:`RunCheckError`), for every tool that builds a Runner.
+    """
+
+    priority = 'VERY_HIGH'
+
+    def before_run(self, runner) -> None:
+        """Check the datasets of the loops the run has built."""
+        head = getattr(bare_model(runner), 'head', None)
+        num_classes = getattr(head, 'num_classes', None)
+        t2t = t2t_module(runner)
+        first = None
+        for key, loader in built_loaders(runner).items():
+            dataset = _base(loader.dataset)
+            empty = empty_class_folders(dataset)
+            if empty:
+                raise RunCheckError(
+                    f'{key}: class folder(s) {few(empty)} in '
+                    f'{_where(dataset)} hold no images but still take a '
+                    'label index, shifting every label after them; remove '
+                    'the empty folders or add their images.'
+                )
+            classes = getattr(loader.dataset, 'metainfo', {}).get('classes')
+            if classes is not None and isinstance(num_classes, int):
+                self._check_count(key, list(classes), num_classes, dataset)
+            if classes is not None:
+                if first is None:
+                    first = (key, list(classes))
+                elif list(classes) != first[1]:
+                    raise RunCheckError(
+                        f'{key} has {len(classes)} classes ({few(classes)}), '
+                        f'but {first[0]} has {len(first[1])} '
+                        f'({few(first[1])}); both must list the same '
+                        'classes in the same order.'
+                    )
+            pipeline = (runner.cfg.get(key) or {}).get('dataset') or {}
+            while 'pipeline' not in pipeline and 'dataset' in pipeline:
+                pipeline = pipeline['dataset']
+            problem = t2t and pipeline_problem(pipeline.get('pipeline'), t2t)
+            if problem:
+                raise RunCheckError(f'{key}.dataset.pipeline: {problem}')
+
+    @staticmethod
+    def _check_count(key, classes, num_classes, dataset) -> None:
+        if len(classes) == num_classes:
+            return
+        where = _where(dataset)
+        source = f' in {where}' if where else ''
+        raise RunCheckError(
+            f'{key}: the dataset has {len(classes)} classes{source} '
+            f'({few(classes)}), but model.head.num_classes={num_classes}; '
+            f'set model.head.num_classes (and data_preprocessor.num_classes) '
+            f'to {len(classes)}, or give the dataset {num_classes} class '
+            'folders.'
+        )
+
+    def before_train(self, runner) -> None:
+        """Check the loop settings mmengine would fail on late."""
+        loop = runner.train_loop
+        interval = getattr(loop, 'val_interval', 1)
+        if getattr(runner, '_val_loop', None) is not None and (
+            not isinstance(interval, int) or interval < 1
+        ):
+            raise RunCheckError(
+                f'train_cfg.val_interval must be a whole number >= 1, got '
+                f'{interval!r}; use --no-validate to skip evaluation.'
+            )
+        by_epoch = isinstance(loop, EpochBasedTrainLoop)
+        for name in ('max_epochs',) if by_epoch else ('max_iters',):
+            value = getattr(loop, name)
+            if not isinstance(value, int) or value < 1:
+                raise RunCheckError(
+                    f'train_cfg.{name} must be a whole number >= 1, got '
+                    f'{value!r}.'
+                )
+        if (
+            is_training(runner)
+            and runner._resume
+            and (loop.iter >= loop.max_iters)
+        ):
+            done, limit = (
+                (f'epoch {runner.epoch}', f'max_epochs={loop.max_epochs}')
+                if by_epoch
+                else (
+                    f'iteration {runner.iter}',
+                    f'max_iters={loop.max_iters}',
+                )
+            )
+            raise RunCheckError(
+                f'Nothing to resume: the checkpoint ends at {done} and '
+                f'train_cfg.{limit}; raise it (--cfg-options) to train '
+                'longer, or start a new run in another work dir.'
+            )
