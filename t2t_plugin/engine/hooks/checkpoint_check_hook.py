@@ -11,10 +11,8 @@ from mmengine.registry import HOOKS
 from ... import doc_pages
 from ..checkpoint import (
     CheckpointMismatchError,
-    check_finite_weights,
-    checkpoint_state_dict,
 )
-from .run_checks import bare_model, built_loaders, few, is_training
+from .run_checks import built_loaders, few, is_training
 from .training_stopped import RunCheckError
 
 
@@ -145,15 +143,10 @@ class CheckpointCheckHook(Hook):
         dataset = loaders.get(key).dataset if key in loaders else None
         classes = getattr(dataset, 'metainfo', {}).get('classes')
         mismatch = class_mismatch(checkpoint, classes, path)
+        # Shapes, missing weights and non-finite values are the model's own
+        # load hooks' to refuse (every loader passes through them); this
+        # hook adds what only the run knows: the dataset's classes.
         if not is_training(runner):
-            check_finite_weights(checkpoint_state_dict(checkpoint), path)
-            problems = fit_problems(bare_model(runner), checkpoint)
-            if problems:
-                raise CheckpointMismatchError(
-                    f'{path} does not fit the model '
-                    f'({"; ".join(problems[:3])}); test with the config the '
-                    'checkpoint was trained for.'
-                )
             if mismatch:
                 raise CheckpointMismatchError(
                     f'{mismatch}; the labels would not match (check the '
@@ -168,8 +161,9 @@ class CheckpointCheckHook(Hook):
                 )
         elif mismatch:
             runner.logger.warning(
-                f'load_from: {mismatch}; fine-tuning on them starts their '
-                'head anew.'
+                f'load_from: {mismatch}; its head is loaded as it is (to '
+                'start a new head, load the backbone only, see '
+                f'{doc_pages.WEIGHTS}).'
             )
 
     @staticmethod
@@ -186,32 +180,3 @@ class CheckpointCheckHook(Hook):
                 f'a new run from its weights with --cfg-options '
                 f'load_from={path} instead of --resume.'
             )
-        problems = fit_problems(bare_model(runner), checkpoint)
-        if problems:
-            raise CheckpointMismatchError(
-                f'{path} is the training checkpoint of another model '
-                f'({"; ".join(problems[:3])}); resume only from a '
-                'checkpoint of this config.'
-            )
-
-
-def fit_problems(model, checkpoint: dict) -> list[str]:
-    """Weights of a checkpoint in the model's own key layout that do not
-    fit it (other shapes, missing ones). A checkpoint sharing no key with
-    the model (an official release) is left to the model's load hooks."""
-    own = model.state_dict()
-    state = checkpoint_state_dict(checkpoint)
-    if not any(key in own for key in state):
-        return []
-    problems = [
-        f'{key}: checkpoint {tuple(value.shape)}, model '
-        f'{tuple(own[key].shape)}'
-        for key, value in state.items()
-        if key in own
-        and hasattr(value, 'shape')
-        and tuple(value.shape) != tuple(own[key].shape)
-    ]
-    missing = [key for key in own if key not in state]
-    if missing:
-        problems.append(f'{len(missing)} weight(s) missing, e.g. {missing[0]}')
-    return problems
