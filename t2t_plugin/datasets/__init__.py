@@ -1,9 +1,17 @@
-"""Datasets and transforms registered in mmpretrain's registries, and the
-safe reader of pickled data files."""
+"""Datasets and transforms registered in mmpretrain's registries, the
+per-sample seeding of random augmentation, and the safe reader of pickled
+data files."""
 
 from .cifar import LocalCIFAR10, LocalCIFAR100
 from .digits import DigitsDataset
 from .safe_pickle import UnsafePickleError, load_data_pickle
+from .sample_seeding import (
+    SampleSeededDataset,
+    SampleSeedSampler,
+    SeededIndex,
+    sample_seed,
+    sample_seeded_loader,
+)
 from .skip_bad_images import SkipBadImages
 from .transforms import ConvertImage
 
@@ -12,7 +20,12 @@ __all__ = [
     'DigitsDataset',
     'LocalCIFAR10',
     'LocalCIFAR100',
+    'SampleSeedSampler',
+    'SampleSeededDataset',
+    'SeededIndex',
     'SkipBadImages',
     'UnsafePickleError',
     'load_data_pickle',
+    'sample_seed',
+    'sample_seeded_loader',
 ]
