@@ -125,25 +125,25 @@ def test_draws_do_not_depend_on_the_workers(workers, persistent):
     assert draws_per_epoch(loader) == reference
 
 
-def test_main_process_generators_are_left_as_they_were():
-    """With 0 workers the pipeline runs in the training process: its draws
-    must not move the process's own stream (dropout, drop path, mixup),
-    which then moves only as with a pipeline that draws nothing (torch's
-    loader takes a base seed from it for each epoch)."""
-    after = []
-    for pipeline in ([dict(type='RecordDraws')], []):
-        config = loader_config(0, False)
-        config['dataset']['pipeline'] = pipeline
+def test_training_process_generators_do_not_move():
+    """With 0 workers the pipeline runs in the training process, and
+    torch's loader draws a base seed for the workers at each epoch: none
+    of it may move the process's own stream (dropout, drop path, mixup),
+    or a resumed run with persistent workers would draw differently."""
+    for workers, persistent in ((0, False), (2, True)):
         loader = Runner.build_dataloader(
-            sample_seeded_loader(config), seed=SEED
+            sample_seeded_loader(loader_config(workers, persistent)),
+            seed=SEED,
         )
         torch.manual_seed(5)
         np.random.seed(5)
         random.seed(5)
-        for _ in loader:
-            pass
-        after.append(draw_three())
-    assert after[0] == after[1]
+        draws_per_epoch(loader)
+        after = draw_three()
+        torch.manual_seed(5)
+        np.random.seed(5)
+        random.seed(5)
+        assert after == draw_three()
 
 
 def test_runner_seeds_the_training_loader_and_keeps_the_config(tmp_path):
