@@ -136,20 +136,45 @@ def run_killed_and_resumed(
     return resumed.stdout + resumed.stderr
 
 
+MIXUP_CONFIG = f"""_base_ = {str(DIGITS)!r}
+model = dict(
+    train_cfg=dict(
+        augments=[
+            dict(type='Mixup', alpha=0.8),
+            dict(type='CutMix', alpha=1.0),
+        ]
+    )
+)
+"""
+
+
 @pytest.mark.slow
-@pytest.mark.parametrize('workers', [0, 2])
-def test_killed_and_resumed_run_equals_uninterrupted(workers, tmp_path):
-    options = digits_options(workers)
+@pytest.mark.parametrize(
+    'workers, persistent, mixup',
+    [(0, False, False), (2, False, False), (2, True, True)],
+)
+def test_killed_and_resumed_run_equals_uninterrupted(
+    workers, persistent, mixup, tmp_path
+):
+    """The demo's random crops in the loader, and drop path, dropout and
+    (with ``mixup``) mixup and cutmix boxes in the training process."""
+    options = digits_options(workers) + [
+        f'train_dataloader.persistent_workers={persistent}'
+    ]
+    config = DIGITS
+    if mixup:
+        config = tmp_path / 'digits_mixup.py'
+        config.write_text(MIXUP_CONFIG)
     whole, broken = tmp_path / 'whole', tmp_path / 'broken'
     subprocess.run(
-        train_command(whole, options, resume=False),
+        train_command(whole, options, resume=False, config=config),
         env=environment(),
         check=True,
         capture_output=True,
     )
     # epoch 3 is iterations 13-18: killed after iteration 14 is logged,
     # resumed from epoch_2.pth
-    run_killed_and_resumed(broken, options, kill_at_iter=14)
+    run_killed_and_resumed(broken, options, kill_at_iter=14, config=config)
     assert (broken / 'epoch_2.pth').is_file()
     whole_losses, whole_top1 = logged(whole)
     broken_losses, broken_top1 = logged(broken)
