@@ -4,13 +4,14 @@ same draws whatever the number of workers and whether they persist."""
 
 import random
 from collections import Counter
+from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
 from mmengine.config import Config
 from mmengine.dataset import BaseDataset
-from mmengine.registry import DATASETS, TRANSFORMS
+from mmengine.registry import DATASETS, RUNNERS, TRANSFORMS
 from mmengine.runner import Runner
 
 from t2t_plugin.datasets import (
@@ -21,6 +22,7 @@ from t2t_plugin.datasets import (
 )
 from t2t_plugin.engine import SampleSeededRunner
 
+ROOT = Path(__file__).resolve().parents[2]
 SAMPLES = 12
 SEED = 3
 KINDS = ('python', 'numpy', 'torch')
@@ -105,7 +107,7 @@ def test_draws_are_those_of_the_sample_seed():
         for (number, place), drawn in draws.items():
             seed = sample_seed(SEED, epoch, 0, place, number)
             random.seed(seed)
-            np.random.seed([seed & 0xFFFFFFFF, seed >> 32])
+            np.random.seed(seed % 2**32)
             torch.manual_seed(seed)
             assert drawn == draw_three()
 
@@ -172,3 +174,20 @@ def test_runner_seeds_the_training_loader_and_keeps_the_config(tmp_path):
     assert loader.sampler.seed == SEED
     assert runner.cfg.train_dataloader.dataset.type == 'NumberedDataset'
     assert runner.cfg.train_dataloader.sampler.type == 'DefaultSampler'
+
+
+@pytest.mark.parametrize(
+    'config',
+    sorted(
+        str(path.relative_to(ROOT))
+        for pattern in ('configs/*.py', 'configs/det/*.py', 'configs/seg/*.py')
+        for path in ROOT.glob(pattern)
+    ),
+)
+def test_every_config_seeds_per_sample_and_saves_the_random_state(config):
+    """In every toolbox's registry scope, so that mmpretrain's, mmdet's
+    and mmseg's own tools/train.py build this runner too."""
+    cfg = Config.fromfile(ROOT / config)
+    with RUNNERS.switch_scope_and_registry(cfg.get('default_scope')) as found:
+        assert found.get(cfg.runner_type) is SampleSeededRunner
+    assert cfg.default_hooks.random_state.type == 'RandomStateHook'
