@@ -11,6 +11,7 @@ import pytest
 import torch
 from mmengine.config import Config
 from mmengine.dataset import BaseDataset
+from mmengine.model import BaseModel
 from mmengine.registry import DATASETS, RUNNERS, TRANSFORMS
 from mmengine.runner import Runner
 
@@ -191,3 +192,53 @@ def test_every_config_seeds_per_sample_and_saves_the_random_state(config):
     with RUNNERS.switch_scope_and_registry(cfg.get('default_scope')) as found:
         assert found.get(cfg.runner_type) is SampleSeededRunner
     assert cfg.default_hooks.random_state.type == 'RandomStateHook'
+
+
+class RecordingModel(BaseModel):
+    """Keeps the sample numbers and draws of every training batch."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.weight = torch.nn.Parameter(torch.zeros(1))
+        self.batches = []
+
+    def forward(self, mode='loss', **batch):
+        self.batches.append(
+            list(zip(batch['number'], *(batch[kind] for kind in KINDS)))
+        )
+        return dict(loss=self.weight.sum() * 0 + self.weight.square())
+
+
+def iteration_run(work_dir, resume_from=None) -> list:
+    """6 iterations of an iteration-based loop (InfiniteSampler, 2
+    persistent workers, no config seed), a checkpoint at iteration 3."""
+    config = loader_config(2, True)
+    config['sampler'] = dict(type='InfiniteSampler', shuffle=True)
+    model = RecordingModel()
+    runner = SampleSeededRunner(
+        model=model,
+        work_dir=str(work_dir),
+        train_dataloader=config,
+        train_cfg=dict(by_epoch=False, max_iters=6),
+        optim_wrapper=dict(optimizer=dict(type='SGD', lr=0.1)),
+        default_hooks=dict(
+            checkpoint=dict(type='CheckpointHook', interval=3, by_epoch=False)
+        ),
+        custom_hooks=[dict(type='RandomStateHook')],
+        randomness=dict(seed=None),
+        load_from=resume_from,
+        resume=resume_from is not None,
+    )
+    runner.train()
+    return model.batches
+
+
+def test_iteration_based_run_without_seed_resumes_exactly(tmp_path):
+    """The loop starts its loader before the resume restores the seeds:
+    the sampler and the batches asked for already follow them again."""
+    whole = iteration_run(tmp_path / 'whole')
+    resumed = iteration_run(
+        tmp_path / 'resumed', resume_from=str(tmp_path / 'whole/iter_3.pth')
+    )
+    assert len(whole) == 6 and len(resumed) == 3
+    assert resumed == whole[3:]
