@@ -58,3 +58,7 @@ log_level = 'INFO'
 load_from = None
 resume = False
 randomness = dict(seed=None, deterministic=False)
+# The training data's random augmentation drawn from a seed of (seed, epoch,
+# rank, sample): new every epoch, the same whatever the workers, and
+# reproduced by a resume (docs/training.md#resume).
+runner_type = 'SampleSeededRunner'

@@ -13,6 +13,12 @@ _base_ = [
 
 custom_imports = dict(imports=['t2t_plugin'], allow_failed_imports=False)
 
+# Random augmentation seeded per sample, random state in the checkpoints:
+# new augmentation every epoch and an exact resume (see this project's
+# docs/training.md#resume).
+runner_type = 'SampleSeededRunner'
+default_hooks = dict(random_state=dict(type='RandomStateHook'))
+
 # The official ImageNet-1k release, converted on load (any checkpoint of
 # configs/t2t-vit-t-14_8xb64_in1k.py or in mmpretrain's layout works too).
 checkpoint = (

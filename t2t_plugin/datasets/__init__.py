@@ -1,11 +1,19 @@
 """Datasets and transforms registered in mmpretrain's registries, the
-safe reader of pickled data files, and safe pickle / YAML handlers for
-mmengine's ``load`` (``ann_file``)."""
+per-sample seeding of random augmentation, the safe reader of pickled data
+files, and safe pickle / YAML handlers for mmengine's ``load``
+(``ann_file``)."""
 
 from .cifar import LocalCIFAR10, LocalCIFAR100
 from .digits import DigitsDataset
 from .safe_files import SafePickleHandler, SafeYamlHandler, UnsafeDataFileError
 from .safe_pickle import UnsafePickleError, load_data_pickle
+from .sample_seeding import (
+    SampleSeededDataset,
+    SampleSeedSampler,
+    SeededIndex,
+    sample_seed,
+    sample_seeded_loader,
+)
 from .skip_bad_images import SkipBadImages
 from .transforms import ConvertImage
 
@@ -16,8 +24,13 @@ __all__ = [
     'LocalCIFAR100',
     'SafePickleHandler',
     'SafeYamlHandler',
+    'SampleSeedSampler',
+    'SampleSeededDataset',
+    'SeededIndex',
     'SkipBadImages',
     'UnsafeDataFileError',
     'UnsafePickleError',
     'load_data_pickle',
+    'sample_seed',
+    'sample_seeded_loader',
 ]

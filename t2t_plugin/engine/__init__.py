@@ -1,6 +1,7 @@
 """Registered runtime parts: atomic and loadable checkpoints, CPU autocast,
-the layer-decay optimizer constructor and the training-curves hook; the one
-reader of checkpoints and configs that every tool and API uses."""
+the layer-decay optimizer constructor, the training-curves hook and the
+runner that seeds augmentation per sample; the one reader of checkpoints
+and configs that every tool and API uses."""
 
 from .checkpoint import (
     AtomicLocalBackend,
@@ -22,6 +23,7 @@ from .config import ConfigError, load_config
 from .hooks import TrainingCurvesHook
 from .optim_constructor import BackboneLayerDecayOptimWrapperConstructor
 from .optim_wrapper import AutocastOptimWrapper
+from .sample_seeded_runner import SampleSeededRunner
 
 # Resume, ``load_from`` and ``Pretrained`` initialisation all go through
 # ``torch.load``; configs import this package before any of them runs.
@@ -34,6 +36,7 @@ __all__ = [
     'CheckpointError',
     'CheckpointMismatchError',
     'ConfigError',
+    'SampleSeededRunner',
     'TrainingCurvesHook',
     'allow_mmengine_checkpoints',
     'check_finite_weights',

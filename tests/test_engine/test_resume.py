@@ -1,6 +1,7 @@
 """Kill-and-resume: a run killed with SIGKILL mid-epoch and resumed from
 its last checkpoint logs the same losses and ends with the same accuracy as
-the uninterrupted run (RandomStateHook)."""
+the uninterrupted run (RandomStateHook, and the per-sample augmentation
+seeds of SampleSeededRunner for data-loader workers, persistent or not)."""
 
 import json
 import os
@@ -12,8 +13,11 @@ from pathlib import Path
 
 import pytest
 
+from tests.helpers import write_image
+
 ROOT = Path(__file__).resolve().parents[2]
-CONFIG = ROOT / 'configs' / 't2t-vit-mini_1xb64_digits.py'
+DIGITS = ROOT / 'configs' / 't2t-vit-mini_1xb64_digits.py'
+CUSTOM = ROOT / 'configs' / 't2t-vit-7_1xb64_custom-64px.py'
 
 
 def digits_options(workers: int, epochs: int = 3) -> list:
@@ -34,12 +38,45 @@ def digits_options(workers: int, epochs: int = 3) -> list:
     ]
 
 
-def train_command(work_dir: Path, options: list, resume: bool) -> list:
+def write_custom_data(root: Path) -> None:
+    """Three class folders of small pictures: 16 training images a class
+    (3 iterations an epoch at batch 16), 4 validation images a class."""
+    for split, count in (('train', 16), ('val', 4)):
+        for label in range(3):
+            folder = root / split / f'class{label}'
+            folder.mkdir(parents=True)
+            for index in range(count):
+                size = (36 + 4 * (index % 5), 32 + 8 * label)
+                write_image(
+                    folder / f'{index}.png', size, seed=100 * label + index
+                )
+
+
+def custom_options(root: Path, epochs: int = 3) -> list:
+    """The custom-data config with its loaders as shipped (2 persistent
+    workers) on 48 images in batches of 16: a checkpoint, a validation
+    and a loss every iteration."""
+    return [
+        f'train_cfg.max_epochs={epochs}',
+        'train_cfg.val_interval=1',
+        'train_dataloader.batch_size=16',
+        f'train_dataloader.dataset.data_root={root}',
+        f'val_dataloader.dataset.data_root={root}',
+        'default_hooks.logger.interval=1',
+        'default_hooks.checkpoint.interval=1',
+        'default_hooks.checkpoint.max_keep_ckpts=10',
+        'default_hooks.checkpoint.save_best=None',
+    ]
+
+
+def train_command(
+    work_dir: Path, options: list, resume: bool, config: Path = DIGITS
+) -> list:
     return (
         [
             sys.executable,
             str(ROOT / 'tools' / 'train.py'),
-            str(CONFIG),
+            str(config),
             '--work-dir',
             str(work_dir),
         ]
@@ -69,11 +106,12 @@ def logged(work_dir: Path) -> tuple:
 
 
 def run_killed_and_resumed(
-    work_dir: Path, options: list, kill_at_iter: int
-) -> None:
-    """Start training, SIGKILL it once it logged ``kill_at_iter``, resume."""
+    work_dir: Path, options: list, kill_at_iter: int, config: Path = DIGITS
+) -> str:
+    """Start training, SIGKILL it once it logged ``kill_at_iter``, resume;
+    the resumed run's output."""
     process = subprocess.Popen(
-        train_command(work_dir, options, resume=False),
+        train_command(work_dir, options, resume=False, config=config),
         env=environment(),
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
@@ -88,31 +126,85 @@ def run_killed_and_resumed(
         os.kill(process.pid, signal.SIGKILL)
     finally:
         process.wait()
-    subprocess.run(
-        train_command(work_dir, options, resume=True),
+    resumed = subprocess.run(
+        train_command(work_dir, options, resume=True, config=config),
         env=environment(),
         check=True,
         capture_output=True,
+        text=True,
     )
+    return resumed.stdout + resumed.stderr
+
+
+MIXUP_CONFIG = f"""_base_ = {str(DIGITS)!r}
+model = dict(
+    train_cfg=dict(
+        augments=[
+            dict(type='Mixup', alpha=0.8),
+            dict(type='CutMix', alpha=1.0),
+        ]
+    )
+)
+"""
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize('workers', [0, 2])
-def test_killed_and_resumed_run_equals_uninterrupted(workers, tmp_path):
-    options = digits_options(workers)
+@pytest.mark.parametrize(
+    'workers, persistent, mixup',
+    [(0, False, False), (2, False, False), (2, True, True)],
+)
+def test_killed_and_resumed_run_equals_uninterrupted(
+    workers, persistent, mixup, tmp_path
+):
+    """The demo's random crops in the loader, and drop path, dropout and
+    (with ``mixup``) mixup and cutmix boxes in the training process."""
+    options = digits_options(workers) + [
+        f'train_dataloader.persistent_workers={persistent}'
+    ]
+    config = DIGITS
+    if mixup:
+        config = tmp_path / 'digits_mixup.py'
+        config.write_text(MIXUP_CONFIG)
     whole, broken = tmp_path / 'whole', tmp_path / 'broken'
     subprocess.run(
-        train_command(whole, options, resume=False),
+        train_command(whole, options, resume=False, config=config),
         env=environment(),
         check=True,
         capture_output=True,
     )
     # epoch 3 is iterations 13-18: killed after iteration 14 is logged,
     # resumed from epoch_2.pth
-    run_killed_and_resumed(broken, options, kill_at_iter=14)
+    run_killed_and_resumed(broken, options, kill_at_iter=14, config=config)
     assert (broken / 'epoch_2.pth').is_file()
     whole_losses, whole_top1 = logged(whole)
     broken_losses, broken_top1 = logged(broken)
     assert sorted(whole_losses) == list(range(2, 19, 2))
+    assert broken_losses == whole_losses
+    assert broken_top1 == whole_top1 and len(whole_top1) == 3
+
+
+@pytest.mark.slow
+def test_custom_data_with_persistent_workers_resumes_exactly(tmp_path):
+    """RandomResizedCrop and flips in 2 persistent workers, drop path in
+    the training process: killed in the middle of epoch 3, resumed from
+    epoch_2.pth, every logged loss and the top-1 equal."""
+    write_custom_data(tmp_path / 'data')
+    options = custom_options(tmp_path / 'data')
+    whole, broken = tmp_path / 'whole', tmp_path / 'broken'
+    subprocess.run(
+        train_command(whole, options, resume=False, config=CUSTOM),
+        env=environment(),
+        check=True,
+        capture_output=True,
+    )
+    # epoch 3 is iterations 7-9: killed after iteration 7 is logged
+    output = run_killed_and_resumed(broken, options, 7, config=CUSTOM)
+    assert 'Load checkpoint from' in output and 'epoch_2.pth' in output
+    assert 'random' not in ' '.join(
+        line for line in output.splitlines() if 'WARNING' in line
+    )
+    whole_losses, whole_top1 = logged(whole)
+    broken_losses, broken_top1 = logged(broken)
+    assert sorted(whole_losses) == list(range(1, 10))
     assert broken_losses == whole_losses
     assert broken_top1 == whole_top1 and len(whole_top1) == 3

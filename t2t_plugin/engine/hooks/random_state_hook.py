@@ -7,9 +7,31 @@ from mmengine.dist import all_gather_object, get_rank, get_world_size
 from mmengine.hooks import Hook
 from mmengine.registry import HOOKS
 
+from ...datasets.sample_seeding import SampleSeededDataset, SampleSeedSampler
+
 # After every other hook of the end of an epoch (their random draws belong
 # to the epoch), before CheckpointHook (VERY_LOW, 90) saves.
 RANDOM_STATE_PRIORITY = 85
+
+# Samplers and batch samplers whose order follows the seed, the epoch and
+# the training process's saved generators only.
+EXACT_SAMPLERS = {
+    'mmengine': {'DefaultSampler', 'InfiniteSampler'},
+    'mmpretrain': {'RepeatAugSampler', 'SequentialSampler'},
+    'mmdet': {
+        'AspectRatioBatchSampler',
+        'ClassAwareSampler',
+        'GroupMultiSourceSampler',
+        'MultiDataAspectRatioBatchSampler',
+        'MultiSourceSampler',
+    },
+    'torch': {
+        'BatchSampler',
+        'DistributedSampler',
+        'RandomSampler',
+        'SequentialSampler',
+    },
+}
 
 
 def get_random_state() -> dict:
@@ -63,27 +85,49 @@ def set_random_state(state: dict) -> None:
     random.setstate((python[0], tuple(python[1]), python[2]))
 
 
+def _is_exact(sampler) -> bool:
+    kind = type(sampler)
+    package = kind.__module__.split('.')[0]
+    return kind.__name__ in EXACT_SAMPLERS.get(package, ())
+
+
+def _samplers(loader) -> tuple:
+    """The loader's per-sample seed sampler (None without one), the
+    sampler that orders the samples and the batch sampler (None when the
+    loader batches them itself)."""
+    batch_sampler = getattr(loader, 'batch_sampler', None)
+    sampler = getattr(batch_sampler, 'sampler', None)
+    if sampler is None:
+        sampler = getattr(loader, 'sampler', None)
+    if type(batch_sampler).__name__ == 'BatchSampler':
+        batch_sampler = None  # torch's, made from batch_size
+    if isinstance(sampler, SampleSeedSampler):
+        return sampler, sampler.sampler, batch_sampler
+    return None, sampler, batch_sampler
+
+
 @HOOKS.register_module()
 class RandomStateHook(Hook):
     """Save every random generator training draws from, so that a resumed
     run continues exactly as the uninterrupted one.
 
     mmengine's checkpoints hold the seed but no generator state, so the
-    epochs after a resume draw other dropout masks, drop paths, augmentations
-    and data-loader worker seeds (torch's loader takes each epoch's worker
-    base seed from the main process's torch generator; mmengine's
-    ``worker_init_fn`` reseeds numpy and ``random`` from the config seed).
-    At the end of each epoch this hook gathers the state of torch (CPU and
-    CUDA), numpy and python ``random`` from every rank, the checkpoint gets
-    it under ``random_state``, and ``--resume`` restores it (each rank its
-    own) just before the training loop starts. The sampler's seed is kept
-    too: without a config seed it is drawn anew at each start. Validation
-    is made neutral (the generators are put back after it), because a
-    resumed run does not repeat the validation that followed the save.
+    epochs after a resume draw other dropout masks, drop paths and mixup
+    or cutmix boxes. At the end of each epoch this hook gathers the state
+    of torch (CPU and CUDA), numpy and python ``random`` from every rank,
+    the checkpoint gets it under ``random_state``, and ``--resume``
+    restores it (each rank its own) just before the training loop starts.
+    The seeds of the sampler and of the per-sample augmentation seeds
+    (:class:`~t2t_plugin.datasets.SampleSeedSampler`) are kept too: without
+    a config seed they are drawn anew at each start. Validation is made
+    neutral (the generators are put back after it), because a resumed run
+    does not repeat the validation that followed the save.
 
-    Data-loader workers with ``persistent_workers=True`` keep their own
-    generators across epochs, which no checkpoint can hold: resumed runs
-    then differ in the workers' random augmentations (a warning says so).
+    The data-loader workers' random augmentation is seeded per sample by
+    :class:`~t2t_plugin.engine.SampleSeededRunner`; at the start of
+    training a warning line names any setting that leaves it to the
+    workers' own generators (another runner) or whose order of samples is
+    not known to be reproducible (a sampler of one's own).
     """
 
     priority = RANDOM_STATE_PRIORITY
@@ -137,11 +181,13 @@ class RandomStateHook(Hook):
             self._before_val = None
 
     def before_save_checkpoint(self, runner, checkpoint: dict) -> None:
-        """Store the random states and the sampler seed."""
+        """Store the random states and the samplers' seeds."""
         states = self._states or [get_random_state()]
-        sampler = getattr(runner.train_dataloader, 'sampler', None)
+        seeder, sampler, _ = _samplers(runner.train_dataloader)
         checkpoint['random_state'] = dict(
-            ranks=states, sampler_seed=getattr(sampler, 'seed', None)
+            ranks=states,
+            sampler_seed=getattr(sampler, 'seed', None),
+            sample_seed=getattr(seeder, 'seed', None),
         )
 
     def after_load_checkpoint(self, runner, checkpoint: dict) -> None:
@@ -149,7 +195,9 @@ class RandomStateHook(Hook):
         self._loaded = checkpoint.get('random_state')
 
     def before_train(self, runner) -> None:
-        """Restore the saved state when resuming."""
+        """Warn about settings that cannot be exact; restore the saved
+        state when resuming."""
+        self._warn_inexact(runner)
         loaded, self._loaded = self._loaded, None
         if not runner._resume:
             return  # load_from starts a new run: its own random draws
@@ -171,17 +219,56 @@ class RandomStateHook(Hook):
         set_random_state(
             ranks[get_rank() if len(ranks) == get_world_size() else 0]
         )
-        loader = runner.train_dataloader
-        sampler = getattr(loader, 'sampler', None)
-        if loaded.get('sampler_seed') is not None and hasattr(sampler, 'seed'):
-            sampler.seed = loaded['sampler_seed']
-        if (
-            getattr(loader, 'persistent_workers', False)
-            and getattr(loader, 'num_workers', 0) > 0
-        ):
+        self._restore_seeds(runner, loaded)
+
+    def _restore_seeds(self, runner, loaded: dict) -> None:
+        seeder, sampler, _ = _samplers(runner.train_dataloader)
+        changed = False
+        for part, key in ((sampler, 'sampler_seed'), (seeder, 'sample_seed')):
+            seed = loaded.get(key)
+            if seed is not None and getattr(part, 'seed', seed) != seed:
+                part.seed = seed
+                changed = True
+        loop = runner.train_loop
+        if not changed or not hasattr(loop, 'dataloader_iterator'):
+            return
+        # An iteration-based loop starts its loader when it is built, before
+        # the resume: the first batches were asked for with the new seeds.
+        if type(sampler).__name__ == 'InfiniteSampler':
+            sampler.indices = sampler._indices_of_rank()
+        elif not hasattr(sampler, 'set_epoch'):
             runner.logger.warning(
-                'persistent_workers=True: the data-loader workers restart '
-                'with fresh random generators, so random augmentations '
-                'after this resume differ from an uninterrupted run; set '
-                'persistent_workers=False for an exact resume.'
+                f'train_dataloader.sampler {type(sampler).__name__} made '
+                'its order before the resume restored its seed: set '
+                'randomness.seed in the config for an exact resume.'
             )
+        loop.dataloader_iterator = type(loop.dataloader_iterator)(
+            loop.dataloader
+        )
+
+    def _warn_inexact(self, runner) -> None:
+        loader = runner.train_dataloader
+        seeder, sampler, batch_sampler = _samplers(loader)
+        seeded = seeder is not None and isinstance(
+            loader.dataset, SampleSeededDataset
+        )
+        if not seeded and getattr(loader, 'num_workers', 0) > 0:
+            runner.logger.warning(
+                'The training data is augmented with the random generators '
+                f'of the data-loader workers ({type(runner).__name__} built '
+                'the loader without per-sample seeds): non-persistent '
+                'workers repeat the same random numbers every epoch and a '
+                'resumed run draws other ones; set runner_type = '
+                "'SampleSeededRunner' in the config."
+            )
+        for key, part in (
+            ('sampler', sampler),
+            ('batch_sampler', batch_sampler),
+        ):
+            if part is not None and not _is_exact(part):
+                runner.logger.warning(
+                    f'train_dataloader.{key} {type(part).__name__} is not '
+                    'known to order the samples by the seed and the epoch '
+                    'only: a resumed run sees the samples of the '
+                    'uninterrupted one only if it does.'
+                )

@@ -1,0 +1,31 @@
+from typing import Union
+
+from mmengine.registry import RUNNERS
+from mmengine.runner import BaseLoop, Runner
+
+from ..datasets.sample_seeding import sample_seeded_loader
+
+
+@RUNNERS.register_module()
+class SampleSeededRunner(Runner):
+    """mmengine's Runner, with the random augmentation of the training
+    data seeded per sample.
+
+    Its training loader gets
+    :class:`~t2t_plugin.datasets.SampleSeedSampler` around the config's
+    sampler and :class:`~t2t_plugin.datasets.SampleSeededDataset` around
+    its dataset: every sample draws from a seed of (run seed, epoch, rank,
+    place in the epoch, index), whatever worker loads it and whether
+    workers persist. The config itself keeps its keys
+    (``train_dataloader.dataset.pipeline`` and so on); ``runner_type =
+    'SampleSeededRunner'`` in a config selects this runner in this
+    project's tools and in mmpretrain's, mmdet's and mmseg's.
+    """
+
+    def build_train_loop(self, loop: Union[BaseLoop, dict]) -> BaseLoop:
+        """Build the training loop with a per-sample seeded loader."""
+        if isinstance(self._train_dataloader, dict):
+            self._train_dataloader = sample_seeded_loader(
+                self._train_dataloader
+            )
+        return super().build_train_loop(loop)
