@@ -8,7 +8,6 @@ Nothing here is needed to build or run a model from a config; library code
 never imports this package.
 """
 
-from .backbone_widths import follow_backbone_widths, t2t_output_widths
 from .distributed import init_cpu_dist, setup_cpu_dist
 from .inputs_check import (
     BUILD_ERRORS,
@@ -32,7 +31,6 @@ __all__ = [
     'close_dist',
     'dist_failure_message',
     'find_missing_inputs',
-    'follow_backbone_widths',
     'init_cpu_dist',
     'load_config',
     'parse_launch_args',
@@ -40,5 +38,4 @@ __all__ = [
     'report_build_error',
     'set_default_work_dir',
     'setup_cpu_dist',
-    't2t_output_widths',
 ]

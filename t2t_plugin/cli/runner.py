@@ -8,8 +8,6 @@ from mmengine.config import Config
 from mmengine.registry import RUNNERS
 from mmengine.runner import Runner
 
-from .backbone_widths import follow_backbone_widths
-
 
 def set_default_work_dir(
     cfg: Config, config_path: str, work_dir: Optional[str]
@@ -42,13 +40,9 @@ def build_runner(cfg: Config, loops: Sequence[str] = ()) -> Runner:
         loops (Sequence[str]): Loop properties to build now, e.g.
             ``('train_loop', 'val_loop')`` or ``('test_loop',)``.
 
-    The input widths of the plugin's necks and heads are set from the
-    backbone config first (:func:`follow_backbone_widths`).
-
     Returns:
         Runner: The runner, with those loops built.
     """
-    follow_backbone_widths(cfg)
     runner = (
         Runner.from_cfg(cfg)
         if 'runner_type' not in cfg

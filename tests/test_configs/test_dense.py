@@ -89,12 +89,6 @@ def load_config(path: Path, tiny: bool) -> Config:
         backbone.t2t_cfg = dict(token_dims=TOKEN_DIMS)
         backbone.drop_path_rate = 0.0
         backbone.init_cfg = None
-        neck = (
-            cfg.model.neck[0]
-            if isinstance(cfg.model.neck, list)
-            else cfg.model.neck
-        )
-        neck.in_channels = (TOKEN_DIMS, TOKEN_DIMS, TINY_ARCH['embed_dims'])
     return cfg
 
 
@@ -417,7 +411,6 @@ model = dict(
         init_cfg=None),
     neck=[
         dict(type='mmpretrain.T2TFeaturePyramid',
-             in_channels=({token_dims}, {token_dims}, {embed_dims}),
              out_channels=(192, 384, 768), out_indices=(1, 2, 3)),
         dict(type='FPN', in_channels=[192, 384, 768], out_channels=256,
              start_level=0, add_extra_convs='on_input', num_outs=5),
@@ -449,7 +442,6 @@ def test_train_tool_runs_a_detection_config(tmp_path):
             ),
             arch=TINY_ARCH,
             token_dims=TOKEN_DIMS,
-            embed_dims=TINY_ARCH['embed_dims'],
             root=str(tmp_path / 'coco'),
         )
     )

@@ -4,6 +4,10 @@ from .non_finite_guard_hook import (
     NonFiniteLossError,
     first_non_finite,
 )
+from .pyramid_stride_check_hook import (
+    PyramidStrideCheckHook,
+    PyramidStrideError,
+)
 from .random_state_hook import (
     RandomStateHook,
     get_random_state,
@@ -17,6 +21,8 @@ __all__ = [
     'BadImageHook',
     'NonFiniteGuardHook',
     'NonFiniteLossError',
+    'PyramidStrideCheckHook',
+    'PyramidStrideError',
     'RandomStateHook',
     'RankHeartbeatHook',
     'TooManyBadImagesError',
