@@ -122,7 +122,7 @@ class T2TFeaturePyramid(BaseModule):
         self, in_channels: Optional[Sequence[int]]
     ) -> tuple[int, ...]:
         backbone = _sibling_backbone(self)
-        widths = None if backbone is None else _t2t_output_widths(backbone)
+        widths = None if backbone is None else self.backbone_widths(backbone)
         if in_channels is None:
             if widths is None:
                 raise ValueError(
@@ -141,6 +141,28 @@ class T2TFeaturePyramid(BaseModule):
                 'backbone.'
             )
         return in_channels
+
+    @staticmethod
+    def backbone_widths(backbone: nn.Module) -> Optional[tuple[int, ...]]:
+        """The channel widths of a ``T2TViT``'s outputs, or None for another
+        backbone.
+
+        Raises:
+            ValueError: For a ``T2TViT`` that does not return maps.
+        """
+        t2t = getattr(backbone, 'tokens_to_token', None)
+        if t2t is None or not hasattr(backbone, 'out_indices'):
+            return None
+        if backbone.out_type != 'featmap':
+            raise ValueError(
+                "T2TFeaturePyramid needs the backbone's maps, got a T2TViT "
+                f'with out_type={backbone.out_type!r}. Build it with '
+                "out_type='featmap' and out_t2t_maps=True."
+            )
+        widths = (backbone.embed_dims,) * len(backbone.out_indices)
+        if backbone.out_t2t_maps:
+            widths = (t2t.token_dims,) * 2 + widths
+        return widths
 
     @staticmethod
     def _block(in_dims: int, out_dims: int, norm_cfg: dict) -> nn.Sequential:
@@ -197,24 +219,6 @@ class T2TFeaturePyramid(BaseModule):
                 f'(each half the size of the previous one), got sizes '
                 f'{sizes}. Use the default T2T soft-split strides (4, 2, 2).'
             )
-
-
-def _t2t_output_widths(backbone: nn.Module) -> Optional[tuple[int, ...]]:
-    """The channel widths of a ``T2TViT``'s outputs, or None for another
-    backbone."""
-    t2t = getattr(backbone, 'tokens_to_token', None)
-    if t2t is None or not hasattr(backbone, 'out_indices'):
-        return None
-    if backbone.out_type != 'featmap':
-        raise ValueError(
-            "T2TFeaturePyramid needs the backbone's maps, got a T2TViT with "
-            f'out_type={backbone.out_type!r}. Build it with '
-            "out_type='featmap' and out_t2t_maps=True."
-        )
-    widths = (backbone.embed_dims,) * len(backbone.out_indices)
-    if backbone.out_t2t_maps:
-        widths = (t2t.token_dims,) * 2 + widths
-    return widths
 
 
 def _sibling_backbone(neck: nn.Module) -> Optional[nn.Module]:
