@@ -21,6 +21,7 @@ from mmpretrain.apis import ImageClassificationInferencer
 
 from t2t_plugin.cli.model_loading import (
     DEFAULT_MAX_TOKENS,
+    IMAGE_ERRORS,
     check_token_budget,
     list_images,
     load_model,
@@ -65,12 +66,23 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
     )
     args = parser.parse_args(argv)
     if args.topk < 1:
-        parser.error('--topk must be at least 1')
+        parser.error(f'--topk must be at least 1, got {args.topk}')
+    if args.max_tokens < 1:
+        parser.error(f'--max-tokens must be at least 1, got {args.max_tokens}')
     return args
 
 
+def one_line(error: BaseException) -> str:
+    """The first line of an error's message (its type when it has none)."""
+    lines = str(error).strip().splitlines()
+    return lines[0] if lines else type(error).__name__
+
+
 def main(argv: Optional[Sequence[str]] = None) -> int:
-    args = parse_args(argv)
+    try:
+        args = parse_args(argv)
+    except SystemExit as stop:  # argparse: --help, or a usage error
+        return int(stop.code or 0)
     try:
         images = list_images(args.image)
         model = load_model(
@@ -84,23 +96,27 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         CheckpointError,
         CheckpointMismatchError,
     ) as error:
-        print(f'error: {error}', file=sys.stderr)
+        print(f'error: {one_line(error)}', file=sys.stderr)
         return 1
     inferencer = ImageClassificationInferencer(model, device=args.device)
     # the same pipeline as the other tools: 1-channel models get grey levels
     inferencer.pipeline = test_pipeline(model._config)
-    failed = 0
+    failed = []
     for image in images:
         try:
             check_token_budget(model, image, args.max_tokens)
             result = inferencer(str(image))[0]
-        except (OSError, ValueError, TypeError) as error:
-            failed += 1
-            print(f'error: {image}: {error}', file=sys.stderr)
+        except IMAGE_ERRORS as error:
+            # one bad file does not stop the others
+            failed.append(image)
+            message = one_line(error)
+            if str(image) not in message:
+                message = f'{image}: {message}'
+            print(f'error: {message}', file=sys.stderr)
             continue
         scores = np.asarray(result['pred_scores'])
         if not np.isfinite(scores).all():
-            failed += 1
+            failed.append(image)
             print(
                 f'error: {image}: the model gives NaN or infinite scores; '
                 'the checkpoint or the input is broken.',
@@ -114,7 +130,14 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         ):
             name = classes[label] if classes else f'class {label}'
             print(f'{rank:>3}. {scores[label]:7.2%}  {name} (class {label})')
-    return 1 if failed else 0
+    if failed:
+        print(
+            f'error: {len(failed)} of {len(images)} images failed: '
+            + ', '.join(path.name for path in failed),
+            file=sys.stderr,
+        )
+        return 1
+    return 0
 
 
 if __name__ == '__main__':
