@@ -11,6 +11,8 @@ Example::
 """
 
 import argparse
+import contextlib
+import io
 import sys
 from collections.abc import Sequence
 from typing import Optional
@@ -35,7 +37,9 @@ from t2t_plugin.engine import (
 
 
 def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(
+        prog='infer.py', description=__doc__.splitlines()[0]
+    )
     parser.add_argument('image', help='image file, or a folder of images')
     parser.add_argument(
         'model', help='config file, or a model name of list_models()'
@@ -105,7 +109,10 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     for image in images:
         try:
             check_token_budget(model, image, args.max_tokens)
-            result = inferencer(str(image))[0]
+            # the inferencer draws a progress bar per call on stdout, where
+            # the results go
+            with contextlib.redirect_stdout(io.StringIO()):
+                result = inferencer(str(image))[0]
         except IMAGE_ERRORS as error:
             # one bad file does not stop the others
             failed.append(image)
@@ -130,14 +137,13 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         ):
             name = classes[label] if classes else f'class {label}'
             print(f'{rank:>3}. {scores[label]:7.2%}  {name} (class {label})')
-    if failed:
+    if failed and len(images) > 1:
         print(
             f'error: {len(failed)} of {len(images)} images failed: '
             + ', '.join(path.name for path in failed),
             file=sys.stderr,
         )
-        return 1
-    return 0
+    return 1 if failed else 0
 
 
 if __name__ == '__main__':

@@ -107,11 +107,10 @@ def draw_images(
             continue
         for path in paths:
             console.print(str(path), markup=False, highlight=False)
-    if failed:
+    if failed and len(images) > 1:
         print(
             f'error: {len(failed)} of {len(images)} images failed: '
             + ', '.join(path.name for path in failed),
             file=sys.stderr,
         )
-        return 1
-    return 0
+    return 1 if failed else 0
