@@ -15,6 +15,7 @@ from typing import Optional, Union
 
 import torch
 from mmengine.config import Config
+from mmengine.registry import DefaultScope
 from mmpretrain.registry import MODELS
 from torch import nn
 
@@ -189,7 +190,12 @@ def build_exportable(
         output_names = [output]
         kind = 'classifier'
     else:
-        module, output_names = _build_pyramid(cfg, backbone_cfg, checkpoint)
+        # the parts are built on their own, from our registry, whatever
+        # default scope (mmdet, mmseg) the config set
+        with DefaultScope.overwrite_default_scope('mmpretrain'):
+            module, output_names = _build_pyramid(
+                cfg, backbone_cfg, checkpoint
+            )
         backbone = module.backbone
         kind = 'pyramid'
     _disable_checkpointing(backbone)

@@ -109,7 +109,8 @@ class PyramidStrideCheckHook(Hook):
                     "match (an FPN after T2TFeaturePyramid's strides 8-32 "
                     'under RetinaNet: start_level=0, add_extra_convs='
                     "'on_input', num_outs=5; after strides 4-32: "
-                    'start_level=1) or change the strides of the head.'
+                    "start_level=1, add_extra_convs='on_input') or change "
+                    'the strides of the head.'
                 )
 
     @staticmethod
