@@ -12,9 +12,6 @@ _base_ = [
 ]
 
 custom_imports = dict(imports=['t2t_plugin'], allow_failed_imports=False)
-# Before a run, the strides of the neck's maps are measured and compared with
-# the heads' anchor strides (a mismatch trains silently to a poor mAP).
-custom_hooks = [dict(type='PyramidStrideCheckHook')]
 
 # The official ImageNet-1k release, converted on load (any checkpoint of
 # configs/t2t-vit-t-14_8xb64_in1k.py or in mmpretrain's layout works too).

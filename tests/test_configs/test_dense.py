@@ -667,6 +667,13 @@ def test_anchor_strides_that_miss_the_pyramid_stop_before_training(tmp_path):
     assert runner.iter == 0
     assert not list((tmp_path / 'work').rglob('*.pth'))
 
+    # every detection config sets the hook
+    for path in sorted((CONFIGS / 'det').glob('*.py')):
+        hooks = Config.fromfile(str(path)).custom_hooks
+        assert [hook.type for hook in hooks] == [
+            'TrainingCurvesHook',
+            'PyramidStrideCheckHook',
+        ], path
     # the configs as they are: the strides match, the check passes
     for name in (
         'retinanet_t2t-vit-t-14_fpn_1x_coco.py',

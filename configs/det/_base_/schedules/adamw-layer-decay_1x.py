@@ -41,4 +41,10 @@ param_scheduler = [
 ]
 
 # loss, learning-rate and metric curves as <work_dir>/curves.png
-custom_hooks = [dict(type='TrainingCurvesHook')]
+# PyramidStrideCheckHook: before a run, the strides of the neck's maps are
+# measured and compared with the heads' anchor strides (a mismatch trains
+# silently to a poor mAP).
+custom_hooks = [
+    dict(type='TrainingCurvesHook'),
+    dict(type='PyramidStrideCheckHook'),
+]
