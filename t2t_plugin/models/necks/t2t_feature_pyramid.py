@@ -40,17 +40,19 @@ class T2TFeaturePyramid(BaseModule):
     unused under distributed training.
 
     Args:
-        in_channels (Sequence[int]): Widths of the backbone outputs in the
-            order the backbone returns them: the stride-4 and stride-8 T2T
-            maps (``token_dims``, 64 for every released arch), then one or
-            more stride-16 encoder maps (``embed_dims``), e.g.
-            ``(64, 64, 384)`` for T2T-ViT-14 / t-14 with one output index.
+        in_channels (Sequence[int], optional): Widths of the backbone
+            outputs in the order the backbone returns them: the stride-4
+            and stride-8 T2T maps (``token_dims``, 64 for every released
+            arch), then one or more stride-16 encoder maps
+            (``embed_dims``), e.g. ``(64, 64, 384)`` for T2T-ViT-14 / t-14
+            with one output index.
             Defaults to None: the widths of the ``T2TViT`` built just before
             as the ``backbone`` of the same model (mmdet's detectors and
             mmseg's segmentors build it first), so that ``arch`` is the only
             edit. Given explicitly, they must match that backbone.
         out_channels (int | Sequence[int]): Width of each output level, or
-            one width for all, e.g. ``(96, 192, 384, 768)`` or 256.
+            one width for all, e.g. ``(96, 192, 384, 768)``. Defaults to
+            256.
         out_indices (Sequence[int]): Levels to build and output: 0, 1, 2, 3
             for strides 4, 8, 16, 32. Defaults to all four.
         norm_cfg (dict): Norm layer after each conv, built by mmpretrain's
