@@ -310,6 +310,7 @@ def _has(module):
             'sides to be multiples of 2. Resize or pad the image, e.g. to '
             '10x8.',
         ),
+        ('out_is_folder', 'is a folder; give a file path.'),
         (
             'not_t2t',
             'Only T2T-ViT models export here; the config builds a '
@@ -327,6 +328,8 @@ def test_tool_errors_are_one_line(
         checkpoint = '/nonexistent.pth'
     elif case == 'bad_size':
         extra = ['--shape', '9', '8']
+    elif case == 'out_is_folder':
+        (tmp_path / 'x.onnx').mkdir()
     else:
         config = tmp_path / 'resnet.py'
         config.write_text(
@@ -349,7 +352,7 @@ def test_tool_errors_are_one_line(
     assert len(lines) == 1, captured.err
     assert lines[0].startswith('pytorch2onnx.py: error: ')
     assert message in lines[0]
-    assert not (tmp_path / 'x.onnx').exists()
+    assert not (tmp_path / 'x.onnx').is_file()
 
 
 @pytest.mark.parametrize('size', [(9, 9), (7, 8)])
