@@ -11,6 +11,8 @@ Example::
 """
 
 import argparse
+import contextlib
+import io
 import sys
 from collections.abc import Sequence
 from typing import Optional
@@ -21,6 +23,7 @@ from mmpretrain.apis import ImageClassificationInferencer
 
 from t2t_plugin.cli.model_loading import (
     DEFAULT_MAX_TOKENS,
+    IMAGE_ERRORS,
     check_token_budget,
     list_images,
     load_model,
@@ -34,7 +37,9 @@ from t2t_plugin.engine import (
 
 
 def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(
+        prog='infer.py', description=__doc__.splitlines()[0]
+    )
     parser.add_argument('image', help='image file, or a folder of images')
     parser.add_argument(
         'model', help='config file, or a model name of list_models()'
@@ -65,12 +70,23 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
     )
     args = parser.parse_args(argv)
     if args.topk < 1:
-        parser.error('--topk must be at least 1')
+        parser.error(f'--topk must be at least 1, got {args.topk}')
+    if args.max_tokens < 1:
+        parser.error(f'--max-tokens must be at least 1, got {args.max_tokens}')
     return args
 
 
+def one_line(error: BaseException) -> str:
+    """The first line of an error's message (its type when it has none)."""
+    lines = str(error).strip().splitlines()
+    return lines[0] if lines else type(error).__name__
+
+
 def main(argv: Optional[Sequence[str]] = None) -> int:
-    args = parse_args(argv)
+    try:
+        args = parse_args(argv)
+    except SystemExit as stop:  # argparse: --help, or a usage error
+        return int(stop.code or 0)
     try:
         images = list_images(args.image)
         model = load_model(
@@ -84,23 +100,30 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         CheckpointError,
         CheckpointMismatchError,
     ) as error:
-        print(f'error: {error}', file=sys.stderr)
+        print(f'error: {one_line(error)}', file=sys.stderr)
         return 1
     inferencer = ImageClassificationInferencer(model, device=args.device)
     # the same pipeline as the other tools: 1-channel models get grey levels
     inferencer.pipeline = test_pipeline(model._config)
-    failed = 0
+    failed = []
     for image in images:
         try:
             check_token_budget(model, image, args.max_tokens)
-            result = inferencer(str(image))[0]
-        except (OSError, ValueError, TypeError) as error:
-            failed += 1
-            print(f'error: {image}: {error}', file=sys.stderr)
+            # the inferencer draws a progress bar per call on stdout, where
+            # the results go
+            with contextlib.redirect_stdout(io.StringIO()):
+                result = inferencer(str(image))[0]
+        except IMAGE_ERRORS as error:
+            # one bad file does not stop the others
+            failed.append(image)
+            message = one_line(error)
+            if str(image) not in message:
+                message = f'{image}: {message}'
+            print(f'error: {message}', file=sys.stderr)
             continue
         scores = np.asarray(result['pred_scores'])
         if not np.isfinite(scores).all():
-            failed += 1
+            failed.append(image)
             print(
                 f'error: {image}: the model gives NaN or infinite scores; '
                 'the checkpoint or the input is broken.',
@@ -114,6 +137,12 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         ):
             name = classes[label] if classes else f'class {label}'
             print(f'{rank:>3}. {scores[label]:7.2%}  {name} (class {label})')
+    if failed and len(images) > 1:
+        print(
+            f'error: {len(failed)} of {len(images)} images failed: '
+            + ', '.join(path.name for path in failed),
+            file=sys.stderr,
+        )
     return 1 if failed else 0
 
 

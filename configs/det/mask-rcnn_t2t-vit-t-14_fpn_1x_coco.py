@@ -2,7 +2,7 @@
 # 8 GPUs x 2 images. mmdet's ResNet-50 Mask R-CNN with the backbone swapped:
 # T2T-ViT -> T2TFeaturePyramid (strides 4, 8, 16, 32) -> FPN (P2-P6).
 # Another arch is one option: --cfg-options model.backbone.arch=7 (the
-# pyramid's in_channels follow the backbone in tools/train.py and test.py).
+# pyramid reads its input widths off the backbone, through any tool).
 _base_ = [
     'mmdet::_base_/models/mask-rcnn_r50_fpn.py',
     'mmdet::_base_/datasets/coco_instance.py',
@@ -42,7 +42,6 @@ model = dict(
     neck=[
         dict(
             type='mmpretrain.T2TFeaturePyramid',
-            in_channels=(64, 64, 384),
             out_channels=(96, 192, 384, 768),
         ),
         dict(

@@ -16,8 +16,8 @@ num_classes = 2
 # docs/custom_data.md, "Weights"); init_cfg=None trains from scratch.
 checkpoint = 'checkpoints/t2t-vit-7_in1k.pth'
 
-# The pyramid neck's in_channels follow the backbone in tools/train.py and
-# tools/test.py, so the arch is the only model change.
+# The pyramid neck reads its input widths off the backbone, so the arch is
+# the only model change.
 model = dict(
     backbone=dict(arch='7', init_cfg=dict(checkpoint=checkpoint)),
     bbox_head=dict(num_classes=num_classes),

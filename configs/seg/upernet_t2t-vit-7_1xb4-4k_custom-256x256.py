@@ -21,8 +21,8 @@ num_classes = 3
 checkpoint = 'checkpoints/t2t-vit-7_in1k.pth'
 
 crop_size = (256, 256)
-# The pyramid neck's in_channels follow the backbone in tools/train.py and
-# tools/test.py, so the arch is the only backbone change.
+# The pyramid neck reads its input widths off the backbone, so the arch is
+# the only backbone change.
 model = dict(
     data_preprocessor=dict(size=crop_size),
     backbone=dict(arch='7', init_cfg=dict(checkpoint=checkpoint)),

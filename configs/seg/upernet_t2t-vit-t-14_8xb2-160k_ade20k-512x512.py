@@ -2,7 +2,7 @@
 # iterations, 8 GPUs x 2 images. mmseg's ResNet-50 UPerNet with the backbone
 # swapped: T2T-ViT -> T2TFeaturePyramid (strides 4, 8, 16, 32) -> UPerHead.
 # Another arch is one option: --cfg-options model.backbone.arch=7 (the
-# pyramid's in_channels follow the backbone in tools/train.py and test.py).
+# pyramid reads its input widths off the backbone, through any tool).
 _base_ = [
     'mmseg::_base_/models/upernet_r50.py',
     'mmseg::_base_/datasets/ade20k.py',
@@ -48,7 +48,6 @@ model = dict(
     ),
     neck=dict(
         type='mmpretrain.T2TFeaturePyramid',
-        in_channels=(64, 64, 384),
         out_channels=(96, 192, 384, 768),
     ),
     decode_head=dict(in_channels=[96, 192, 384, 768], num_classes=150),

@@ -16,7 +16,6 @@ from .arguments import (
     set_amp,
     set_default_work_dir,
 )
-from .backbone_widths import follow_backbone_widths, t2t_output_widths
 from .distributed import init_cpu_dist, setup_cpu_dist
 from .launch import close_dist, dist_failure_message, prepare_launcher
 from .reporting import (
@@ -38,7 +37,6 @@ __all__ = [
     'enable_show',
     'enable_tta',
     'find_missing_inputs',
-    'follow_backbone_widths',
     'init_cpu_dist',
     'load_config',
     'merge_options',
@@ -50,5 +48,4 @@ __all__ = [
     'set_amp',
     'set_default_work_dir',
     'setup_cpu_dist',
-    't2t_output_widths',
 ]

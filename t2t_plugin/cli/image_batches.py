@@ -16,7 +16,12 @@ from rich.progress import track
 
 from ..analysis.token_maps import default_block_indices, resolve_block_indices
 from ..engine import CheckpointError, CheckpointMismatchError, ConfigError
-from .model_loading import list_images, load_model
+from .model_loading import (
+    IMAGE_ERRORS,
+    check_writable_folder,
+    list_images,
+    load_model,
+)
 
 # draw(model, image, blocks, out_dir) -> the PNG files written
 DrawFunction = Callable[..., Sequence[Path]]
@@ -56,6 +61,7 @@ def draw_images(
     out_dir = Path(args.out_dir)
     try:
         images: list[Path] = list_images(args.image)
+        check_writable_folder(out_dir, '--out-dir')
         model = load_model(args.config, args.checkpoint, args.device)
         if needs_cls_token and not model.backbone.with_cls_token:
             raise ValueError(
@@ -80,16 +86,7 @@ def draw_images(
     ) as error:
         print(f'error: {error}', file=sys.stderr)
         return 1
-    try:
-        out_dir.mkdir(parents=True, exist_ok=True)
-    except OSError as error:
-        print(
-            f'error: cannot make the --out-dir folder {out_dir} '
-            f'({error.strerror}); give a folder path.',
-            file=sys.stderr,
-        )
-        return 1
-    failed = 0
+    failed = []
     for image in track(
         images,
         description='Drawing',
@@ -99,10 +96,10 @@ def draw_images(
     ):
         try:
             paths = draw(model, image, blocks, out_dir)
-        except (OSError, ValueError) as error:
+        except IMAGE_ERRORS as error:
             # one bad image (unreadable, of a size the model cannot take)
             # does not stop the others
-            failed += 1
+            failed.append(image)
             message = str(error)
             if str(image) not in message:
                 message = f'{image}: {message}'
@@ -110,4 +107,10 @@ def draw_images(
             continue
         for path in paths:
             console.print(str(path), markup=False, highlight=False)
+    if failed and len(images) > 1:
+        print(
+            f'error: {len(failed)} of {len(images)} images failed: '
+            + ', '.join(path.name for path in failed),
+            file=sys.stderr,
+        )
     return 1 if failed else 0

@@ -10,9 +10,15 @@ is refused before it is run.
 """
 
 import math
+import os
+import pickle
+import tempfile
+import urllib.error
+import urllib.parse
 from pathlib import Path
 from typing import Optional, Union
 
+import cv2
 import numpy as np
 import torch
 from mmcv.image import imread
@@ -21,6 +27,7 @@ from mmengine.dataset import Compose, pseudo_collate
 from mmpretrain.apis import ModelHub, get_model
 from mmpretrain.datasets import remove_transform
 from mmpretrain.registry import TRANSFORMS
+from PIL import Image
 from torch import nn
 
 from ..engine.checkpoint import (
@@ -36,6 +43,9 @@ IMAGE_SUFFIXES = ('.jpg', '.jpeg', '.png', '.bmp', '.webp', '.tif', '.tiff')
 # the square of the tokens, so a huge image on a pipeline without a resize
 # is refused rather than left to exhaust the memory.
 DEFAULT_MAX_TOKENS = 4096
+# What a bad image file raises on decoding: OpenCV asserts (cv2.error) on
+# an empty or damaged buffer, instead of returning None.
+IMAGE_ERRORS = (OSError, ValueError, TypeError, cv2.error)
 
 
 def load_model(
@@ -76,7 +86,7 @@ def load_model(
     cfg.model.get('backbone', {}).pop('init_cfg', None)
     built = get_model(cfg, pretrained=False)
     if checkpoint:
-        loaded = read_checkpoint(checkpoint)
+        loaded = _read_checkpoint_or_say_where(str(checkpoint))
         check_finite_weights(
             checkpoint_state_dict(loaded, checkpoint), checkpoint
         )
@@ -86,6 +96,30 @@ def load_model(
             built._dataset_meta = meta['dataset_meta']
     _match_class_names(built)
     return built.to(device).eval()
+
+
+def _read_checkpoint_or_say_where(checkpoint: str) -> dict:
+    """``read_checkpoint``; a download that cannot reach its server says
+    where to place the file by hand, a damaged cached download names the
+    file to delete."""
+    name = urllib.parse.urlparse(checkpoint).path.rsplit('/', 1)[-1]
+    cached = Path(torch.hub.get_dir()) / 'checkpoints'
+    try:
+        return read_checkpoint(checkpoint)
+    except (RuntimeError, EOFError, pickle.UnpicklingError) as error:
+        if '://' not in checkpoint or not (cached / name).is_file():
+            raise
+        lines = str(error).strip().splitlines() or [type(error).__name__]
+        raise OSError(
+            f'The cached download {cached / name} is damaged '
+            f'({lines[0][:120]}); delete it and run again.'
+        ) from None
+    except urllib.error.URLError as error:
+        raise OSError(
+            f'Cannot download {checkpoint} ({error.reason}); without a '
+            f'network, place the file at {cached / name} or give its path '
+            'as the checkpoint.'
+        ) from None
 
 
 def _match_class_names(model: nn.Module) -> None:
@@ -132,9 +166,11 @@ def read_image_input(image: Union[str, Path, np.ndarray]) -> dict:
         ValueError: If the file is not an image.
     """
     if isinstance(image, (str, Path)):
-        if not Path(image).is_file():
-            raise FileNotFoundError(f'Image not found: {image}.')
-        decoded = imread(str(image))
+        read_image_size(image)
+        try:
+            decoded = imread(str(image))
+        except cv2.error:
+            decoded = None
         if decoded is None:
             raise ValueError(
                 f'{image} is not an image that OpenCV can '
@@ -143,6 +179,54 @@ def read_image_input(image: Union[str, Path, np.ndarray]) -> dict:
         image = decoded
     return dict(
         img=image, img_shape=image.shape[:2], ori_shape=image.shape[:2]
+    )
+
+
+def read_image_size(image: Union[str, Path]) -> tuple[int, int]:
+    """``(width, height)`` of an image file, from its header alone.
+
+    PIL opens files lazily: the size is known before any pixel is decoded,
+    so that an image too large to decode is refused at no cost.
+
+    Raises:
+        FileNotFoundError: If the file does not exist.
+        ValueError: If it is empty, not an image, or has more pixels than
+            PIL decodes (``PIL.Image.MAX_IMAGE_PIXELS``, its guard against
+            decompression bombs).
+    """
+    path = Path(image)
+    if not path.is_file():
+        raise FileNotFoundError(f'Image not found: {image}.')
+    if path.stat().st_size == 0:
+        raise ValueError(f'{image} is empty (0 bytes); replace or remove it.')
+    limit = Image.MAX_IMAGE_PIXELS
+    try:
+        # the size check is ours, with the tool's own message
+        Image.MAX_IMAGE_PIXELS = None
+        with Image.open(path) as opened:
+            width, height = opened.size
+    except (OSError, SyntaxError, ValueError) as error:
+        raise ValueError(
+            f'{image} is not an image that can be read ({error}); give a '
+            'JPEG, PNG or other image file.'
+        ) from None
+    finally:
+        Image.MAX_IMAGE_PIXELS = limit
+    if limit and width * height > limit:
+        raise ValueError(
+            f'{image}: {width}x{height} pixels, above the {limit} that are '
+            'decoded at most (PIL.Image.MAX_IMAGE_PIXELS); resize the image '
+            'first.'
+        )
+    return width, height
+
+
+def _resizes(cfg: Config) -> bool:
+    """Whether the test pipeline changes the image size."""
+    return any(
+        'Resize' in str(step.get('type', ''))
+        or 'Crop' in str(step.get('type', ''))
+        for step in cfg.test_dataloader.dataset.pipeline
     )
 
 
@@ -158,13 +242,21 @@ def check_token_budget(
 ) -> None:
     """Refuse an image that the pipeline turns into too many tokens.
 
+    For a pipeline that keeps the image size, the size in the file's
+    header decides, before the image is decoded.
+
     Raises:
         ValueError: Above ``max_tokens``.
     """
-    packed = test_pipeline(model._config)(read_image_input(image))
-    tokens = model_tokens(model, packed['inputs'])
+    if isinstance(image, (str, Path)) and not _resizes(model._config):
+        width, height = read_image_size(image)
+        shape = (height, width)
+    else:
+        packed = test_pipeline(model._config)(read_image_input(image))
+        shape = tuple(packed['inputs'].shape[-2:])
+    tokens = model_tokens(model, torch.empty(0, *shape))
     if tokens > max_tokens:
-        height, width = packed['inputs'].shape[-2:]
+        height, width = shape
         raise ValueError(
             f'{image}: the test pipeline gives a {width}x{height} input, '
             f'{tokens} tokens, above the budget of {max_tokens}; resize the '
@@ -220,3 +312,44 @@ def preprocess_image(
     picture = np.ascontiguousarray(picture.clip(0, 255).astype(np.uint8))
     data = model.data_preprocessor(pseudo_collate([packed]), False)
     return data['inputs'], picture
+
+
+def check_writable_folder(folder: Union[str, Path], option: str) -> Path:
+    """Make ``folder`` and check that files can be written into it, before
+    any work whose results would go there.
+
+    Raises:
+        ValueError: If it is a file, cannot be made, or is read-only.
+    """
+    folder = Path(folder)
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryFile(dir=folder):
+            pass
+    except OSError as error:
+        reason = (
+            'a file'
+            if folder.exists() and not folder.is_dir()
+            else error.strerror or type(error).__name__
+        )
+        raise ValueError(
+            f'{option} {folder} cannot take files ({reason}); give a '
+            'writable folder.'
+        ) from None
+    return folder
+
+
+def check_writable_file(path: Union[str, Path], option: str) -> Path:
+    """Check that ``path`` can be written (its folder made if needed),
+    before the work whose result goes there.
+
+    Raises:
+        ValueError: If it is a folder or its folder cannot take files.
+    """
+    path = Path(path)
+    if path.is_dir():
+        raise ValueError(f'{option} {path} is a folder; give a file path.')
+    check_writable_folder(path.parent, f'The folder of {option}')
+    if path.exists() and not os.access(path, os.W_OK):
+        raise ValueError(f'{option} {path} is read-only; give another path.')
+    return path

@@ -7,7 +7,7 @@ arch), the only sizes the soft splits tile; the sinusoidal position table is
 resized inside the graph, so one file serves 224, 384 and non-square inputs.
 """
 
-import math
+import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -15,6 +15,7 @@ from typing import Optional, Union
 
 import torch
 from mmengine.config import Config
+from mmengine.registry import DefaultScope
 from mmpretrain.registry import MODELS
 from torch import nn
 
@@ -26,6 +27,7 @@ from ..engine.checkpoint import (
 from ..engine.config import load_config
 from ..models.backbones import T2TViT
 from ..models.necks import T2TFeaturePyramid
+from .runtimes import TILING_KEY
 
 OPSET = 18
 OUTPUTS = ('logits', 'scores')
@@ -188,7 +190,12 @@ def build_exportable(
         output_names = [output]
         kind = 'classifier'
     else:
-        module, output_names = _build_pyramid(cfg, backbone_cfg, checkpoint)
+        # the parts are built on their own, from our registry, whatever
+        # default scope (mmdet, mmseg) the config set
+        with DefaultScope.overwrite_default_scope('mmpretrain'):
+            module, output_names = _build_pyramid(
+                cfg, backbone_cfg, checkpoint
+            )
         backbone = module.backbone
         kind = 'pyramid'
     _disable_checkpointing(backbone)
@@ -218,6 +225,12 @@ def _build_pyramid(
     prefixes = {'backbone.': backbone}
     if necks and str(necks[0].get('type', '')).endswith('T2TFeaturePyramid'):
         neck_cfg = dict(necks[0], type='T2TFeaturePyramid')
+        # built here apart from its backbone: give it the widths it would
+        # read off that backbone inside the detector or segmentor
+        if neck_cfg.get('in_channels') is None:
+            neck_cfg['in_channels'] = T2TFeaturePyramid.backbone_widths(
+                backbone
+            )
         pyramid = MODELS.build(neck_cfg)
         # a list of necks is an nn.Sequential in mmdet and mmseg
         listed = isinstance(cfg.model.get('neck'), (list, tuple))
@@ -350,16 +363,27 @@ def export_onnx(
             f'The model cannot be exported to ONNX ({type(error).__name__}: '
             f'{lines[0][:200]}).'
         ) from None
+    _write_tiling(path, model.module.backbone.tokens_to_token)
     return path
 
 
+def _write_tiling(path: Path, t2t: nn.Module) -> None:
+    """Store the soft splits' settings in the file, so that a runtime
+    session refuses the input sizes the model refuses (an exported graph
+    computes numbers for any size)."""
+    import onnx
+
+    onnx_model = onnx.load(str(path), load_external_data=False)
+    tiling = dict(
+        in_channels=t2t.in_channels,
+        kernel_sizes=list(t2t.kernel_sizes),
+        strides=list(t2t.strides),
+        paddings=list(t2t.paddings),
+    )
+    onnx.helper.set_model_props(onnx_model, {TILING_KEY: json.dumps(tiling)})
+    onnx.save(onnx_model, str(path))
+
+
 def check_input_size(model: ExportableModel, size: Sequence[int]) -> None:
-    """Raise a clear error for an ``(H, W)`` the soft splits cannot tile."""
-    stride = model.stride
-    if any(side < 1 or side % stride for side in size):
-        fit = tuple(max(1, math.ceil(side / stride)) * stride for side in size)
-        raise ValueError(
-            f'A {size[0]}x{size[1]} input does not fit: height and width '
-            f'must be multiples of {stride} (the total stride of the soft '
-            f'splits), e.g. {fit[0]}x{fit[1]}.'
-        )
+    """Raise the model's own error for an ``(H, W)`` it cannot tile."""
+    model.module.backbone.tokens_to_token.output_sizes(tuple(size))

@@ -4,6 +4,7 @@ Both runtimes are optional dependencies (``pip install
 t2t-plugin[deploy]``); they are imported when a session is opened.
 """
 
+import json
 import tempfile
 from collections.abc import Sequence
 from pathlib import Path
@@ -13,6 +14,10 @@ import numpy as np
 import torch
 from torch import nn
 
+from ..models.t2t.t2t_module import soft_split_sizes
+
+# metadata key of an exported file: the T2T module's soft splits (JSON)
+TILING_KEY = 't2t_tiling'
 RUNTIMES = ('onnxruntime', 'openvino')
 # what each runtime offers beyond fp32 on a CPU: onnxruntime quantises the
 # weights of MatMul/Gemm to int8 (activations quantised on the fly);
@@ -67,7 +72,25 @@ def quantize_int8(src: Union[str, Path], dst: Union[str, Path]) -> Path:
             weight_type=QuantType.QInt8,
             op_types_to_quantize=['MatMul', 'Gemm'],
         )
+    props = {prop.key: prop.value for prop in model.metadata_props}
+    if props:
+        quantised = onnx.load(str(dst))
+        onnx.helper.set_model_props(quantised, props)
+        onnx.save(quantised, str(dst))
     return dst
+
+
+def read_tiling(path: Union[str, Path]) -> Optional[dict]:
+    """The soft splits stored in an exported file by ``export_onnx``
+    (``in_channels``, ``kernel_sizes``, ``strides``, ``paddings``), or
+    None for a file without them."""
+    import onnx
+
+    model = onnx.load(str(path), load_external_data=False)
+    for prop in model.metadata_props:
+        if prop.key == TILING_KEY:
+            return json.loads(prop.value)
+    return None
 
 
 class RuntimeSession:
@@ -105,6 +128,7 @@ class RuntimeSession:
             raise FileNotFoundError(f'ONNX file {path} does not exist.')
         self.runtime = runtime
         self.precision = precision
+        self.tiling = read_tiling(path)
         self._run: Callable[[np.ndarray], list[np.ndarray]]
         if runtime == 'onnxruntime':
             self._run = self._open_onnxruntime(path, threads)
@@ -146,12 +170,39 @@ class RuntimeSession:
 
         return run
 
+    def check_input(self, shape: Sequence[int]) -> None:
+        """Refuse, with the model's own message, a batch shape the model
+        refuses (the graph itself would compute numbers for it).
+
+        Raises:
+            ValueError: For a shape the soft splits cannot tile.
+        """
+        _check_input(self.tiling, shape)
+
     def __call__(
         self, images: Union[np.ndarray, torch.Tensor]
     ) -> list[np.ndarray]:
         if isinstance(images, torch.Tensor):
             images = images.detach().cpu().numpy()
+        self.check_input(images.shape)
         return self._run(np.ascontiguousarray(images, dtype=np.float32))
+
+
+def _check_input(tiling: Optional[dict], shape: Sequence[int]) -> None:
+    if tiling is None:
+        return
+    channels = tiling['in_channels']
+    if len(shape) != 4 or shape[1] != channels:
+        raise ValueError(
+            f'T2T-ViT expects images of shape (B, {channels}, H, W), got '
+            f'{tuple(shape)}.'
+        )
+    soft_split_sizes(
+        tuple(shape[-2:]),
+        tiling['kernel_sizes'],
+        tiling['strides'],
+        tiling['paddings'],
+    )
 
 
 def torch_outputs(module: nn.Module, images: torch.Tensor) -> list[np.ndarray]:

@@ -350,3 +350,134 @@ def test_checkpoint_with_code_is_refused(
     with pytest.raises(CheckpointError, match='GLOBAL pathlib'):
         read_checkpoint(str(path))
     assert not marker.exists()
+
+
+def header_only_png(path: Path, width: int, height: int) -> Path:
+    """A PNG whose header states ``width`` x ``height`` pixels and whose
+    data is empty: a few dozen bytes that no decoder should be given."""
+    import struct
+    import zlib
+
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        crc = struct.pack('>I', zlib.crc32(kind + data))
+        return struct.pack('>I', len(data)) + kind + data + crc
+
+    header = struct.pack('>IIBBBBB', width, height, 8, 2, 0, 0, 0)
+    path.write_bytes(
+        b'\x89PNG\r\n\x1a\n'
+        + chunk(b'IHDR', header)
+        + chunk(b'IDAT', zlib.compress(b''))
+        + chunk(b'IEND', b'')
+    )
+    return path
+
+
+def test_infer_tool_carries_on_past_bad_files_and_names_them(tmp_path, capsys):
+    infer = load_tool('tools/infer.py')
+    config, checkpoint, _ = write_tiny_model(tmp_path)
+    folder = tmp_path / 'images'
+    folder.mkdir()
+    for index in range(12):
+        write_image(folder / f'{index:02d}.png', seed=index)
+    empty = folder / '01b.png'
+    empty.write_bytes(b'')
+    huge = header_only_png(folder / '99.png', 20000, 20000)
+
+    code = infer.main(
+        [str(folder), str(config), str(checkpoint), '--topk', '1']
+    )
+
+    captured = capsys.readouterr()
+    assert code == 1
+    printed = captured.out.strip().splitlines()
+    assert [line for line in printed if line.endswith(':')] == [
+        f'{folder / f"{index:02d}.png"}:' for index in range(12)
+    ]
+    assert captured.err.strip().splitlines() == [
+        f'error: {empty} is empty (0 bytes); replace or remove it.',
+        f'error: {huge}: 20000x20000 pixels, above the '
+        f'{Image.MAX_IMAGE_PIXELS} that are decoded at most '
+        '(PIL.Image.MAX_IMAGE_PIXELS); resize the image first.',
+        'error: 2 of 14 images failed: 01b.png, 99.png',
+    ]
+
+
+def test_token_budget_is_read_from_the_file_header(tmp_path, capsys):
+    """Without a resize in the pipeline, a 4000x2000 image is refused from
+    its header (a PNG of 67 bytes that could not even be decoded)."""
+    infer = load_tool('tools/infer.py')
+    config, checkpoint, _ = write_tiny_model(
+        tmp_path, pipeline=[dict(type='PackInputs')]
+    )
+    image = header_only_png(tmp_path / 'wide.png', 4000, 2000)
+    # the tiny model's stride is 16: 250 x 125 tokens
+    assert infer.main([str(image), str(config), str(checkpoint)]) == 1
+    assert one_error_line(capsys) == (
+        f'error: {image}: the test pipeline gives a 4000x2000 input, 31250 '
+        'tokens, above the budget of 4096; resize the image, add a Resize '
+        'to the test pipeline, or raise --max-tokens.'
+    )
+
+
+@pytest.mark.parametrize(
+    'option, message',
+    [
+        (['--max-tokens', '-5'], '--max-tokens must be at least 1, got -5'),
+        (['--topk', '0'], '--topk must be at least 1, got 0'),
+    ],
+)
+def test_infer_tool_option_values_are_checked(
+    tmp_path, capsys, option, message
+):
+    infer = load_tool('tools/infer.py')
+    image = write_image(tmp_path / 'photo.png')
+    assert infer.main([str(image), 'any.py', *option]) == 2
+    assert capsys.readouterr().err.strip().splitlines()[-1] == (
+        f'infer.py: error: {message}'
+    )
+
+
+def error_lines(capsys) -> list[str]:
+    """The tool's own lines on stderr (mmengine's logger may write there
+    too)."""
+    return [
+        line
+        for line in capsys.readouterr().err.splitlines()
+        if line.startswith('error: ')
+    ]
+
+
+def test_offline_and_damaged_downloads_are_one_line(
+    tmp_path, capsys, monkeypatch
+):
+    """A model name with its weights neither reachable nor cached says where
+    to put the file; a damaged cached file is named."""
+    import urllib.error
+
+    from mmpretrain.apis import ModelHub
+
+    infer = load_tool('tools/infer.py')
+    image = write_image(tmp_path / 'photo.png')
+    monkeypatch.setenv('TORCH_HOME', str(tmp_path / 'torch'))
+
+    def offline(url, *args, **kwargs):
+        raise urllib.error.URLError('Name or service not known')
+
+    monkeypatch.setattr(torch.hub, 'download_url_to_file', offline)
+    name = 't2t-vit-7_8xb64_in1k_t2tp'
+    url = ModelHub.get(name).weights
+    cached = tmp_path / 'torch' / 'hub' / 'checkpoints' / url.rsplit('/')[-1]
+    assert infer.main([str(image), name]) == 1
+    assert error_lines(capsys) == [
+        f'error: Cannot download {url} (Name or service not known); without '
+        f'a network, place the file at {cached} or give its path as the '
+        'checkpoint.'
+    ]
+    cached.parent.mkdir(parents=True, exist_ok=True)
+    cached.write_bytes(b'PK\x03\x04 cut short')
+    assert infer.main([str(image), name]) == 1
+    [line] = error_lines(capsys)
+    assert line.startswith(
+        (f'error: {cached}', f'error: The cached download {cached} is damaged')
+    ), line
+    assert 'delete' in line

@@ -89,12 +89,6 @@ def load_config(path: Path, tiny: bool) -> Config:
         backbone.t2t_cfg = dict(token_dims=TOKEN_DIMS)
         backbone.drop_path_rate = 0.0
         backbone.init_cfg = None
-        neck = (
-            cfg.model.neck[0]
-            if isinstance(cfg.model.neck, list)
-            else cfg.model.neck
-        )
-        neck.in_channels = (TOKEN_DIMS, TOKEN_DIMS, TINY_ARCH['embed_dims'])
     return cfg
 
 
@@ -417,7 +411,6 @@ model = dict(
         init_cfg=None),
     neck=[
         dict(type='mmpretrain.T2TFeaturePyramid',
-             in_channels=({token_dims}, {token_dims}, {embed_dims}),
              out_channels=(192, 384, 768), out_indices=(1, 2, 3)),
         dict(type='FPN', in_channels=[192, 384, 768], out_channels=256,
              start_level=0, add_extra_convs='on_input', num_outs=5),
@@ -449,7 +442,6 @@ def test_train_tool_runs_a_detection_config(tmp_path):
             ),
             arch=TINY_ARCH,
             token_dims=TOKEN_DIMS,
-            embed_dims=TINY_ARCH['embed_dims'],
             root=str(tmp_path / 'coco'),
         )
     )
@@ -540,3 +532,159 @@ def test_missing_coco_points_to_the_dense_readme_section(tmp_path):
         f'Dataset not found: expected {tmp_path}/nowhere/'
     )
     assert all('(see docs/dense_prediction.md)' in m for m in messages)
+
+
+# ------------------------------------------- one edit through every door --
+
+
+@pytest.mark.parametrize(
+    'path, scope, arch, widths',
+    [
+        ('det/retinanet_t2t-vit-t-14_fpn_1x_coco.py', 'mmdet', '7', 256),
+        ('det/mask-rcnn_t2t-vit-14_fpn_1x_coco.py', 'mmdet', '19', 448),
+        ('det/retinanet_t2t-vit-7_fpn_24e_custom-coco.py', 'mmdet', '24', 512),
+        (
+            'seg/upernet_t2t-vit-7_1xb4-4k_custom-256x256.py',
+            'mmseg',
+            't-14',
+            384,
+        ),
+    ],
+)
+def test_arch_is_the_only_edit_through_models_build(path, scope, arch, widths):
+    """As mmdet's and mmseg's own tools build a model: MODELS.build on
+    cfg.model, no tool of ours in between."""
+    toolbox(scope)
+    cfg = Config.fromfile(str(CONFIGS / path))
+    cfg.merge_from_dict(
+        {'model.backbone.arch': arch, 'model.backbone.init_cfg': None}
+    )
+    model = build_model(cfg, scope)
+    pyramid = model.neck[0] if scope == 'mmdet' else model.neck
+    assert pyramid.in_channels == (64, 64, widths)
+    assert model.backbone.embed_dims == widths
+
+
+@pytest.mark.parametrize(
+    'path',
+    [
+        'det/retinanet_t2t-vit-7_fpn_24e_custom-coco.py',
+        'seg/upernet_t2t-vit-7_1xb4-4k_custom-256x256.py',
+    ],
+)
+def test_custom_configs_export_to_onnx(path, tmp_path, capsys):
+    pytest.importorskip('onnxruntime')
+    pytest.importorskip('onnxscript')
+    from ..helpers import load_tool
+
+    scope = path.split('/')[0].replace('det', 'mmdet').replace('seg', 'mmseg')
+    toolbox(scope)
+    cfg = Config.fromfile(str(CONFIGS / path))
+    cfg.model.backbone.init_cfg = None
+    model = build_model(cfg, scope)
+    checkpoint = tmp_path / 'model.pth'
+    torch.save({'state_dict': model.state_dict()}, checkpoint)
+    tool = load_tool('tools/deployment/pytorch2onnx.py')
+    out = tmp_path / 'model.onnx'
+    code = tool.main(
+        [str(CONFIGS / path), str(checkpoint), str(out), '--shape', '64', '64']
+        + ['--static-size', '--verify']
+    )
+    printed = capsys.readouterr()
+    assert code == 0, printed.err
+    diffs = [
+        float(line.rsplit(' ', 1)[1])
+        for line in printed.out.splitlines()
+        if 'max abs diff' in line
+    ]
+    assert len(diffs) == 3 and max(diffs) < 1e-4
+
+
+WRONG_FPN_RETINANET = """
+_base_ = {base!r}
+model = dict(
+    backbone=dict(
+        arch=dict(_delete_=True, **{arch!r}),
+        t2t_cfg=dict(token_dims={token_dims}),
+        init_cfg=None),
+    neck=[
+        dict(type='mmpretrain.T2TFeaturePyramid',
+             out_channels=(96, 192, 384, 768)),
+        dict(type='FPN', in_channels=[96, 192, 384, 768], out_channels=256,
+             num_outs=5),
+    ])
+pipeline = [
+    dict(type='LoadImageFromFile'),
+    dict(type='LoadAnnotations', with_bbox=True),
+    dict(type='Resize', scale=(128, 128), keep_ratio=True),
+    dict(type='PackDetInputs'),
+]
+train_dataloader = dict(
+    num_workers=0, persistent_workers=False,
+    dataset=dict(data_root={root!r}, ann_file='train.json',
+                 data_prefix=dict(img='images/'), pipeline=pipeline))
+train_cfg = dict(max_epochs=1)
+val_cfg = None
+val_dataloader = None
+val_evaluator = None
+"""
+
+
+def test_anchor_strides_that_miss_the_pyramid_stop_before_training(tmp_path):
+    """The neck snippet of a Mask R-CNN (FPN from stride 4) under
+    RetinaNet's anchors (strides 8-128), through mmdet's Runner."""
+    toolbox('mmdet')
+    from mmengine.runner import Runner
+
+    from t2t_plugin.engine.hooks import PyramidStrideError
+
+    write_coco(tmp_path / 'coco')
+    config = tmp_path / 'retinanet_wrong_fpn.py'
+    config.write_text(
+        WRONG_FPN_RETINANET.format(
+            base=str(
+                CONFIGS / 'det' / 'retinanet_t2t-vit-t-14_fpn_1x_coco.py'
+            ),
+            arch=TINY_ARCH,
+            token_dims=TOKEN_DIMS,
+            root=str(tmp_path / 'coco'),
+        )
+    )
+    cfg = Config.fromfile(str(config))
+    cfg.work_dir = str(tmp_path / 'work')
+    runner = Runner.from_cfg(cfg)
+    with pytest.raises(PyramidStrideError) as error:
+        runner.train()
+    assert str(error.value) == (
+        'The neck returns maps at strides (4, 8, 16, 32, 64) but '
+        'bbox_head.prior_generator.strides are (8, 16, 32, 64, 128): the '
+        'head would place its anchors at the wrong positions. Make the neck '
+        "match (an FPN after T2TFeaturePyramid's strides 8-32 under "
+        "RetinaNet: start_level=0, add_extra_convs='on_input', num_outs=5; "
+        "after strides 4-32: start_level=1, add_extra_convs='on_input') or "
+        'change the strides of the head.'
+    )
+    assert runner.iter == 0
+    assert not list((tmp_path / 'work').rglob('*.pth'))
+
+    # every detection config sets the hook
+    for path in sorted((CONFIGS / 'det').glob('*.py')):
+        hooks = Config.fromfile(str(path)).custom_hooks
+        assert [hook.type for hook in hooks] == [
+            'TrainingCurvesHook',
+            'PyramidStrideCheckHook',
+        ], path
+    # the configs as they are: the strides match, the check passes
+    for name in (
+        'retinanet_t2t-vit-t-14_fpn_1x_coco.py',
+        'mask-rcnn_t2t-vit-t-14_fpn_1x_coco.py',
+    ):
+        model = build_model(load_config(CONFIGS / 'det' / name, True), 'mmdet')
+        from t2t_plugin.engine.hooks import PyramidStrideCheckHook
+
+        class Holder:
+            pass
+
+        holder = Holder()
+        holder.model = model
+        PyramidStrideCheckHook().before_run(holder)

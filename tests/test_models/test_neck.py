@@ -11,6 +11,13 @@ from t2t_plugin.models import T2TFeaturePyramid, T2TViT
 
 TOKEN_DIMS = 16
 EMBED_DIMS = 32
+TINY = dict(
+    token_layer='transformer',
+    embed_dims=EMBED_DIMS,
+    num_layers=2,
+    num_heads=2,
+    feedforward_channels=64,
+)
 
 
 def tiny_backbone(
@@ -245,3 +252,110 @@ def test_maps_at_wrong_strides_are_explained():
     )
     with pytest.raises(ValueError, match='strides 4, 8 and 16'):
         neck(feats)
+
+
+class BackboneThenNeck(torch.nn.Module):
+    """Builds its parts as mmdet's detectors and mmseg's segmentors do: the
+    backbone, then the neck, each from its own config dict."""
+
+    def __init__(self, backbone: dict, neck: dict) -> None:
+        super().__init__()
+        self.backbone = MODELS.build(backbone)
+        self.neck = MODELS.build(neck)
+
+
+def pyramid_model(**backbone) -> BackboneThenNeck:
+    return BackboneThenNeck(
+        dict(
+            dict(type='T2TViT', out_type='featmap', out_t2t_maps=True),
+            **backbone,
+        ),
+        dict(type='T2TFeaturePyramid', out_channels=8),
+    )
+
+
+@pytest.mark.parametrize(
+    'backbone, widths',
+    [
+        (dict(arch='7'), (64, 64, 256)),
+        (dict(arch='t-19', out_indices=(2, 5)), (64, 64, 448, 448)),
+        (
+            dict(arch=dict(TINY, embed_dims=48), t2t_cfg=dict(token_dims=8)),
+            (8, 8, 48),
+        ),
+    ],
+)
+def test_widths_follow_the_backbone_built_before(backbone, widths):
+    model = pyramid_model(**backbone)
+    assert model.neck.in_channels == widths
+    with torch.no_grad():
+        feats = model.backbone(torch.zeros(1, 3, 32, 32))
+    assert tuple(x.shape[1] for x in feats) == widths
+    assert model.neck.levels[2][0].weight.shape == (8, sum(widths[2:]), 1, 1)
+    with torch.no_grad():
+        outs = model.neck(feats)
+    assert [tuple(x.shape) for x in outs] == [
+        (1, 8, 8, 8),
+        (1, 8, 4, 4),
+        (1, 8, 2, 2),
+        (1, 8, 1, 1),
+    ]
+
+
+def test_a_checkpoint_of_the_pyramid_loads_strictly():
+    """Nothing lazy: the parameters exist from construction, so a state
+    dict saved from one build loads strictly into the next."""
+    torch.manual_seed(0)
+    saved = pyramid_model(arch=TINY).state_dict()
+    torch.manual_seed(1)
+    model = pyramid_model(arch=TINY)
+    assert not any(
+        isinstance(p, torch.nn.parameter.UninitializedParameter)
+        for p in model.parameters()
+    )
+    assert model.load_state_dict(saved, strict=True).missing_keys == []
+    for name, value in model.state_dict().items():
+        assert torch.equal(value, saved[name]), name
+
+
+def test_explicit_widths_that_disagree_with_the_backbone_are_refused():
+    with pytest.raises(ValueError) as error:
+        BackboneThenNeck(
+            dict(
+                type='T2TViT', arch='7', out_type='featmap', out_t2t_maps=True
+            ),
+            dict(
+                type='T2TFeaturePyramid',
+                in_channels=(64, 64, 384),
+                out_channels=8,
+            ),
+        )
+    assert str(error.value) == (
+        'T2TFeaturePyramid in_channels=(64, 64, 384) do not match the widths '
+        'of the T2TViT backbone outputs, (64, 64, 256). Leave in_channels out '
+        'of the neck config: it follows the backbone.'
+    )
+
+
+def test_backbone_returning_the_cls_token_is_explained():
+    with pytest.raises(ValueError) as error:
+        BackboneThenNeck(
+            dict(type='T2TViT', arch='7'),
+            dict(type='T2TFeaturePyramid', out_channels=8),
+        )
+    assert str(error.value) == (
+        "T2TFeaturePyramid needs the backbone's maps, got a T2TViT with "
+        "out_type='cls_token'. Build it with out_type='featmap' and "
+        'out_t2t_maps=True.'
+    )
+
+
+def test_pyramid_without_widths_or_backbone_says_what_to_give():
+    with pytest.raises(ValueError) as error:
+        MODELS.build(dict(type='T2TFeaturePyramid', out_channels=8))
+    assert str(error.value) == (
+        'T2TFeaturePyramid needs in_channels, the widths of the backbone '
+        'outputs, e.g. (64, 64, 384) for T2T-ViT-14, unless it is built right '
+        'after a T2TViT backbone of the same model (as mmdet and mmseg build '
+        'them).'
+    )

@@ -1,6 +1,6 @@
-"""Adapting a config: arch names however they are spelt, neck and head
-widths that follow the backbone, the CPU bf16 warning, the layer-decay
-range in the log and get_flops' default input size."""
+"""Adapting a config: arch names however they are spelt, the CPU bf16
+warning, the layer-decay range in the log and get_flops' default input
+size."""
 
 import logging
 import os
@@ -15,7 +15,6 @@ from mmengine.logging import MMLogger
 from mmengine.optim import build_optim_wrapper
 from mmpretrain.registry import MODELS
 
-from t2t_plugin.cli import follow_backbone_widths
 from t2t_plugin.engine import AutocastOptimWrapper
 from t2t_plugin.engine.optim_wrapper import cpu_has_fast_bf16
 from t2t_plugin.models import T2TViT
@@ -100,69 +99,6 @@ def test_train_tool_reports_a_wrong_arch_in_one_line(tmp_path):
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and "Unknown T2T-ViT arch '13'" in lines[0]
     assert 'Traceback' not in result.stderr
-
-
-# ---------------------------------------------------------------- widths --
-
-
-def real_widths(backbone_cfg: dict) -> tuple:
-    """Output widths of the built backbone on a 64x64 image."""
-    cfg = dict(backbone_cfg, type='T2TViT', init_cfg=None)
-    backbone = MODELS.build(cfg).eval()
-    with torch.no_grad():
-        outputs = backbone(torch.zeros(1, 3, 64, 64))
-    return tuple(out.shape[1] for out in outputs)
-
-
-def dense_config(name: str) -> Config:
-    pytest.importorskip('mmdet')
-    return Config.fromfile(str(CONFIGS / name))
-
-
-@pytest.mark.parametrize(
-    'arch,out_indices', [(7, (-1,)), ('t-19', (2, 5)), ('t2t-vit-12', -1)]
-)
-def test_pyramid_widths_follow_the_backbone(arch, out_indices):
-    cfg = dense_config('det/retinanet_t2t-vit-t-14_fpn_1x_coco.py')
-    cfg.merge_from_dict(
-        {
-            'model.backbone.arch': arch,
-            'model.backbone.out_indices': out_indices,
-        }
-    )
-    changed = follow_backbone_widths(cfg)
-    widths = cfg.model.neck[0].in_channels
-    assert changed == [f'model.neck.0.in_channels={widths}']
-    backbone = {k: v for k, v in cfg.model.backbone.items() if k != 'type'}
-    assert widths == real_widths(backbone)
-    # the FPN after it reads the pyramid's fixed widths: left alone
-    assert cfg.model.neck[1].in_channels == [192, 384, 768]
-
-
-def test_segmentor_pyramid_and_token_dims_follow_the_backbone():
-    cfg = dense_config('seg/upernet_t2t-vit-t-14_8xb2-160k_ade20k-512x512.py')
-    cfg.model.backbone.arch = '7'
-    cfg.model.backbone.t2t_cfg = dict(token_dims=32)
-    follow_backbone_widths(cfg)
-    backbone = {k: v for k, v in cfg.model.backbone.items() if k != 'type'}
-    assert cfg.model.neck.in_channels == real_widths(backbone) == (32, 32, 256)
-    # nothing to change the second time
-    assert follow_backbone_widths(cfg) == []
-
-
-def test_classifier_head_follows_the_backbone():
-    cfg = Config.fromfile(str(CONFIGS / 't2t-vit-14_8xb64_in1k.py'))
-    cfg.model.backbone.arch = 7
-    assert follow_backbone_widths(cfg) == ['model.head.in_channels=256']
-    model = MODELS.build(cfg.model)
-    assert model.head.in_channels == model.backbone.embed_dims == 256
-
-
-def test_pyramid_without_widths_says_how_to_get_them():
-    with pytest.raises(ValueError, match='follow_backbone_widths'):
-        MODELS.build(
-            dict(type='T2TFeaturePyramid', in_channels=None, out_channels=8)
-        )
 
 
 # --------------------------------------------------------------- CPU bf16 --

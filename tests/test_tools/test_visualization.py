@@ -1,5 +1,6 @@
 """Token maps, class-token attention, and the PNG tools that draw them."""
 
+import os
 from pathlib import Path
 
 import numpy as np
@@ -198,27 +199,53 @@ def test_tools_skip_unreadable_images_and_refuse_a_file_as_out_dir(
     )
     captured = capsys.readouterr()
     err = captured.err.strip().splitlines()
-    assert len(err) == 1 and err[0].startswith(f'error: {broken} ')
+    assert len(err) == 2 and err[0].startswith(f'error: {broken} ')
+    assert err[1] == 'error: 1 of 3 images failed: broken.jpg'
     # the readable images around it are drawn
     written = {Path(line).name.split('_')[0] for line in captured.out.split()}
     assert written == {'a', 'b'}
 
     not_a_folder = tmp_path / 'notes.txt'
     not_a_folder.write_text('')
-    assert (
-        tool.main(
-            [
-                str(images / 'a.png'),
-                str(config),
-                str(checkpoint),
-                '--out-dir',
-                str(not_a_folder),
-            ]
+    # checked before the model is read: a missing checkpoint is not reached
+    for folder, reason in (
+        (not_a_folder, 'a file'),
+        (not_a_folder / 'below', 'Not a directory'),
+    ):
+        assert (
+            tool.main(
+                [
+                    str(images / 'a.png'),
+                    str(config),
+                    str(tmp_path / 'missing.pth'),
+                    '--out-dir',
+                    str(folder),
+                ]
+            )
+            == 1
         )
-        == 1
+        assert capsys.readouterr().err.strip().splitlines() == [
+            f'error: --out-dir {folder} cannot take files ({reason}); give '
+            'a writable folder.'
+        ]
+
+
+@pytest.mark.skipif(
+    os.geteuid() == 0, reason='root writes into read-only folders'
+)
+def test_a_read_only_out_dir_is_refused_before_the_work(
+    tiny, tmp_path, capsys
+):
+    config, checkpoint, images = tiny
+    folder = tmp_path / 'read-only'
+    folder.mkdir()
+    folder.chmod(0o555)
+    code = vis_features.main(
+        [str(images), str(config), str(checkpoint), '--out-dir', str(folder)]
     )
-    err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1
-    assert err[0].startswith(
-        f'error: cannot make the --out-dir folder {not_a_folder}'
-    )
+    folder.chmod(0o755)
+    assert code == 1
+    assert capsys.readouterr().err.strip().splitlines() == [
+        f'error: --out-dir {folder} cannot take files (Permission denied); '
+        'give a writable folder.'
+    ]

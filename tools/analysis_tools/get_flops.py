@@ -28,7 +28,6 @@ from rich.table import Table
 
 import t2t_plugin  # noqa: F401  (registers the models)
 from t2t_plugin.analysis import PAPER_MACS, ModelComplexity, count_complexity
-from t2t_plugin.cli import follow_backbone_widths
 from t2t_plugin.models import T2TViT
 
 
@@ -226,7 +225,6 @@ def run_config(args: argparse.Namespace, console: Console) -> None:
     cfg = Config.fromfile(args.config)
     if args.cfg_options:
         cfg.merge_from_dict(args.cfg_options)
-    follow_backbone_widths(cfg)
     model = MODELS.build(cfg.model)
     backbone = getattr(model, 'backbone', model)
     shape = (

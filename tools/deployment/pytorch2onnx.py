@@ -26,6 +26,7 @@ from typing import Optional
 import torch
 from rich.console import Console
 
+from t2t_plugin.cli.model_loading import check_writable_file
 from t2t_plugin.deployment import (
     OPSET,
     RuntimeSession,
@@ -93,7 +94,11 @@ def parse_args(argv: Optional[list[str]] = None) -> argparse.Namespace:
     )
     args = parser.parse_args(argv)
     if args.batch_size < 1:
-        parser.error('--batch-size must be positive.')
+        parser.error(f'--batch-size must be positive, got {args.batch_size}.')
+    if not 7 <= args.opset <= 23:
+        parser.error(f'--opset must be between 7 and 23, got {args.opset}.')
+    if not args.atol > 0:
+        parser.error(f'--atol must be positive, got {args.atol:g}.')
     return args
 
 
@@ -137,6 +142,7 @@ def run(args: argparse.Namespace, console: Console) -> int:
         raise FileNotFoundError(
             f'Checkpoint {args.checkpoint} does not exist.'
         )
+    check_writable_file(args.out, 'The output')
     model = build_exportable(args.config, args.checkpoint, args.output)
     if args.shape:
         check_input_size(model, args.shape)
@@ -198,7 +204,10 @@ def run(args: argparse.Namespace, console: Console) -> int:
 
 
 def main(argv: Optional[list[str]] = None) -> int:
-    args = parse_args(argv)
+    try:
+        args = parse_args(argv)
+    except SystemExit as stop:  # argparse: --help, or a usage error
+        return int(stop.code or 0)
     console = Console(stderr=True)
     try:
         return run(args, console)

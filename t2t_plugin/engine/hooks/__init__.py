@@ -14,6 +14,10 @@ from .non_finite_guard_hook import (
     first_non_finite,
 )
 from .non_finite_output_hook import NonFiniteOutputHook
+from .pyramid_stride_check_hook import (
+    PyramidStrideCheckHook,
+    PyramidStrideError,
+)
 from .random_state_hook import (
     RandomStateHook,
     get_random_state,
@@ -37,6 +41,8 @@ __all__ = [
     'NonFiniteGuardHook',
     'NonFiniteLossError',
     'NonFiniteOutputHook',
+    'PyramidStrideCheckHook',
+    'PyramidStrideError',
     'RandomStateHook',
     'RankHeartbeatHook',
     'RunCheckError',

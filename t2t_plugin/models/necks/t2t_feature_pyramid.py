@@ -1,3 +1,4 @@
+import sys
 from collections.abc import Sequence
 from typing import Optional, Union
 
@@ -39,15 +40,19 @@ class T2TFeaturePyramid(BaseModule):
     unused under distributed training.
 
     Args:
-        in_channels (Sequence[int]): Widths of the backbone outputs in the
-            order the backbone returns them: the stride-4 and stride-8 T2T
-            maps (``token_dims``, 64 for every released arch), then one or
-            more stride-16 encoder maps (``embed_dims``), e.g.
-            ``(64, 64, 384)`` for T2T-ViT-14 / t-14 with one output index.
-            They are fixed by the backbone config, and the tools set them
-            from it (:func:`t2t_plugin.cli.follow_backbone_widths`).
+        in_channels (Sequence[int], optional): Widths of the backbone
+            outputs in the order the backbone returns them: the stride-4
+            and stride-8 T2T maps (``token_dims``, 64 for every released
+            arch), then one or more stride-16 encoder maps
+            (``embed_dims``), e.g. ``(64, 64, 384)`` for T2T-ViT-14 / t-14
+            with one output index.
+            Defaults to None: the widths of the ``T2TViT`` built just before
+            as the ``backbone`` of the same model (mmdet's detectors and
+            mmseg's segmentors build it first), so that ``arch`` is the only
+            edit. Given explicitly, they must match that backbone.
         out_channels (int | Sequence[int]): Width of each output level, or
-            one width for all, e.g. ``(96, 192, 384, 768)`` or 256.
+            one width for all, e.g. ``(96, 192, 384, 768)``. Defaults to
+            256.
         out_indices (Sequence[int]): Levels to build and output: 0, 1, 2, 3
             for strides 4, 8, 16, 32. Defaults to all four.
         norm_cfg (dict): Norm layer after each conv, built by mmpretrain's
@@ -60,8 +65,8 @@ class T2TFeaturePyramid(BaseModule):
 
     def __init__(
         self,
-        in_channels: Optional[Sequence[int]],
-        out_channels: Union[int, Sequence[int]],
+        in_channels: Optional[Sequence[int]] = None,
+        out_channels: Union[int, Sequence[int]] = 256,
         out_indices: Sequence[int] = (0, 1, 2, 3),
         norm_cfg: dict = dict(type='LN2d', eps=1e-6),
         init_cfg: Optional[Union[dict, list[dict]]] = dict(
@@ -69,15 +74,7 @@ class T2TFeaturePyramid(BaseModule):
         ),
     ) -> None:
         super().__init__(init_cfg=init_cfg)
-        if in_channels is None:
-            raise ValueError(
-                'T2TFeaturePyramid needs in_channels, the widths of the '
-                'backbone outputs, e.g. (64, 64, 384) for T2T-ViT-14. '
-                'tools/train.py and tools/test.py fill them in from '
-                'model.backbone; elsewhere call t2t_plugin.cli.'
-                'follow_backbone_widths(cfg) on the config first.'
-            )
-        in_channels = tuple(in_channels)
+        in_channels = self._resolve_in_channels(in_channels)
         if len(in_channels) < 3:
             raise ValueError(
                 'T2TFeaturePyramid needs the two T2T maps and at least one '
@@ -122,6 +119,52 @@ class T2TFeaturePyramid(BaseModule):
             self._block(level_inputs[index], out_dims, norm_cfg)
             for index, out_dims in zip(out_indices, out_channels)
         )
+
+    def _resolve_in_channels(
+        self, in_channels: Optional[Sequence[int]]
+    ) -> tuple[int, ...]:
+        backbone = _sibling_backbone(self)
+        widths = None if backbone is None else self.backbone_widths(backbone)
+        if in_channels is None:
+            if widths is None:
+                raise ValueError(
+                    'T2TFeaturePyramid needs in_channels, the widths of the '
+                    'backbone outputs, e.g. (64, 64, 384) for T2T-ViT-14, '
+                    'unless it is built right after a T2TViT backbone of '
+                    'the same model (as mmdet and mmseg build them).'
+                )
+            return widths
+        in_channels = tuple(in_channels)
+        if widths is not None and len(widths) >= 3 and in_channels != widths:
+            raise ValueError(
+                f'T2TFeaturePyramid in_channels={in_channels} do not match '
+                f'the widths of the T2TViT backbone outputs, {widths}. '
+                'Leave in_channels out of the neck config: it follows the '
+                'backbone.'
+            )
+        return in_channels
+
+    @staticmethod
+    def backbone_widths(backbone: nn.Module) -> Optional[tuple[int, ...]]:
+        """The channel widths of a ``T2TViT``'s outputs, or None for another
+        backbone.
+
+        Raises:
+            ValueError: For a ``T2TViT`` that does not return maps.
+        """
+        t2t = getattr(backbone, 'tokens_to_token', None)
+        if t2t is None or not hasattr(backbone, 'out_indices'):
+            return None
+        if backbone.out_type != 'featmap':
+            raise ValueError(
+                "T2TFeaturePyramid needs the backbone's maps, got a T2TViT "
+                f'with out_type={backbone.out_type!r}. Build it with '
+                "out_type='featmap' and out_t2t_maps=True."
+            )
+        widths = (backbone.embed_dims,) * len(backbone.out_indices)
+        if backbone.out_t2t_maps:
+            widths = (t2t.token_dims,) * 2 + widths
+        return widths
 
     @staticmethod
     def _block(in_dims: int, out_dims: int, norm_cfg: dict) -> nn.Sequential:
@@ -178,3 +221,28 @@ class T2TFeaturePyramid(BaseModule):
                 f'(each half the size of the previous one), got sizes '
                 f'{sizes}. Use the default T2T soft-split strides (4, 2, 2).'
             )
+
+
+def _sibling_backbone(neck: nn.Module) -> Optional[nn.Module]:
+    """The ``backbone`` of the model whose ``__init__`` is building ``neck``.
+
+    mmdet's detectors and mmseg's segmentors build their backbone, then
+    their neck, from separate config dicts, and pass the neck nothing of
+    the backbone; the backbone is already an attribute of the model under
+    construction, though. The widths are needed here, at construction:
+    lazy modules (``nn.LazyConv2d``) would leave them unknown until the
+    first forward, after the optimizer, DDP and checkpoint loading have
+    needed the parameters. So look for that model in the frames of the
+    calls that lead here (a handful: the registry's build, the model's
+    ``__init__``).
+    """
+    frame = sys._getframe(2)
+    for _ in range(16):
+        if frame is None:
+            return None
+        owner = frame.f_locals.get('self')
+        if isinstance(owner, nn.Module) and owner is not neck:
+            backbone = owner._modules.get('backbone')
+            return backbone if isinstance(backbone, nn.Module) else None
+        frame = frame.f_back
+    return None

@@ -20,6 +20,52 @@ def _pair(value: Union[int, Sequence[int]]) -> tuple[int, int]:
 
 
 @MODELS.register_module()
+def soft_split_sizes(
+    size: Sequence[int],
+    kernel_sizes: Sequence[int],
+    strides: Sequence[int],
+    paddings: Sequence[int],
+) -> list[tuple[int, int]]:
+    """Token grids after each soft split for an ``(H, W)`` input.
+
+    A pure function of the splits' settings, so that a runtime running an
+    exported model (which no longer holds the module) refuses the same
+    sizes with the same message.
+
+    Raises:
+        ValueError: If a split does not tile its input exactly.
+    """
+    if min(size) < 1:
+        raise ValueError(
+            f'T2T-ViT needs a non-empty image, got a '
+            f'{size[0]}x{size[1]} input.'
+        )
+    kernel_sizes, strides, paddings = (
+        tuple(kernel_sizes),
+        tuple(strides),
+        tuple(paddings),
+    )
+    sizes = []
+    current = tuple(size)
+    for kernel, stride, padding in zip(kernel_sizes, strides, paddings):
+        out = tuple(
+            (side + 2 * padding - kernel) // stride + 1 for side in current
+        )
+        if any(o * stride != side for o, side in zip(out, current)):
+            total = math.prod(strides)
+            fit = tuple(math.ceil(side / total) * total for side in size)
+            raise ValueError(
+                f'T2T-ViT cannot tile a {size[0]}x{size[1]} input: its '
+                f'soft splits (kernels {kernel_sizes}, strides '
+                f'{strides}, paddings {paddings}) need both '
+                f'sides to be multiples of {total}. Resize or pad the '
+                f'image, e.g. to {fit[0]}x{fit[1]}.'
+            )
+        sizes.append(out)
+        current = out
+    return sizes
+
+
 class T2TModule(BaseModule):
     """Tokens-to-Token module: progressive tokenisation of the image.
 
@@ -144,32 +190,9 @@ class T2TModule(BaseModule):
         Raises:
             ValueError: If a split does not tile its input exactly.
         """
-        if min(size) < 1:
-            raise ValueError(
-                f'T2T-ViT needs a non-empty image, got a '
-                f'{size[0]}x{size[1]} input.'
-            )
-        sizes = []
-        current = tuple(size)
-        for kernel, stride, padding in zip(
-            self.kernel_sizes, self.strides, self.paddings
-        ):
-            out = tuple(
-                (side + 2 * padding - kernel) // stride + 1 for side in current
-            )
-            if any(o * stride != side for o, side in zip(out, current)):
-                total = self.total_stride
-                fit = tuple(math.ceil(side / total) * total for side in size)
-                raise ValueError(
-                    f'T2T-ViT cannot tile a {size[0]}x{size[1]} input: its '
-                    f'soft splits (kernels {self.kernel_sizes}, strides '
-                    f'{self.strides}, paddings {self.paddings}) need both '
-                    f'sides to be multiples of {total}. Resize or pad the '
-                    f'image, e.g. to {fit[0]}x{fit[1]}.'
-                )
-            sizes.append(out)
-            current = out
-        return sizes
+        return soft_split_sizes(
+            size, self.kernel_sizes, self.strides, self.paddings
+        )
 
     def _run_layer(self, layer: nn.Module, x: torch.Tensor) -> torch.Tensor:
         if self.with_cp and self.training and torch.is_grad_enabled():

@@ -43,6 +43,9 @@ param_scheduler = [
 custom_hooks = [
     # loss, learning-rate and metric curves as <work_dir>/curves.png
     dict(type='TrainingCurvesHook'),
+    # the strides of the neck's maps against the heads' anchor strides (a
+    # mismatch trains silently to a poor mAP)
+    dict(type='PyramidStrideCheckHook'),
     # the plugin's checks and guards (docs/troubleshooting.md), as in
     # configs/_base_/default_runtime.py
     dict(type='RunCheckHook'),
@@ -51,6 +54,5 @@ custom_hooks = [
     dict(type='BadImageHook', max_bad_images=100),
     dict(type='NonFiniteGuardHook', max_consecutive=5),
     dict(type='NonFiniteOutputHook'),
-    dict(type='RandomStateHook'),
     dict(type='RankHeartbeatHook'),
 ]
