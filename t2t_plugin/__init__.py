@@ -2,6 +2,21 @@
 in mmpretrain's registries and its model index in mmpretrain's ModelHub."""
 
 import warnings
+from importlib.util import find_spec
+
+# mmengine, mmcv and mmpretrain come from one of two families of
+# distributions with the same package names, so none is a hard requirement
+# of the wheel (setup.py): name the two ways to get them rather than fail
+# deep inside an import.
+_MISSING = [
+    name for name in ('mmengine', 'mmcv', 'mmpretrain') if not find_spec(name)
+]
+if _MISSING:
+    raise ImportError(
+        f't2t_plugin needs {", ".join(_MISSING)}: pip install '
+        '"t2t-plugin[openmmlab]" (OpenMMLab 2.x) or "t2t-plugin[onedl]" '
+        '(the onedl-* continuation); see docs/install.md.'
+    )
 
 # Set before the imports below, which import mmpretrain and mmcv.
 # mmengine 0.10 resolves ``mmpretrain::`` / ``mmdet::`` config bases with
