@@ -78,17 +78,18 @@ $(ONEDL_VENV)/bin/python:
 
 # An editable install as a develop-mode egg-link to the checkout: openmim
 # 0.3.9 looks for the package beside its metadata, which a PEP 660
-# editable install keeps in site-packages, and setuptools 80 runs
-# `develop` as PEP 660 too. setup.py links t2t_plugin/.mim to the checkout.
-EDITABLE = $(PIP) install -q 'setuptools>=64,<80' wheel && \
+# editable install keeps in site-packages; setuptools 80 runs `develop` as
+# PEP 660 too and pip 25.3 dropped `--no-use-pep517`. setup.py links
+# t2t_plugin/.mim to the checkout.
+EDITABLE = $(PIP) install -q 'pip<25.3' 'setuptools>=64,<80' wheel && \
 	$(PIP) install --no-build-isolation --no-use-pep517 -e
 
 install: $(MAKE_VENV)
 	$(PIP) install $(TORCH_PINS)
 	@# full mmcv (installed by install-dense) and mmcv-lite provide the
 	@# same package: the openmmlab extra brings mmcv-lite where neither is
-	$(PYTHON) -c "import mmcv" 2>/dev/null && $(EDITABLE) . || \
-		$(EDITABLE) '.[openmmlab]'
+	if $(PYTHON) -c "import mmcv" 2>/dev/null; then $(EDITABLE) .; \
+		else $(EDITABLE) '.[openmmlab]'; fi
 
 install-tests: install
 	$(EDITABLE) '.[tests,deploy]' $(LINT_PINS) $(DEPLOY_PINS) $(MIM_PIN)
@@ -113,7 +114,7 @@ $(OLD_VENV)/installed: Makefile setup.py | $(OLD_VENV)/bin/python
 	$(OLD_VENV)/bin/python -m pip download -q -d $(OLD_WHEELS) $(OLD_PINS) \
 		pytest matplotlib scikit-learn rich setuptools wheel
 	$(OLD_VENV)/bin/python -m pip install --no-index --find-links $(OLD_WHEELS) \
-		$(OLD_PINS) pytest wheel -e .
+		$(OLD_PINS) pytest wheel -e '.[openmmlab]'
 	touch $@
 
 test-torch2.1: $(OLD_VENV)/installed
@@ -143,7 +144,7 @@ test-slurm: install-tests
 		{ apt-get update -q && DEBIAN_FRONTEND=noninteractive \
 			apt-get install -y -q slurm-wlm munge; } || \
 		echo "apt-get could not install slurm-wlm and munge: the Slurm test skips"; fi
-	$(PYTHON) -m pytest tests -m slurm -rs $(PYTEST_ARGS)
+	$(PYTHON) -m pytest tests -m slurm -rsP $(PYTEST_ARGS)
 
 lint: install-tests
 	$(PYTHON) -m ruff check t2t_plugin tools tests configs setup.py

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from packaging.requirements import Requirement
 
-from .helpers import ROOT
+from .helpers import ROOT, tool_env
 
 OPENMMLAB = {'mmengine', 'mmpretrain', 'mmcv-lite', 'mmcv'}
 ONEDL = {'onedl-mmengine', 'onedl-mmpretrain', 'onedl-mmcv'}
@@ -154,3 +154,38 @@ def test_one_family_is_installed():
     ]
     assert len(families) == 1, sorted(installed & (OPENMMLAB | ONEDL))
     assert len(installed & {'mmcv', 'mmcv-lite', 'onedl-mmcv'}) == 1
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(
+    not (Path(sys.executable).parent / 'mim').is_file(),
+    reason='openmim is not installed (make install-tests installs it)',
+)
+def test_mim_train_finds_the_checkouts_config(tmp_path):
+    """``mim train t2t-plugin CONFIG`` after ``make install`` (develop
+    mode) runs our tools/train.py on the checkout's config, found by
+    name."""
+    done = subprocess.run(
+        [
+            str(Path(sys.executable).parent / 'mim'),
+            'train',
+            't2t-plugin',
+            't2t-vit-mini_1xb64_digits.py',
+            '--work-dir',
+            str(tmp_path / 'work'),
+            '--cfg-options',
+            'train_cfg.max_epochs=1',
+            'train_cfg.val_interval=1',
+        ],
+        cwd=tmp_path,
+        env=tool_env(),
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    log = done.stdout + done.stderr
+    assert done.returncode == 0, log[-3000:]
+    assert f'will use {ROOT / "configs" / "t2t-vit-mini_1xb64_digits.py"}' in (
+        log.replace('\n', ' ')
+    )
+    assert (tmp_path / 'work' / 'epoch_1.pth').is_file()

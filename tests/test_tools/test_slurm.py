@@ -26,7 +26,7 @@ from ..helpers import DEMO, ROOT, evaluate_in_process, tool_env
 pytestmark = [pytest.mark.slurm, pytest.mark.slow]
 
 DAEMONS = ('munged', 'slurmctld', 'slurmd', 'srun', 'squeue', 'scancel')
-PARTITION = 't2t'
+PARTITION = 'debug'
 EPOCHS = 4
 
 SLURM_CONF = """\
@@ -181,6 +181,27 @@ class Cluster:
         done = self.command('squeue', '-h', '-n', name, '-o', '%i')
         return done.stdout.split()
 
+    def job_id(self, name: str, process: subprocess.Popen) -> str:
+        """The id of the job ``process`` submitted, once Slurm lists it."""
+        wait_for(
+            lambda: self.job_ids(name) or process.poll() is not None,
+            60,
+            f'no job {name}',
+        )
+        (job,) = self.job_ids(name)
+        return job
+
+
+def report(job: str, log: str) -> None:
+    """The lines of a job's log that say what ran (pytest -rP shows
+    them)."""
+    lines = re.findall(
+        r'.*(?:Distributed launcher|GPU number|resumed epoch|'
+        r'Epoch\((?:val|test)\)).*',
+        log,
+    )
+    print(f'job {job}:', *(line.strip() for line in lines), sep='\n  ')
+
 
 @pytest.fixture(scope='module')
 def cluster(tmp_path_factory):
@@ -219,7 +240,7 @@ def slurm_script(
 
 def train_args(work_dir: Path, *extra: str) -> tuple:
     return (
-        't2t-train',
+        'digits',
         DEMO,
         str(work_dir),
         '--cfg-options',
@@ -241,16 +262,15 @@ def test_train_cancel_resume_and_test(cluster, tmp_path):
         600,
         'no first checkpoint',
     )
-    (job,) = cluster.job_ids('t2t-train')
+    (job,) = cluster.job_ids('digits')
     assert cluster.command('scancel', job).returncode == 0
     log = first.communicate(timeout=120)[0]
+    report(job, log)
     assert first.returncode != 0, log[-3000:]
     assert not (work_dir / f'epoch_{EPOCHS}.pth').is_file(), log[-3000:]
     # 1438 images over 2 ranks of 64: 12 iterations per epoch.
     assert 'Epoch(train) [1][12/12]' in log, log[-3000:]
-    wait_for(
-        lambda: not cluster.job_ids('t2t-train'), 60, 'the job did not end'
-    )
+    wait_for(lambda: not cluster.job_ids('digits'), 60, 'the job did not end')
     kept = sorted(work_dir.glob('epoch_*.pth'))
     last = int(re.search(r'epoch_(\d+)', kept[-1].name).group(1))
     assert last < EPOCHS
@@ -258,7 +278,9 @@ def test_train_cancel_resume_and_test(cluster, tmp_path):
     second = slurm_script(
         cluster, 'slurm_train.sh', *train_args(work_dir, '--resume')
     )
+    job = cluster.job_id('digits', second)
     log = second.communicate(timeout=900)[0]
+    report(job, log)
     assert second.returncode == 0, log[-3000:] + cluster.logs()
     assert f'resumed epoch: {last}, iter: {12 * last}' in log, log[-3000:]
     assert f'Epoch(train) [{last + 1}][12/12]' in log
@@ -270,13 +292,15 @@ def test_train_cancel_resume_and_test(cluster, tmp_path):
     test = slurm_script(
         cluster,
         'slurm_test.sh',
-        't2t-test',
+        'digits-test',
         DEMO,
         str(checkpoint),
         '--work-dir',
         str(tmp_path / 'test'),
     )
+    job = cluster.job_id('digits-test', test)
     log = test.communicate(timeout=600)[0]
+    report(job, log)
     assert test.returncode == 0, log[-3000:]
     metric = re.search(r'Epoch\(test\).*accuracy/top1: ([\d.]+)', log)
     assert metric, log[-3000:]
