@@ -40,7 +40,8 @@ class BuildPyWithMim(build_py):
 
     def run(self) -> None:
         super().run()
-        if self.editable_mode:
+        # setuptools < 64 has no editable_mode (nor PEP 660 installs)
+        if getattr(self, 'editable_mode', False):
             return
         target = Path(self.build_lib, MIM_DIR)
         shutil.rmtree(target, ignore_errors=True)

@@ -1,6 +1,9 @@
 """T2T-ViT for OpenMMLab: importing this package registers its models
 in mmpretrain's registries and its model index in mmpretrain's ModelHub."""
 
+import contextlib
+import io
+import sys
 import warnings
 from importlib.util import find_spec
 
@@ -32,6 +35,25 @@ warnings.filterwarnings(
     message='Fail to import ``MultiScaleDeformableAttention``',
     category=UserWarning,
 )
+
+
+def _import_mmpretrain_datasets() -> None:
+    """Import ``mmpretrain.datasets`` without onedl-mmpretrain's stray line.
+
+    onedl-mmpretrain 1.3.6 hands a debug message ("Could not import
+    OneDL", its optional ``onedl`` package being absent) to ``print_log``
+    without a logger, which prints it on every import: the tools' output
+    would start with it. Anything else printed there is passed on.
+    """
+    captured = io.StringIO()
+    with contextlib.redirect_stdout(captured):
+        import mmpretrain.datasets  # noqa: F401
+    sys.stdout.write(
+        captured.getvalue().replace('Could not import OneDL\n', '', 1)
+    )
+
+
+_import_mmpretrain_datasets()
 
 from . import datasets, engine, models  # noqa: E402, F401
 from .compat import warn_if_mmcv_ops_lack_cuda  # noqa: E402
