@@ -46,8 +46,13 @@ ONEDL_VENV ?= $(CURDIR)/.venv-onedl
 ONEDL_PINS := $(TORCH_PINS) onedl-mmengine==0.10.12 onedl-mmcv==2.3.6 \
 	onedl-mmpretrain==1.3.6
 ONEDL_WHEELS = $(WHEEL_CACHE)/onedl-stack
-# mim's version for each family (`mim train t2t-plugin CONFIG`)
+# mim's release for each family (`mim train t2t-plugin CONFIG`). openmim
+# declares opendatalab, whose openxlab pins setuptools 60.2, rich 13.4 and
+# requests 2.28 over the tested ones; mim never imports it, so openmim
+# comes without its declared dependencies and with the ones it imports.
 MIM_PIN := openmim==0.3.9
+MIM_DEPS := click colorama model-index pandas requests tabulate
+ONEDL_MIM_PIN := onedl-mim==0.5.1
 PYTEST_ARGS ?=
 # Disk each step takes, measured with everything installed (GB, rounded up).
 VENV_GB := 7
@@ -92,7 +97,8 @@ install: $(MAKE_VENV)
 		else $(EDITABLE) '.[openmmlab]'; fi
 
 install-tests: install
-	$(EDITABLE) '.[tests,deploy]' $(LINT_PINS) $(DEPLOY_PINS) $(MIM_PIN)
+	$(EDITABLE) '.[tests,deploy]' $(LINT_PINS) $(DEPLOY_PINS) $(MIM_DEPS)
+	$(PIP) install --no-deps $(MIM_PIN)
 
 install-dense: install
 	PYTHON=$(PYTHON) bash tools/install/build_mmcv.sh
@@ -122,7 +128,9 @@ test-torch2.1: $(OLD_VENV)/installed
 
 # torch comes from the registry (or the local disk it mirrors); the two
 # source distributions from the wheel cache once built. The onedl
-# environment keeps pip's PEP 660 editable install: onedl-mim reads it.
+# environment keeps pip's PEP 660 editable install: onedl-mim reads it
+# (`mim train t2t-plugin configs/NAME.py`; given a name only, it searches
+# the whole checkout, work_dirs and environments included).
 $(ONEDL_VENV)/installed: Makefile setup.py | $(ONEDL_VENV)/bin/python
 	$(ONEDL_VENV)/bin/python -c 'import torch' 2>/dev/null || \
 		$(NEED_SPACE) $(ONEDL_VENV) $(ONEDL_VENV_GB) "the onedl environment $(ONEDL_VENV)"
@@ -130,7 +138,7 @@ $(ONEDL_VENV)/installed: Makefile setup.py | $(ONEDL_VENV)/bin/python
 		>/dev/null 2>&1 || $(ONEDL_VENV)/bin/python -m pip wheel -q --no-deps \
 		-w $(ONEDL_WHEELS) onedl-mmcv==2.3.6 onedl-mmpretrain==1.3.6
 	$(ONEDL_VENV)/bin/python -m pip install --find-links $(ONEDL_WHEELS) \
-		$(ONEDL_PINS) -e '.[onedl,tests]' pytest wheel
+		$(ONEDL_PINS) $(ONEDL_MIM_PIN) -e '.[onedl,tests]' pytest wheel
 	touch $@
 
 test-onedl: $(ONEDL_VENV)/installed

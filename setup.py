@@ -54,9 +54,12 @@ class BuildPyWithMim(build_py):
                 shutil.copy2(source, target / name)
 
 
-# pip runs ``editable_wheel`` for ``pip install -e .`` and setuptools < 80
-# ``develop`` for ``--no-use-pep517``.
-if {'develop', 'editable_wheel'} & set(sys.argv) and os.name != 'nt':
+# A develop-mode install (setuptools < 80, ``pip install --no-use-pep517
+# -e .``, as ``make install`` does) is found by openmim 0.3.9 through these
+# links. A PEP 660 editable install (``pip install -e .``) reads the
+# checkout itself: onedl-mim looks there, and links would show it every
+# config twice.
+if 'develop' in sys.argv and os.name != 'nt':
     link_mim_files()
 
 # The two families install the same packages (``mmengine``, ``mmcv``,

@@ -156,21 +156,36 @@ def test_one_family_is_installed():
     assert len(installed & {'mmcv', 'mmcv-lite', 'onedl-mmcv'}) == 1
 
 
+def installed_mim() -> str:
+    """'openmim', 'onedl-mim' or '' (none)."""
+    for name in ('openmim', 'onedl-mim'):
+        try:
+            metadata.distribution(name)
+        except metadata.PackageNotFoundError:
+            continue
+        return name
+    return ''
+
+
 @pytest.mark.slow
 @pytest.mark.skipif(
-    not (Path(sys.executable).parent / 'mim').is_file(),
-    reason='openmim is not installed (make install-tests installs it)',
+    not installed_mim(),
+    reason='no mim (make install-tests installs openmim, make test-onedl '
+    'onedl-mim)',
 )
-def test_mim_train_finds_the_checkouts_config(tmp_path):
-    """``mim train t2t-plugin CONFIG`` after ``make install`` (develop
-    mode) runs our tools/train.py on the checkout's config, found by
-    name."""
+def test_mim_train_runs_the_checkouts_tools(tmp_path):
+    """``mim train t2t-plugin CONFIG`` on an editable install runs our
+    tools/train.py on the checkout's config: openmim 0.3.9 (develop mode,
+    ``make install``) finds it by name, onedl-mim 0.5.1 (PEP 660) is given
+    its path."""
+    config = ROOT / 'configs' / 't2t-vit-mini_1xb64_digits.py'
+    by_name = installed_mim() == 'openmim'
     done = subprocess.run(
         [
             str(Path(sys.executable).parent / 'mim'),
             'train',
             't2t-plugin',
-            't2t-vit-mini_1xb64_digits.py',
+            config.name if by_name else str(config),
             '--work-dir',
             str(tmp_path / 'work'),
             '--cfg-options',
@@ -178,14 +193,19 @@ def test_mim_train_finds_the_checkouts_config(tmp_path):
             'train_cfg.val_interval=1',
         ],
         cwd=tmp_path,
-        env=tool_env(),
+        # as a user runs it: the checkout on PYTHONPATH would show mim the
+        # checkout's egg-info instead of the installed metadata
+        env={k: v for k, v in tool_env().items() if k != 'PYTHONPATH'},
         capture_output=True,
         text=True,
         timeout=600,
     )
-    log = done.stdout + done.stderr
+    log = (done.stdout + done.stderr).replace('\n', ' ')
     assert done.returncode == 0, log[-3000:]
-    assert f'will use {ROOT / "configs" / "t2t-vit-mini_1xb64_digits.py"}' in (
-        log.replace('\n', ' ')
+    if by_name:
+        assert f'will use {config} instead' in log
+    assert f'{ROOT / "tools" / "train.py"} {config}' in log or (
+        f'{ROOT / "t2t_plugin" / ".mim" / "tools" / "train.py"} {config}'
+        in log
     )
     assert (tmp_path / 'work' / 'epoch_1.pth').is_file()
