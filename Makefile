@@ -37,14 +37,31 @@ OLD_PINS := torch==2.1.2 torchvision==0.16.2 numpy==1.26.4 \
 # a fresh clone installs it from disk.
 WHEEL_CACHE := $(or $(T2T_WHEEL_CACHE),$(HOME)/.cache/t2t-plugin/wheels)
 OLD_WHEELS := $(WHEEL_CACHE)/torch2.1-stack
+# The maintained continuation of OpenMMLab (onedl-* distributions, same
+# package names), tested in a third environment with the pinned torch.
+# onedl-mmcv and onedl-mmpretrain are source distributions: their wheels
+# are built once (onedl-mmcv without compiled ops: pip builds it in
+# isolation, without torch) and kept in the wheel cache.
+ONEDL_VENV ?= $(CURDIR)/.venv-onedl
+ONEDL_PINS := $(TORCH_PINS) onedl-mmengine==0.10.12 onedl-mmcv==2.3.6 \
+	onedl-mmpretrain==1.3.6
+ONEDL_WHEELS = $(WHEEL_CACHE)/onedl-stack
+# mim's release for each family (`mim train t2t-plugin CONFIG`). openmim
+# declares opendatalab, whose openxlab pins setuptools 60.2, rich 13.4 and
+# requests 2.28 over the tested ones; mim never imports it, so openmim
+# comes without its declared dependencies and with the ones it imports.
+MIM_PIN := openmim==0.3.9
+MIM_DEPS := click colorama model-index pandas requests tabulate
+ONEDL_MIM_PIN := onedl-mim==0.5.1
 PYTEST_ARGS ?=
 # Disk each step takes, measured with everything installed (GB, rounded up).
 VENV_GB := 7
 OLD_VENV_GB := 6
 OLD_WHEELS_GB := 4
+ONEDL_VENV_GB := 7
 
 .PHONY: install install-tests install-dense test test-pinned test-torch2.1 \
-	lint demo gpu-check gpu-wheels test-dev-scripts
+	test-onedl test-slurm test-dev-scripts lint demo gpu-check gpu-wheels
 
 # A failed `venv` (Debian without python3-venv) must not leave a half-made
 # environment behind for the next run to trust.
@@ -61,25 +78,39 @@ $(VENV)/bin/python:
 $(OLD_VENV)/bin/python:
 	$(OLD_BASE_PYTHON) -m venv $(OLD_VENV) || $(call NO_VENV,$(OLD_VENV),$(OLD_BASE_PYTHON))
 
+$(ONEDL_VENV)/bin/python:
+	$(BASE_PYTHON) -m venv $(ONEDL_VENV) || $(call NO_VENV,$(ONEDL_VENV),$(BASE_PYTHON))
+
+# An editable install as a develop-mode egg-link to the checkout: openmim
+# 0.3.9 looks for the package beside its metadata, which a PEP 660
+# editable install keeps in site-packages; setuptools 80 runs `develop` as
+# PEP 660 too and pip 25.3 dropped `--no-use-pep517`. setup.py links
+# t2t_plugin/.mim to the checkout.
+EDITABLE = $(PIP) install -q 'pip<25.3' 'setuptools>=64,<80' wheel && \
+	$(PIP) install --no-build-isolation --no-use-pep517 -e
+
 install: $(MAKE_VENV)
 	$(PIP) install $(TORCH_PINS)
-	@# full mmcv (installed by install-dense) and mmcv-lite provide the same package
-	$(PYTHON) -c "import mmcv" 2>/dev/null || $(PIP) install 'mmcv-lite>=2.1,<2.2'
-	$(PIP) install -e .
+	@# full mmcv (installed by install-dense) and mmcv-lite provide the
+	@# same package: the openmmlab extra brings mmcv-lite where neither is
+	if $(PYTHON) -c "import mmcv" 2>/dev/null; then $(EDITABLE) .; \
+		else $(EDITABLE) '.[openmmlab]'; fi
 
 install-tests: install
-	$(PIP) install -e '.[tests,deploy]' $(LINT_PINS) $(DEPLOY_PINS)
+	$(EDITABLE) '.[tests,deploy]' $(LINT_PINS) $(DEPLOY_PINS) $(MIM_DEPS)
+	$(PIP) install --no-deps $(MIM_PIN)
 
 install-dense: install
 	PYTHON=$(PYTHON) bash tools/install/build_mmcv.sh
-	$(PIP) install -e '.[dense]'
+	$(EDITABLE) '.[dense]'
 
 # Lint and the whole suite on the pinned stack, then everything but
-# mmdet/mmseg on the torch 2.1 stack.
-test: lint test-pinned test-torch2.1
+# mmdet/mmseg on the torch 2.1 stack and on the onedl stack, then the
+# Slurm test (it installs Slurm where it may: root on Debian).
+test: lint test-pinned test-torch2.1 test-onedl test-slurm
 
 test-pinned: install-tests install-dense
-	$(PYTHON) -m pytest tests $(PYTEST_ARGS)
+	$(PYTHON) -m pytest tests -m 'not slurm' $(PYTEST_ARGS)
 
 $(OLD_VENV)/installed: Makefile setup.py | $(OLD_VENV)/bin/python
 	$(OLD_VENV)/bin/python -c 'import torch' 2>/dev/null || \
@@ -89,11 +120,39 @@ $(OLD_VENV)/installed: Makefile setup.py | $(OLD_VENV)/bin/python
 	$(OLD_VENV)/bin/python -m pip download -q -d $(OLD_WHEELS) $(OLD_PINS) \
 		pytest matplotlib scikit-learn rich setuptools wheel
 	$(OLD_VENV)/bin/python -m pip install --no-index --find-links $(OLD_WHEELS) \
-		$(OLD_PINS) pytest wheel -e .
+		$(OLD_PINS) pytest wheel -e '.[openmmlab]'
 	touch $@
 
 test-torch2.1: $(OLD_VENV)/installed
-	$(OLD_VENV)/bin/python -m pytest tests -m 'not dense' $(PYTEST_ARGS)
+	$(OLD_VENV)/bin/python -m pytest tests -m 'not dense and not slurm' $(PYTEST_ARGS)
+
+# torch comes from the registry (or the local disk it mirrors); the two
+# source distributions from the wheel cache once built. The onedl
+# environment keeps pip's PEP 660 editable install: onedl-mim reads it
+# (`mim train t2t-plugin configs/NAME.py`; given a name only, it searches
+# the whole checkout, work_dirs and environments included).
+$(ONEDL_VENV)/installed: Makefile setup.py | $(ONEDL_VENV)/bin/python
+	$(ONEDL_VENV)/bin/python -c 'import torch' 2>/dev/null || \
+		$(NEED_SPACE) $(ONEDL_VENV) $(ONEDL_VENV_GB) "the onedl environment $(ONEDL_VENV)"
+	ls $(ONEDL_WHEELS)/onedl_mmcv-2.3.6-*.whl $(ONEDL_WHEELS)/onedl_mmpretrain-1.3.6-*.whl \
+		>/dev/null 2>&1 || $(ONEDL_VENV)/bin/python -m pip wheel -q --no-deps \
+		-w $(ONEDL_WHEELS) onedl-mmcv==2.3.6 onedl-mmpretrain==1.3.6
+	$(ONEDL_VENV)/bin/python -m pip install --find-links $(ONEDL_WHEELS) \
+		$(ONEDL_PINS) $(ONEDL_MIM_PIN) -e '.[onedl,tests]' pytest wheel
+	touch $@
+
+test-onedl: $(ONEDL_VENV)/installed
+	$(ONEDL_VENV)/bin/python -m pytest tests -m 'not dense and not slurm' $(PYTEST_ARGS)
+
+# Slurm (slurmctld, slurmd, munge) on this machine, started by the test
+# itself; it skips in one line where it cannot run (not root, no apt-get).
+test-slurm: install-tests
+	@if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null && \
+		! command -v slurmctld >/dev/null; then \
+		{ apt-get update -q && DEBIAN_FRONTEND=noninteractive \
+			apt-get install -y -q slurm-wlm munge; } || \
+		echo "apt-get could not install slurm-wlm and munge: the Slurm test skips"; fi
+	$(PYTHON) -m pytest tests -m slurm -rsP $(PYTEST_ARGS)
 
 lint: install-tests
 	$(PYTHON) -m ruff check t2t_plugin tools tests configs setup.py .dev_scripts

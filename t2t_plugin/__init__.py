@@ -1,7 +1,25 @@
 """T2T-ViT for OpenMMLab: importing this package registers its models
 in mmpretrain's registries and its model index in mmpretrain's ModelHub."""
 
+import contextlib
+import io
+import sys
 import warnings
+from importlib.util import find_spec
+
+# mmengine, mmcv and mmpretrain come from one of two families of
+# distributions with the same package names, so none is a hard requirement
+# of the wheel (setup.py): name the two ways to get them rather than fail
+# deep inside an import.
+_MISSING = [
+    name for name in ('mmengine', 'mmcv', 'mmpretrain') if not find_spec(name)
+]
+if _MISSING:
+    raise ImportError(
+        f't2t_plugin needs {", ".join(_MISSING)}: pip install '
+        '"t2t-plugin[openmmlab]" (OpenMMLab 2.x) or "t2t-plugin[onedl]" '
+        '(the onedl-* continuation); see docs/install.md.'
+    )
 
 # Set before the imports below, which import mmpretrain and mmcv.
 # mmengine 0.10 resolves ``mmpretrain::`` / ``mmdet::`` config bases with
@@ -17,6 +35,25 @@ warnings.filterwarnings(
     message='Fail to import ``MultiScaleDeformableAttention``',
     category=UserWarning,
 )
+
+
+def _import_mmpretrain_datasets() -> None:
+    """Import ``mmpretrain.datasets`` without onedl-mmpretrain's stray line.
+
+    onedl-mmpretrain 1.3.6 hands a debug message ("Could not import
+    OneDL", its optional ``onedl`` package being absent) to ``print_log``
+    without a logger, which prints it on every import: the tools' output
+    would start with it. Anything else printed there is passed on.
+    """
+    captured = io.StringIO()
+    with contextlib.redirect_stdout(captured):
+        import mmpretrain.datasets  # noqa: F401
+    sys.stdout.write(
+        captured.getvalue().replace('Could not import OneDL\n', '', 1)
+    )
+
+
+_import_mmpretrain_datasets()
 
 from . import datasets, engine, models  # noqa: E402, F401
 from .compat import warn_if_mmcv_ops_lack_cuda  # noqa: E402

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Evaluation on a Slurm cluster, one task per GPU.
-#   [GPUS=8] [GPUS_PER_NODE=8] [CPUS_PER_TASK=5] [SRUN_ARGS=...] \
+#   [GPUS=8] [GPUS_PER_NODE=8] [CPUS_PER_TASK=5] [GRES=gpu:8] [SRUN_ARGS=...] \
 #   bash tools/slurm_test.sh PARTITION JOB_NAME CONFIG CHECKPOINT \
 #       [test.py options]
 set -euo pipefail
@@ -17,13 +17,21 @@ GPUS=${GPUS:-8}
 GPUS_PER_NODE=${GPUS_PER_NODE:-8}
 CPUS_PER_TASK=${CPUS_PER_TASK:-5}
 SRUN_ARGS=${SRUN_ARGS:-""}
+# The generic resources of each node, gpu:GPUS_PER_NODE unless set; set
+# empty (GRES=) for CPU tasks (gloo) on nodes without GPUs, where Slurm
+# refuses a request for GPUs.
+GRES=${GRES-gpu:$GPUS_PER_NODE}
+GRES_ARGS=()
+if [ -n "$GRES" ]; then
+    GRES_ARGS=(--gres="$GRES")
+fi
 TOOLS="$(cd "$(dirname "$0")" && pwd)"
 
 # shellcheck disable=SC2086
 PYTHONPATH="$TOOLS/..${PYTHONPATH:+:$PYTHONPATH}" \
 srun -p "$PARTITION" \
     --job-name="$JOB_NAME" \
-    --gres=gpu:"$GPUS_PER_NODE" \
+    ${GRES_ARGS[@]+"${GRES_ARGS[@]}"} \
     --ntasks="$GPUS" \
     --ntasks-per-node="$GPUS_PER_NODE" \
     --cpus-per-task="$CPUS_PER_TASK" \

@@ -69,7 +69,11 @@ def _export_slurm_env() -> None:
                 'MASTER_ADDR to its host name.'
             )
         os.environ['MASTER_ADDR'] = result.stdout.split()[0]
-    os.environ.setdefault('MASTER_PORT', '29500')
+    if 'MASTER_PORT' not in os.environ:
+        # One port per job: jobs that share a node (and a job resumed
+        # right after a cancelled one) must not meet at the same port.
+        job = int(os.environ.get('SLURM_JOB_ID', '9500'))
+        os.environ['MASTER_PORT'] = str(20000 + job % 10000)
     os.environ['WORLD_SIZE'] = os.environ['SLURM_NTASKS']
     os.environ['RANK'] = os.environ['SLURM_PROCID']
     os.environ['LOCAL_RANK'] = os.environ.get('SLURM_LOCALID', '0')

@@ -1,0 +1,211 @@
+"""The package as pip builds and installs it: a wheel holds real copies of
+the configs and tools and requires neither family of OpenMMLab
+distributions (the ``openmmlab`` and ``onedl`` extras bring one), the
+build leaves the source tree as it was, and ``import t2t_plugin`` without
+a family says in one line what to install."""
+
+import shutil
+import subprocess
+import sys
+import venv
+import zipfile
+from importlib import metadata
+from pathlib import Path
+
+import pytest
+from packaging.requirements import Requirement
+
+from .helpers import ROOT, tool_env
+
+OPENMMLAB = {'mmengine', 'mmpretrain', 'mmcv-lite', 'mmcv'}
+ONEDL = {'onedl-mmengine', 'onedl-mmpretrain', 'onedl-mmcv'}
+# What a checkout holds that is no part of a build.
+NOT_SOURCES = shutil.ignore_patterns(
+    '.git', '.venv*', '.gpu-wheels', 'work_dirs', 'build', 'dist',
+    '*.egg-info', '__pycache__', '.pytest_cache', '.ruff_cache', '.mim',
+)  # fmt: skip
+
+
+@pytest.fixture(scope='module')
+def built(tmp_path_factory) -> tuple:
+    """A copy of the checkout and the wheel pip builds from it."""
+    root = tmp_path_factory.mktemp('packaging')
+    source = root / 'source'
+    shutil.copytree(ROOT, source, ignore=NOT_SOURCES, symlinks=True)
+    subprocess.run(
+        [
+            sys.executable,
+            '-m',
+            'pip',
+            'wheel',
+            '--no-deps',
+            '--no-build-isolation',
+            '-q',
+            '-w',
+            str(root / 'dist'),
+            str(source),
+        ],
+        check=True,
+        timeout=300,
+        capture_output=True,
+    )
+    (wheel,) = (root / 'dist').glob('*.whl')
+    return source, wheel
+
+
+def requirements(wheel: Path) -> dict:
+    """The wheel's requirement names, by extra ('' for the required)."""
+    with zipfile.ZipFile(wheel) as archive:
+        (name,) = [n for n in archive.namelist() if n.endswith('METADATA')]
+        text = archive.read(name).decode()
+    by_extra = {}
+    for line in text.splitlines():
+        if not line.startswith('Requires-Dist: '):
+            continue
+        requirement = Requirement(line.removeprefix('Requires-Dist: '))
+        extra = ''
+        if requirement.marker:
+            marker = str(requirement.marker)
+            extra = marker.split('extra == ')[1].strip('"\'')
+        by_extra.setdefault(extra, set()).add(requirement.name.lower())
+    return by_extra
+
+
+@pytest.mark.slow
+def test_wheel_holds_copies_and_leaves_the_source_alone(built):
+    source, wheel = built
+    assert not (source / 't2t_plugin' / '.mim').exists()
+    with zipfile.ZipFile(wheel) as archive:
+        for name in (
+            'model-index.yml',
+            'configs/t2t-vit-7_8xb64_in1k.py',
+            'configs/_base_/default_runtime.py',
+            'tools/train.py',
+            'tools/slurm_train.sh',
+        ):
+            copy = archive.read(f't2t_plugin/.mim/{name}')
+            assert copy == (source / name).read_bytes(), name
+        assert not [n for n in archive.namelist() if '__pycache__' in n]
+
+
+@pytest.mark.slow
+def test_wheel_requires_neither_family(built):
+    by_extra = requirements(built[1])
+    assert not by_extra[''] & (OPENMMLAB | ONEDL)
+    assert {'torch', 'torchvision'} <= by_extra['']
+    assert by_extra['openmmlab'] & (OPENMMLAB | ONEDL) == {
+        'mmengine',
+        'mmpretrain',
+        'mmcv-lite',
+    }
+    assert by_extra['onedl'] & (OPENMMLAB | ONEDL) == ONEDL
+    assert not by_extra['dense'] & ONEDL
+
+
+@pytest.mark.slow
+def test_import_without_a_family_names_the_extras(built, tmp_path):
+    """A bare environment: pip's wheel with no dependencies."""
+    environment = tmp_path / 'bare'
+    venv.create(environment, with_pip=False)
+    python = environment / 'bin' / 'python'
+    subprocess.run(
+        [
+            sys.executable,
+            '-m',
+            'pip',
+            '--python',
+            str(python),
+            'install',
+            '-q',
+            '--no-index',
+            '--no-deps',
+            str(built[1]),
+        ],
+        check=True,
+        timeout=300,
+        capture_output=True,
+    )
+    done = subprocess.run(
+        [str(python), '-c', 'import t2t_plugin'],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 1
+    assert done.stderr.strip().splitlines()[-1] == (
+        'ImportError: t2t_plugin needs mmengine, mmcv, mmpretrain: pip '
+        'install "t2t-plugin[openmmlab]" (OpenMMLab 2.x) or '
+        '"t2t-plugin[onedl]" (the onedl-* continuation); see '
+        'docs/install.md.'
+    )
+
+
+def test_one_family_is_installed():
+    """Two distributions writing one package would leave whichever pip
+    installed last: each test environment holds one family."""
+    installed = {
+        dist.metadata['Name'].lower() for dist in metadata.distributions()
+    }
+    families = [
+        family
+        for family in ({'mmengine', 'mmpretrain'}, ONEDL - {'onedl-mmcv'})
+        if family & installed
+    ]
+    assert len(families) == 1, sorted(installed & (OPENMMLAB | ONEDL))
+    assert len(installed & {'mmcv', 'mmcv-lite', 'onedl-mmcv'}) == 1
+
+
+def installed_mim() -> str:
+    """'openmim', 'onedl-mim' or '' (none)."""
+    for name in ('openmim', 'onedl-mim'):
+        try:
+            metadata.distribution(name)
+        except metadata.PackageNotFoundError:
+            continue
+        return name
+    return ''
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(
+    not installed_mim(),
+    reason='no mim (make install-tests installs openmim, make test-onedl '
+    'onedl-mim)',
+)
+def test_mim_train_runs_the_checkouts_tools(tmp_path):
+    """``mim train t2t-plugin CONFIG`` on an editable install runs our
+    tools/train.py on the checkout's config: openmim 0.3.9 (develop mode,
+    ``make install``) finds it by name, onedl-mim 0.5.1 (PEP 660) is given
+    its path."""
+    config = ROOT / 'configs' / 't2t-vit-mini_1xb64_digits.py'
+    by_name = installed_mim() == 'openmim'
+    done = subprocess.run(
+        [
+            str(Path(sys.executable).parent / 'mim'),
+            'train',
+            't2t-plugin',
+            config.name if by_name else str(config),
+            '--work-dir',
+            str(tmp_path / 'work'),
+            '--cfg-options',
+            'train_cfg.max_epochs=1',
+            'train_cfg.val_interval=1',
+        ],
+        cwd=tmp_path,
+        # as a user runs it: the checkout on PYTHONPATH would show mim the
+        # checkout's egg-info instead of the installed metadata
+        env={k: v for k, v in tool_env().items() if k != 'PYTHONPATH'},
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    log = (done.stdout + done.stderr).replace('\n', ' ')
+    assert done.returncode == 0, log[-3000:]
+    if by_name:
+        assert f'will use {config} instead' in log
+    assert f'{ROOT / "tools" / "train.py"} {config}' in log or (
+        f'{ROOT / "t2t_plugin" / ".mim" / "tools" / "train.py"} {config}'
+        in log
+    )
+    assert (tmp_path / 'work' / 'epoch_1.pth').is_file()
