@@ -670,10 +670,7 @@ def test_anchor_strides_that_miss_the_pyramid_stop_before_training(tmp_path):
     # every detection config sets the hook
     for path in sorted((CONFIGS / 'det').glob('*.py')):
         hooks = Config.fromfile(str(path)).custom_hooks
-        assert [hook.type for hook in hooks] == [
-            'TrainingCurvesHook',
-            'PyramidStrideCheckHook',
-        ], path
+        assert 'PyramidStrideCheckHook' in [hook.type for hook in hooks], path
     # the configs as they are: the strides match, the check passes
     for name in (
         'retinanet_t2t-vit-t-14_fpn_1x_coco.py',
