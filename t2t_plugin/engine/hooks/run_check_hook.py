@@ -98,9 +98,11 @@ def empty_class_folders(dataset) -> list[str]:
 
 
 def _base(dataset):
-    while hasattr(dataset, 'dataset') and not hasattr(
-        dataset, 'load_data_list'
-    ):
+    # Wrappers (SampleSeededDataset, ClassBalancedDataset, ...) forward
+    # attributes to what they wrap: unwrap by type, not by attribute.
+    from mmengine.dataset import BaseDataset
+
+    while not isinstance(dataset, BaseDataset) and hasattr(dataset, 'dataset'):
         dataset = dataset.dataset
     return dataset
 
