@@ -105,8 +105,9 @@ install-dense: install
 	$(EDITABLE) '.[dense]'
 
 # Lint and the whole suite on the pinned stack, then everything but
-# mmdet/mmseg on the torch 2.1 stack and on the onedl stack, then the
-# Slurm test (it installs Slurm where it may: root on Debian).
+# mmdet/mmseg and the slow runs (kill-and-resume, wheel builds) on the
+# torch 2.1 stack and on the onedl stack, then the Slurm test (it installs
+# Slurm where it may: root on Debian).
 test: lint test-pinned test-torch2.1 test-onedl test-slurm
 
 test-pinned: install-tests install-dense
@@ -124,7 +125,7 @@ $(OLD_VENV)/installed: Makefile setup.py | $(OLD_VENV)/bin/python
 	touch $@
 
 test-torch2.1: $(OLD_VENV)/installed
-	$(OLD_VENV)/bin/python -m pytest tests -m 'not dense and not slurm' $(PYTEST_ARGS)
+	$(OLD_VENV)/bin/python -m pytest tests -m 'not dense and not slurm and not slow' $(PYTEST_ARGS)
 
 # torch comes from the registry (or the local disk it mirrors); the two
 # source distributions from the wheel cache once built. The onedl
@@ -142,7 +143,7 @@ $(ONEDL_VENV)/installed: Makefile setup.py | $(ONEDL_VENV)/bin/python
 	touch $@
 
 test-onedl: $(ONEDL_VENV)/installed
-	$(ONEDL_VENV)/bin/python -m pytest tests -m 'not dense and not slurm' $(PYTEST_ARGS)
+	$(ONEDL_VENV)/bin/python -m pytest tests -m 'not dense and not slurm and not slow' $(PYTEST_ARGS)
 
 # Slurm (slurmctld, slurmd, munge) on this machine, started by the test
 # itself; it skips in one line where it cannot run (not root, no apt-get).
