@@ -11,6 +11,7 @@ from .sample_seeding import (
     SampleSeededDataset,
     SampleSeedSampler,
     SeededIndex,
+    own_generator,
     sample_seed,
     sample_seeded_loader,
 )
@@ -32,5 +33,6 @@ __all__ = [
     'UnsafePickleError',
     'load_data_pickle',
     'sample_seed',
+    'own_generator',
     'sample_seeded_loader',
 ]

@@ -208,15 +208,8 @@ class SampleSeededDataset:
 
 def sample_seeded_loader(dataloader: dict) -> dict:
     """A data-loader config whose dataset and sampler are wrapped in
-    :class:`SampleSeededDataset` and :class:`SampleSeedSampler`, and whose
-    loader has a generator of its own.
-
-    torch's loader draws the workers' base seed from its ``generator``, by
-    default the training process's torch generator, each time it starts
-    its workers: persistent workers start once per run, so a resumed run
-    would draw once more than the uninterrupted one, and every dropout
-    mask and drop path after it would differ. With the loader's own
-    generator the training process's stream moves only with training.
+    :class:`SampleSeededDataset` and :class:`SampleSeedSampler`; give the
+    built loader a generator of its own with :func:`own_generator`.
 
     Args:
         dataloader (dict): A data-loader config as mmengine's
@@ -231,7 +224,29 @@ def sample_seeded_loader(dataloader: dict) -> dict:
         loader['dataset'] = dict(type=SampleSeededDataset, dataset=dataset)
     if sampler is not None and not _is_type(sampler, SampleSeedSampler):
         loader['sampler'] = dict(type=SampleSeedSampler, sampler=sampler)
-    loader.setdefault('generator', torch.Generator())
+    return loader
+
+
+def own_generator(loader: Any) -> Any:
+    """Give a built data loader a generator of its own.
+
+    torch's loader draws the workers' base seed from its ``generator``, by
+    default the training process's torch generator, each time it starts
+    its workers: persistent workers start once per run, so a resumed run
+    would draw once more than the uninterrupted one, and every dropout
+    mask and drop path after it would differ. With the loader's own
+    generator the training process's stream moves only with training. It
+    is set on the built loader, not in its config: mmengine deep-copies
+    loader configs, and torch < 2.4 cannot copy a generator.
+
+    Args:
+        loader (DataLoader): A built loader; changed in place.
+
+    Returns:
+        DataLoader: The same loader.
+    """
+    if loader.generator is None:
+        loader.generator = torch.Generator()
     return loader
 
 

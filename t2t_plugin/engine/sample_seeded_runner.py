@@ -3,7 +3,7 @@ from typing import Union
 from mmengine.registry import RUNNERS
 from mmengine.runner import BaseLoop, Runner
 
-from ..datasets.sample_seeding import sample_seeded_loader
+from ..datasets.sample_seeding import own_generator, sample_seeded_loader
 
 
 @RUNNERS.register_module()
@@ -28,4 +28,6 @@ class SampleSeededRunner(Runner):
             self._train_dataloader = sample_seeded_loader(
                 self._train_dataloader
             )
-        return super().build_train_loop(loop)
+        loop = super().build_train_loop(loop)
+        own_generator(loop.dataloader)
+        return loop
