@@ -9,6 +9,17 @@ def _seed():
     yield
 
 
+@pytest.fixture(autouse=True)
+def _no_default_scope():
+    """Every test starts without a default registry scope: a Runner (or a
+    failed mmdet build) leaves its scope as the current one, and a later
+    ``MODELS.build`` would then look in that toolbox's registry."""
+    from mmengine.registry import DefaultScope
+
+    DefaultScope._instance_dict.clear()
+    yield
+
+
 # Shared fixtures. Their names are stable: test files of every part of the
 # suite use them.
 #
