@@ -11,10 +11,7 @@ is refused before it is run.
 
 import math
 import os
-import pickle
 import tempfile
-import urllib.error
-import urllib.parse
 from pathlib import Path
 from typing import Optional, Union
 
@@ -86,7 +83,7 @@ def load_model(
     cfg.model.get('backbone', {}).pop('init_cfg', None)
     built = get_model(cfg, pretrained=False)
     if checkpoint:
-        loaded = _read_checkpoint_or_say_where(str(checkpoint))
+        loaded = read_checkpoint(str(checkpoint))
         check_finite_weights(
             checkpoint_state_dict(loaded, checkpoint), checkpoint
         )
@@ -96,30 +93,6 @@ def load_model(
             built._dataset_meta = meta['dataset_meta']
     _match_class_names(built)
     return built.to(device).eval()
-
-
-def _read_checkpoint_or_say_where(checkpoint: str) -> dict:
-    """``read_checkpoint``; a download that cannot reach its server says
-    where to place the file by hand, a damaged cached download names the
-    file to delete."""
-    name = urllib.parse.urlparse(checkpoint).path.rsplit('/', 1)[-1]
-    cached = Path(torch.hub.get_dir()) / 'checkpoints'
-    try:
-        return read_checkpoint(checkpoint)
-    except (RuntimeError, EOFError, pickle.UnpicklingError) as error:
-        if '://' not in checkpoint or not (cached / name).is_file():
-            raise
-        lines = str(error).strip().splitlines() or [type(error).__name__]
-        raise OSError(
-            f'The cached download {cached / name} is damaged '
-            f'({lines[0][:120]}); delete it and run again.'
-        ) from None
-    except urllib.error.URLError as error:
-        raise OSError(
-            f'Cannot download {checkpoint} ({error.reason}); without a '
-            f'network, place the file at {cached / name} or give its path '
-            'as the checkpoint.'
-        ) from None
 
 
 def _match_class_names(model: nn.Module) -> None:
