@@ -23,11 +23,13 @@ safe unpickling (``weights_only``, or the restricted unpickler of
 :class:`_CheckpointUnpickler` on torch < 2.4), one :class:`CheckpointError`
 whose message is one line, official T2T-ViT releases turned into this
 plugin's layout by the pure converter (:func:`~t2t_plugin.converters.
-official.official_to_plugin`). mmengine's ``CheckpointLoader`` schemes for
-local files and ``http(s)://`` are routed through it (see the comment at
-the registration), so ``load_from``, resume, ``init_cfg=dict(type=
-'Pretrained')`` (mmpretrain, mmdet, mmseg) and mmpretrain's ``get_model``
-and Inferencers read files without running code. ``http(s)://`` files are
+official.official_to_plugin`). Every scheme of mmengine's
+``CheckpointLoader`` (local files, ``http(s)://``, ``torchvision://``,
+``open-mmlab://``, ``mmcls://``, ``pavi://``, ``s3://``) is routed through
+it (see the comment at the registration), so ``load_from``, resume,
+``init_cfg=dict(type='Pretrained')`` (mmpretrain, mmdet, mmseg) and
+mmpretrain's ``get_model`` and Inferencers read files without running
+code. ``http(s)://`` files are
 downloaded once into torch's hub cache, as torch would, and read from there
 by the same safe reader. Whether the weights fit is the models' own
 business: their load-state-dict hooks
@@ -38,6 +40,8 @@ weights and missing weights through every loader.
 import argparse
 import codecs
 import functools
+import io
+import logging
 import os
 import os.path as osp
 import pickle
@@ -58,9 +62,10 @@ from urllib.parse import urlparse
 import numpy as np
 import torch
 from mmengine.dist import get_dist_info
-from mmengine.fileio import LocalBackend, register_backend
-from mmengine.logging import HistoryBuffer
+from mmengine.fileio import LocalBackend, get_file_backend, register_backend
+from mmengine.logging import HistoryBuffer, print_log
 from mmengine.runner import CheckpointLoader, Runner
+from mmengine.runner import checkpoint as mmengine_checkpoint
 
 from ..compat import HAS_ADD_SAFE_GLOBALS, add_safe_globals, safe_globals
 from ..converters.official import official_to_plugin, strip_module_prefix
@@ -269,11 +274,19 @@ class _RestrictedPickle:
     load = pickle.load
 
 
-def _torch_load(path: str, trust_pickle: bool, damaged_hint: str = '') -> Any:
+def _torch_load(
+    path: str,
+    trust_pickle: bool,
+    damaged_hint: str = '',
+    data: Optional[io.BytesIO] = None,
+) -> Any:
+    # ``data``: the bytes of ``path`` when a storage client hands them over
+    # (pavi, s3); ``path`` then only names them in messages
+    source = path if data is None else data
     try:
         if not trust_pickle and not HAS_ADD_SAFE_GLOBALS:
             return torch.load(
-                path,
+                source,
                 map_location='cpu',
                 weights_only=False,
                 pickle_module=_RestrictedPickle,
@@ -282,7 +295,7 @@ def _torch_load(path: str, trust_pickle: bool, damaged_hint: str = '') -> Any:
         # their argparse options beside the weights.
         with safe_globals([argparse.Namespace]):
             return torch.load(
-                path, map_location='cpu', weights_only=not trust_pickle
+                source, map_location='cpu', weights_only=not trust_pickle
             )
     # A damaged file fails anywhere in torch's readers, with any type.
     except Exception as error:
@@ -325,8 +338,10 @@ def read_checkpoint(
     Files are read with ``torch.load(weights_only=True)`` (plus the
     allow-list of :func:`checkpoint_safe_globals`), so that a file cannot
     run code; ``http(s)://`` URLs are downloaded to torch's hub cache
-    first (:func:`download_checkpoint`), other remote schemes go through
-    mmengine's loader of their scheme. Official T2T-ViT releases
+    first (:func:`download_checkpoint`); mmengine's other schemes
+    (``torchvision://``, ``open-mmlab://``, ``mmcls://``, ``pavi://``,
+    ``s3://``) resolve as mmengine resolves them and end in the same
+    reader. Official T2T-ViT releases
     (``tokens_to_token.*`` keys) come back converted to this plugin's
     layout, as ``{'state_dict': ...}``.
 
@@ -349,7 +364,7 @@ def read_checkpoint(
     if path.startswith(('http://', 'https://')):
         checkpoint = _read_download(path)
     elif '://' in path:
-        checkpoint = _REMOTE_LOADERS[_scheme_of(path)](path, 'cpu')
+        checkpoint = _read_scheme(path)
     else:
         path = osp.expanduser(path)
         if not osp.isfile(path):
@@ -509,16 +524,6 @@ def checkpoint_read_error(path: str) -> Optional[str]:
     return None
 
 
-def _scheme_of(path: str) -> str:
-    for prefix in _REMOTE_LOADERS:
-        if re.match(prefix, path):
-            return prefix
-    raise CheckpointError(
-        f'Cannot read checkpoint {path}: unknown scheme; give a local file '
-        f'or a URL of {", ".join(sorted(_REMOTE_LOADERS))}.'
-    )
-
-
 def load_from_local(filename: str, map_location: Any = None) -> dict:
     """mmengine's local checkpoint scheme, through :func:`read_checkpoint`.
 
@@ -527,15 +532,7 @@ def load_from_local(filename: str, map_location: Any = None) -> dict:
     ``CheckpointLoader``; routing local files here gives all of them the
     same safe reading, one-line errors and official-layout conversion.
     """
-    checkpoint = read_checkpoint(filename)
-    # A callable map_location (the Runner's default on GPUs) is left out:
-    # load_state_dict copies every tensor onto its parameter's device.
-    if (
-        isinstance(map_location, (str, torch.device))
-        and str(map_location) != 'cpu'
-    ):
-        checkpoint = _to_device(checkpoint, map_location)
-    return checkpoint
+    return _on_device(read_checkpoint(filename), map_location)
 
 
 def hub_cache_path(url: str, model_dir: Optional[str] = None) -> str:
@@ -625,11 +622,17 @@ def load_from_http(
             'checkpoint dict.'
         )
     checkpoint = _convert_if_official(checkpoint, filename.rsplit('/', 1)[-1])
+    return _on_device(checkpoint, map_location)
+
+
+def _on_device(checkpoint: Any, map_location: Any) -> Any:
+    # A callable map_location (the Runner's default on GPUs) is left out:
+    # load_state_dict copies every tensor onto its parameter's device.
     if (
         isinstance(map_location, (str, torch.device))
         and str(map_location) != 'cpu'
     ):
-        checkpoint = _to_device(checkpoint, map_location)
+        return _to_device(checkpoint, map_location)
     return checkpoint
 
 
@@ -643,25 +646,148 @@ def _to_device(checkpoint: Any, device: Any) -> Any:
     return checkpoint
 
 
-# mmengine's own loaders of the other remote schemes (s3, pavi, ...):
-# read_checkpoint reads those through them.
-_REMOTE_LOADERS = {
-    prefix: loader
-    for prefix, loader in CheckpointLoader._schemes.items()
-    if prefix
-    and not prefix.startswith('http')
-    and loader.__module__ == 'mmengine.runner.checkpoint'
+# --- mmengine's other schemes, read by the same safe reader -------------
+#
+# mmengine resolves a name of torchvision://, open-mmlab:// or mmcls:// to a
+# release URL (or a file under $MMENGINE_HOME) and then calls its own
+# http loader or torch.load directly, not through CheckpointLoader; pavi://
+# and s3:// / petrel:// hand torch.load a download. So each scheme is
+# replaced whole: the name lookup is mmengine's, the reading ours.
+
+
+def _release_of(path: str, scheme: str, releases: Mapping[str, str]) -> str:
+    name = path[len(scheme) :]
+    if name not in releases:
+        raise CheckpointError(
+            f'Cannot read checkpoint {path}: {scheme} has no model named '
+            f"{name!r} in mmengine's list; give a name of that list, a "
+            'local file or a URL.'
+        )
+    return releases[name]
+
+
+def _read_release(path: str, release: str) -> Any:
+    # a URL of the release site, or (open-mmlab://) a file of MMENGINE_HOME
+    if release.startswith(('http://', 'https://')):
+        return _read_download(release)
+    local = osp.join(mmengine_checkpoint._get_mmengine_home(), release)
+    if not osp.isfile(local):
+        raise CheckpointError(
+            f'Checkpoint not found: {local} (where {path} points).'
+        )
+    return _torch_load(local, trust_pickle=False)
+
+
+def _read_torchvision(path: str) -> Any:
+    scheme = path[: path.index('://') + 3]  # 'modelzoo://' is its old name
+    releases = mmengine_checkpoint.get_torchvision_models()
+    return _read_release(path, _release_of(path, scheme, releases))
+
+
+def _read_openmmlab(path: str) -> Any:
+    scheme = path[: path.index('://') + 3]
+    renamed = mmengine_checkpoint.get_deprecated_model_names().get(
+        path[len(scheme) :]
+    )
+    if renamed:
+        print_log(
+            f'{path} is deprecated in favor of {scheme}{renamed}',
+            logger='current',
+            level=logging.WARNING,
+        )
+        path = scheme + renamed
+    releases = mmengine_checkpoint.get_external_models()
+    return _read_release(path, _release_of(path, scheme, releases))
+
+
+def _read_mmcls(path: str) -> Any:
+    releases = mmengine_checkpoint.get_mmcls_models()
+    checkpoint = _read_release(path, _release_of(path, 'mmcls://', releases))
+    if not isinstance(checkpoint, Mapping):
+        return checkpoint
+    # as mmengine: the backbone's weights, without the 'backbone.' prefix
+    return mmengine_checkpoint._process_mmcls_checkpoint(checkpoint)
+
+
+def _read_pavi(path: str) -> Any:
+    try:
+        from pavi import modelcloud
+    except ImportError:
+        raise CheckpointError(
+            f'Cannot read checkpoint {path}: pavi:// needs the pavi package '
+            '(pip install pavi).'
+        ) from None
+    model = modelcloud.get(path[len('pavi://') :])
+    with tempfile.TemporaryDirectory() as folder:
+        download = osp.join(folder, model.name)
+        model.download(download)
+        with open(download, 'rb') as f:
+            data = io.BytesIO(f.read())
+    return _torch_load(path, trust_pickle=False, data=data)
+
+
+def _read_ceph(path: str) -> Any:
+    try:
+        backend = get_file_backend(path, backend_args={'backend': 'petrel'})
+    except ImportError as error:
+        raise CheckpointError(
+            f'Cannot read checkpoint {path}: {error}'
+        ) from None
+    return _torch_load(
+        path, trust_pickle=False, data=io.BytesIO(backend.get(path))
+    )
+
+
+# Every scheme mmengine 0.10 registers besides local files and http(s),
+# as CheckpointLoader matches them (re.match, longer prefixes first).
+_SCHEME_READERS: dict[str, Callable[[str], Any]] = {
+    'torchvision://': _read_torchvision,
+    'modelzoo://': _read_torchvision,
+    'open-mmlab://': _read_openmmlab,
+    'openmmlab://': _read_openmmlab,
+    'mmcls://': _read_mmcls,
+    'pavi://': _read_pavi,
+    r'(\S+\:)?s3://': _read_ceph,
+    r'(\S+\:)?petrel://': _read_ceph,
 }
+
+
+def _read_scheme(path: str) -> Any:
+    for prefix in sorted(_SCHEME_READERS, reverse=True):
+        if re.match(prefix, path):
+            return _SCHEME_READERS[prefix](path)
+    schemes = ['http://', 'https://', *_SCHEME_READERS]
+    raise CheckpointError(
+        f'Cannot read checkpoint {path}: unknown scheme; give a local file '
+        f'or a URL of {", ".join(sorted(schemes))}.'
+    )
+
+
+def load_from_remote(filename: str, map_location: Any = None) -> dict:
+    """mmengine's ``torchvision://``, ``open-mmlab://``, ``mmcls://``,
+    ``pavi://`` and ``s3://`` schemes, through :func:`read_checkpoint`.
+
+    The names resolve as in mmengine (its lists of releases, the
+    deprecated names, ``$MMENGINE_HOME/open_mmlab.json``); the file is
+    read by the safe reader, so a crafted file in torch's hub cache or
+    under ``$MMENGINE_HOME`` cannot run code.
+    """
+    return _on_device(read_checkpoint(filename), map_location)
+
+
 # Process-wide on purpose: mmengine picks a checkpoint loader by the path's
-# scheme alone, with no per-model choice, and its own local and http(s)
-# loaders unpickle with torch.load's default (code runs on torch < 2.6) and
-# with weights_only=False (code runs on every torch). Checkpoints of other
-# models read the same through these loaders (the same tensors and meta;
-# tested with an mmpretrain ResNet), only files that would run code are
-# refused.
+# scheme alone, with no per-model choice, and each of its own loaders
+# unpickles with torch.load's default (code runs on torch < 2.6) or, for
+# downloads, with weights_only=False (code runs on every torch). Checkpoints
+# of other models read the same through these loaders (the same tensors and
+# meta; tested with an mmpretrain ResNet), only files that would run code
+# are refused.
 CheckpointLoader.register_scheme('', load_from_local, force=True)
 CheckpointLoader.register_scheme(
     ('http://', 'https://'), load_from_http, force=True
+)
+CheckpointLoader.register_scheme(
+    list(_SCHEME_READERS), load_from_remote, force=True
 )
 
 
