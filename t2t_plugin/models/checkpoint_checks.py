@@ -112,3 +112,61 @@ def check_supplied_weights(
         )
     left = sorted(key for key in optional & set(own) if key not in supplied)
     return len(supplied), left
+
+
+def prefix_not_found_message(
+    owner: str,
+    checkpoint: str,
+    prefix: str,
+    state_dict: Mapping[str, Any],
+    marker: str,
+) -> str:
+    """What to do when ``Pretrained`` finds no key with its ``prefix``.
+
+    mmengine's ``Pretrained`` initialiser with a ``prefix`` keeps the
+    entries of the file that start with it and asserts that some do
+    (``backbone. is not in the pretrained model``), before the module's
+    load hooks see the file. This says what the file holds instead and
+    which prefix (or none) would find the module's weights in it.
+
+    Args:
+        owner (str): The module, for the message (``'T2TViT'``).
+        checkpoint (str): The file (or URL) of ``init_cfg``.
+        prefix (str): Its ``prefix``.
+        state_dict (Mapping): The file's weights.
+        marker (str): A key that every checkpoint of the module holds
+            (``'tokens_to_token.project.weight'``), to find where the
+            module sits in the file.
+
+    Returns:
+        str: One line.
+    """
+    tops = sorted({str(key).split('.')[0] for key in state_dict})
+    held = (
+        f'its {len(state_dict)} entries start with {_examples(tops, 5)}'
+        f'{", ..." if len(tops) > 5 else ""}'
+        if tops
+        else 'it holds no weights'
+    )
+    found = sorted(
+        str(key)[: -len(marker)]
+        for key in state_dict
+        if str(key).endswith(marker)
+        and (str(key) == marker or str(key)[: -len(marker)].endswith('.'))
+    )
+    if found == ['']:
+        advice = f'it is a bare {owner} checkpoint: drop prefix from init_cfg'
+    elif found:
+        advice = (
+            f'its {owner} weights sit under {found[0]!r}: set prefix to that'
+        )
+    else:
+        advice = (
+            f'it holds no {owner} weights: give the checkpoint of a model '
+            f'with this {owner} (a classifier, detector or segmentor, or the '
+            'bare backbone)'
+        )
+    return (
+        f"Checkpoint {checkpoint} holds no weights under init_cfg's prefix "
+        f'{prefix!r} ({held}); {advice}.'
+    )

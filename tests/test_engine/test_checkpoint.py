@@ -269,9 +269,16 @@ def test_pretrained_init_in_mmdet_refuses_weights_that_do_not_fit(
     # loaded as a model of its own, the backbone names its keys bare
     message = message.format(n=n).replace("'backbone.", "'")
     if case == 'no_keys_of_the_model':
-        # with a prefix, mmengine refuses it before the model sees it ...
-        with pytest.raises(AssertionError, match='backbone. is not in the'):
+        # with a prefix, mmengine finds none of the file's keys under it ...
+        with pytest.raises(CheckpointMismatchError) as error:
             backbone.init_weights()
+        assert str(error.value) == (
+            f"Checkpoint {path} holds no weights under init_cfg's prefix "
+            "'backbone.' (its 1 entries start with 'conv1'); it holds no "
+            'T2TViT weights: give the checkpoint of a model with this '
+            'T2TViT (a classifier, detector or segmentor, or the bare '
+            'backbone).'
+        )
         # ... without one, the backbone sees the whole file
         backbone = _mmdet_backbone(
             dict(type='Pretrained', checkpoint=str(path))
@@ -316,6 +323,73 @@ def test_new_head_fine_tuning_loads_the_backbone_in_one_line(
     for model in (classifier.backbone, backbone):
         for key, value in source.backbone.state_dict().items():
             assert torch.equal(model.state_dict()[key], value), key
+
+
+PREFIX_CASES = {
+    # the bare backbone's own file
+    'bare': (
+        "its {n} entries start with 'cls_token', 'encoder', 'norm', "
+        "'pos_embed', 'tokens_to_token'); it is a bare T2TViT checkpoint: "
+        'drop prefix from init_cfg.'
+    ),
+    # a classifier saved from inside a DataParallel wrapper
+    'wrapped': (
+        "its {n} entries start with 'module'); its T2TViT weights sit "
+        "under 'module.backbone.': set prefix to that."
+    ),
+    'resnet': (
+        "its 1 entries start with 'conv1'); it holds no T2TViT weights: "
+        'give the checkpoint of a model with this T2TViT (a classifier, '
+        'detector or segmentor, or the bare backbone).'
+    ),
+}
+
+
+def _prefix_case_file(case, folder):
+    model = _demo_classifier()
+    if case == 'bare':
+        state = model.backbone.state_dict()
+    elif case == 'wrapped':
+        state = {'module.' + k: v for k, v in model.state_dict().items()}
+    else:
+        state = {'conv1.weight': torch.zeros(8, 3, 3, 3)}
+    path = folder / f'{case}.pth'
+    torch.save({'state_dict': state}, path)
+    return path, len(state)
+
+
+@pytest.mark.parametrize('case', PREFIX_CASES)
+def test_pretrained_prefix_the_file_lacks_is_one_line(case, tmp_path):
+    from ..helpers import run_main
+
+    path, n = _prefix_case_file(case, tmp_path)
+    expected = (
+        f"Checkpoint {path} holds no weights under init_cfg's prefix "
+        f"'backbone.' ({PREFIX_CASES[case].format(n=n)}"
+    )
+    cfg = Config.fromfile(DEMO)
+    cfg.model.backbone.init_cfg = dict(
+        type='Pretrained', checkpoint=str(path), prefix='backbone.'
+    )
+    with pytest.raises(CheckpointMismatchError) as error:
+        MODELS.build(cfg.model).init_weights()
+    assert str(error.value) == expected
+    if case != 'bare':
+        return
+    # our training tool: one line, exit 1, before the first iteration
+    result = run_main(
+        'train',
+        DEMO,
+        '--work-dir',
+        tmp_path / 'work',
+        '--cfg-options',
+        'model.backbone.init_cfg.type=Pretrained',
+        f'model.backbone.init_cfg.checkpoint={path}',
+        'model.backbone.init_cfg.prefix=backbone.',
+    )
+    assert result.returncode == 1
+    assert result.stderr.strip() == expected
+    assert 'Epoch(train)' not in result.stdout
 
 
 # --- official layout, through the hooks -----------------------------------

@@ -8,6 +8,7 @@ import torch.utils.checkpoint as cp
 from mmengine.logging import MMLogger
 from mmengine.model import BaseModule, ModuleList
 from mmengine.model.weight_init import trunc_normal_
+from mmengine.runner import CheckpointLoader
 from mmpretrain.registry import MODELS
 from torch import nn
 
@@ -19,6 +20,7 @@ from ...converters.official import (
 from ..checkpoint_checks import (
     CheckpointMismatchError,
     check_supplied_weights,
+    prefix_not_found_message,
 )
 from ..layers import (
     TransformerLayer,
@@ -356,7 +358,10 @@ class T2TViT(BaseModule):
         Linear weights trunc-normal (std 0.02) with zero bias, LayerNorms
         1 and 0, the class token trunc-normal; an ``init_cfg`` (pretrained
         weights, other initialisers, a list of them) is applied afterwards,
-        so it wins wherever it acts.
+        so it wins wherever it acts. A ``Pretrained`` ``prefix`` that no
+        key of the file starts with is one line saying what the file holds
+        and which prefix (or none) fits it, in place of mmengine's bare
+        assertion.
         """
         for module in self.modules():
             if isinstance(module, nn.Linear):
@@ -370,8 +375,42 @@ class T2TViT(BaseModule):
             trunc_normal_(self.cls_token, std=0.02)
         if self.init_cfg is None:
             self._is_init = True
-        else:
+            return
+        try:
             super().init_weights()
+        except AssertionError as error:
+            message = self._missing_prefix_message(str(error))
+            if message is None:
+                raise
+            raise CheckpointMismatchError(message) from None
+
+    def _missing_prefix_message(self, error: str) -> Optional[str]:
+        """One line for mmengine's assertion of a ``Pretrained`` prefix
+        that no key of the file starts with, or None for another error."""
+        configs = (
+            self.init_cfg
+            if isinstance(self.init_cfg, list)
+            else [self.init_cfg]
+        )
+        for cfg in configs:
+            prefix = cfg.get('prefix') if isinstance(cfg, Mapping) else None
+            if not prefix or cfg.get('type') != 'Pretrained':
+                continue
+            full = prefix if prefix.endswith('.') else prefix + '.'
+            if error != f'{full} is not in the pretrained model':
+                continue
+            checkpoint = CheckpointLoader.load_checkpoint(
+                cfg['checkpoint'], map_location='cpu'
+            )
+            weights = checkpoint.get('state_dict', checkpoint)
+            return prefix_not_found_message(
+                type(self).__name__,
+                cfg['checkpoint'],
+                full,
+                weights if isinstance(weights, Mapping) else {},
+                'tokens_to_token.project.weight',
+            )
+        return None
 
     def _prepare_checkpoint(
         self,
