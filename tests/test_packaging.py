@@ -168,6 +168,7 @@ def installed_mim() -> str:
 
 
 @pytest.mark.slow
+@pytest.mark.mim
 @pytest.mark.skipif(
     not installed_mim(),
     reason='no mim (make install-tests installs openmim, make test-onedl '
