@@ -73,6 +73,7 @@ from ..datasets.safe_pickle import AllowListUnpickler, UnsafePickleError
 from ..models.checkpoint_checks import (
     CheckpointError,
     CheckpointMismatchError,
+    mark_checkpoint_file,
 )
 
 _STATISTICS_METHODS = ('min', 'max', 'current', 'mean')
@@ -376,9 +377,10 @@ def read_checkpoint(
             f'{type(checkpoint).__name__}, not a checkpoint dict; save one '
             "with torch.save({'state_dict': model.state_dict()}, path)."
         )
-    if not convert_official:
-        return dict(checkpoint)
-    return _convert_if_official(checkpoint, osp.basename(path))
+    if convert_official:
+        checkpoint = _convert_if_official(checkpoint, osp.basename(path))
+    # the models' load hooks name the file in their messages
+    return mark_checkpoint_file(checkpoint, path)
 
 
 def _convert_if_official(
@@ -532,7 +534,7 @@ def load_from_local(filename: str, map_location: Any = None) -> dict:
     ``CheckpointLoader``; routing local files here gives all of them the
     same safe reading, one-line errors and official-layout conversion.
     """
-    return _on_device(read_checkpoint(filename), map_location)
+    return _on_device(read_checkpoint(filename), map_location, filename)
 
 
 def hub_cache_path(url: str, model_dir: Optional[str] = None) -> str:
@@ -622,17 +624,19 @@ def load_from_http(
             'checkpoint dict.'
         )
     checkpoint = _convert_if_official(checkpoint, filename.rsplit('/', 1)[-1])
-    return _on_device(checkpoint, map_location)
+    checkpoint = mark_checkpoint_file(checkpoint, filename)
+    return _on_device(checkpoint, map_location, filename)
 
 
-def _on_device(checkpoint: Any, map_location: Any) -> Any:
+def _on_device(checkpoint: Any, map_location: Any, path: str) -> Any:
     # A callable map_location (the Runner's default on GPUs) is left out:
     # load_state_dict copies every tensor onto its parameter's device.
     if (
         isinstance(map_location, (str, torch.device))
         and str(map_location) != 'cpu'
     ):
-        return _to_device(checkpoint, map_location)
+        moved = _to_device(checkpoint, map_location)
+        return mark_checkpoint_file(moved, path)
     return checkpoint
 
 
@@ -772,7 +776,7 @@ def load_from_remote(filename: str, map_location: Any = None) -> dict:
     read by the safe reader, so a crafted file in torch's hub cache or
     under ``$MMENGINE_HOME`` cannot run code.
     """
-    return _on_device(read_checkpoint(filename), map_location)
+    return _on_device(read_checkpoint(filename), map_location, filename)
 
 
 # Process-wide on purpose: mmengine picks a checkpoint loader by the path's

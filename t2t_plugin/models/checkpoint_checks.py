@@ -11,8 +11,10 @@ are one line through every door, instead of a logged warning and a model
 that is partly random.
 """
 
+import weakref
+from collections import OrderedDict
 from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import Any, Optional
 
 import torch
 
@@ -29,6 +31,99 @@ class CheckpointMismatchError(RuntimeError, ValueError):
     """
 
 
+# The loaders know the file, the load hooks only see the weights, and
+# mmengine rebuilds the state dict on the way (``revise_keys``, a
+# ``Pretrained`` prefix, one dict per child module). Two things survive the
+# trip and carry the name: the state dict's ``_metadata``, from which torch
+# and mmengine hand each module its ``local_metadata``, and the tensors
+# themselves (the same objects). Neither puts the name into a file that
+# saves them again.
+_FILE_KEY = 'checkpoint_file'
+_TENSOR_FILES: dict[int, tuple[weakref.ref, str]] = {}
+
+
+class _FileNamingMetadata(OrderedDict):
+    """A state dict's ``_metadata`` whose entries also name its file.
+
+    Pickled (a checkpoint saved again), it is a plain ``OrderedDict``.
+    """
+
+    def __init__(self, entries: Mapping, path: str) -> None:
+        super().__init__(entries)
+        self.path = path
+
+    def get(self, key: str, default: Any = None) -> Any:
+        entry = super().get(key, default)
+        if entry is None or isinstance(entry, Mapping):
+            return {**(entry or {}), _FILE_KEY: self.path}
+        return entry
+
+    def __reduce__(self) -> tuple:
+        return OrderedDict, (list(self.items()),)
+
+
+def _remember_tensor(tensor: torch.Tensor, path: str) -> None:
+    key = id(tensor)
+
+    def forget(_: weakref.ref) -> None:
+        _TENSOR_FILES.pop(key, None)
+
+    _TENSOR_FILES[key] = (weakref.ref(tensor, forget), path)
+
+
+def mark_checkpoint_file(checkpoint: Any, path: str) -> Any:
+    """Let the load hooks name the file ``checkpoint`` was read from.
+
+    Args:
+        checkpoint: A checkpoint as read: a dict with the weights in
+            ``'state_dict'``, or the weights themselves.
+        path (str): The file or URL, as the user gave it.
+
+    Returns:
+        The checkpoint, its weights in an ``OrderedDict`` (a plain dict
+        cannot carry ``_metadata``).
+    """
+    if not isinstance(checkpoint, Mapping):
+        return checkpoint
+    holder = (
+        'state_dict'
+        if isinstance(checkpoint.get('state_dict'), Mapping)
+        else None
+    )
+    weights = checkpoint[holder] if holder else checkpoint
+    named = OrderedDict(weights)
+    named._metadata = _FileNamingMetadata(
+        getattr(weights, '_metadata', None) or {}, path
+    )
+    for value in named.values():
+        if isinstance(value, torch.Tensor):
+            _remember_tensor(value, path)
+    if holder is None:
+        return named
+    checkpoint = OrderedDict(checkpoint)
+    checkpoint[holder] = named
+    return checkpoint
+
+
+def checkpoint_name(
+    state_dict: Mapping[str, Any], local_metadata: Optional[Mapping] = None
+) -> str:
+    """``'checkpoint FILE'`` for weights a loader read from FILE, else
+    ``'checkpoint'``: the subject of the load hooks' messages.
+
+    Args:
+        state_dict (Mapping): The weights a load hook is given.
+        local_metadata (Mapping, optional): Its ``local_metadata``.
+    """
+    path = (local_metadata or {}).get(_FILE_KEY)
+    for value in () if path else state_dict.values():
+        entry = _TENSOR_FILES.get(id(value))
+        if entry is not None and entry[0]() is value:
+            path = entry[1]
+            break
+    return f'checkpoint {path}' if path else 'checkpoint'
+
+
 def _examples(names: list[str], count: int = 2) -> str:
     return ', '.join(repr(name) for name in names[:count])
 
@@ -40,6 +135,7 @@ def check_supplied_weights(
     prefix: str,
     optional: Iterable[str] = (),
     advice: str = 'use the config the checkpoint was trained or converted for',
+    local_metadata: Optional[Mapping] = None,
 ) -> tuple[int, list[str]]:
     """Refuse a load that would leave a module partly random or broken.
 
@@ -52,6 +148,8 @@ def check_supplied_weights(
         optional (Iterable[str]): Own keys a checkpoint may leave out (the
             model keeps what it built), e.g. a fixed position table.
         advice (str): What to do when no weight of the module is there.
+        local_metadata (Mapping, optional): The hook's ``local_metadata``,
+            which names the file when the weights leave nothing to trace.
 
     Returns:
         tuple: The number of the module's tensors the load supplies and
@@ -62,11 +160,12 @@ def check_supplied_weights(
             some are missing, of another shape, or not finite.
     """
     optional = set(optional)
+    name = checkpoint_name(state_dict, local_metadata)
     supplied = [key for key in own if prefix + key in state_dict]
     if not supplied:
         found = [str(key) for key in state_dict]
         raise CheckpointMismatchError(
-            f'The checkpoint holds none of the {len(own)} weights of '
+            f'The {name} holds none of the {len(own)} weights of '
             f'{owner} (expected e.g. {_examples([prefix + k for k in own])}'
             f'; it has {len(found)} entries here'
             f'{", e.g. " + _examples(found) if found else ""}): {advice}.'
@@ -78,7 +177,7 @@ def check_supplied_weights(
     ]
     if missing:
         raise CheckpointMismatchError(
-            f'The checkpoint lacks {len(missing)} of the {len(own)} weights '
+            f'The {name} lacks {len(missing)} of the {len(own)} weights '
             f'of {owner} (e.g. {_examples(missing)}): {advice}.'
         )
     other_shapes = [
@@ -90,7 +189,7 @@ def check_supplied_weights(
     ]
     if other_shapes:
         raise CheckpointMismatchError(
-            f'{len(other_shapes)} weight(s) of the checkpoint have other '
+            f'{len(other_shapes)} weight(s) of the {name} have other '
             f'shapes than those of {owner}, e.g. '
             f'{"; ".join(other_shapes[:2])} (checkpoint vs model): {advice}.'
         )
@@ -105,7 +204,7 @@ def check_supplied_weights(
     ]
     if not_finite:
         raise CheckpointMismatchError(
-            f'The checkpoint holds NaN or infinite values in '
+            f'The {name} holds NaN or infinite values in '
             f'{len(not_finite)} weight(s) of {owner}, e.g. '
             f'{_examples(not_finite)}; it comes from a run that diverged: '
             'take an earlier checkpoint.'

@@ -15,6 +15,7 @@ import pickle
 import subprocess
 import sys
 import urllib.error
+from collections import OrderedDict
 from pathlib import Path
 
 import pytest
@@ -188,27 +189,27 @@ def _bad_checkpoint(case):
     if case == 'head_of_3_classes':
         state = MODELS.build(_with_classes(3)).state_dict()
         message = (
-            "The checkpoint classifies 3 classes, this model's head 10 "
+            f"The {{checkpoint}} classifies 3 classes, this model's head 10 "
             f'(num_classes); {FINE_TUNE}.'
         )
     elif case == 'nan':
         state['backbone.encoder.0.attn.qkv.weight'][0, 0] = float('nan')
         message = (
-            'The checkpoint holds NaN or infinite values in 1 weight(s) of '
+            'The {checkpoint} holds NaN or infinite values in 1 weight(s) of '
             "T2TViT, e.g. 'backbone.encoder.0.attn.qkv.weight'; it comes "
             'from a run that diverged: take an earlier checkpoint.'
         )
     elif case == 'missing':
         del state['backbone.norm.weight']
         message = (
-            'The checkpoint lacks 1 of the {n} weights of T2TViT (e.g. '
+            'The {checkpoint} lacks 1 of the {n} weights of T2TViT (e.g. '
             "'backbone.norm.weight'): use the config the checkpoint was "
             'trained or converted for'
         )
     else:  # the checkpoint of another model
         state = {'conv1.weight': torch.zeros(8, 3, 3, 3)}
         message = (
-            'The checkpoint holds none of the {n} weights of T2TViT '
+            'The {checkpoint} holds none of the {n} weights of T2TViT '
             "(expected e.g. 'backbone.cls_token', 'backbone.pos_embed'; it "
             'has 0 entries here)'
         )
@@ -232,12 +233,16 @@ def test_get_model_refuses_weights_that_do_not_fit(case, tmp_path):
     n = len(_demo_classifier().backbone.state_dict())
     with pytest.raises(CheckpointMismatchError) as error:
         get_model(DEMO, pretrained=str(path))
-    assert str(error.value).startswith(message.format(n=n))
+    named = message.format(n=n, checkpoint=f'checkpoint {path}')
+    assert str(error.value).startswith(named)
     assert '\n' not in str(error.value)
-    # the same through a plain load_state_dict: the hooks are the models'
+    # the same through a plain load_state_dict (the hooks are the models'),
+    # which has no file to name
     with pytest.raises(CheckpointMismatchError) as error:
         _demo_classifier().load_state_dict(state, strict=False)
-    assert str(error.value).startswith(message.format(n=n))
+    assert str(error.value).startswith(
+        message.format(n=n, checkpoint='checkpoint')
+    )
 
 
 def _mmdet_backbone(init_cfg):
@@ -267,7 +272,8 @@ def test_pretrained_init_in_mmdet_refuses_weights_that_do_not_fit(
     )
     n = len(backbone.state_dict())
     # loaded as a model of its own, the backbone names its keys bare
-    message = message.format(n=n).replace("'backbone.", "'")
+    message = message.format(n=n, checkpoint=f'checkpoint {path}')
+    message = message.replace("'backbone.", "'")
     if case == 'no_keys_of_the_model':
         # with a prefix, mmengine finds none of the file's keys under it ...
         with pytest.raises(CheckpointMismatchError) as error:
@@ -774,3 +780,22 @@ def test_unknown_scheme_names_say_what_to_give(schemes):
     assert str(error.value) == (
         f'Checkpoint not found: {missing} (where openmmlab://t2t_tiny points).'
     )
+
+
+def test_the_file_name_stays_out_of_checkpoints_saved_again(tmp_path):
+    """The loaders tell the load hooks the file; a checkpoint read and
+    saved again (a converter, a slimming script) keeps no trace of it."""
+    source = tmp_path / 'source.pth'
+    torch.save({'state_dict': _demo_classifier().state_dict()}, source)
+    checkpoint = read_checkpoint(source)
+    again = tmp_path / 'again.pth'
+    torch.save(checkpoint, again)
+    assert str(source).encode() not in again.read_bytes()
+    reread = torch.load(again, weights_only=True)
+    assert type(reread['state_dict']._metadata) is OrderedDict
+    state = _demo_classifier().state_dict()
+    state['head.layers.head.bias'][0] = float('inf')
+    torch.save({'state_dict': state}, again)
+    with pytest.raises(CheckpointMismatchError) as error:
+        get_model(DEMO, pretrained=str(again))
+    assert str(error.value).startswith(f'The checkpoint {again} holds NaN')

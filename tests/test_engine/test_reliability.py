@@ -335,10 +335,10 @@ def test_test_tool_refuses_another_arch_in_one_line(tmp_path):
     line = one_line(ours.stderr)
     # the backbone's own load hook: the same through every loader
     assert line == (
-        'The checkpoint has embed_dims=32, this T2T-ViT has 64 (arch '
-        "{'token_layer': 'performer', 'embed_dims': 64, 'num_layers': 4, "
-        "'num_heads': 4, 'feedforward_channels': 128}). Use the arch the "
-        'checkpoint was trained with.'
+        f'The checkpoint {checkpoint} has embed_dims=32, this T2T-ViT has '
+        "64 (arch {'token_layer': 'performer', 'embed_dims': 64, "
+        "'num_layers': 4, 'num_heads': 4, 'feedforward_channels': 128}). "
+        'Use the arch the checkpoint was trained with.'
     )
     error = door(DEMO, dict(load_from=str(checkpoint)), tmp_path / 'd', 'test')
     assert str(error) == line
@@ -680,9 +680,9 @@ def test_resume_past_max_epochs_says_so(one_epoch, tmp_path):
     shutil.copytree(one_epoch, work_dir)
     (work_dir / 'last_checkpoint').write_text(str(work_dir / 'epoch_1.pth'))
     expected = (
-        'Nothing to resume: the checkpoint ends at epoch 1 and '
-        'train_cfg.max_epochs=1; raise it (--cfg-options) to train longer, '
-        'or start a new run in another work dir.'
+        f'Nothing to resume: the checkpoint {work_dir / "epoch_1.pth"} ends '
+        'at epoch 1 and train_cfg.max_epochs=1; raise it (--cfg-options) to '
+        'train longer, or start a new run in another work dir.'
     )
     ours = run_main(
         'train', DEMO, '--work-dir', work_dir, '--resume', '--cfg-options',
@@ -777,7 +777,10 @@ def test_resume_mistakes_are_one_line(case, tmp_path):
     elif case == 'other_model':
         arch = dict(embed_dims=32, num_layers=2, num_heads=2)
         checkpoint = training_checkpoint(tmp_path / 'other.pth', arch=arch)
-        expected = 'The checkpoint has embed_dims=32, this T2T-ViT has 64'
+        expected = (
+            f'The checkpoint {checkpoint} has embed_dims=32, this T2T-ViT '
+            'has 64'
+        )
     else:
         checkpoint = tmp_path / 'missing.pth'
         expected = (

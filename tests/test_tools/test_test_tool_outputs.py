@@ -125,9 +125,9 @@ def test_non_finite_weights_are_refused_in_one_line(tmp_path, capsys):
     assert len(err) == 1
     # the head's own load hook: the same line through every loader
     assert err[0] == (
-        'The checkpoint holds NaN or infinite values in 1 weight(s) of '
-        "T2TClsHead, e.g. 'head.layers.head.weight'; it comes from a run that "
-        'diverged: take an earlier checkpoint.'
+        f'The checkpoint {weights} holds NaN or infinite values in 1 '
+        "weight(s) of T2TClsHead, e.g. 'head.layers.head.weight'; it comes "
+        'from a run that diverged: take an earlier checkpoint.'
     )
     with pytest.raises(CheckpointMismatchError) as info:
         runner_of_demo(tmp_path / 'door', weights).test()

@@ -314,8 +314,9 @@ def test_test_tool_refuses_a_checkpoint_of_another_model(tmp_path):
     result = run_main('test', DEMO, other, '--work-dir', tmp_path / 'work')
     line = assert_one_line(result, 1)
     assert line.startswith(
-        "The checkpoint classifies 100 classes, this model's head 10 "
-        '(num_classes); to fine-tune with a new head, start the backbone only'
+        f"The checkpoint {other} classifies 100 classes, this model's "
+        'head 10 (num_classes); to fine-tune with a new head, start the '
+        'backbone only'
     )
     assert 'accuracy' not in result.stdout
 

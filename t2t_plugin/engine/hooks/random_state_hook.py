@@ -201,18 +201,20 @@ class RandomStateHook(Hook):
         loaded, self._loaded = self._loaded, None
         if not runner._resume:
             return  # load_from starts a new run: its own random draws
+        resumed = runner._load_from
+        checkpoint = f'checkpoint {resumed}' if resumed else 'checkpoint'
         if loaded is None:
             if runner.iter > 0:
                 runner.logger.warning(
-                    'The checkpoint holds no random state (written without '
-                    'RandomStateHook): the resumed run draws other random '
-                    'numbers than an uninterrupted one would.'
+                    f'The {checkpoint} holds no random state (written '
+                    'without RandomStateHook): the resumed run draws other '
+                    'random numbers than an uninterrupted one would.'
                 )
             return
         ranks = loaded['ranks']
         if len(ranks) != get_world_size():
             runner.logger.warning(
-                f'The checkpoint holds the random state of {len(ranks)} '
+                f'The {checkpoint} holds the random state of {len(ranks)} '
                 f'processes, this run has {get_world_size()}: each process '
                 'starts from the state of rank 0.'
             )

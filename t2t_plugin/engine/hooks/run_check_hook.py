@@ -210,8 +210,10 @@ class RunCheckHook(Hook):
                     f'max_iters={loop.max_iters}',
                 )
             )
+            resumed = runner._load_from
+            checkpoint = f'checkpoint {resumed}' if resumed else 'checkpoint'
             raise RunCheckError(
-                f'Nothing to resume: the checkpoint ends at {done} and '
+                f'Nothing to resume: the {checkpoint} ends at {done} and '
                 f'train_cfg.{limit}; raise it (--cfg-options) to train '
                 'longer, or start a new run in another work dir.'
             )

@@ -20,6 +20,7 @@ from ...converters.official import (
 from ..checkpoint_checks import (
     CheckpointMismatchError,
     check_supplied_weights,
+    checkpoint_name,
     prefix_not_found_message,
 )
 from ..layers import (
@@ -435,7 +436,7 @@ class T2TViT(BaseModule):
         :class:`CheckpointMismatchError` (one line).
         """
         dropped = self._adopt_layout(state_dict) if not prefix else 0
-        self._check_arch(state_dict, prefix)
+        self._check_arch(state_dict, prefix, local_metadata)
         # the fixed sinusoidal table: the model's own serves as well; and a
         # model without a class token (its table has no cls position)
         # leaves this one's class token new
@@ -448,7 +449,7 @@ class T2TViT(BaseModule):
             and math.isqrt(pos.shape[1]) ** 2 == pos.shape[1]
         ):
             optional.append('cls_token')
-        self._resize_checkpoint_pos_embed(state_dict, prefix)
+        self._resize_checkpoint_pos_embed(state_dict, prefix, local_metadata)
         loaded, left = check_supplied_weights(
             type(self).__name__,
             self.state_dict(keep_vars=True),
@@ -461,6 +462,7 @@ class T2TViT(BaseModule):
                 'detector checkpoint, set backbone.init_cfg=dict(type='
                 "'Pretrained', checkpoint=FILE, prefix='backbone.')"
             ),
+            local_metadata=local_metadata,
         )
         self._load_report = (loaded, left, dropped)
 
@@ -514,7 +516,9 @@ class T2TViT(BaseModule):
         state_dict.update(ours)
         return dropped
 
-    def _check_arch(self, state_dict: dict, prefix: str) -> None:
+    def _check_arch(
+        self, state_dict: dict, prefix: str, local_metadata: dict
+    ) -> None:
         cls_key, pos_key = prefix + 'cls_token', prefix + 'pos_embed'
         width = None
         if cls_key in state_dict:
@@ -522,8 +526,9 @@ class T2TViT(BaseModule):
         elif pos_key in state_dict:
             width = state_dict[pos_key].shape[-1]
         if width is not None and width != self.embed_dims:
+            name = checkpoint_name(state_dict, local_metadata)
             raise CheckpointMismatchError(
-                f'The checkpoint has embed_dims={width}, this T2T-ViT has '
+                f'The {name} has embed_dims={width}, this T2T-ViT has '
                 f'{self.embed_dims} (arch {self.arch_settings}). Use the arch '
                 'the checkpoint was trained with.'
             )
@@ -540,15 +545,16 @@ class T2TViT(BaseModule):
             has_transformer and token_layer != 'transformer'
         ):
             found = 'performer' if has_performer else 'transformer'
+            name = checkpoint_name(state_dict, local_metadata)
             raise CheckpointMismatchError(
-                f'The checkpoint has {found} T2T layers, this T2T-ViT has '
+                f'The {name} has {found} T2T layers, this T2T-ViT has '
                 f'{token_layer} ones. Pick the matching arch: performer '
                 "archs are '7'...'24', transformer ones 't-14', 't-19', "
                 "'t-24'."
             )
 
     def _resize_checkpoint_pos_embed(
-        self, state_dict: dict, prefix: str
+        self, state_dict: dict, prefix: str, local_metadata: dict
     ) -> None:
         cls_key, pos_key = prefix + 'cls_token', prefix + 'pos_embed'
         if pos_key not in state_dict:
@@ -569,8 +575,9 @@ class T2TViT(BaseModule):
             if side > 0 and side * side == length - extra:
                 break
         else:
+            name = checkpoint_name(state_dict, local_metadata)
             raise CheckpointMismatchError(
-                f'The checkpoint position table has {length} positions, '
+                f'The position table of the {name} has {length} positions, '
                 'which is no square token grid (with or without a cls '
                 'position), so its grid is unknown. Build the model with the '
                 "checkpoint's img_size, or drop `pos_embed` from the "

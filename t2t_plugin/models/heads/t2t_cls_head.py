@@ -8,6 +8,7 @@ from mmpretrain.registry import MODELS
 from ..checkpoint_checks import (
     CheckpointMismatchError,
     check_supplied_weights,
+    checkpoint_name,
 )
 
 # what to do instead of loading a checkpoint with another classifier
@@ -81,8 +82,9 @@ class T2TClsHead(VisionTransformerClsHead):
             and weight.shape[0] != self.num_classes
         ):
             raise CheckpointMismatchError(
-                f'The checkpoint classifies {weight.shape[0]} classes, this '
-                f"model's head {self.num_classes} (num_classes); "
+                f'The {checkpoint_name(state_dict)} classifies '
+                f"{weight.shape[0]} classes, this model's head "
+                f'{self.num_classes} (num_classes); '
                 f'{FINE_TUNE_ADVICE}.'
             )
         check_supplied_weights(
