@@ -28,7 +28,6 @@ model = dict(
     head=dict(
         type='T2TClsHead',
         num_classes=num_classes,
-        in_channels=256,
         loss=dict(
             type='LabelSmoothLoss', label_smooth_val=0.1, mode='original'
         ),

@@ -30,7 +30,6 @@ model = dict(
     head=dict(
         type='T2TClsHead',
         num_classes=10,
-        in_channels=64,
         loss=dict(
             type='LabelSmoothLoss', label_smooth_val=0.1, mode='original'
         ),

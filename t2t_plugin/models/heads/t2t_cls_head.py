@@ -5,11 +5,13 @@ import torch
 from mmpretrain.models.heads import VisionTransformerClsHead
 from mmpretrain.registry import MODELS
 
+from ..backbones import T2TViT
 from ..checkpoint_checks import (
     CheckpointMismatchError,
     check_supplied_weights,
     checkpoint_name,
 )
+from ..model_under_construction import built_before
 
 # what to do instead of loading a checkpoint with another classifier
 FINE_TUNE_ADVICE = (
@@ -41,7 +43,10 @@ class T2TClsHead(VisionTransformerClsHead):
 
     Args:
         num_classes (int): Number of classes.
-        in_channels (int): Width of the class token (the arch's embed_dims).
+        in_channels (int, optional): Width of the class token (the arch's
+            embed_dims). Defaults to None: the ``embed_dims`` of the T2TViT
+            backbone the model builds before this head (a value given must
+            match it).
         init_cfg (dict, optional): Defaults to trunc-normal (std 0.02)
             weights and zero bias, as the official code.
         **kwargs: Other arguments of :class:`VisionTransformerClsHead`, e.g.
@@ -52,12 +57,13 @@ class T2TClsHead(VisionTransformerClsHead):
     def __init__(
         self,
         num_classes: int,
-        in_channels: int,
+        in_channels: Optional[int] = None,
         init_cfg: Optional[dict] = dict(
             type='TruncNormal', layer='Linear', std=0.02, bias=0.0
         ),
         **kwargs,
     ) -> None:
+        in_channels = self._follow_backbone(in_channels)
         super().__init__(
             num_classes=num_classes,
             in_channels=in_channels,
@@ -65,6 +71,40 @@ class T2TClsHead(VisionTransformerClsHead):
             **kwargs,
         )
         self._register_load_state_dict_pre_hook(self._prepare_checkpoint)
+
+    def _follow_backbone(self, in_channels: Optional[int]) -> int:
+        """The width of the T2TViT backbone this head is built after,
+        checked against ``in_channels`` where the config gives it.
+
+        A config that changes the backbone's arch then needs no second edit,
+        through every tool that builds the model (``MODELS.build``,
+        ``get_model``, mmpretrain's and our ``train.py``).
+        """
+        backbone = built_before(self, 'backbone')
+        width = (
+            backbone.embed_dims
+            if isinstance(backbone, T2TViT)
+            and built_before(self, 'neck') is None
+            else None
+        )
+        if in_channels is None:
+            if width is None:
+                raise ValueError(
+                    'T2TClsHead needs in_channels, the width of the features '
+                    "it classifies (the backbone's embed_dims, e.g. 384 for "
+                    'T2T-ViT-14); it takes it from the backbone only when a '
+                    'model builds it right after a T2TViT backbone, with no '
+                    "neck between them (as mmpretrain's ImageClassifier does)."
+                )
+            return width
+        if width is not None and in_channels != width:
+            raise ValueError(
+                f'T2TClsHead in_channels={in_channels} does not match the '
+                f'T2TViT backbone, whose embed_dims is {width}; set '
+                f'model.head.in_channels={width}, or leave in_channels out of '
+                'the head config: it follows the backbone.'
+            )
+        return in_channels
 
     def _prepare_checkpoint(
         self, state_dict: dict, prefix: str, *args, **kwargs

@@ -1,4 +1,3 @@
-import sys
 from collections.abc import Sequence
 from typing import Optional, Union
 
@@ -7,6 +6,8 @@ from mmengine.model import BaseModule
 from mmpretrain.models.utils import build_norm_layer
 from mmpretrain.registry import MODELS
 from torch import nn
+
+from ..model_under_construction import built_before
 
 
 @MODELS.register_module()
@@ -123,7 +124,7 @@ class T2TFeaturePyramid(BaseModule):
     def _resolve_in_channels(
         self, in_channels: Optional[Sequence[int]]
     ) -> tuple[int, ...]:
-        backbone = _sibling_backbone(self)
+        backbone = built_before(self, 'backbone')
         widths = None if backbone is None else self.backbone_widths(backbone)
         if in_channels is None:
             if widths is None:
@@ -221,28 +222,3 @@ class T2TFeaturePyramid(BaseModule):
                 f'(each half the size of the previous one), got sizes '
                 f'{sizes}. Use the default T2T soft-split strides (4, 2, 2).'
             )
-
-
-def _sibling_backbone(neck: nn.Module) -> Optional[nn.Module]:
-    """The ``backbone`` of the model whose ``__init__`` is building ``neck``.
-
-    mmdet's detectors and mmseg's segmentors build their backbone, then
-    their neck, from separate config dicts, and pass the neck nothing of
-    the backbone; the backbone is already an attribute of the model under
-    construction, though. The widths are needed here, at construction:
-    lazy modules (``nn.LazyConv2d``) would leave them unknown until the
-    first forward, after the optimizer, DDP and checkpoint loading have
-    needed the parameters. So look for that model in the frames of the
-    calls that lead here (a handful: the registry's build, the model's
-    ``__init__``).
-    """
-    frame = sys._getframe(2)
-    for _ in range(16):
-        if frame is None:
-            return None
-        owner = frame.f_locals.get('self')
-        if isinstance(owner, nn.Module) and owner is not neck:
-            backbone = owner._modules.get('backbone')
-            return backbone if isinstance(backbone, nn.Module) else None
-        frame = frame.f_back
-    return None
