@@ -4,6 +4,7 @@ distributions (the ``openmmlab`` and ``onedl`` extras bring one), the
 build leaves the source tree as it was, and ``import t2t_plugin`` without
 a family says in one line what to install."""
 
+import re
 import shutil
 import subprocess
 import sys
@@ -167,33 +168,30 @@ def installed_mim() -> str:
     return ''
 
 
-@pytest.mark.slow
-@pytest.mark.mim
-@pytest.mark.skipif(
+DEMO_CONFIG = ROOT / 'configs' / 't2t-vit-mini_1xb64_digits.py'
+needs_mim = pytest.mark.skipif(
     not installed_mim(),
     reason='no mim (make install-tests installs openmim, make test-onedl '
     'onedl-mim)',
 )
-def test_mim_train_runs_the_checkouts_tools(tmp_path):
-    """``mim train t2t-plugin CONFIG`` on an editable install runs our
-    tools/train.py on the checkout's config: openmim 0.3.9 (develop mode,
-    ``make install``) finds it by name, onedl-mim 0.5.1 (PEP 660) is given
-    its path."""
-    config = ROOT / 'configs' / 't2t-vit-mini_1xb64_digits.py'
+
+
+def run_mim(command: str, *args, cwd: Path) -> subprocess.CompletedProcess:
+    """``mim COMMAND t2t-plugin CONFIG ARGS`` as a user runs it.
+
+    openmim 0.3.9 (develop mode, ``make install``) finds the config by
+    name; onedl-mim 0.5.1 (PEP 660) is given its path.
+    """
     by_name = installed_mim() == 'openmim'
-    done = subprocess.run(
+    return subprocess.run(
         [
             str(Path(sys.executable).parent / 'mim'),
-            'train',
+            command,
             't2t-plugin',
-            config.name if by_name else str(config),
-            '--work-dir',
-            str(tmp_path / 'work'),
-            '--cfg-options',
-            'train_cfg.max_epochs=1',
-            'train_cfg.val_interval=1',
+            DEMO_CONFIG.name if by_name else str(DEMO_CONFIG),
+            *map(str, args),
         ],
-        cwd=tmp_path,
+        cwd=cwd,
         # as a user runs it: the checkout on PYTHONPATH would show mim the
         # checkout's egg-info instead of the installed metadata
         env={k: v for k, v in tool_env().items() if k != 'PYTHONPATH'},
@@ -201,12 +199,116 @@ def test_mim_train_runs_the_checkouts_tools(tmp_path):
         text=True,
         timeout=600,
     )
+
+
+def accuracies(text: str) -> list[tuple[float, float]]:
+    """The (top-1, top-5) accuracy of each evaluation in a log."""
+    return [
+        (float(top1), float(top5))
+        for top1, top5 in re.findall(
+            r'accuracy/top1: ([\d.]+)\s+accuracy/top5: ([\d.]+)', text
+        )
+    ]
+
+
+@pytest.fixture(scope='module')
+def mim_trained(tmp_path_factory) -> tuple:
+    """One short epoch of the demo through ``mim train``: its work dir and
+    the finished process."""
+    root = tmp_path_factory.mktemp('mim')
+    done = run_mim(
+        'train',
+        '--work-dir',
+        root / 'work',
+        '--cfg-options',
+        'train_cfg.max_epochs=1',
+        'train_cfg.val_interval=1',
+        'train_dataloader.dataset.indices=64',
+        cwd=root,
+    )
+    return root, done
+
+
+@pytest.mark.slow
+@pytest.mark.mim
+@needs_mim
+def test_mim_train_runs_the_checkouts_tools(mim_trained):
+    """``mim train t2t-plugin CONFIG`` on an editable install runs our
+    tools/train.py on the checkout's config."""
+    root, done = mim_trained
     log = (done.stdout + done.stderr).replace('\n', ' ')
     assert done.returncode == 0, log[-3000:]
-    if by_name:
-        assert f'will use {config} instead' in log
-    assert f'{ROOT / "tools" / "train.py"} {config}' in log or (
-        f'{ROOT / "t2t_plugin" / ".mim" / "tools" / "train.py"} {config}'
-        in log
+    if installed_mim() == 'openmim':
+        assert f'will use {DEMO_CONFIG} instead' in log
+    assert f'{ROOT / "tools" / "train.py"} {DEMO_CONFIG}' in log or (
+        f'{ROOT / "t2t_plugin" / ".mim" / "tools" / "train.py"} '
+        f'{DEMO_CONFIG}' in log
     )
-    assert (tmp_path / 'work' / 'epoch_1.pth').is_file()
+    assert (root / 'work' / 'epoch_1.pth').is_file()
+
+
+@pytest.mark.slow
+@pytest.mark.mim
+@needs_mim
+def test_mim_test_scores_the_checkpoint_as_training_did(mim_trained):
+    root, trained = mim_trained
+    assert trained.returncode == 0, trained.stderr[-3000:]
+    done = run_mim(
+        'test',
+        '--checkpoint',
+        root / 'work' / 'epoch_1.pth',
+        '--work-dir',
+        root / 'test',
+        cwd=root,
+    )
+    assert done.returncode == 0, (done.stdout + done.stderr)[-3000:]
+    # the same weights on the same validation images: the same numbers as
+    # the run's own evaluation after its epoch
+    (val,) = accuracies(trained.stdout)
+    # the test loop's log line, then the tool's summary lines
+    assert accuracies(done.stdout) == [val, val]
+    top1, top5 = val
+    assert 0 < top1 <= top5 <= 100
+    lines = done.stdout.splitlines()
+    assert f'accuracy/top1: {top1:.4f}' in lines
+    assert f'accuracy/top5: {top5:.4f}' in lines
+
+
+@pytest.mark.slow
+@pytest.mark.mim
+@needs_mim
+def test_mim_test_refuses_a_diverged_checkpoint_in_our_line(mim_trained):
+    import torch
+
+    root, trained = mim_trained
+    assert trained.returncode == 0, trained.stderr[-3000:]
+    checkpoint = torch.load(root / 'work' / 'epoch_1.pth', weights_only=False)
+    checkpoint['state_dict']['backbone.norm.weight'][0] = float('nan')
+    diverged = root / 'diverged.pth'
+    torch.save({'state_dict': checkpoint['state_dict']}, diverged)
+    done = run_mim(
+        'test',
+        '--checkpoint',
+        diverged,
+        '--work-dir',
+        root / 'diverged',
+        cwd=root,
+    )
+    assert done.returncode == 1
+    assert 'accuracy/top1' not in done.stdout
+    # openmim 0.3.9 runs the tool with subprocess.check_call and lets the
+    # CalledProcessError escape: its own traceback follows the tool's
+    # output, so ours is the last line before it
+    ours, _, theirs = done.stderr.partition('Traceback (most recent call')
+    assert ours.strip().splitlines()[-1] == (
+        f'The checkpoint {diverged} holds NaN or infinite values in 1 '
+        "weight(s) of T2TViT, e.g. 'backbone.norm.weight'; it comes from a "
+        'run that diverged: take an earlier checkpoint.'
+    )
+    assert 'Traceback' not in ours
+    if theirs:
+        assert (
+            theirs.strip()
+            .splitlines()[-1]
+            .startswith('subprocess.CalledProcessError: Command ')
+        )
