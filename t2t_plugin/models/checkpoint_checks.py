@@ -45,10 +45,12 @@ _TENSOR_FILES: dict[int, tuple[weakref.ref, str]] = {}
 class _FileNamingMetadata(OrderedDict):
     """A state dict's ``_metadata`` whose entries also name its file.
 
-    Pickled (a checkpoint saved again), it is a plain ``OrderedDict``.
+    Pickled (a checkpoint saved again), it is a plain ``OrderedDict``; a
+    copy (``OrderedDict.copy`` calls the class with the entries only) names
+    no file.
     """
 
-    def __init__(self, entries: Mapping, path: str) -> None:
+    def __init__(self, entries: Mapping = (), path: str = '') -> None:
         super().__init__(entries)
         self.path = path
 
@@ -69,6 +71,14 @@ def _remember_tensor(tensor: torch.Tensor, path: str) -> None:
         _TENSOR_FILES.pop(key, None)
 
     _TENSOR_FILES[key] = (weakref.ref(tensor, forget), path)
+
+
+def _remember_tensors(node: Any, path: str) -> None:
+    if isinstance(node, torch.Tensor):
+        _remember_tensor(node, path)
+    elif isinstance(node, Mapping):
+        for value in node.values():
+            _remember_tensors(value, path)
 
 
 def mark_checkpoint_file(checkpoint: Any, path: str) -> Any:
@@ -95,9 +105,8 @@ def mark_checkpoint_file(checkpoint: Any, path: str) -> Any:
     named._metadata = _FileNamingMetadata(
         getattr(weights, '_metadata', None) or {}, path
     )
-    for value in named.values():
-        if isinstance(value, torch.Tensor):
-            _remember_tensor(value, path)
+    # every tensor, also those of other entries (an EMA copy of the weights)
+    _remember_tensors(checkpoint, path)
     if holder is None:
         return named
     checkpoint = OrderedDict(checkpoint)
