@@ -4,6 +4,7 @@ distributions (the ``openmmlab`` and ``onedl`` extras bring one), the
 build leaves the source tree as it was, and ``import t2t_plugin`` without
 a family says in one line what to install."""
 
+import os
 import re
 import shutil
 import subprocess
@@ -87,6 +88,47 @@ def test_wheel_holds_copies_and_leaves_the_source_alone(built):
             copy = archive.read(f't2t_plugin/.mim/{name}')
             assert copy == (source / name).read_bytes(), name
         assert not [n for n in archive.namelist() if '__pycache__' in n]
+
+
+@pytest.mark.slow
+def test_installed_wheel_finds_configs_by_name(built, tmp_path):
+    """The wheel installed alone: mmpretrain's get_model finds the config
+    of a model-index name in the installed package's .mim copies."""
+    site = tmp_path / 'site'
+    subprocess.run(
+        [
+            sys.executable,
+            '-m',
+            'pip',
+            'install',
+            '-q',
+            '--no-deps',
+            '--target',
+            str(site),
+            str(built[1]),
+        ],
+        check=True,
+        timeout=300,
+    )
+    code = (
+        'import t2t_plugin, mmpretrain; '
+        "m = mmpretrain.get_model('t2t-vit-t-14_8xb64_in1k_t2tp'); "
+        'print(t2t_plugin.__file__); print(m._config.filename)'
+    )
+    done = subprocess.run(
+        [sys.executable, '-c', code],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        env=dict(os.environ, PYTHONPATH=str(site)),
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    module, config = done.stdout.strip().splitlines()[-2:]
+    assert module.startswith(str(site))
+    assert config == str(
+        site / 't2t_plugin/.mim/configs/t2t-vit-t-14_8xb64_in1k.py'
+    )
 
 
 @pytest.mark.slow

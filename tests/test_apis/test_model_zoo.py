@@ -6,9 +6,7 @@ from the converter). Every way of loading it must give the logits of the
 converter tool's output.
 """
 
-import os
 import pickle
-import subprocess
 import sys
 from pathlib import Path
 
@@ -406,73 +404,3 @@ def test_mmpretrain_analysis_tools_read_test_predictions(tmp_path):
     )
     drawn = list((tmp_path / 'analysis').rglob('*.png'))
     assert 0 < len(drawn) <= 4
-
-
-@pytest.mark.slow
-def test_wheel_ships_configs_and_tools(tmp_path):
-    """A wheel of a clean clone, installed alone, finds configs by name."""
-    clone = tmp_path / 'clone'
-    subprocess.run(['git', 'clone', '-q', str(ROOT), str(clone)], check=True)
-    subprocess.run(
-        [
-            sys.executable,
-            '-m',
-            'pip',
-            'wheel',
-            '--no-deps',
-            '--no-build-isolation',
-            '-q',
-            '-w',
-            str(tmp_path / 'dist'),
-            str(clone),
-        ],
-        check=True,
-        timeout=300,
-    )
-    (wheel,) = (tmp_path / 'dist').glob('*.whl')
-    import zipfile
-
-    names = zipfile.ZipFile(wheel).namelist()
-    for path in (
-        't2t_plugin/.mim/model-index.yml',
-        't2t_plugin/.mim/configs/metafile.yml',
-        't2t_plugin/.mim/configs/t2t-vit-t-14_8xb64_in1k.py',
-        't2t_plugin/.mim/tools/train.py',
-        't2t_plugin/.mim/tools/test.py',
-    ):
-        assert path in names
-    site = tmp_path / 'site'
-    subprocess.run(
-        [
-            sys.executable,
-            '-m',
-            'pip',
-            'install',
-            '-q',
-            '--no-deps',
-            '--target',
-            str(site),
-            str(wheel),
-        ],
-        check=True,
-        timeout=300,
-    )
-    code = (
-        'import t2t_plugin, mmpretrain; '
-        "m = mmpretrain.get_model('t2t-vit-t-14_8xb64_in1k_t2tp'); "
-        'print(t2t_plugin.__file__); print(m._config.filename)'
-    )
-    done = subprocess.run(
-        [sys.executable, '-c', code],
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        env=dict(os.environ, PYTHONPATH=str(site)),
-        timeout=300,
-    )
-    assert done.returncode == 0, done.stderr[-2000:]
-    module, config = done.stdout.strip().splitlines()[-2:]
-    assert module.startswith(str(site))
-    assert config == str(
-        site / 't2t_plugin/.mim/configs/t2t-vit-t-14_8xb64_in1k.py'
-    )
