@@ -479,9 +479,13 @@ def load_state_dict_strictly(
         CheckpointError: If the checkpoint holds no weights.
     """
     state_dict = checkpoint_state_dict(checkpoint, source)
+    if source != 'the checkpoint':
+        state_dict = mark_checkpoint_file(state_dict, source)
     try:
         result = model.load_state_dict(state_dict, strict=False)
-    except ValueError as error:  # a load hook names the problem itself
+    except CheckpointMismatchError:
+        raise  # a load hook's line, which names the file
+    except ValueError as error:
         raise CheckpointMismatchError(
             f'{source} does not fit the model: {error}'
         ) from None

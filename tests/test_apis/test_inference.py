@@ -207,8 +207,14 @@ def test_checkpoints_with_other_objects_are_refused(tmp_path):
 def test_a_checkpoint_of_another_model_is_refused(tmp_path):
     config, _, _ = write_tiny_model(tmp_path)
     _, other, _ = write_tiny_model(tmp_path, token_layer='transformer')
-    with pytest.raises(CheckpointMismatchError, match='does not fit'):
+    with pytest.raises(CheckpointMismatchError) as error:
         load_model(config, str(other))
+    # the backbone's load hook, naming the file
+    assert str(error.value) == (
+        f'The checkpoint {other} has transformer T2T layers, this T2T-ViT '
+        'has performer ones. Pick the matching arch: performer archs are '
+        "'7'...'24', transformer ones 't-14', 't-19', 't-24'."
+    )
 
 
 @pytest.mark.parametrize(
