@@ -90,3 +90,57 @@ def test_keys_are_those_of_vision_transformer_head():
         + checkpoint['layers.head.bias']
     )
     torch.testing.assert_close(head((cls_token,)), expected)
+
+
+def test_attention_pool_is_a_softmax_weighted_sum_of_the_tokens():
+    head = build_head(pool='attention')
+    tokens = torch.randn(2, 6, 8)
+    # CCT's sequence pooling written out: a score per token, softmax over
+    # the tokens, the weighted sum
+    pool = head.attention_pool
+    scores = tokens @ pool.weight[0] + pool.bias[0]
+    weights = torch.exp(scores) / torch.exp(scores).sum(1, keepdim=True)
+    pooled = (weights[..., None] * tokens).sum(1)
+    torch.testing.assert_close(head.pre_logits((tokens,)), pooled)
+    expected = pooled @ head.layers.head.weight.t() + head.layers.head.bias
+    torch.testing.assert_close(head((tokens,)), expected)
+    assert abs(pool.weight.std().item() - 0.02) < 0.015
+
+    # equal scores weigh every token alike: the plain mean
+    with torch.no_grad():
+        pool.weight.zero_()
+    torch.testing.assert_close(head.pre_logits((tokens,)), tokens.mean(1))
+    # a (B, C, h, w) map is pooled over its h*w positions
+    featmap = tokens.transpose(1, 2).reshape(2, 8, 2, 3)
+    torch.testing.assert_close(head.pre_logits((featmap,)), tokens.mean(1))
+    assert list(head.state_dict()) == [
+        'layers.head.weight',
+        'layers.head.bias',
+        'attention_pool.weight',
+        'attention_pool.bias',
+    ]
+
+
+def test_attention_pool_explains_a_class_token_input():
+    head = build_head(pool='attention')
+    with pytest.raises(ValueError) as error:
+        head((torch.randn(2, 8),))
+    assert str(error.value) == (
+        "T2TClsHead with pool='attention' reads tokens (B, N, 8), got "
+        "(2, 8). Set out_type='raw' (or 'featmap') in the backbone and "
+        'in_channels to its embed_dims.'
+    )
+    with pytest.raises(ValueError, match="Unknown pool 'max' of T2TClsHead"):
+        build_head(pool='max')
+
+
+def test_backbone_mean_of_tokens_without_class_token(tiny_t2t_vit):
+    """out_type='avg_featmap' with no class token: the plain mean of the
+    tokens the encoder gives out."""
+    raw = tiny_t2t_vit(out_type='raw', with_cls_token=False)
+    mean = tiny_t2t_vit(out_type='avg_featmap', with_cls_token=False)
+    mean.load_state_dict(raw.state_dict())
+    images = torch.randn(2, 3, 32, 32)
+    tokens = raw(images)[-1]
+    assert tokens.shape == (2, 4, 32)
+    torch.testing.assert_close(mean(images)[-1], tokens.mean(1))

@@ -4,6 +4,7 @@ from typing import Optional
 import torch
 from mmpretrain.models.heads import VisionTransformerClsHead
 from mmpretrain.registry import MODELS
+from torch import nn
 
 from ..backbones import T2TViT
 from ..checkpoint_checks import (
@@ -23,7 +24,8 @@ FINE_TUNE_ADVICE = (
 
 @MODELS.register_module()
 class T2TClsHead(VisionTransformerClsHead):
-    """The T2T-ViT classifier: one linear layer on the class token.
+    """The T2T-ViT classifier: one linear layer on the class token, or on
+    the tokens pooled.
 
     mmpretrain's :class:`VisionTransformerClsHead` with ``hidden_dim=None``
     (the linear layer is ``layers.head``, so checkpoints of either head load
@@ -38,6 +40,16 @@ class T2TClsHead(VisionTransformerClsHead):
     has another number of classes, is missing or holds NaN, with one line
     that says how to fine-tune with a new head instead.
 
+    With ``pool='attention'`` the head pools the backbone's tokens itself,
+    with learned weights, as the sequence pooling of compact transformers
+    (CCT): one linear layer scores each token, a softmax over the tokens
+    turns the scores into weights, and the classifier reads the weighted
+    sum. It takes the backbone's ``out_type='raw'`` (B, N, C) or
+    ``'featmap'`` (B, C, h, w) output and pools every token it is given,
+    so a backbone without a class token (``with_cls_token=False``) suits
+    it. For a plain mean over the patch tokens no head option is needed:
+    the backbone's ``out_type='avg_featmap'`` hands over (B, C).
+
     Losses, soft labels from mixup / cutmix (``gt_score``), label smoothing
     and top-k accuracy come from mmpretrain's ``ClsHead``.
 
@@ -47,6 +59,10 @@ class T2TClsHead(VisionTransformerClsHead):
             embed_dims). Defaults to None: the ``embed_dims`` of the T2TViT
             backbone the model builds before this head (a value given must
             match it).
+        pool (str): ``'token'``, the (B, C) vector the backbone hands over
+            (the class token or the mean of the tokens), or
+            ``'attention'``, sequence pooling of its tokens. Defaults to
+            ``'token'``.
         init_cfg (dict, optional): Defaults to trunc-normal (std 0.02)
             weights and zero bias, as the official code.
         **kwargs: Other arguments of :class:`VisionTransformerClsHead`, e.g.
@@ -54,10 +70,13 @@ class T2TClsHead(VisionTransformerClsHead):
             ``(1, )``).
     """
 
+    POOLS = ('token', 'attention')
+
     def __init__(
         self,
         num_classes: int,
         in_channels: Optional[int] = None,
+        pool: str = 'token',
         init_cfg: Optional[dict] = dict(
             type='TruncNormal', layer='Linear', std=0.02, bias=0.0
         ),
@@ -70,6 +89,15 @@ class T2TClsHead(VisionTransformerClsHead):
             init_cfg=init_cfg,
             **kwargs,
         )
+        if pool not in self.POOLS:
+            raise ValueError(
+                f'Unknown pool {pool!r} of T2TClsHead; choose one of '
+                f'{self.POOLS}.'
+            )
+        self.pool = pool
+        if pool == 'attention':
+            # one score per token; trunc-normal as the classifier (init_cfg)
+            self.attention_pool = nn.Linear(in_channels, 1)
         self._register_load_state_dict_pre_hook(self._prepare_checkpoint)
 
     def _follow_backbone(self, in_channels: Optional[int]) -> int:
@@ -136,13 +164,26 @@ class T2TClsHead(VisionTransformerClsHead):
         )
 
     def pre_logits(self, feats: Sequence[torch.Tensor]) -> torch.Tensor:
-        """The class token of the last backbone output, ``(B, C)``."""
-        cls_token = feats[-1]
-        if cls_token.dim() != 2 or cls_token.shape[1] != self.in_channels:
+        """The class token (or the pooled tokens) of the last backbone
+        output, ``(B, C)``."""
+        feat = feats[-1]
+        if self.pool == 'attention':
+            if feat.dim() == 4:  # (B, C, h, w) -> (B, h*w, C)
+                feat = feat.flatten(2).transpose(1, 2)
+            if feat.dim() != 3 or feat.shape[2] != self.in_channels:
+                raise ValueError(
+                    "T2TClsHead with pool='attention' reads tokens (B, N, "
+                    f'{self.in_channels}), got {tuple(feat.shape)}. Set '
+                    "out_type='raw' (or 'featmap') in the backbone and "
+                    'in_channels to its embed_dims.'
+                )
+            weights = self.attention_pool(feat).softmax(dim=1)  # (B, N, 1)
+            return (weights.transpose(1, 2) @ feat).squeeze(1)
+        if feat.dim() != 2 or feat.shape[1] != self.in_channels:
             raise ValueError(
                 'T2TClsHead reads the class token (B, '
-                f'{self.in_channels}), got {tuple(cls_token.shape)}. Set '
-                "out_type='cls_token' in the backbone and in_channels to its "
-                'embed_dims.'
+                f'{self.in_channels}), got {tuple(feat.shape)}. Set '
+                "out_type='cls_token' (or 'avg_featmap') in the backbone and "
+                "in_channels to its embed_dims, or pool='attention' here."
             )
         return super().pre_logits(feats)
