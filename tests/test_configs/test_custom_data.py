@@ -17,7 +17,10 @@ import numpy as np
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-CLS_CONFIG = ROOT / 'configs' / 't2t-vit-7_1xb64_custom-64px.py'
+CLS_CONFIGS = (
+    ROOT / 'configs' / 't2t-vit-lite_1xb64_custom-32px.py',
+    ROOT / 'configs' / 't2t-vit-7_1xb64_custom-64px.py',
+)
 DET_CONFIG = (
     ROOT / 'configs' / 'det' / 'retinanet_t2t-vit-7_fpn_24e_custom-coco.py'
 )
@@ -98,7 +101,8 @@ def write_image_folder(root: Path, per_class: int = 2) -> int:
     return 3 * per_class
 
 
-def test_classification_on_an_image_folder(tmp_path):
+@pytest.mark.parametrize('config', CLS_CONFIGS, ids=lambda path: path.stem)
+def test_classification_on_an_image_folder(tmp_path, config):
     num_val = write_image_folder(tmp_path / 'data')
     work_dir = tmp_path / 'work'
     options = loader_options(
@@ -113,7 +117,7 @@ def test_classification_on_an_image_folder(tmp_path):
     ]
     train = run_tool(
         'train.py',
-        str(CLS_CONFIG),
+        str(config),
         '--work-dir',
         str(work_dir),
         '--cfg-options',
@@ -126,7 +130,7 @@ def test_classification_on_an_image_folder(tmp_path):
 
     test = run_tool(
         'test.py',
-        str(CLS_CONFIG),
+        str(config),
         str(work_dir / 'epoch_1.pth'),
         '--work-dir',
         str(work_dir),

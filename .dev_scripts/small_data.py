@@ -1,0 +1,332 @@
+"""The small-data results of docs/custom_data.md: our recipes against
+mmpretrain's ResNet-18 through the same pipeline and schedule.
+
+Three steps, each a sub-command (run from the repository root):
+
+``folders``
+    Writes the two image sets as class folders, as a user's own data would
+    be: ``fashion/`` from the Fashion-MNIST subset (``--fashion FILE``, an
+    ``.npz`` with ``x_train``, ``y_train``, ``x_val``, ``y_val``,
+    ``classes``) and ``digits/`` from scikit-learn's bundled digits (the
+    train / val split of the ``DigitsDataset``).
+``train``
+    Trains one config on one folder for each seed with ``tools/train.py``,
+    a process per run, into ``WORK_DIR/<set>/<config>_<epochs>e/seed<N>/``;
+    the number of classes, the data root, the epochs and the cosine's end
+    come as ``--cfg-options``, so the config is used as the guide says.
+``table``
+    One markdown row per (set, config, epochs): top-1 of the last
+    evaluation, mean and spread (lowest, highest) over the seeds, and the
+    seeds' numbers; params and MACs of the model at its input size
+    (``t2t_plugin.analysis.count_complexity``, attention products
+    included); training images/s, measured here in alternating rounds of
+    training steps on one thread (``--speed-rounds``), so the configs'
+    figures come from the same minutes of the machine.
+"""
+
+import argparse
+import glob
+import json
+import os
+import os.path as osp
+import subprocess
+import sys
+import time
+from collections import defaultdict
+
+ROOT = osp.dirname(osp.dirname(osp.abspath(__file__)))
+
+
+def write_folders(out: str, fashion: str) -> None:
+    import numpy as np
+    from PIL import Image
+    from sklearn.datasets import load_digits
+
+    def save(root, split, images, labels, names):
+        for index, (image, label) in enumerate(zip(images, labels)):
+            folder = osp.join(root, split, names[int(label)])
+            os.makedirs(folder, exist_ok=True)
+            Image.fromarray(image).save(osp.join(folder, f'{index:05d}.png'))
+
+    data = np.load(fashion)
+    classes = [str(name) for name in data['classes']]
+    for split in ('train', 'val'):
+        save(
+            osp.join(out, 'fashion'),
+            split,
+            data[f'x_{split}'],
+            data[f'y_{split}'],
+            classes,
+        )
+    # the DigitsDataset's split: a permutation of seed 0, a fifth for val
+    digits = load_digits()
+    images = np.round(digits.images * (255 / 16)).astype(np.uint8)
+    order = np.random.default_rng(0).permutation(len(images))
+    num_val = int(round(len(images) * 0.2))
+    names = [str(i) for i in range(10)]
+    for split, index in (
+        ('val', np.sort(order[:num_val])),
+        ('train', np.sort(order[num_val:])),
+    ):
+        save(
+            osp.join(out, 'digits'),
+            split,
+            images[index],
+            digits.target[index],
+            names,
+        )
+    print(f'Wrote {out}/fashion and {out}/digits')
+
+
+def run_name(config: str, epochs: int) -> str:
+    return f'{osp.splitext(osp.basename(config))[0]}_{epochs}e'
+
+
+def train(args) -> int:
+    data_root = osp.abspath(args.data)
+    num_classes = len(os.listdir(osp.join(data_root, 'train')))
+    name = osp.basename(osp.normpath(data_root))
+    failed = 0
+    for seed in args.seeds:
+        work_dir = osp.join(
+            args.work_dir,
+            name,
+            run_name(args.config, args.epochs),
+            f'seed{seed}',
+        )
+        options = (
+            [
+                f'model.head.num_classes={num_classes}',
+                f'data_preprocessor.num_classes={num_classes}',
+                f'train_cfg.max_epochs={args.epochs}',
+                f'param_scheduler.1.end={args.epochs}',
+                f'randomness.seed={seed}',
+            ]
+            + [
+                f'{loader}.dataset.data_root={data_root}'
+                for loader in (
+                    'train_dataloader',
+                    'val_dataloader',
+                    'test_dataloader',
+                )
+            ]
+            + args.cfg_options
+        )
+        command = [
+            sys.executable,
+            osp.join(ROOT, 'tools', 'train.py'),
+            args.config,
+            '--work-dir',
+            work_dir,
+            '--cfg-options',
+            *options,
+        ]
+        print(' '.join(command), flush=True)
+        os.makedirs(work_dir, exist_ok=True)
+        with open(osp.join(work_dir, 'stdout.log'), 'w') as log:
+            code = subprocess.call(command, stdout=log, stderr=log)
+        failed += code != 0
+        print(f'seed {seed}: exit {code}, top-1 {last_top1(work_dir)}')
+    return int(failed > 0)
+
+
+def last_top1(work_dir: str):
+    files = sorted(
+        glob.glob(osp.join(work_dir, '*', 'vis_data', 'scalars.json'))
+    )
+    if not files:
+        return None
+    value = None
+    with open(files[-1]) as f:
+        for line in f:
+            record = json.loads(line)
+            if 'accuracy/top1' in record:
+                value = record['accuracy/top1']
+    return value
+
+
+def model_of(config: str):
+    from mmengine.config import Config
+    from mmengine.registry import init_default_scope
+    from mmpretrain.registry import MODELS
+
+    import t2t_plugin  # noqa: F401
+
+    cfg = Config.fromfile(config)
+    init_default_scope('mmpretrain')
+    cfg.model.head.num_classes = 10
+    return MODELS.build(cfg.model), cfg.get('img_size', 32)
+
+
+def speeds(configs: list, rounds: int, batch: int = 64) -> dict:
+    """Training images/s of each config's model, one thread, measured in
+    alternating rounds; the median round."""
+    import torch
+    import torch.nn.functional as F
+
+    torch.set_num_threads(1)
+    steps = {}
+    for config in configs:
+        model, size = model_of(config)
+        model.train()
+        optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
+        images = torch.randn(batch, 3, size, size)
+        labels = torch.randint(0, 10, (batch,))
+
+        def step(
+            model=model, optimizer=optimizer, images=images, labels=labels
+        ):
+            logits = model(images, mode='tensor')
+            loss = F.cross_entropy(logits, labels)
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+
+        step()
+        steps[config] = step
+    times = defaultdict(list)
+    for _ in range(rounds):
+        for config, step in steps.items():
+            start = time.perf_counter()
+            for _ in range(3):
+                step()
+            times[config].append((time.perf_counter() - start) / 3)
+    return {
+        config: batch / sorted(values)[len(values) // 2]
+        for config, values in times.items()
+    }
+
+
+def evaluations(work_dir: str) -> list:
+    """(epoch, top-1) of every evaluation of a run."""
+    files = sorted(
+        glob.glob(osp.join(work_dir, '*', 'vis_data', 'scalars.json'))
+    )
+    points = []
+    with open(files[-1]) as f:
+        for line in f:
+            record = json.loads(line)
+            if 'accuracy/top1' in record:
+                points.append((record['step'], record['accuracy/top1']))
+    return points
+
+
+def write_assets(runs: dict, work_dir: str, out: str) -> None:
+    """Each run's scalar log, and one figure per image set: top-1 after
+    each evaluation, a line per run and seed."""
+    import shutil
+
+    import matplotlib
+
+    matplotlib.use('Agg')
+    import matplotlib.pyplot as plt
+
+    os.makedirs(out, exist_ok=True)
+    by_set = defaultdict(list)
+    for (data, run), seeds in sorted(runs.items()):
+        by_set[data].append((run, seeds))
+        for seed in seeds:
+            run_dir = osp.join(work_dir, data, run, f'seed{seed}')
+            (scalars,) = glob.glob(
+                osp.join(run_dir, '*', 'vis_data', 'scalars.json')
+            )[-1:]
+            shutil.copy(
+                scalars, osp.join(out, f'{data}_{run}_seed{seed}.json')
+            )
+    for data, entries in by_set.items():
+        figure, axes = plt.subplots(figsize=(7, 4.5))
+        for index, (run, seeds) in enumerate(entries):
+            for seed in sorted(seeds):
+                points = evaluations(
+                    osp.join(work_dir, data, run, f'seed{seed}')
+                )
+                axes.plot(
+                    *zip(*points),
+                    color=f'C{index}',
+                    alpha=0.8,
+                    marker='o',
+                    markersize=3,
+                    label=run if seed == min(seeds) else None,
+                )
+        axes.set(xlabel='epoch', ylabel='val top-1 (%)', title=data)
+        axes.grid(alpha=0.3)
+        axes.legend(fontsize=8)
+        figure.tight_layout()
+        figure.savefig(osp.join(out, f'{data}_top1.png'), dpi=90)
+        plt.close(figure)
+    print(f'Logs and figures in {out}')
+
+
+def table(args) -> int:
+    from t2t_plugin.analysis.complexity import count_complexity
+
+    runs = defaultdict(dict)  # (set, run) -> seed -> top-1
+    for work_dir in sorted(
+        glob.glob(osp.join(args.work_dir, '*', '*', 'seed*'))
+    ):
+        key = tuple(work_dir.split(os.sep)[-3:-1])
+        runs[key][int(work_dir.rsplit('seed', 1)[1])] = last_top1(work_dir)
+    configs = {osp.splitext(osp.basename(c))[0]: c for c in args.configs}
+    counts = {}
+    for name, config in configs.items():
+        model, size = model_of(config)
+        counts[name] = (count_complexity(model, (size, size)), size)
+    if args.assets:
+        write_assets(runs, args.work_dir, args.assets)
+    speed = speeds(list(configs.values()), args.speed_rounds)
+    print(
+        '| set | config | epochs | top-1 mean | lowest - highest | seeds '
+        '| params | MACs | train img/s |'
+    )
+    print('|---|---|---|---|---|---|---|---|---|')
+    for (data, run), seeds in sorted(runs.items()):
+        name, epochs = run.rsplit('_', 1)
+        if name not in configs:
+            continue
+        values = [seeds[s] for s in sorted(seeds) if seeds[s] is not None]
+        if not values:
+            continue
+        complexity, size = counts[name]
+        print(
+            f'| {data} | `{name}` | {epochs[:-1]} | '
+            f'{sum(values) / len(values):.1f} | '
+            f'{min(values):.1f} - {max(values):.1f} | '
+            + ' / '.join(f'{v:.1f}' for v in values)
+            + f' | {complexity.params / 1e6:.2f} M | '
+            f'{complexity.macs / 1e6:.0f} M | '
+            f'{speed[configs[name]]:.0f} |'
+        )
+    return 0
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    commands = parser.add_subparsers(dest='command', required=True)
+    folders = commands.add_parser('folders', help='write the image folders')
+    folders.add_argument('--out', default='data/small')
+    folders.add_argument('--fashion', required=True)
+    run = commands.add_parser('train', help='train a config for each seed')
+    run.add_argument('config')
+    run.add_argument('--data', required=True, help='a folder of class folders')
+    run.add_argument('--epochs', type=int, default=12)
+    run.add_argument('--seeds', type=int, nargs='+', default=[0, 1, 2])
+    run.add_argument('--work-dir', default='work_dirs/small_data')
+    run.add_argument(
+        '--cfg-options', nargs='+', default=[], help='more config options'
+    )
+    rows = commands.add_parser('table', help='print the results table')
+    rows.add_argument('configs', nargs='+')
+    rows.add_argument('--work-dir', default='work_dirs/small_data')
+    rows.add_argument('--speed-rounds', type=int, default=5)
+    rows.add_argument(
+        '--assets', help='copy the logs and draw the curves into this folder'
+    )
+    args = parser.parse_args(argv)
+    if args.command == 'folders':
+        write_folders(args.out, args.fashion)
+        return 0
+    return train(args) if args.command == 'train' else table(args)
+
+
+if __name__ == '__main__':
+    sys.exit(main())

@@ -1,0 +1,130 @@
+""".dev_scripts/small_data.py: the class folders it writes, a training of
+the ResNet-18 reference per seed through tools/train.py, and the table's
+row of the recorded top-1 values."""
+
+import importlib.util
+import json
+import re
+
+import numpy as np
+
+from tests.helpers import ROOT
+
+RECIPE = ROOT / 'configs' / 't2t-vit-lite_1xb64_custom-32px.py'
+REFERENCE = ROOT / '.dev_scripts/small_data/resnet-18_1xb64_custom-32px.py'
+
+
+def load_script():
+    spec = importlib.util.spec_from_file_location(
+        'small_data', ROOT / '.dev_scripts/small_data.py'
+    )
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def write_fashion(path, per_class=2):
+    rng = np.random.default_rng(0)
+    labels = np.repeat(np.arange(10), per_class)
+    np.savez(
+        path,
+        x_train=rng.integers(0, 255, (len(labels), 28, 28), np.uint8),
+        y_train=labels,
+        x_val=rng.integers(0, 255, (len(labels), 28, 28), np.uint8),
+        y_val=labels,
+        classes=np.array([f'class{i}' for i in range(10)]),
+    )
+
+
+def test_folders_train_and_table(tmp_path, capsys):
+    script = load_script()
+    write_fashion(tmp_path / 'fashion.npz')
+    data = tmp_path / 'data'
+    assert (
+        script.main(
+            [
+                'folders',
+                '--out',
+                str(data),
+                '--fashion',
+                str(tmp_path / 'fashion.npz'),
+            ]
+        )
+        == 0
+    )
+    assert len(list((data / 'fashion' / 'train').glob('*/*.png'))) == 20
+    assert sorted(p.name for p in (data / 'fashion' / 'val').iterdir()) == [
+        f'class{i}' for i in range(10)
+    ]
+    # the digits' split of the DigitsDataset: 1,438 + 359 images
+    assert len(list((data / 'digits' / 'train').glob('*/*.png'))) == 1438
+    assert len(list((data / 'digits' / 'val').glob('*/*.png'))) == 359
+
+    work_dir = tmp_path / 'runs'
+    for config in (RECIPE, REFERENCE):
+        assert (
+            script.main(
+                [
+                    'train',
+                    str(config),
+                    '--data',
+                    str(data / 'fashion'),
+                    '--epochs',
+                    '3',
+                    '--seeds',
+                    '0',
+                    '--work-dir',
+                    str(work_dir),
+                ]
+            )
+            == 0
+        )
+    out = capsys.readouterr().out
+    assert '--cfg-options model.head.num_classes=10' in out
+    recorded = {}
+    for config in (RECIPE, REFERENCE):
+        run = work_dir / 'fashion' / f'{config.stem}_3e' / 'seed0'
+        (scalars,) = run.glob('*/vis_data/scalars.json')
+        records = [json.loads(line) for line in scalars.open()]
+        # evaluated after epoch 3 only (val_interval 3), on all 20 images
+        (top1,) = [r['accuracy/top1'] for r in records if 'accuracy/top1' in r]
+        assert round(top1 / 5) * 5 == top1
+        recorded[config.stem] = top1
+
+    assert (
+        script.main(
+            [
+                'table',
+                str(RECIPE),
+                str(REFERENCE),
+                '--work-dir',
+                str(work_dir),
+                '--speed-rounds',
+                '1',
+                '--assets',
+                str(tmp_path / 'assets'),
+            ]
+        )
+        == 0
+    )
+    rows = [
+        line
+        for line in capsys.readouterr().out.splitlines()
+        if line.startswith('| fashion')
+    ]
+    assert len(rows) == 2
+    for row in rows:
+        cells = [cell.strip() for cell in row.strip('|').split('|')]
+        name = cells[1].strip('`')
+        top1 = recorded[name]
+        assert cells[2] == '3'
+        assert cells[3] == f'{top1:.1f}'
+        assert cells[4] == f'{top1:.1f} - {top1:.1f}'
+        params = float(cells[6].split()[0])
+        assert params == (0.6 if 'lite' in name else 11.18)
+        assert re.fullmatch(r'\d+ M', cells[7])
+    assert sorted(p.name for p in (tmp_path / 'assets').iterdir()) == [
+        'fashion_resnet-18_1xb64_custom-32px_3e_seed0.json',
+        'fashion_t2t-vit-lite_1xb64_custom-32px_3e_seed0.json',
+        'fashion_top1.png',
+    ]
