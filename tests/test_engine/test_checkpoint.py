@@ -799,3 +799,32 @@ def test_the_file_name_stays_out_of_checkpoints_saved_again(tmp_path):
     with pytest.raises(CheckpointMismatchError) as error:
         get_model(DEMO, pretrained=str(again))
     assert str(error.value).startswith(f'The checkpoint {again} holds NaN')
+
+
+@pytest.mark.parametrize(
+    'path', ['torchvision://resnet18', 'openmmlab://t2t_tiny']
+)
+def test_scheme_payload_through_load_from_of_the_training_tool(
+    path, schemes, tmp_path
+):
+    from ..helpers import run_main
+
+    marker = tmp_path / 'marker'
+    where = schemes(path, {'state_dict': _RunsCode(marker)})
+    result = run_main(
+        'train',
+        DEMO,
+        '--work-dir',
+        tmp_path / 'work',
+        '--cfg-options',
+        f'load_from={path}',
+    )
+    assert result.returncode == 1
+    assert result.stderr.strip() == (
+        f'Cannot read checkpoint {where}: it holds Python objects that '
+        "torch's safe loader refuses (GLOBAL posix.system); save the "
+        'weights alone (state_dict + meta), or convert it with '
+        'tools/model_converters/t2t_vit_official_to_plugin.py '
+        '--trust-pickle if it comes from a source you trust.'
+    )
+    assert not marker.exists()
