@@ -26,7 +26,6 @@ Three steps, each a sub-command (run from the repository root):
 
 import argparse
 import glob
-import json
 import os
 import os.path as osp
 import subprocess
@@ -40,7 +39,6 @@ ROOT = osp.dirname(osp.dirname(osp.abspath(__file__)))
 def write_folders(out: str, fashion: str) -> None:
     import numpy as np
     from PIL import Image
-    from sklearn.datasets import load_digits
 
     def save(root, split, images, labels, names):
         for index, (image, label) in enumerate(zip(images, labels)):
@@ -58,22 +56,17 @@ def write_folders(out: str, fashion: str) -> None:
             data[f'y_{split}'],
             classes,
         )
-    # the DigitsDataset's split: a permutation of seed 0, a fifth for val
-    digits = load_digits()
-    images = np.round(digits.images * (255 / 16)).astype(np.uint8)
-    order = np.random.default_rng(0).permutation(len(images))
-    num_val = int(round(len(images) * 0.2))
-    names = [str(i) for i in range(10)]
-    for split, index in (
-        ('val', np.sort(order[:num_val])),
-        ('train', np.sort(order[num_val:])),
-    ):
+    # the DigitsDataset's own train / val split
+    from t2t_plugin.datasets import DigitsDataset
+
+    for split in ('train', 'val'):
+        samples = DigitsDataset(split=split, lazy_init=True).load_data_list()
         save(
             osp.join(out, 'digits'),
             split,
-            images[index],
-            digits.target[index],
-            names,
+            [sample['img'] for sample in samples],
+            [sample['gt_label'] for sample in samples],
+            [str(i) for i in range(10)],
         )
     print(f'Wrote {out}/fashion and {out}/digits')
 
@@ -130,19 +123,19 @@ def train(args) -> int:
     return int(failed > 0)
 
 
+def evaluations(work_dir: str) -> list:
+    """(epoch, top-1) of every evaluation of the run in ``work_dir``."""
+    from t2t_plugin.analysis import find_scalar_files, load_scalars
+
+    _, val = load_scalars(find_scalar_files(work_dir))
+    return [
+        (r['step'], r['accuracy/top1']) for r in val if 'accuracy/top1' in r
+    ]
+
+
 def last_top1(work_dir: str):
-    files = sorted(
-        glob.glob(osp.join(work_dir, '*', 'vis_data', 'scalars.json'))
-    )
-    if not files:
-        return None
-    value = None
-    with open(files[-1]) as f:
-        for line in f:
-            record = json.loads(line)
-            if 'accuracy/top1' in record:
-                value = record['accuracy/top1']
-    return value
+    points = evaluations(work_dir)
+    return points[-1][1] if points else None
 
 
 def model_of(config: str):
@@ -197,26 +190,14 @@ def speeds(configs: list, rounds: int, batch: int = 64) -> dict:
     }
 
 
-def evaluations(work_dir: str) -> list:
-    """(epoch, top-1) of every evaluation of a run."""
-    files = sorted(
-        glob.glob(osp.join(work_dir, '*', 'vis_data', 'scalars.json'))
-    )
-    points = []
-    with open(files[-1]) as f:
-        for line in f:
-            record = json.loads(line)
-            if 'accuracy/top1' in record:
-                points.append((record['step'], record['accuracy/top1']))
-    return points
-
-
 def write_assets(runs: dict, work_dir: str, out: str) -> None:
     """Each run's scalar log, and one figure per image set: top-1 after
     each evaluation, a line per run and seed."""
     import shutil
 
     import matplotlib
+
+    from t2t_plugin.analysis import find_scalar_files
 
     matplotlib.use('Agg')
     import matplotlib.pyplot as plt
@@ -227,9 +208,7 @@ def write_assets(runs: dict, work_dir: str, out: str) -> None:
         by_set[data].append((run, seeds))
         for seed in seeds:
             run_dir = osp.join(work_dir, data, run, f'seed{seed}')
-            (scalars,) = glob.glob(
-                osp.join(run_dir, '*', 'vis_data', 'scalars.json')
-            )[-1:]
+            (scalars,) = find_scalar_files(run_dir)[-1:]
             shutil.copy(
                 scalars, osp.join(out, f'{data}_{run}_seed{seed}.json')
             )
