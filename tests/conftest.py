@@ -28,11 +28,9 @@ def _no_default_scope():
 # ``tiny_t2t_vit(token_layer='performer', img_size=32, **kwargs)``: a
 #     T2TViT backbone of that arch (T2T token dims 16, no T2T dropout), in
 #     eval mode; ``kwargs`` go to ``T2TViT``.
-# ``run_main(tool, *args)``: runs ``tools/<tool>.py``'s ``main(argv)`` in
-#     this process and returns ``(exit code, stdout, stderr)``; a tool whose
-#     ``main`` takes no ``argv`` gets ``sys.argv`` instead. Only a test that
-#     needs a real process (a kill, torchrun, a fresh interpreter) should
-#     start one (``helpers.run_tool``).
+# A tool is run in-process with ``helpers.run_main(tool, *args)``; only a
+# test that needs a real process (a kill, torchrun, a fresh interpreter)
+# starts one (``helpers.run_tool``).
 
 from .helpers import TINY_ARCH  # noqa: E402
 
@@ -60,31 +58,3 @@ def tiny_t2t_vit():
         return model.eval()
 
     return build
-
-
-@pytest.fixture
-def run_main(monkeypatch):
-    """Runs a tool's ``main`` in-process: ``code, out, err =
-    run_main('analysis_tools/benchmark', CONFIG, '--iters', '1')``."""
-    import contextlib
-    import inspect
-    import io
-    import sys
-
-    from .helpers import load_tool
-
-    def run(tool: str, *args: str) -> tuple[int, str, str]:
-        module = load_tool(f'tools/{tool}.py')
-        monkeypatch.setattr(sys, 'argv', [f'{tool}.py', *args])
-        # own streams rather than capsys: the loggers mmengine creates keep
-        # the streams they are given, and these stay open afterwards
-        out, err = io.StringIO(), io.StringIO()
-        takes_argv = bool(inspect.signature(module.main).parameters)
-        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-            try:
-                code = module.main(list(args)) if takes_argv else module.main()
-            except SystemExit as exit_info:  # argparse errors
-                code = exit_info.code
-        return code, out.getvalue(), err.getvalue()
-
-    return run

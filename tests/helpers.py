@@ -172,17 +172,27 @@ TINY_ARCH = dict(
 
 
 def run_main(tool: str, *args) -> subprocess.CompletedProcess:
-    """``tools/<tool>.py``'s ``main(argv)`` run in this process: its exit
-    code, stdout (with mmengine's log) and stderr. Own streams rather than
-    capsys: the loggers mmengine creates keep them, and these stay open for
-    the tests that follow."""
+    """``tools/<tool>.py``'s ``main`` run in this process: its exit code,
+    stdout (with mmengine's log) and stderr. ``main(argv)`` gets the
+    arguments; a ``main()`` without parameters reads them from
+    ``sys.argv``, set for the call. Own streams rather than capsys: the
+    loggers mmengine creates keep them, and these stay open for the tests
+    that follow."""
     import contextlib
+    import inspect
     import io
+    from unittest import mock
 
     module = load_tool(f'tools/{tool}.py')
+    argv = [str(arg) for arg in args]
+    takes_argv = bool(inspect.signature(module.main).parameters)
     out, err = io.StringIO(), io.StringIO()
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        code = module.main([str(arg) for arg in args])
+        with mock.patch.object(sys, 'argv', [f'{tool}.py', *argv]):
+            try:
+                code = module.main(argv) if takes_argv else module.main()
+            except SystemExit as exit_info:  # argparse errors
+                code = exit_info.code
     return subprocess.CompletedProcess(
         args, code, out.getvalue(), err.getvalue()
     )

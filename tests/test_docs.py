@@ -49,7 +49,7 @@ from typing import Optional
 import pytest
 from mmengine.config import Config
 
-from .helpers import ROOT, load_tool, write_image
+from .helpers import ROOT, load_tool, run_main, write_image
 
 PAGES = [ROOT / 'README.md', *sorted((ROOT / 'docs').glob('*.md'))]
 FENCE = re.compile(
@@ -209,9 +209,7 @@ def dry_run_command(words: list[str], monkeypatch) -> None:
         parse_with_the_tool(tool, args, monkeypatch)
 
 
-def run_command(
-    words: list[str], extra: list[str], run_main, monkeypatch
-) -> None:
+def run_command(words: list[str], extra: list[str], monkeypatch) -> None:
     tool = _tool_path(words)
     assert tool is not None, f'not a tool command: {words}'
     monkeypatch.syspath_prepend(str(tool.parent))
@@ -224,8 +222,10 @@ def run_command(
         module = module.removeprefix('tools/')
     else:  # .dev_scripts: run_main loads tools/<name>.py
         module = f'../{module}'
-    code, out, err = run_main(module, *words[2:], *extra)
-    assert code in (0, None), f'exit {code}: {err[-2000:]}'
+    result = run_main(module, *words[2:], *extra)
+    assert result.returncode in (0, None), (
+        f'exit {result.returncode}: {result.stderr[-2000:]}'
+    )
 
 
 def check_python(block: Block) -> None:
@@ -306,7 +306,7 @@ def _param(block: Block):
 
 
 @pytest.mark.parametrize('block', [_param(b) for b in BLOCKS])
-def test_block(block, monkeypatch, tmp_path, run_main):
+def test_block(block, monkeypatch, tmp_path):
     monkeypatch.chdir(ROOT)
     if block.mode == 'config':
         check_config_block(block, tmp_path)
@@ -315,7 +315,7 @@ def test_block(block, monkeypatch, tmp_path, run_main):
         exec(compile(block.body, block.id, 'exec'), namespace)
     elif block.mode == 'run':
         for words in shell_commands(block.body):
-            run_command(words, block.extra, run_main, monkeypatch)
+            run_command(words, block.extra, monkeypatch)
     elif block.mode in ('dry-run', 'dry'):
         if block.lang == 'python':
             check_python(block)

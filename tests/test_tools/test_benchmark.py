@@ -12,7 +12,7 @@ from torch import nn
 
 from t2t_plugin.analysis.speed import StepRunner, peak_memory, tensor_bytes
 
-from ..helpers import write_tiny_model
+from ..helpers import run_main, write_tiny_model
 
 
 class _Allocator(nn.Module):
@@ -73,7 +73,7 @@ def test_unknown_dtype_is_refused():
 
 
 def test_tool_reports_the_rate_and_memory_of_the_config_model(
-    tmp_path, monkeypatch, run_main
+    tmp_path, monkeypatch
 ):
     config, _, model = write_tiny_model(tmp_path)
     # every timed run of 3 steps takes half a second (the tool imports the
@@ -82,7 +82,7 @@ def test_tool_reports_the_rate_and_memory_of_the_config_model(
         't2t_plugin.analysis.speed.time_steps', lambda step, iters: 0.5
     )
     out_json = tmp_path / 'speed.json'
-    code, out, err = run_main(
+    result = run_main(
         'analysis_tools/benchmark',
         str(config),
         '--batch-size',
@@ -99,7 +99,7 @@ def test_tool_reports_the_rate_and_memory_of_the_config_model(
         '--json',
         str(out_json),
     )
-    assert code == 0, err
+    assert result.returncode == 0, result.stderr
     rows = json.loads(out_json.read_text())
     assert [(r['mode'], r['dtype']) for r in rows] == [
         ('infer', 'fp32'),
@@ -116,7 +116,7 @@ def test_tool_reports_the_rate_and_memory_of_the_config_model(
     infer, train = (r['peak_memory_mib'] * 2**20 for r in rows)
     assert infer >= params + buffers + images
     assert train >= 4 * params + buffers + images
-    assert f'Rows saved to {out_json}' in out
+    assert f'Rows saved to {out_json}' in result.stdout
 
 
 @pytest.mark.parametrize(
@@ -129,17 +129,15 @@ def test_tool_reports_the_rate_and_memory_of_the_config_model(
         (['--dtypes', 'fp8'], "invalid choice: 'fp8'"),
     ],
 )
-def test_bad_options_are_refused(run_main, args, message):
-    code, _, err = run_main('analysis_tools/benchmark', 'cfg.py', *args)
-    assert code == 2
-    assert message in err
+def test_bad_options_are_refused(args, message):
+    result = run_main('analysis_tools/benchmark', 'cfg.py', *args)
+    assert result.returncode == 2
+    assert message in result.stderr
 
 
-def test_missing_config_is_one_line(run_main, tmp_path):
-    code, _, err = run_main(
-        'analysis_tools/benchmark', str(tmp_path / 'none.py')
-    )
-    assert code == 1
-    assert err == (
+def test_missing_config_is_one_line(tmp_path):
+    result = run_main('analysis_tools/benchmark', str(tmp_path / 'none.py'))
+    assert result.returncode == 1
+    assert result.stderr == (
         f'benchmark.py: error: Config file not found: {tmp_path}/none.py.\n'
     )
