@@ -7,16 +7,15 @@ metric and draws predictions with --show-dir.
 
 import importlib
 import json
-import os
 import re
 import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
+from ..helpers import ROOT, run_main
+
 CLS_CONFIGS = (
     ROOT / 'configs' / 't2t-vit-lite_1xb64_custom-32px.py',
     ROOT / 'configs' / 't2t-vit-7_1xb64_custom-64px.py',
@@ -38,13 +37,8 @@ def require(toolbox: str) -> None:
 
 
 def run_tool(tool: str, *args: str) -> subprocess.CompletedProcess:
-    result = subprocess.run(
-        [sys.executable, str(ROOT / 'tools' / tool), *args],
-        capture_output=True,
-        text=True,
-        timeout=600,
-        env=dict(os.environ, OMP_NUM_THREADS='1', PYTHONWARNINGS='ignore'),
-    )
+    """``tools/<tool>`` run in this process; it must succeed."""
+    result = run_main(tool.removesuffix('.py'), *args)
     assert result.returncode == 0, result.stderr[-3000:]
     return result
 
@@ -316,6 +310,10 @@ def test_segmentation_on_label_pngs(tmp_path):
         '2',
         '--cfg-options',
         *options,
+        # mmseg's visualizer has a fixed name, and in one process that
+        # name returns the training run's visualizer, which draws into
+        # the training run's folder
+        'visualizer.name=test_visualizer',
     )
     assert logged_metric(test.stdout, 'mIoU') == pytest.approx(miou, abs=0.01)
     # mmseg draws batches N, 2N, ... (1-based): the second of three images
