@@ -20,7 +20,8 @@ $(info Python: $(PYTHON) (from $(PYTHON_ORIGIN)))
 TORCH_PINS := torch==2.14.1 torchvision==0.29.1
 # ONNX export and the runtimes the deployment tests check against.
 # The formatter's output changes between releases: lint with this one.
-LINT_PINS := ruff==0.17.6 pytest==9.2.0
+XDIST_PIN := pytest-xdist==3.8.0
+LINT_PINS := ruff==0.17.6 pytest==9.2.0 $(XDIST_PIN)
 DEPLOY_PINS := onnx==1.23.2 onnxscript==0.7.2 onnxruntime==1.31.1 \
 	openvino==2026.4.1
 # The oldest supported stack, tested in a second environment: the newest
@@ -54,6 +55,13 @@ MIM_PIN := openmim==0.3.9
 MIM_DEPS := click colorama model-index pandas requests tabulate
 ONEDL_MIM_PIN := onedl-mim==0.5.1
 PYTEST_ARGS ?=
+# The suite runs in PYTEST_WORKERS processes (pytest-xdist), one torch
+# thread each, so that 2 cores are both busy while a test waits for a tool
+# it started; a file's tests stay in one process (its module fixtures are
+# made once). PYTEST_WORKERS=0 runs it in this process.
+PYTEST_WORKERS ?= 2
+PARALLEL = $(if $(filter 0,$(PYTEST_WORKERS)),,-n $(PYTEST_WORKERS) --dist loadfile)
+PYTEST = OMP_NUM_THREADS=1 $(1) -m pytest $(PARALLEL)
 # Disk each step takes, measured with everything installed (GB, rounded up).
 VENV_GB := 7
 OLD_VENV_GB := 6
@@ -115,8 +123,8 @@ test: lint test-pinned test-torch2.1 test-onedl test-slurm
 PINNED_FIRST := tests/test_apis tests/test_configs tests/test_datasets \
 	tests/test_deployment tests/test_docs.py
 test-pinned: install-tests install-dense
-	$(PYTHON) -m pytest $(PINNED_FIRST) -m 'not slurm' $(PYTEST_ARGS)
-	$(PYTHON) -m pytest tests $(addprefix --ignore=,$(PINNED_FIRST)) \
+	$(call PYTEST,$(PYTHON)) $(PINNED_FIRST) -m 'not slurm' $(PYTEST_ARGS)
+	$(call PYTEST,$(PYTHON)) tests $(addprefix --ignore=,$(PINNED_FIRST)) \
 		-m 'not slurm' $(PYTEST_ARGS)
 
 # What the other two stacks run: the tests of the parts that call into
@@ -138,13 +146,13 @@ $(OLD_VENV)/installed: Makefile setup.py | $(OLD_VENV)/bin/python
 	ls $(OLD_WHEELS)/torch-2.1.2-*.whl >/dev/null 2>&1 || \
 		$(NEED_SPACE) $(OLD_WHEELS) $(OLD_WHEELS_GB) "the torch 2.1 wheels in $(OLD_WHEELS)"
 	$(OLD_VENV)/bin/python -m pip download -q -d $(OLD_WHEELS) $(OLD_PINS) \
-		pytest matplotlib scikit-learn rich setuptools wheel
+		pytest $(XDIST_PIN) matplotlib scikit-learn rich setuptools wheel
 	$(OLD_VENV)/bin/python -m pip install --no-index --find-links $(OLD_WHEELS) \
-		$(OLD_PINS) pytest wheel -e '.[openmmlab]'
+		$(OLD_PINS) pytest $(XDIST_PIN) wheel -e '.[openmmlab]'
 	touch $@
 
 test-torch2.1: $(OLD_VENV)/installed
-	$(OLD_VENV)/bin/python -m pytest $(STACK_TESTS) -m $(STACK_MARKS) $(PYTEST_ARGS)
+	$(call PYTEST,$(OLD_VENV)/bin/python) $(STACK_TESTS) -m $(STACK_MARKS) $(PYTEST_ARGS)
 
 # torch comes from the registry (or the local disk it mirrors); the two
 # source distributions from the wheel cache once built. The onedl
@@ -158,11 +166,11 @@ $(ONEDL_VENV)/installed: Makefile setup.py | $(ONEDL_VENV)/bin/python
 		>/dev/null 2>&1 || $(ONEDL_VENV)/bin/python -m pip wheel -q --no-deps \
 		-w $(ONEDL_WHEELS) onedl-mmcv==2.3.6 onedl-mmpretrain==1.3.6
 	$(ONEDL_VENV)/bin/python -m pip install --find-links $(ONEDL_WHEELS) \
-		$(ONEDL_PINS) $(ONEDL_MIM_PIN) -e '.[onedl,tests]' pytest wheel
+		$(ONEDL_PINS) $(ONEDL_MIM_PIN) $(XDIST_PIN) -e '.[onedl,tests]' pytest wheel
 	touch $@
 
 test-onedl: $(ONEDL_VENV)/installed
-	$(ONEDL_VENV)/bin/python -m pytest $(STACK_TESTS) -m $(STACK_MARKS) $(PYTEST_ARGS)
+	$(call PYTEST,$(ONEDL_VENV)/bin/python) $(STACK_TESTS) -m $(STACK_MARKS) $(PYTEST_ARGS)
 
 # Slurm (slurmctld, slurmd, munge) on this machine, started by the test
 # itself; it skips in one line where it cannot run (not root, no apt-get).

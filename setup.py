@@ -113,7 +113,7 @@ setup(
         # (classification); full mmcv for mmdet / mmseg: see ``dense``.
         'openmmlab': OPENMMLAB,
         'onedl': ONEDL,
-        'tests': ['pytest', 'ruff'],
+        'tests': ['pytest', 'pytest-xdist', 'ruff'],
         # ONNX export (torch.onnx's exporter translates with onnxscript)
         # and the two CPU runtimes; see docs/deployment.md
         'deploy': [
