@@ -10,13 +10,18 @@ def _seed():
 
 
 @pytest.fixture(autouse=True)
-def _no_default_scope():
-    """Every test starts without a default registry scope: a Runner (or a
-    failed mmdet build) leaves its scope as the current one, and a later
-    ``MODELS.build`` would then look in that toolbox's registry."""
+def _no_runner_globals():
+    """Every test starts without a default registry scope and without
+    visualizers: a Runner (or a failed mmdet build) leaves its scope as the
+    current one, and a later ``MODELS.build`` would then look in that
+    toolbox's registry; see ``helpers.forget_visualizers`` for the
+    visualizers."""
     from mmengine.registry import DefaultScope
 
+    from .helpers import forget_visualizers
+
     DefaultScope._instance_dict.clear()
+    forget_visualizers()
     yield
 
 

@@ -171,6 +171,22 @@ TINY_ARCH = dict(
 )
 
 
+def forget_visualizers() -> None:
+    """Drop the visualizers earlier runs of this process made, as a fresh
+    process would start. mmengine keeps them by name for the process, and
+    the OpenMMLab configs all name theirs ``'visualizer'``: a second run
+    would get the first one back (drawing into the first run's folder),
+    and ``Visualizer.get_current_instance()`` may return one of another
+    toolbox."""
+    from mmengine.visualization import Visualizer
+
+    classes = [Visualizer]
+    while classes:
+        cls = classes.pop()
+        cls._instance_dict.clear()
+        classes.extend(cls.__subclasses__())
+
+
 def run_main(tool: str, *args) -> subprocess.CompletedProcess:
     """``tools/<tool>.py``'s ``main`` run in this process: its exit code,
     stdout (with mmengine's log) and stderr. ``main(argv)`` gets the
@@ -187,6 +203,7 @@ def run_main(tool: str, *args) -> subprocess.CompletedProcess:
     argv = [str(arg) for arg in args]
     takes_argv = bool(inspect.signature(module.main).parameters)
     out, err = io.StringIO(), io.StringIO()
+    forget_visualizers()
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
         with mock.patch.object(sys, 'argv', [f'{tool}.py', *argv]):
             try:

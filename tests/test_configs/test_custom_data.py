@@ -310,10 +310,6 @@ def test_segmentation_on_label_pngs(tmp_path):
         '2',
         '--cfg-options',
         *options,
-        # mmseg's visualizer has a fixed name, and in one process that
-        # name returns the training run's visualizer, which draws into
-        # the training run's folder
-        'visualizer.name=test_visualizer',
     )
     assert logged_metric(test.stdout, 'mIoU') == pytest.approx(miou, abs=0.01)
     # mmseg draws batches N, 2N, ... (1-based): the second of three images
