@@ -204,12 +204,15 @@ def run_main(tool: str, *args) -> subprocess.CompletedProcess:
     takes_argv = bool(inspect.signature(module.main).parameters)
     out, err = io.StringIO(), io.StringIO()
     forget_visualizers()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        with mock.patch.object(sys, 'argv', [f'{tool}.py', *argv]):
-            try:
-                code = module.main(argv) if takes_argv else module.main()
-            except SystemExit as exit_info:  # argparse errors
-                code = exit_info.code
+    with (
+        contextlib.redirect_stdout(out),
+        contextlib.redirect_stderr(err),
+        mock.patch.object(sys, 'argv', [f'{tool}.py', *argv]),
+    ):
+        try:
+            code = module.main(argv) if takes_argv else module.main()
+        except SystemExit as exit_info:  # argparse errors
+            code = exit_info.code
     return subprocess.CompletedProcess(
         args, code, out.getvalue(), err.getvalue()
     )
