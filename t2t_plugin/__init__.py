@@ -8,9 +8,7 @@ import warnings
 from importlib.util import find_spec
 
 # mmengine, mmcv and mmpretrain come from one of two families of
-# distributions with the same package names, so none is a hard requirement
-# of the wheel (setup.py): name the two ways to get them rather than fail
-# deep inside an import.
+# distributions (setup.py requires neither): name both, not a deep failure.
 _MISSING = [
     name for name in ('mmengine', 'mmcv', 'mmpretrain') if not find_spec(name)
 ]
@@ -21,15 +19,12 @@ if _MISSING:
         '(the onedl-* continuation); see docs/install.md.'
     )
 
-# Set before the imports below, which import mmpretrain and mmcv.
-# mmengine 0.10 resolves ``mmpretrain::`` / ``mmdet::`` config bases with
-# pkg_resources, whose import warns on every run; the pin that keeps it
-# (setuptools<81) is ours, so the warning tells a user nothing.
+# Set before the imports below. mmengine 0.10 resolves ``mmpretrain::``
+# bases with pkg_resources, which warns on every run; our pin keeps it.
 warnings.filterwarnings(
     'ignore', message='pkg_resources is deprecated', category=UserWarning
 )
-# mmcv-lite warns on import that it lacks the deformable-attention op, which
-# no model of this plugin uses (the dense path needs full mmcv and says so).
+# mmcv-lite lacks the deformable-attention op, which no model here uses.
 warnings.filterwarnings(
     'ignore',
     message='Fail to import ``MultiScaleDeformableAttention``',
@@ -38,13 +33,8 @@ warnings.filterwarnings(
 
 
 def _import_mmpretrain_datasets() -> None:
-    """Import ``mmpretrain.datasets`` without onedl-mmpretrain's stray line.
-
-    onedl-mmpretrain 1.3.6 hands a debug message ("Could not import
-    OneDL", its optional ``onedl`` package being absent) to ``print_log``
-    without a logger, which prints it on every import: the tools' output
-    would start with it. Anything else printed there is passed on.
-    """
+    """Import ``mmpretrain.datasets`` without the "Could not import
+    OneDL" line that onedl-mmpretrain 1.3.6 prints on every import."""
     captured = io.StringIO()
     with contextlib.redirect_stdout(captured):
         import mmpretrain.datasets  # noqa: F401

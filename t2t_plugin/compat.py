@@ -1,10 +1,8 @@
 """What the installed torch and mmcv can do, checked in one place.
 
-The plugin runs on torch 2.1 (the newest torch with OpenMMLab's prebuilt
-CUDA wheels of full mmcv) up to the pinned release. A few features come from
-newer torch; where one is missing the plugin carries on without it and says
-so in one warning line, never with an import error. Features are detected by
-name where they have one, so a backport or a nightly is judged by what it
+The plugin runs on torch 2.1 up to the pinned release. Where a feature of
+newer torch is missing it carries on without it and says so in one warning
+line. Features are detected by name, so a backport is judged by what it
 has; only a changed default (``weights_only``) goes by version number.
 """
 
@@ -37,12 +35,7 @@ _warned = set()
 
 
 def warn_once(message: str) -> None:
-    """Warn with ``message`` the first time it comes up in this process.
-
-    Args:
-        message (str): One line: what is missing, what happens instead,
-            what to install to get it.
-    """
+    """Warn with ``message`` the first time it comes up in this process."""
     if message in _warned:
         return
     _warned.add(message)
@@ -50,17 +43,8 @@ def warn_once(message: str) -> None:
 
 
 def missing_torch_feature(feature: str, since: str, effect: str) -> str:
-    """The one-line message for a torch feature this installation lacks.
-
-    Args:
-        feature (str): The missing torch API.
-        since (str): The first torch release that has it.
-        effect (str): What the plugin does without it.
-
-    Returns:
-        str: e.g. ``'torch 2.1.2 has no torch.amp.GradScaler (torch >= 2.3):
-        ...'``.
-    """
+    """One line: this torch lacks ``feature`` (new in ``since``), so
+    ``effect``."""
     return (
         f'torch {torch.__version__} has no {feature} '
         f'(torch >= {since}): {effect}.'
@@ -70,14 +54,8 @@ def missing_torch_feature(feature: str, since: str, effect: str) -> str:
 def add_safe_globals(safe_globals: Iterable) -> bool:
     """Allow ``safe_globals`` in ``torch.load(weights_only=True)``.
 
-    Args:
-        safe_globals (Iterable): What
-            :func:`torch.serialization.add_safe_globals` takes.
-
-    Returns:
-        bool: False where torch cannot do it (before 2.4); the plugin's
-        checkpoint reader then unpickles through its own allow-list
-        (``t2t_plugin.engine.checkpoint``), with the same rule.
+    Returns False before torch 2.4; the checkpoint reader then unpickles
+    through its own allow-list (``t2t_plugin.engine.checkpoint``).
     """
     if HAS_ADD_SAFE_GLOBALS:
         torch.serialization.add_safe_globals(list(safe_globals))
@@ -86,18 +64,8 @@ def add_safe_globals(safe_globals: Iterable) -> bool:
 
 
 def safe_globals(allowed: Iterable) -> AbstractContextManager:
-    """``torch.serialization.safe_globals``, or nothing on older torch.
-
-    Without it, a file that holds ``allowed`` objects is refused by the
-    safe loader, as any other object is; the callers' error says what to
-    do then.
-
-    Args:
-        allowed (Iterable): What the context manager takes.
-
-    Returns:
-        ContextManager: The context manager, or a no-op one.
-    """
+    """``torch.serialization.safe_globals``, or a no-op before torch 2.5
+    (files holding ``allowed`` objects are then refused, with a warning)."""
     if HAS_SAFE_GLOBALS_CONTEXT:
         return torch.serialization.safe_globals(list(allowed))
     warn_once(
@@ -111,18 +79,11 @@ def safe_globals(allowed: Iterable) -> AbstractContextManager:
 
 
 def grad_scaler(device_type: str) -> 'torch.cuda.amp.GradScaler':
-    """A loss scaler for float16 training on ``device_type``.
-
-    Args:
-        device_type (str): ``'cuda'`` or ``'cpu'``.
-
-    Returns:
-        GradScaler: ``torch.amp.GradScaler(device_type)``; on torch < 2.3
-        the CUDA one.
+    """A float16 loss scaler for ``device_type``; the CUDA one before
+    torch 2.3.
 
     Raises:
-        ValueError: float16 training on CPU with torch < 2.3, which has
-            neither a CPU scaler nor float16 CPU autocast.
+        ValueError: float16 training on CPU with torch < 2.3.
     """
     if HAS_DEVICE_GRAD_SCALER:
         return torch.amp.GradScaler(device_type)
@@ -136,14 +97,7 @@ def grad_scaler(device_type: str) -> 'torch.cuda.amp.GradScaler':
 
 
 def profiler_event_start_ns(event: Any) -> int:
-    """Start time of a profiler (Kineto) event in nanoseconds.
-
-    Args:
-        event: An event of ``prof.profiler.kineto_results.events()``.
-
-    Returns:
-        int: ``event.start_ns()``; from ``start_us()`` on torch < 2.2.
-    """
+    """Start of a Kineto event in ns (``start_us()`` before torch 2.2)."""
     if hasattr(event, 'start_ns'):
         return event.start_ns()
     return event.start_us() * 1000
@@ -157,16 +111,9 @@ def mmcv_cuda_ops_problem(
     Args:
         cuda_available (bool): ``torch.cuda.is_available()``.
         compiled_cuda (str, optional): mmcv's
-            ``get_compiling_cuda_version()`` (``'not available'`` for a
-            CPU-only build), or None where mmcv has no compiled ops
-            (mmcv-lite), so that mmdet and mmseg do not import at all.
-
-    Returns:
-        str | None: One line, or None when there is nothing to say.
+            ``get_compiling_cuda_version()``, or None for mmcv-lite.
     """
-    if not cuda_available or compiled_cuda is None:
-        return None
-    if compiled_cuda != 'not available':
+    if not cuda_available or compiled_cuda != 'not available':
         return None
     return (
         'mmcv was built without CUDA ops, but torch sees a GPU: mmdet '
