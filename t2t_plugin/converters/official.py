@@ -2,14 +2,10 @@
 
 The official code (github.com/yitu-opensource/T2T-ViT) names its modules
 after timm's ``VisionTransformer``; this plugin uses the layout of
-mmpretrain's ``T2T_ViT`` inside an ``ImageClassifier``. The conversion is a
-pure renaming: no tensor is changed, so the converted model reproduces the
-official logits exactly.
-
-This module is a leaf, in the manner of timm's ``checkpoint_filter_fn``:
-dicts in, dicts out, nothing but torch imported. The models' load hooks,
-the checkpoint readers and the converter tool all call it; the arch table
-it matches weights against is handed in (``arch_zoo``), not imported.
+mmpretrain's ``T2T_ViT`` inside an ``ImageClassifier``. The conversion only
+renames: the converted model reproduces the official logits exactly. A
+leaf, like timm's ``checkpoint_filter_fn``: dicts in, dicts out, only torch
+imported; the arch table to match against is handed in (``arch_zoo``).
 """
 
 import re
@@ -40,17 +36,14 @@ BLOCK_KEYS = {
 }
 _T2T_LAYER = re.compile(r'tokens_to_token\.attention([12])\.(.+)$')
 _BLOCK = re.compile(r'blocks\.(\d+)\.(.+)$')
-_TOP_LEVEL = {
-    'cls_token': 'backbone.cls_token',
-    'pos_embed': 'backbone.pos_embed',
-    'tokens_to_token.project.weight': 'backbone.tokens_to_token.project.'
-    'weight',
-    'tokens_to_token.project.bias': 'backbone.tokens_to_token.project.bias',
-    'norm.weight': 'backbone.norm.weight',
-    'norm.bias': 'backbone.norm.bias',
-    'head.weight': 'head.layers.head.weight',
-    'head.bias': 'head.layers.head.bias',
-}
+_BACKBONE_TOP_LEVEL = (
+    'cls_token',
+    'pos_embed',
+    'tokens_to_token.project.weight',
+    'tokens_to_token.project.bias',
+    'norm.weight',
+    'norm.bias',
+)
 # the official total stride, which turns the position table into a size
 _TOTAL_STRIDE = 16
 # where official files keep their weights; the EMA weights first, the ones
@@ -61,48 +54,25 @@ CONTAINER_KEYS = ('state_dict_ema', 'state_dict', 'model')
 def strip_module_prefix(
     state_dict: Mapping[str, Any],
 ) -> 'OrderedDict[str, Any]':
-    """Remove the ``module.`` prefix that (Distributed)DataParallel adds.
-
-    Args:
-        state_dict (Mapping): Weights by name.
-
-    Returns:
-        OrderedDict: The same weights; keys without the prefix.
-    """
+    """The weights without the ``module.`` prefix that DDP adds."""
     return OrderedDict(
         (key[len('module.') :] if key.startswith('module.') else key, value)
         for key, value in state_dict.items()
     )
 
 
-def _unwrap(checkpoint: Mapping[str, Any]) -> Mapping[str, Any]:
+def unwrap_checkpoint(checkpoint: Mapping[str, Any]) -> Mapping[str, Any]:
+    """The weights in the first of ``CONTAINER_KEYS``, else ``checkpoint``."""
     for key in CONTAINER_KEYS:
         if isinstance(checkpoint.get(key), Mapping):
             return checkpoint[key]
     return checkpoint
 
 
-def is_official_state_dict(state_dict: Mapping[str, Any]) -> bool:
-    """Whether weights (``module.`` prefixes removed) use official names."""
-    return (
-        'tokens_to_token.project.weight' in state_dict
-        and 'blocks.0.attn.qkv.weight' in state_dict
-    )
-
-
 def extract_state_dict(checkpoint: Any) -> dict[str, torch.Tensor]:
-    """The model weights inside a loaded official checkpoint file.
-
-    The releases are ``.pth.tar`` files holding ``{'state_dict_ema': ...}``;
-    timm training checkpoints hold ``state_dict`` (and ``state_dict_ema``),
-    and a bare state dict also works. The ``module.`` prefix that
-    ``DataParallel`` training leaves is removed.
-
-    Args:
-        checkpoint (Any): What ``torch.load`` returned for the file.
-
-    Returns:
-        Dict[str, torch.Tensor]: The weights, with official key names.
+    """The weights (official names, no ``module.``) of a loaded official
+    file: ``{'state_dict_ema': ...}`` (releases), a timm training
+    checkpoint or a bare state dict.
 
     Raises:
         ValueError: If ``checkpoint`` holds no state dict.
@@ -112,7 +82,7 @@ def extract_state_dict(checkpoint: Any) -> dict[str, torch.Tensor]:
             f'Expected a checkpoint dict, found a {type(checkpoint).__name__}'
             '; this is not a T2T-ViT checkpoint.'
         )
-    checkpoint = _unwrap(checkpoint)
+    checkpoint = unwrap_checkpoint(checkpoint)
     for key, value in checkpoint.items():
         if not isinstance(value, torch.Tensor):
             raise ValueError(
@@ -123,46 +93,16 @@ def extract_state_dict(checkpoint: Any) -> dict[str, torch.Tensor]:
     return strip_module_prefix(checkpoint)
 
 
-def is_official_checkpoint(checkpoint: Any) -> bool:
-    """Whether a loaded checkpoint holds official T2T-ViT weights.
-
-    Told by the keys alone (``tokens_to_token.*`` and ``blocks.*`` at the
-    top level, possibly under ``module.`` and inside ``state_dict_ema`` /
-    ``state_dict`` / ``model``), before anything is converted.
-
-    Args:
-        checkpoint (Any): What ``torch.load`` returned.
-    """
-    if not isinstance(checkpoint, Mapping):
-        return False
-    return is_official_state_dict(
-        strip_module_prefix(
-            {k: None for k in _unwrap(checkpoint) if isinstance(k, str)}
-        )
-    )
-
-
 def convert_official_checkpoint(
     checkpoint: Any,
     num_heads: Optional[int] = None,
     file_name: Optional[str] = None,
     arch_zoo: Optional[Mapping[str, Mapping[str, Any]]] = None,
 ) -> dict[str, Any]:
-    """An official checkpoint as a slim mmengine checkpoint of this plugin.
-
-    Args:
-        checkpoint (Any): What ``torch.load`` returned for an official
-            release (see :func:`extract_state_dict`).
-        num_heads (int, optional): See :func:`detect_official_arch`.
-        file_name (str, optional): See :func:`detect_official_arch`.
-        arch_zoo (Mapping, optional): See :func:`detect_official_arch`.
-
-    Returns:
-        dict: ``state_dict`` (``ImageClassifier`` keys) and ``meta``
-        (``arch`` and ``converted_from``).
-
-    Raises:
-        ValueError: If the weights are not those of an official T2T-ViT.
+    """An official checkpoint as a slim mmengine checkpoint of this plugin:
+    ``state_dict`` (``ImageClassifier`` keys) and ``meta`` (``arch``,
+    ``converted_from``). The arguments are those of
+    :func:`detect_official_arch`.
     """
     converted, arch_info = convert_official_state_dict(
         extract_state_dict(checkpoint), num_heads, file_name, arch_zoo
@@ -174,24 +114,27 @@ def convert_official_checkpoint(
 def official_to_plugin(
     checkpoint: Mapping[str, Any],
 ) -> Optional[dict[str, Any]]:
-    """An official checkpoint in this plugin's layout; None for others.
+    """An official checkpoint as ``{'state_dict': ImageClassifier keys}``;
+    None for any other (loaders pass those on unchanged).
 
-    The dict -> dict step every loader applies: ``{'state_dict': weights}``
-    with ``ImageClassifier`` keys (``backbone.*``, ``head.layers.head.*``)
-    for an official release (in ``state_dict_ema`` / ``state_dict`` /
-    ``model``, or bare; ``module.`` prefixes removed); None for anything
-    else, which loaders then pass on unchanged.
-
-    Args:
-        checkpoint (Mapping): What a checkpoint file holds.
+    The step every loader applies. Official weights are told by their keys
+    (``tokens_to_token.*`` and ``blocks.*``, possibly under ``module.`` and
+    in one of ``CONTAINER_KEYS``).
 
     Raises:
         ValueError: If the weights have official names but hold keys the
             official model does not have.
     """
-    if not is_official_checkpoint(checkpoint):
+    if not isinstance(checkpoint, Mapping):
         return None
-    weights = strip_module_prefix(_unwrap(checkpoint))
+    weights = unwrap_checkpoint(checkpoint)
+    names = strip_module_prefix({k: 0 for k in weights if isinstance(k, str)})
+    if not (
+        'tokens_to_token.project.weight' in names
+        and 'blocks.0.attn.qkv.weight' in names
+    ):
+        return None
+    weights = strip_module_prefix(weights)
     return dict(state_dict=_rename_all(weights, _token_layer(weights)))
 
 
@@ -203,15 +146,12 @@ def _check_layout(state_dict: Mapping[str, torch.Tensor]) -> None:
             "('backbone.*' or 'encoder.*' keys); load it directly, without "
             'conversion.'
         )
-    missing = [
-        k
-        for k in (
-            'cls_token',
-            'tokens_to_token.project.weight',
-            'blocks.0.attn.qkv.weight',
-        )
-        if k not in state_dict
-    ]
+    required = (
+        'cls_token',
+        'tokens_to_token.project.weight',
+        'blocks.0.attn.qkv.weight',
+    )
+    missing = [k for k in required if k not in state_dict]
     if missing:
         raise ValueError(
             f'This is not an official T2T-ViT checkpoint: it lacks '
@@ -225,48 +165,28 @@ def detect_official_arch(
     file_name: Optional[str] = None,
     arch_zoo: Optional[Mapping[str, Mapping[str, Any]]] = None,
 ) -> dict[str, Any]:
-    """Read the architecture of an official T2T-ViT from its weights.
+    """Read the architecture of official weights (:func:`extract_state_dict`).
 
-    The token layer, widths, depth, resolution and classes follow from the
-    tensor shapes. The number of heads does not (it only splits the same
-    ``qkv`` matrix); it is taken from the ``arch_zoo`` entry with the same
-    shapes, or ``embed_dims // 64`` as in every official arch, unless
-    given. ``'14'`` and ``'14-resnext'`` differ only in heads: the first is
-    taken unless ``num_heads=32`` is given or ``file_name`` names the other
-    (contains ``resnext``); ``same_shapes`` lists the zoo archs passed over.
-
-    Args:
-        state_dict (Mapping[str, torch.Tensor]): Official weights, as
-            returned by :func:`extract_state_dict`.
-        num_heads (int, optional): The encoder's heads, for archs that are
-            not in the zoo. Defaults to None (guessed).
-        file_name (str, optional): The name of the source file, whose words
-            (``resnext``) choose between zoo archs of the same shapes.
-            Defaults to None.
-        arch_zoo (Mapping, optional): Arch name -> settings
-            (``token_layer``, ``embed_dims``, ``num_layers``, ``num_heads``,
-            ``feedforward_channels``), e.g. ``T2TViT.arch_zoo``. Defaults
-            to None: no zoo, every arch is a custom one.
+    All but the number of heads follows from the shapes. The heads come from
+    ``num_heads``, else from the ``arch_zoo`` (e.g. ``T2TViT.arch_zoo``)
+    entry of the same shapes, else ``embed_dims // 64``. ``'14'`` and
+    ``'14-resnext'`` differ only in heads: the first is taken unless
+    ``num_heads=32`` or a ``file_name`` containing ``resnext`` says so.
 
     Returns:
-        dict: ``arch`` (the ``arch_zoo`` name, or None for a custom one),
-        ``token_layer``, ``embed_dims``, ``num_layers``, ``num_heads`` (and
-        ``heads_given``, whether they were given, ``heads_from_name``,
-        whether the file name chose them), ``same_shapes`` (other zoo archs
-        with these shapes but other heads: a list of ``(name, heads)``),
-        ``feedforward_channels``, ``token_dims``, ``img_size`` and
-        ``num_classes`` (0 without a classifier).
+        dict: ``arch`` (zoo name or None), ``token_layer``,
+        ``embed_dims``, ``num_layers``, ``num_heads``, ``heads_given``,
+        ``heads_from_name``, ``same_shapes`` (``(name, heads)`` of zoo
+        archs of these shapes and other heads), ``feedforward_channels``,
+        ``token_dims``, ``img_size`` and ``num_classes`` (0 without head).
 
     Raises:
         ValueError: If the weights are not those of an official T2T-ViT.
     """
     _check_layout(state_dict)
     token_layer = _token_layer(state_dict)
-    t2t_qkv = state_dict[
-        'tokens_to_token.attention1.'
-        + ('kqv' if token_layer == 'performer' else 'attn.qkv')
-        + '.weight'
-    ]
+    qkv = 'kqv' if token_layer == 'performer' else 'attn.qkv'
+    t2t_qkv = state_dict[f'tokens_to_token.attention1.{qkv}.weight']
     embed_dims = state_dict['cls_token'].shape[-1]
     num_layers = 1 + max(
         int(match.group(1)) for match in map(_BLOCK.match, state_dict) if match
@@ -286,27 +206,17 @@ def detect_official_arch(
     )
     if 'pos_embed' in state_dict:
         grid = state_dict['pos_embed'].shape[1] - 1
-        side = int(round(grid**0.5))
-        info['img_size'] = side * _TOTAL_STRIDE
+        info['img_size'] = int(round(grid**0.5)) * _TOTAL_STRIDE
     if 'head.weight' in state_dict:
         info['num_classes'] = state_dict['head.weight'].shape[0]
-    shape = {
-        k: info[k]
-        for k in (
-            'token_layer',
-            'embed_dims',
-            'num_layers',
-            'feedforward_channels',
-        )
-    }
+    shape = ('token_layer', 'embed_dims', 'num_layers', 'feedforward_channels')
     candidates = [
         (name, settings['num_heads'])
         for name, settings in (arch_zoo or {}).items()
         if not name.startswith('t2t-vit-')
-        and all(settings[k] == v for k, v in shape.items())
+        and all(settings[k] == info[k] for k in shape)
+        and num_heads in (None, settings['num_heads'])
     ]
-    if num_heads is not None:
-        candidates = [c for c in candidates if c[1] == num_heads]
     named = [c for c in candidates if _named_in(c[0], file_name)]
     info['heads_from_name'] = bool(named) and num_heads is None
     if candidates:
@@ -344,25 +254,23 @@ def _named_in(arch: str, file_name: Optional[str]) -> bool:
     )
 
 
-def _rename_in_layer(name: str, table: Mapping[str, str]) -> Optional[str]:
-    for old, new in table.items():
-        if name == old or name.startswith(old + '.'):
-            return new + name[len(old) :]
-    return None
-
-
 def _rename(key: str, t2t_table: Mapping[str, str]) -> Optional[str]:
-    if key in _TOP_LEVEL:
-        return _TOP_LEVEL[key]
-    match = _T2T_LAYER.match(key)
-    if match:
-        new = _rename_in_layer(match.group(2), t2t_table)
-        layer = match.group(1)
-        return new and f'backbone.tokens_to_token.attention{layer}.{new}'
-    match = _BLOCK.match(key)
-    if match:
-        new = _rename_in_layer(match.group(2), BLOCK_KEYS)
-        return new and f'backbone.encoder.{match.group(1)}.{new}'
+    if key in _BACKBONE_TOP_LEVEL:
+        return 'backbone.' + key
+    if key in ('head.weight', 'head.bias'):
+        return 'head.layers.' + key
+    for pattern, table, ours in (
+        (_T2T_LAYER, t2t_table, 'tokens_to_token.attention'),
+        (_BLOCK, BLOCK_KEYS, 'encoder.'),
+    ):
+        match = pattern.match(key)
+        if match is None:
+            continue
+        layer, name = match.groups()
+        for old, new in table.items():
+            if name == old or name.startswith(old + '.'):
+                return f'backbone.{ours}{layer}.{new}{name[len(old) :]}'
+        return None
     return None
 
 
@@ -395,24 +303,10 @@ def convert_official_state_dict(
     file_name: Optional[str] = None,
     arch_zoo: Optional[Mapping[str, Mapping[str, Any]]] = None,
 ) -> tuple['OrderedDict[str, torch.Tensor]', dict[str, Any]]:
-    """Rename official T2T-ViT weights to an ``ImageClassifier`` state dict.
-
-    The backbone keys get the ``backbone.`` prefix and the classifier becomes
-    ``head.layers.head`` (:class:`T2TClsHead`). The performer's fixed random
-    matrix ``w`` is kept: the trained weights are only valid with it.
-
-    Args:
-        state_dict (Mapping[str, torch.Tensor]): Official weights (see
-            :func:`extract_state_dict` for whole checkpoint files).
-        num_heads (int, optional): The encoder's heads, which the weights do
-            not tell; needed for archs outside the zoo. Defaults to None.
-        file_name (str, optional): The source file's name; see
-            :func:`detect_official_arch`. Defaults to None.
-        arch_zoo (Mapping, optional): See :func:`detect_official_arch`.
-
-    Returns:
-        tuple: The converted state dict and the detected arch (see
-        :func:`detect_official_arch`).
+    """Rename official weights to an ``ImageClassifier`` state dict
+    (``backbone.*``, ``head.layers.head.*``); return it with the arch
+    :func:`detect_official_arch` finds (same arguments). The performer's
+    fixed random matrix ``w`` is kept: the trained weights need it.
 
     Raises:
         ValueError: If the weights are not those of an official T2T-ViT or
@@ -452,12 +346,8 @@ def describe_arch(arch_info: Mapping[str, Any]) -> str:
 
 
 def matching_config(arch_info: Mapping[str, Any]) -> Optional[str]:
-    """The config of this repository that the converted weights fit.
-
-    Returns:
-        str, optional: A path relative to the repository root, or None for
-        archs and resolutions without an ImageNet config.
-    """
+    """The repository's config (a path from its root) that the converted
+    weights fit, or None for archs and sizes without an ImageNet config."""
     arch = arch_info['arch']
     if (
         arch is None
