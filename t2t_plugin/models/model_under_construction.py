@@ -1,14 +1,10 @@
 """The parts a model has built before the neck or head it is building.
 
-mmpretrain's classifiers, mmdet's detectors and mmseg's segmentors build
-their backbone, then their neck and head, from separate config dicts, and
-pass the later parts nothing of the backbone; the backbone exists by then,
-though, in the frame of the model's ``__init__``. Widths are needed at
-construction: lazy modules (``nn.LazyLinear``) would leave them unknown
-until the first forward, after the optimizer, DDP and checkpoint loading
-have needed the parameters. So the model is looked for in the frames of
-the calls that lead to the part's ``__init__`` (a handful: the registry's
-build, the model's ``__init__``).
+OpenMMLab models build backbone, neck and head from separate configs and
+pass the later parts nothing of the backbone, which exists by then in the
+frame of the model's ``__init__``. Widths are needed at construction (lazy
+modules would miss the optimizer, DDP and checkpoint loading), so the
+model is looked for in the frames of the calls leading to the part.
 """
 
 import sys
@@ -19,14 +15,8 @@ from torch import nn
 
 def built_before(part: nn.Module, name: str) -> Optional[nn.Module]:
     """The ``name`` part (``'backbone'``, ``'neck'``) that the model
-    building ``part`` has built already, or None (none built, or ``part``
-    built on its own).
-
-    Args:
-        part (nn.Module): The neck or head being built; call this from its
-            ``__init__``.
-        name (str): The attribute the model keeps that part in.
-    """
+    building ``part`` (call this from its ``__init__``) has built already,
+    or None."""
     frame = sys._getframe(1)
     for _ in range(16):
         if frame is None:

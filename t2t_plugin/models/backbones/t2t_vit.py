@@ -13,15 +13,14 @@ from mmpretrain.registry import MODELS
 from torch import nn
 
 from ...converters.official import (
-    CONTAINER_KEYS,
     official_to_plugin,
     strip_module_prefix,
+    unwrap_checkpoint,
 )
 from ..checkpoint_checks import (
     CheckpointMismatchError,
     check_supplied_weights,
     checkpoint_name,
-    prefix_not_found_message,
 )
 from ..layers import (
     TransformerLayer,
@@ -30,123 +29,79 @@ from ..layers import (
 )
 from ..t2t import T2TModule
 
-
-def _arch(
-    token_layer: str,
-    embed_dims: int,
-    num_layers: int,
-    num_heads: int,
-    mlp_ratio: float,
-) -> dict:
-    return dict(
-        token_layer=token_layer,
-        embed_dims=embed_dims,
-        num_layers=num_layers,
-        num_heads=num_heads,
-        feedforward_channels=int(embed_dims * mlp_ratio),
-    )
+# name: token layer, embed_dims, encoder layers, heads, mlp ratio
+_ARCHS = {
+    '7': ('performer', 256, 7, 4, 2),
+    '10': ('performer', 256, 10, 4, 2),
+    '12': ('performer', 256, 12, 4, 2),
+    '14': ('performer', 384, 14, 6, 3),
+    '19': ('performer', 448, 19, 7, 3),
+    '24': ('performer', 512, 24, 8, 3),
+    't-14': ('transformer', 384, 14, 6, 3),
+    't-19': ('transformer', 448, 19, 7, 3),
+    't-24': ('transformer', 512, 24, 8, 3),
+    '14-resnext': ('performer', 384, 14, 32, 3),
+    '14-wide': ('performer', 768, 4, 12, 3),
+}
 
 
 @MODELS.register_module()
 class T2TViT(BaseModule):
     """Tokens-to-Token Vision Transformer.
 
-    A PyTorch implementation of `Tokens-to-Token ViT: Training Vision
-    Transformers from Scratch on ImageNet <https://arxiv.org/abs/2101.11986>`_
-    with the exact math of the official release: the T2T module
-    (:class:`T2TModule`) tokenises the image at stride 16, the fixed sinusoidal
-    position table is added to ``[cls_token; tokens]``, and a deep-narrow
-    stack of pre-norm transformer layers follows.
-
-    The state dict uses the key layout of mmpretrain's ``T2T_ViT``
-    (``tokens_to_token.*``, ``encoder.N.*``, ``norm``), so its checkpoints
-    load unchanged; performer variants add ``attn.kqv`` and the fixed
-    ``attn.random_matrix`` to the T2T layers.
+    `Tokens-to-Token ViT <https://arxiv.org/abs/2101.11986>`_ with the
+    exact math of the official release: the T2T module tokenises the image
+    at stride 16, the fixed sinusoidal table is added to ``[cls_token;
+    tokens]``, then a deep-narrow stack of pre-norm layers. The keys are
+    those of mmpretrain's ``T2T_ViT``, whose checkpoints load unchanged.
 
     Args:
-        arch (str | int | dict): A name from ``arch_zoo`` (``'7'``,
-            ``'10'``, ``'12'``, ``'14'``, ``'19'``, ``'24'``, ``'t-14'``,
-            ``'t-19'``, ``'t-24'``, ``'14-resnext'``, ``'14-wide'``), spelt
-            in any case, with or without a ``'t2t-vit-'`` prefix, as an int
-            for the numeric ones (``7``, as ``--cfg-options`` delivers it),
-            and with an ``'@384'`` suffix for the paper's 384-pixel models;
-            or a dict with ``token_layer``, ``embed_dims``, ``num_layers``,
-            ``num_heads`` and ``feedforward_channels``. Defaults to ``'14'``.
-        img_size (int | tuple, optional): Input size the position table is
-            built for; other sizes resize it on the fly. None takes 224, or
-            384 for an ``'@384'`` arch name. Defaults to None.
+        arch (str | int | dict): An ``arch_zoo`` name (any case, optional
+            ``'t2t-vit-'`` prefix, an int for numeric names, ``'@384'``
+            suffix) or a dict with ``embed_dims``, ``num_layers``,
+            ``num_heads`` (and optionally ``token_layer``,
+            ``feedforward_channels`` or ``mlp_ratio``). Defaults to ``'14'``.
+        img_size (int | tuple, optional): Input size of the position table;
+            None: 224, or 384 for ``'@384'``. Defaults to None.
         in_channels (int): Image channels. Defaults to 3.
-        out_indices (int | Sequence[int]): Encoder layers to output, negative
-            counts from the end. Defaults to -1.
-        out_type (str): ``'cls_token'`` (B, C), ``'featmap'`` (B, C, h, w),
-            ``'avg_featmap'`` (B, C) or ``'raw'`` (B, 1 + h*w, C).
-            Defaults to ``'cls_token'``.
-        out_t2t_maps (bool): Put the T2T module's stride-4 and stride-8 maps
-            ``(B, token_dims, H/4, W/4)``, ``(B, token_dims, H/8, W/8)`` in
-            front of the encoder outputs, for dense prediction.
-            Defaults to False.
-        drop_rate (float): Dropout after the position table and inside the
+        out_indices (int | Sequence[int]): Encoder layers to output,
+            negative from the end. Defaults to -1.
+        out_type (str): ``'cls_token'``, ``'featmap'``, ``'avg_featmap'`` or
+            ``'raw'``. Defaults to ``'cls_token'``.
+        out_t2t_maps (bool): Also output the T2T module's stride-4 and
+            stride-8 maps first, for dense prediction. Defaults to False.
+        drop_rate (float): Dropout after the position table and in the
             encoder layers. Defaults to 0.
-        attn_drop_rate (float): Dropout on encoder attention weights.
-            Defaults to 0.
-        drop_path_rate (float): Stochastic depth, increasing linearly over
-            the encoder layers. Defaults to 0.
-        qkv_bias (bool): Bias in the encoder qkv projections.
-            Defaults to False.
-        final_norm (bool): LayerNorm after the last encoder layer.
-            Defaults to True.
+        attn_drop_rate (float): Encoder attention dropout. Defaults to 0.
+        drop_path_rate (float): Stochastic depth, rising linearly over the
+            encoder. Defaults to 0.
+        qkv_bias (bool): Bias in the encoder qkv. Defaults to False.
+        final_norm (bool): LayerNorm after the last layer. Defaults to True.
         with_cls_token (bool): Prepend a class token. Defaults to True.
-        interpolate_mode (str): Mode for resizing the position table.
+        interpolate_mode (str): Position table resizing mode.
             Defaults to ``'bicubic'``.
-        frozen_stages (int): Stages to freeze: 0 freezes the T2T module and
-            the class token, ``n`` also the first ``n`` encoder layers (and the
-            final norm when ``n`` is the depth). -1 freezes nothing.
-            Defaults to -1.
+        frozen_stages (int): 0 freezes the T2T module and class token, ``n``
+            also the first ``n`` layers (and the final norm at full depth);
+            -1 nothing. Defaults to -1.
         with_cp (bool): Activation checkpointing of every T2T and encoder
-            layer (less training memory, one more forward). Defaults to False.
-        t2t_cfg (dict): Extra arguments of :class:`T2TModule`, e.g.
-            ``token_layer``, ``token_dims``, ``kernel_sizes``, ``strides``,
-            ``paddings``. Defaults to ``{}``.
-        layer_cfgs (dict | Sequence[dict]): Extra arguments of the encoder
-            layers, one dict for all or one per layer. Defaults to ``{}``.
-        init_cfg (dict, optional): Initialisation config, e.g.
-            ``dict(type='Pretrained', checkpoint=..., prefix='backbone.')``.
-            Defaults to None (the official initialisation).
+            layer. Defaults to False.
+        t2t_cfg (dict): Extra :class:`T2TModule` arguments. Defaults to {}.
+        layer_cfgs (dict | Sequence[dict]): Extra encoder layer arguments,
+            for all or one per layer. Defaults to {}.
+        init_cfg (dict, optional): Initialisation config. Defaults to None
+            (the official initialisation).
     """
 
     arch_zoo: dict[str, dict] = {
-        **dict.fromkeys(['7', 't2t-vit-7'], _arch('performer', 256, 7, 4, 2)),
-        **dict.fromkeys(
-            ['10', 't2t-vit-10'], _arch('performer', 256, 10, 4, 2)
-        ),
-        **dict.fromkeys(
-            ['12', 't2t-vit-12'], _arch('performer', 256, 12, 4, 2)
-        ),
-        **dict.fromkeys(
-            ['14', 't2t-vit-14'], _arch('performer', 384, 14, 6, 3)
-        ),
-        **dict.fromkeys(
-            ['19', 't2t-vit-19'], _arch('performer', 448, 19, 7, 3)
-        ),
-        **dict.fromkeys(
-            ['24', 't2t-vit-24'], _arch('performer', 512, 24, 8, 3)
-        ),
-        **dict.fromkeys(
-            ['t-14', 't2t-vit-t-14'], _arch('transformer', 384, 14, 6, 3)
-        ),
-        **dict.fromkeys(
-            ['t-19', 't2t-vit-t-19'], _arch('transformer', 448, 19, 7, 3)
-        ),
-        **dict.fromkeys(
-            ['t-24', 't2t-vit-t-24'], _arch('transformer', 512, 24, 8, 3)
-        ),
-        **dict.fromkeys(
-            ['14-resnext', 't2t-vit-14-resnext'],
-            _arch('performer', 384, 14, 32, 3),
-        ),
-        **dict.fromkeys(
-            ['14-wide', 't2t-vit-14-wide'], _arch('performer', 768, 4, 12, 3)
-        ),
+        alias: dict(
+            token_layer=layer,
+            embed_dims=dims,
+            num_layers=depth,
+            num_heads=heads,
+            feedforward_channels=int(dims * ratio),
+        )
+        for name, (layer, dims, depth, heads, ratio) in _ARCHS.items()
+        for alias in (name, f't2t-vit-{name}')
     }
     OUT_TYPES = ('cls_token', 'featmap', 'avg_featmap', 'raw')
     num_extra_tokens = 1
@@ -174,10 +129,8 @@ class T2TViT(BaseModule):
     ) -> None:
         super().__init__(init_cfg=init_cfg)
         self.arch_settings = self.resolve_arch(arch)
-        if img_size is None:
-            img_size = self.arch_settings.pop('img_size', 224)
-        else:
-            self.arch_settings.pop('img_size', None)
+        arch_img_size = self.arch_settings.pop('img_size', 224)
+        img_size = arch_img_size if img_size is None else img_size
         self.embed_dims = self.arch_settings['embed_dims']
         self.num_layers = self.arch_settings['num_layers']
         if out_type not in self.OUT_TYPES:
@@ -247,24 +200,19 @@ class T2TViT(BaseModule):
                 )
         else:
             layer_cfgs = [dict(layer_cfgs or {})] * self.num_layers
-        drop_path_rates = torch.linspace(
-            0, drop_path_rate, self.num_layers
-        ).tolist()
-        self.encoder = ModuleList()
-        for rate, extra in zip(drop_path_rates, layer_cfgs):
-            layer_cfg = dict(
-                embed_dims=self.embed_dims,
-                num_heads=self.arch_settings['num_heads'],
-                feedforward_channels=self.arch_settings[
-                    'feedforward_channels'
-                ],
-                qkv_bias=qkv_bias,
-                drop_rate=drop_rate,
-                attn_drop_rate=attn_drop_rate,
-                drop_path_rate=rate,
-            )
-            layer_cfg.update(extra)
-            self.encoder.append(TransformerLayer(**layer_cfg))
+        common = dict(
+            embed_dims=self.embed_dims,
+            num_heads=self.arch_settings['num_heads'],
+            feedforward_channels=self.arch_settings['feedforward_channels'],
+            qkv_bias=qkv_bias,
+            drop_rate=drop_rate,
+            attn_drop_rate=attn_drop_rate,
+        )
+        rates = torch.linspace(0, drop_path_rate, self.num_layers).tolist()
+        self.encoder = ModuleList(
+            TransformerLayer(**{**common, 'drop_path_rate': rate, **extra})
+            for rate, extra in zip(rates, layer_cfgs)
+        )
         self.norm = (
             nn.LayerNorm(self.embed_dims) if final_norm else nn.Identity()
         )
@@ -280,20 +228,11 @@ class T2TViT(BaseModule):
 
     @classmethod
     def resolve_arch(cls, arch: Union[str, int, dict]) -> dict:
-        """The settings of an arch, however its name is spelt.
+        """The settings of an arch name (``7``, ``'T2T-ViT-14'``,
+        ``'14@384'``, which adds ``img_size``) or custom arch dict.
 
-        mmengine's ``--cfg-options model.backbone.arch=7`` delivers the int
-        7 and a config may say ``'T2T-ViT-14'`` or ``'t2t-vit-14@384'``;
-        they all name an ``arch_zoo`` entry. A name that names none raises
-        a one-line ValueError listing the valid names.
-
-        Args:
-            arch (str | int | dict): An arch name or a custom arch dict.
-
-        Returns:
-            dict: ``token_layer``, ``embed_dims``, ``num_layers``,
-            ``num_heads``, ``feedforward_channels``, and ``img_size`` for
-            names with a resolution suffix.
+        Raises:
+            ValueError: For an unknown name, listing the valid ones.
         """
         if isinstance(arch, int) and not isinstance(arch, bool):
             arch = str(arch)
@@ -301,19 +240,16 @@ class T2TViT(BaseModule):
             key = arch.strip().lower().replace('_', '-')
             key = re.sub(r'^t2t-?vit-?', '', key)
             match = re.fullmatch(r'(.+?)(?:@|-)(224|384)(?:px)?', key)
-            settings = None
             if match and match.group(1) in cls.arch_zoo:
-                settings = dict(cls.arch_zoo[match.group(1)])
-                settings['img_size'] = int(match.group(2))
-            elif key in cls.arch_zoo:
-                settings = dict(cls.arch_zoo[key])
-            if settings is None:
+                size = int(match.group(2))
+                return dict(cls.arch_zoo[match.group(1)], img_size=size)
+            if key not in cls.arch_zoo:
                 raise ValueError(
                     f'Unknown T2T-ViT arch {arch!r}; choose one of '
                     f'{", ".join(cls.arch_names())} (also as t2t-vit-NAME, '
                     'any case, NAME@384 at 384 px) or pass a dict.'
                 )
-            return settings
+            return dict(cls.arch_zoo[key])
         if not isinstance(arch, dict):
             raise ValueError(
                 f'arch must be an arch name or a dict, got {arch!r} '
@@ -330,8 +266,7 @@ class T2TViT(BaseModule):
                 f'and may set {sorted(optional)}; missing {sorted(missing)}'
                 f', unknown {sorted(unknown)}.'
             )
-        settings = dict(token_layer='performer')
-        settings.update(arch)
+        settings = {'token_layer': 'performer', **arch}
         mlp_ratio = settings.pop('mlp_ratio', 3.0)
         settings.setdefault(
             'feedforward_channels', int(arch['embed_dims'] * mlp_ratio)
@@ -354,16 +289,9 @@ class T2TViT(BaseModule):
         return parsed
 
     def init_weights(self) -> None:
-        """Official initialisation, then ``init_cfg`` on top of it.
-
-        Linear weights trunc-normal (std 0.02) with zero bias, LayerNorms
-        1 and 0, the class token trunc-normal; an ``init_cfg`` (pretrained
-        weights, other initialisers, a list of them) is applied afterwards,
-        so it wins wherever it acts. A ``Pretrained`` ``prefix`` that no
-        key of the file starts with is one line saying what the file holds
-        and which prefix (or none) fits it, in place of mmengine's bare
-        assertion.
-        """
+        """The official initialisation (trunc-normal linears and class
+        token, std 0.02), then ``init_cfg`` on top. A ``Pretrained`` prefix
+        that finds nothing is one line, not mmengine's bare assertion."""
         for module in self.modules():
             if isinstance(module, nn.Linear):
                 trunc_normal_(module.weight, std=0.02)
@@ -386,8 +314,9 @@ class T2TViT(BaseModule):
             raise CheckpointMismatchError(message) from None
 
     def _missing_prefix_message(self, error: str) -> Optional[str]:
-        """One line for mmengine's assertion of a ``Pretrained`` prefix
-        that no key of the file starts with, or None for another error."""
+        """For mmengine's assertion that no key of a ``Pretrained`` file
+        starts with its prefix: what the file holds and which prefix (or
+        none) finds this backbone in it; None for another error."""
         configs = (
             self.init_cfg
             if isinstance(self.init_cfg, list)
@@ -404,36 +333,55 @@ class T2TViT(BaseModule):
                 cfg['checkpoint'], map_location='cpu'
             )
             weights = checkpoint.get('state_dict', checkpoint)
-            return prefix_not_found_message(
-                type(self).__name__,
-                cfg['checkpoint'],
-                full,
-                weights if isinstance(weights, Mapping) else {},
-                'tokens_to_token.project.weight',
-            )
+            weights = weights if isinstance(weights, Mapping) else {}
+            return self._prefix_advice(cfg['checkpoint'], full, weights)
         return None
 
+    def _prefix_advice(self, path: str, prefix: str, weights: Mapping) -> str:
+        owner, marker = type(self).__name__, 'tokens_to_token.project.weight'
+        tops = sorted({str(key).split('.')[0] for key in weights})
+        held = (
+            f'its {len(weights)} entries start with '
+            f'{", ".join(repr(top) for top in tops[:5])}'
+            f'{", ..." if len(tops) > 5 else ""}'
+            if tops
+            else 'it holds no weights'
+        )
+        found = sorted(
+            str(key)[: -len(marker)]
+            for key in weights
+            if str(key).endswith(marker)
+            and (str(key) == marker or str(key)[: -len(marker)].endswith('.'))
+        )
+        if found == ['']:
+            advice = (
+                f'it is a bare {owner} checkpoint: drop prefix from init_cfg'
+            )
+        elif found:
+            advice = (
+                f'its {owner} weights sit under {found[0]!r}: set prefix to '
+                'that'
+            )
+        else:
+            advice = (
+                f'it holds no {owner} weights: give the checkpoint of a model '
+                f'with this {owner} (a classifier, detector or segmentor, or '
+                'the bare backbone)'
+            )
+        return (
+            f"Checkpoint {path} holds no weights under init_cfg's prefix "
+            f'{prefix!r} ({held}); {advice}.'
+        )
+
     def _prepare_checkpoint(
-        self,
-        state_dict: dict,
-        prefix: str,
-        local_metadata: dict,
-        strict: bool,
-        missing_keys: list,
-        unexpected_keys: list,
-        error_msgs: list,
+        self, state_dict: dict, prefix: str, local_metadata: dict, *args
     ) -> None:
         """Bring a checkpoint into this backbone's layout, then check it.
 
-        Runs inside every loader (``load_state_dict``, mmengine's
-        ``load_checkpoint``, ``Pretrained`` initialisation), before any
-        tensor is copied. Loaded as the whole model (``prefix`` empty, as
-        ``Pretrained`` without a prefix does), the backbone takes an
-        official release (``{'state_dict_ema': ...}``, ``module.``
-        prefixes) or a classifier's checkpoint (``backbone.*``) as it is.
-        The position table is resized to this model's grid. Wrong shapes,
-        NaN weights, missing weights or none at all raise
-        :class:`CheckpointMismatchError` (one line).
+        Loaded as the whole model (``prefix`` empty), the backbone takes an
+        official release or a classifier's checkpoint as it is. The position
+        table is resized to this grid; weights that do not fit raise
+        :class:`CheckpointMismatchError`.
         """
         dropped = self._adopt_layout(state_dict) if not prefix else 0
         self._check_arch(state_dict, prefix, local_metadata)
@@ -484,33 +432,21 @@ class T2TViT(BaseModule):
 
     @staticmethod
     def _adopt_layout(state_dict: dict) -> int:
-        """Official or classifier weights given to the bare backbone.
-
-        mmengine hands a checkpoint without a ``'state_dict'`` entry over as
-        it is (``{'state_dict_ema': {...}}`` for an official release);
-        ``module.`` prefixes, official key names and the ``backbone.``
-        prefix of a classifier's checkpoint are undone here. Returns the
-        number of entries dropped as belonging to other modules (a head).
-        """
-        weights: Mapping = state_dict
-        for key in CONTAINER_KEYS:
-            if isinstance(state_dict.get(key), Mapping):
-                weights = state_dict[key]
-                break
-        weights = strip_module_prefix(weights)
-        official = official_to_plugin(weights)
+        """Undo containers, ``module.``, official names and ``backbone.``
+        of weights given to the bare backbone in place; return how many
+        entries of other modules (a head) were dropped."""
+        official = official_to_plugin(state_dict)
         if official is not None:
             weights = official['state_dict']
-        if not any(k.startswith('backbone.') for k in weights):
-            if weights is not state_dict:
-                state_dict.clear()
-                state_dict.update(weights)
-            return 0
-        ours = {
-            k[len('backbone.') :]: v
-            for k, v in weights.items()
-            if k.startswith('backbone.')
-        }
+        else:
+            weights = strip_module_prefix(unwrap_checkpoint(state_dict))
+        ours = weights
+        if any(k.startswith('backbone.') for k in weights):
+            ours = {
+                k[len('backbone.') :]: v
+                for k, v in weights.items()
+                if k.startswith('backbone.')
+            }
         dropped = len(weights) - len(ours)
         state_dict.clear()
         state_dict.update(ours)
@@ -519,12 +455,10 @@ class T2TViT(BaseModule):
     def _check_arch(
         self, state_dict: dict, prefix: str, local_metadata: dict
     ) -> None:
-        cls_key, pos_key = prefix + 'cls_token', prefix + 'pos_embed'
-        width = None
-        if cls_key in state_dict:
-            width = state_dict[cls_key].shape[-1]
-        elif pos_key in state_dict:
-            width = state_dict[pos_key].shape[-1]
+        table = state_dict.get(
+            prefix + 'cls_token', state_dict.get(prefix + 'pos_embed')
+        )
+        width = None if table is None else table.shape[-1]
         if width is not None and width != self.embed_dims:
             name = checkpoint_name(state_dict, local_metadata)
             raise CheckpointMismatchError(
@@ -533,18 +467,17 @@ class T2TViT(BaseModule):
                 'the checkpoint was trained with.'
             )
         token_layer = self.tokens_to_token.token_layer
-        has_performer = any(
-            k.startswith(prefix + 'tokens_to_token.') and '.attn.kqv.' in k
-            for k in state_dict
-        )
-        has_transformer = any(
-            k.startswith(prefix + 'tokens_to_token.') and '.attn.qkv.' in k
-            for k in state_dict
-        )
-        if (has_performer and token_layer != 'performer') or (
-            has_transformer and token_layer != 'transformer'
-        ):
-            found = 'performer' if has_performer else 'transformer'
+        found = [
+            kind
+            for kind, part in (('performer', 'kqv'), ('transformer', 'qkv'))
+            if any(
+                k.startswith(prefix + 'tokens_to_token.')
+                and f'.attn.{part}.' in k
+                for k in state_dict
+            )
+        ]
+        if any(kind != token_layer for kind in found):
+            found = found[0]
             name = checkpoint_name(state_dict, local_metadata)
             raise CheckpointMismatchError(
                 f'The {name} has {found} T2T layers, this T2T-ViT has '
@@ -622,27 +555,20 @@ class T2TViT(BaseModule):
     def get_layer_depth(
         self, param_name: str, prefix: str = ''
     ) -> tuple[int, int]:
-        """Layer depth of a parameter for layer-wise learning-rate decay.
-
-        The T2T module, class token and position table are depth 0, encoder
-        layer ``i`` is ``i + 1`` and everything after (final norm, head) is
-        ``num_layers + 1``.
-
-        Returns:
-            Tuple[int, int]: The depth and the number of depths.
-        """
+        """Depth of a parameter for layer-wise lr decay (0: T2T module,
+        class token, table; ``i + 1``: encoder layer ``i``; then
+        ``num_layers + 1``) and the number of depths."""
         num_depths = self.num_layers + 2
-        if not param_name.startswith(prefix):
-            return num_depths - 1, num_depths
-        name = param_name[len(prefix) :]
+        name = (
+            param_name[len(prefix) :] if param_name.startswith(prefix) else ''
+        )
         if name in ('cls_token', 'pos_embed') or name.startswith(
             'tokens_to_token'
         ):
             return 0, num_depths
         match = re.match(r'encoder\.(\d+)\.', name)
-        if match:
-            return int(match.group(1)) + 1, num_depths
-        return num_depths - 1, num_depths
+        depth = int(match.group(1)) + 1 if match else num_depths - 1
+        return depth, num_depths
 
     def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, ...]:
         tokens, grid, t2t_maps = self.tokens_to_token(x)

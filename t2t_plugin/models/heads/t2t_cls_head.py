@@ -27,47 +27,25 @@ class T2TClsHead(VisionTransformerClsHead):
     """The T2T-ViT classifier: one linear layer on the class token, or on
     the tokens pooled.
 
-    mmpretrain's :class:`VisionTransformerClsHead` with ``hidden_dim=None``
-    (the linear layer is ``layers.head``, so checkpoints of either head load
-    into the other) and two differences: the official initialisation,
-    trunc-normal (std 0.02) weights and zero bias where the upstream head
-    starts from zeros, and a check that the backbone hands over a class token,
-    which turns a wrong ``out_type`` into an error that says what to set
-    instead of a shape mismatch inside the linear layer.
-
-    Its load hook takes the official classifier (``head.weight``,
-    ``head.bias``) as it is, and refuses a checkpoint whose classifier
-    has another number of classes, is missing or holds NaN, with one line
-    that says how to fine-tune with a new head instead.
-
-    With ``pool='attention'`` the head pools the backbone's tokens itself,
-    with learned weights, as the sequence pooling of compact transformers
-    (CCT): one linear layer scores each token, a softmax over the tokens
-    turns the scores into weights, and the classifier reads the weighted
-    sum. It takes the backbone's ``out_type='raw'`` (B, N, C) or
-    ``'featmap'`` (B, C, h, w) output and pools every token it is given,
-    so a backbone without a class token (``with_cls_token=False``) suits
-    it. For a plain mean over the patch tokens no head option is needed:
-    the backbone's ``out_type='avg_featmap'`` hands over (B, C).
-
-    Losses, soft labels from mixup / cutmix (``gt_score``), label smoothing
-    and top-k accuracy come from mmpretrain's ``ClsHead``.
+    mmpretrain's :class:`VisionTransformerClsHead` (``hidden_dim=None``,
+    same keys) with the official trunc-normal initialisation (upstream
+    starts from zeros), a check that the input is what the backbone's
+    ``out_type`` should hand over, and a load hook that takes the official
+    ``head.*`` keys and refuses a classifier of another number of classes.
+    ``pool='attention'`` is the sequence pooling of compact transformers
+    (CCT): a linear score per token, softmax over the tokens, weighted sum;
+    it reads ``out_type='raw'`` or ``'featmap'`` outputs.
 
     Args:
         num_classes (int): Number of classes.
-        in_channels (int, optional): Width of the class token (the arch's
-            embed_dims). Defaults to None: the ``embed_dims`` of the T2TViT
-            backbone the model builds before this head (a value given must
-            match it).
-        pool (str): ``'token'``, the (B, C) vector the backbone hands over
-            (the class token or the mean of the tokens), or
-            ``'attention'``, sequence pooling of its tokens. Defaults to
-            ``'token'``.
+        in_channels (int, optional): Input width. Defaults to None: the
+            ``embed_dims`` of the T2TViT backbone built before this head.
+        pool (str): ``'token'`` (the (B, C) vector of the backbone) or
+            ``'attention'``. Defaults to ``'token'``.
         init_cfg (dict, optional): Defaults to trunc-normal (std 0.02)
-            weights and zero bias, as the official code.
-        **kwargs: Other arguments of :class:`VisionTransformerClsHead`, e.g.
-            ``loss`` (defaults to cross entropy) and ``topk`` (defaults to
-            ``(1, )``).
+            weights and zero bias.
+        **kwargs: Other :class:`VisionTransformerClsHead` arguments, e.g.
+            ``loss`` and ``topk``.
     """
 
     POOLS = ('token', 'attention')
@@ -101,13 +79,8 @@ class T2TClsHead(VisionTransformerClsHead):
         self._register_load_state_dict_pre_hook(self._prepare_checkpoint)
 
     def _follow_backbone(self, in_channels: Optional[int]) -> int:
-        """The width of the T2TViT backbone this head is built after,
-        checked against ``in_channels`` where the config gives it.
-
-        A config that changes the backbone's arch then needs no second edit,
-        through every tool that builds the model (``MODELS.build``,
-        ``get_model``, mmpretrain's and our ``train.py``).
-        """
+        """The width of the T2TViT backbone built before this head, checked
+        against ``in_channels`` where given: an arch change is one edit."""
         backbone = built_before(self, 'backbone')
         width = (
             backbone.embed_dims

@@ -3,18 +3,9 @@ from torch import nn
 
 
 class FFN(nn.Module):
-    """Two-layer feed-forward network with GELU.
-
-    The module tree (``layers.0.0`` and ``layers.1``) is the one of mmcv's
-    ``FFN``, so mmpretrain-format T2T-ViT checkpoints load unchanged.
-
-    Args:
-        embed_dims (int): Input and output dimension.
-        feedforward_channels (int): Hidden dimension.
-        hidden_drop (float): Dropout after the activation. Defaults to 0.
-        out_drop (float): Dropout after the second linear layer.
-            Defaults to 0.
-    """
+    """Two-layer feed-forward network with GELU, dropout after the
+    activation (``hidden_drop``) and at the end (``out_drop``); the keys
+    (``layers.0.0``, ``layers.1``) are those of mmcv's ``FFN``."""
 
     def __init__(
         self,

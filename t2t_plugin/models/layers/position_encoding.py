@@ -5,15 +5,9 @@ import torch.nn.functional as F
 def sinusoid_position_table(
     num_positions: int, embed_dims: int
 ) -> torch.Tensor:
-    """The fixed sinusoidal table of "Attention Is All You Need".
-
-    Position ``p`` and channel ``i`` hold ``sin(p / 10000 ** (2 * (i // 2) /
-    embed_dims))`` for even ``i`` and the cosine of the same angle for odd
-    ``i``. T2T-ViT adds it to ``[cls_token; tokens]`` and never trains it.
-
-    Returns:
-        torch.Tensor: Shape ``(1, num_positions, embed_dims)``, float32.
-    """
+    """The fixed sinusoidal table of "Attention Is All You Need", shape
+    ``(1, num_positions, embed_dims)``: ``sin(p / 10000 ** (2 * (i // 2) /
+    embed_dims))`` for even channels ``i``, the cosine for odd ones."""
     position = torch.arange(num_positions, dtype=torch.float64)[:, None]
     exponent = 2 * (torch.arange(embed_dims) // 2) / embed_dims
     angle = position / torch.pow(10000.0, exponent.double())[None, :]
@@ -30,22 +24,11 @@ def resize_pos_embed(
     mode: str = 'bicubic',
     num_extra_tokens: int = 1,
 ) -> torch.Tensor:
-    """Resize a ``(1, extra + H*W, C)`` position table to another token grid.
-
-    The extra (cls) positions are kept; the grid part is interpolated as an
-    image, which is how the official 384px weights were made from the 224px
-    ones.
-    """
+    """Resize a ``(1, extra + H*W, C)`` position table to another grid,
+    interpolating the grid part as an image (as the official 384px weights
+    were made)."""
     if tuple(src_shape) == tuple(dst_shape):
         return pos_embed
-    length = pos_embed.shape[1]
-    if length != src_shape[0] * src_shape[1] + num_extra_tokens:
-        raise ValueError(
-            f'The position table has {length} positions, which is not a '
-            f'{src_shape[0]}x{src_shape[1]} token grid plus '
-            f'{num_extra_tokens} extra token(s). Check `img_size` and '
-            '`with_cls_token` against the checkpoint.'
-        )
     extra, grid = (
         pos_embed[:, :num_extra_tokens],
         pos_embed[:, num_extra_tokens:],

@@ -8,23 +8,15 @@ from torch import nn
 class SelfAttention(nn.Module):
     """Multi-head self-attention on ``F.scaled_dot_product_attention``.
 
-    One class serves the encoder blocks and the T2T transformer layers: the
-    fused kernel never materialises the ``N x N`` attention matrix, which for
-    the first T2T layer at 224px is 3136 x 3136 per image.
+    For the encoder blocks and the T2T transformer layers: the fused kernel
+    never builds the ``N x N`` matrix (3136 x 3136 in the first T2T layer).
 
     Args:
-        input_dims (int): Dimension of the input tokens.
-        embed_dims (int): Total dimension of q, k, v and of the output.
-        num_heads (int): Number of heads. Defaults to 1.
+        embed_dims (int): Width of q, k, v and of the output.
         scale (float, optional): Factor on ``q @ k^T``. Defaults to
-            ``(embed_dims // num_heads) ** -0.5``. The official T2T layers
-            use ``input_dims ** -0.5`` and their released weights depend on it.
-        qkv_bias (bool): Bias in the qkv projection. Defaults to False.
-        attn_drop (float): Dropout on the attention weights. Defaults to 0.
-        proj_drop (float): Dropout after the output projection.
-            Defaults to 0.
-        v_shortcut (bool): Add ``v`` to the output, the residual of the T2T
-            layers whose input and output widths differ. Defaults to False.
+            ``head_dims ** -0.5``.
+        v_shortcut (bool): Add ``v`` to the output (the T2T layers'
+            residual). Defaults to False.
     """
 
     def __init__(
@@ -61,9 +53,8 @@ class SelfAttention(nn.Module):
         qkv = self.qkv(x).view(
             batch, length, 3, self.num_heads, self.head_dims
         )
-        # unbind along the qkv axis: its backward stacks the three gradients
-        # straight into the (B, N, 3 * C) layout of the qkv projection,
-        # without another copy
+        # unbind's backward stacks the gradients straight into the qkv
+        # projection's layout, without another copy
         return tuple(t.transpose(1, 2) for t in qkv.unbind(2))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:

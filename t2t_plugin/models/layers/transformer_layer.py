@@ -11,26 +11,17 @@ from .self_attention import SelfAttention
 class TransformerLayer(nn.Module):
     """Pre-norm transformer layer: ``x + attn(LN(x))``, ``x + FFN(LN(x))``.
 
-    With ``v_shortcut=True`` it is the official T2T transformer layer: the
-    attention may change the token width (``input_dims -> embed_dims``) and
-    its residual is ``v`` instead of ``x``, ``y = v + attn(LN(x))``.
+    With ``v_shortcut=True`` it is the official T2T layer: the width may
+    change (``input_dims -> embed_dims``) and ``y = v + attn(LN(x))``.
 
     Args:
-        embed_dims (int): Output (and attention) dimension.
-        num_heads (int): Number of attention heads.
-        feedforward_channels (int): Hidden dimension of the FFN.
-        input_dims (int, optional): Input dimension. Defaults to
-            ``embed_dims``; another width needs ``v_shortcut=True``.
-        v_shortcut (bool): Use ``v`` as the attention residual, the official
-            T2T layer. Defaults to False (``x``).
+        embed_dims (int): Output (and attention) width.
+        feedforward_channels (int): Hidden width of the FFN.
+        input_dims (int, optional): Input width. Defaults to ``embed_dims``.
         qk_scale (float, optional): Attention scale. Defaults to
             ``head_dims ** -0.5``.
-        qkv_bias (bool): Bias in the qkv projection. Defaults to False.
         drop_rate (float): Dropout after the attention projection and in the
             FFN. Defaults to 0.
-        attn_drop_rate (float): Dropout on attention weights. Defaults to 0.
-        drop_path_rate (float): Stochastic depth. Defaults to 0.
-        norm_eps (float): LayerNorm epsilon. Defaults to 1e-5.
     """
 
     def __init__(

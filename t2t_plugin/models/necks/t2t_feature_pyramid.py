@@ -14,52 +14,33 @@ from ..model_under_construction import built_before
 class T2TFeaturePyramid(BaseModule):
     """Four-level feature pyramid (strides 4, 8, 16, 32) from a T2T-ViT.
 
-    A plain ViT has a single stride-16 map, so dense-prediction necks for it
-    (ViTDet's simple pyramid, mmseg's ``MultiLevelNeck``) have to invent the
-    finer levels by deconvolution or upsampling. T2T-ViT does not: its T2T
-    module really computes token maps at strides 4 and 8 on the way to the
-    stride-16 tokens. This neck uses them::
+    A plain ViT has only a stride-16 map, so its dense necks invent finer
+    levels. The T2T module really computes maps at strides 4 and 8; this
+    neck uses them::
 
         T2T map, stride 4 (token_dims)  -> block -> level 0 (stride 4)
         T2T map, stride 8 (token_dims)  -> block -> level 1 (stride 8)
         encoder map(s), stride 16       -> block -> level 2 (stride 16)
         encoder map(s), 2x2 max pool    -> block -> level 3 (stride 32)
 
-    Every ``block`` is ViTDet's: 1x1 conv + norm to the level's width, then
-    3x3 conv + norm. The stride-32 level is pooled from the stride-16 input
-    as in ViTDet. Several encoder maps (the backbone's ``out_indices=(6,
-    13)``, say) are concatenated along channels before the blocks, so their
-    1x1 convs learn how to mix them; the last encoder map alone (the default
-    in our configs) already carries the semantics, as ViTDet found for plain
-    ViTs, and the fine detail comes from the T2T maps.
-
-    The output goes unchanged into mmdet's ``FPN`` or mmseg's ``UPerHead``
-    with ``in_channels`` set to this neck's ``out_channels``. Feed it from
-    ``T2TViT(out_type='featmap', out_t2t_maps=True, out_indices=...)``.
-    Levels a head does not read (stride 4 for RetinaNet, whose FPN starts at
-    stride 8) are left out with ``out_indices``, so that no parameter goes
-    unused under distributed training.
+    Each block is ViTDet's (1x1 conv + norm, 3x3 conv + norm); several
+    encoder maps are concatenated first. Feed it from ``T2TViT(out_type=
+    'featmap', out_t2t_maps=True)``; its output suits mmdet's ``FPN`` or
+    mmseg's ``UPerHead``. Leave out levels a head does not read with
+    ``out_indices``, so that no parameter goes unused under DDP.
 
     Args:
         in_channels (Sequence[int], optional): Widths of the backbone
-            outputs in the order the backbone returns them: the stride-4
-            and stride-8 T2T maps (``token_dims``, 64 for every released
-            arch), then one or more stride-16 encoder maps
-            (``embed_dims``), e.g. ``(64, 64, 384)`` for T2T-ViT-14 / t-14
-            with one output index.
-            Defaults to None: the widths of the ``T2TViT`` built just before
-            as the ``backbone`` of the same model (mmdet's detectors and
-            mmseg's segmentors build it first), so that ``arch`` is the only
-            edit. Given explicitly, they must match that backbone.
+            outputs: the two T2T maps, then the encoder maps, e.g.
+            ``(64, 64, 384)``. Defaults to None: those of the ``T2TViT``
+            built before as the same model's backbone.
         out_channels (int | Sequence[int]): Width of each output level, or
-            one width for all, e.g. ``(96, 192, 384, 768)``. Defaults to
-            256.
-        out_indices (Sequence[int]): Levels to build and output: 0, 1, 2, 3
-            for strides 4, 8, 16, 32. Defaults to all four.
-        norm_cfg (dict): Norm layer after each conv, built by mmpretrain's
-            ``build_norm_layer`` (``LN2d``, ``GN``, ``BN``, ``SyncBN``...).
-            Defaults to channel-wise LayerNorm, ``dict(type='LN2d',
-            eps=1e-6)``, which does not depend on the batch size.
+            one for all. Defaults to 256.
+        out_indices (Sequence[int]): Levels to build and output (0-3 for
+            strides 4-32). Defaults to all four.
+        norm_cfg (dict): Norm after each conv (mmpretrain's
+            ``build_norm_layer``). Defaults to ``dict(type='LN2d',
+            eps=1e-6)``.
         init_cfg (dict | list[dict], optional): Initialisation config.
             Defaults to Xavier-uniform convs, as mmdet's ``FPN``.
     """
@@ -109,12 +90,7 @@ class T2TFeaturePyramid(BaseModule):
         self.out_strides = tuple(4 * 2**index for index in out_indices)
 
         encoder_channels = sum(in_channels[2:])
-        level_inputs = (
-            in_channels[0],
-            in_channels[1],
-            encoder_channels,
-            encoder_channels,
-        )
+        level_inputs = (*in_channels[:2], encoder_channels, encoder_channels)
         self.downsample = nn.MaxPool2d(2, ceil_mode=True)
         self.levels = nn.ModuleList(
             self._block(level_inputs[index], out_dims, norm_cfg)
@@ -147,8 +123,7 @@ class T2TFeaturePyramid(BaseModule):
 
     @staticmethod
     def backbone_widths(backbone: nn.Module) -> Optional[tuple[int, ...]]:
-        """The channel widths of a ``T2TViT``'s outputs, or None for another
-        backbone.
+        """The widths of a ``T2TViT``'s outputs, None for another backbone.
 
         Raises:
             ValueError: For a ``T2TViT`` that does not return maps.
@@ -180,19 +155,11 @@ class T2TFeaturePyramid(BaseModule):
     def forward(
         self, inputs: Sequence[torch.Tensor]
     ) -> tuple[torch.Tensor, ...]:
-        """Build the pyramid.
-
-        Args:
-            inputs (Sequence[Tensor]): The backbone outputs: the stride-4
-                and stride-8 T2T maps, then the stride-16 encoder maps.
-
-        Returns:
-            tuple[Tensor]: One map per ``out_indices`` entry, at strides
-            ``out_strides``, with ``out_channels`` channels.
-        """
+        """The T2T maps and encoder maps -> one map per ``out_indices``
+        entry, at ``out_strides``."""
         self._check_inputs(inputs)
         encoder_map = torch.cat(list(inputs[2:]), dim=1)
-        level_inputs = (inputs[0], inputs[1], encoder_map, encoder_map)
+        level_inputs = (*inputs[:2], encoder_map, encoder_map)
         outs = []
         for index, level in zip(self.out_indices, self.levels):
             x = level_inputs[index]

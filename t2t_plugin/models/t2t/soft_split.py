@@ -6,12 +6,8 @@ from torch import nn
 
 
 class _SoftSplitFunction(torch.autograd.Function):
-    """Patch gather of a channels-last map, with ``F.fold`` as backward.
-
-    Autograd through the strided patch view would scatter its gradient
-    element by element, several times slower than ``F.fold`` (``col2im``),
-    the adjoint of an unfold.
-    """
+    """Patch gather of a channels-last map, with ``F.fold`` as backward:
+    autograd through the strided view is several times slower."""
 
     @staticmethod
     def forward(
@@ -47,19 +43,10 @@ class _SoftSplitFunction(torch.autograd.Function):
 class SoftSplit(nn.Module):
     """Soft split: the overlapping ``k x k`` patches of a map as tokens.
 
-    The tokens are those of ``nn.Unfold(kernel_size, stride=stride,
-    padding=padding)`` followed by ``transpose(1, 2)`` (patch values ordered
-    by channel, then row, then column), computed from a channels-last map
-    ``(B, H, W, C)``: the layout in which the tokens of a T2T layer already
-    are, so that re-structuring them into a map is a view. The token matrix
-    ``(B, h*w, C*k*k)`` is written in one pass, where ``nn.Unfold`` writes
-    ``(B, C*k*k, h*w)`` and the next LayerNorm copies it once more; the
-    backward is ``F.fold``, as for ``nn.Unfold``.
-
-    Args:
-        kernel_size (int): Patch side.
-        stride (int): Step between patches.
-        padding (int): Zeros added on each side of the map.
+    The tokens of ``nn.Unfold(...)`` then ``transpose(1, 2)``, computed
+    from a channels-last map ``(B, H, W, C)``, the layout of a T2T layer's
+    tokens (so re-structuring them is a view), and written in one pass
+    where ``nn.Unfold`` needs a second copy; the backward is ``F.fold``.
     """
 
     def __init__(self, kernel_size: int, stride: int, padding: int) -> None:

@@ -19,18 +19,14 @@ def _pair(value: Union[int, Sequence[int]]) -> tuple[int, int]:
     return (value, value) if isinstance(value, int) else tuple(value)
 
 
-@MODELS.register_module()
 def soft_split_sizes(
     size: Sequence[int],
     kernel_sizes: Sequence[int],
     strides: Sequence[int],
     paddings: Sequence[int],
 ) -> list[tuple[int, int]]:
-    """Token grids after each soft split for an ``(H, W)`` input.
-
-    A pure function of the splits' settings, so that a runtime running an
-    exported model (which no longer holds the module) refuses the same
-    sizes with the same message.
+    """Token grids after each soft split for an ``(H, W)`` input; a pure
+    function, so that runtimes of exported models refuse the same sizes.
 
     Raises:
         ValueError: If a split does not tile its input exactly.
@@ -40,10 +36,8 @@ def soft_split_sizes(
             f'T2T-ViT needs a non-empty image, got a '
             f'{size[0]}x{size[1]} input.'
         )
-    kernel_sizes, strides, paddings = (
-        tuple(kernel_sizes),
-        tuple(strides),
-        tuple(paddings),
+    kernel_sizes, strides, paddings = map(
+        tuple, (kernel_sizes, strides, paddings)
     )
     sizes = []
     current = tuple(size)
@@ -66,38 +60,35 @@ def soft_split_sizes(
     return sizes
 
 
+@MODELS.register_module()
 class T2TModule(BaseModule):
     """Tokens-to-Token module: progressive tokenisation of the image.
 
-    Three soft splits (overlapping patches, :class:`SoftSplit`) alternate
-    with two T2T layers that re-structure the tokens into a map again::
+    Three soft splits alternate with two T2T layers whose tokens are
+    re-structured into maps::
 
         image -> split0 -> layer1 -> map (stride 4) -> split1 -> layer2
               -> map (stride 8) -> split2 -> linear projection (stride 16)
 
-    With ``token_layer='convolution'`` (the ablation of Table 7 of the paper)
-    the two splits and the projection are convolutions with the same
-    kernels, strides and paddings.
+    ``token_layer='convolution'`` (Table 7 of the paper) makes the splits
+    and the projection convolutions of the same geometry.
 
     Args:
-        img_size (int | tuple): The input size the module is built for; it
-            only sets ``init_out_size``. Defaults to 224.
+        img_size (int | tuple): Sets ``init_out_size``. Defaults to 224.
         in_channels (int): Image channels. Defaults to 3.
-        embed_dims (int): Width of the output tokens. Defaults to 384.
-        token_dims (int): Width of the tokens between the T2T layers.
-            Defaults to 64.
+        embed_dims (int): Output token width. Defaults to 384.
+        token_dims (int): Width between the T2T layers. Defaults to 64.
         token_layer (str): ``'transformer'``, ``'performer'`` or
             ``'convolution'``. Defaults to ``'performer'``.
-        kernel_sizes (Sequence[int]): Kernels of the three soft splits.
+        kernel_sizes (Sequence[int]): Soft split kernels.
             Defaults to ``(7, 3, 3)``.
         strides (Sequence[int]): Their strides. Defaults to ``(4, 2, 2)``.
         paddings (Sequence[int]): Their paddings. Defaults to ``(2, 1, 1)``.
-        mlp_ratio (float): FFN ratio of the transformer T2T layer.
-            Defaults to 1.
-        kernel_ratio (float): Random features per token dimension of the
-            performer. Defaults to 0.5.
-        drop_rate (float, optional): Dropout inside the T2T layers. Defaults
-            to the official values: 0.1 for the performer, 0 otherwise.
+        mlp_ratio (float): Transformer T2T FFN ratio. Defaults to 1.
+        kernel_ratio (float): Performer random features per token dim.
+            Defaults to 0.5.
+        drop_rate (float, optional): T2T layer dropout. Defaults to the
+            official 0.1 for the performer, 0 otherwise.
         with_cp (bool): Activation checkpointing of the two T2T layers.
             Defaults to False.
         init_cfg (dict, optional): Initialisation config. Defaults to None.
@@ -146,13 +137,11 @@ class T2TModule(BaseModule):
 
         split_args = list(zip(self.kernel_sizes, self.strides, self.paddings))
         if token_layer == 'convolution':
-            self.soft_split0 = nn.Conv2d(
-                in_channels, token_dims, *split_args[0]
+            widths = (in_channels, token_dims, token_dims, embed_dims)
+            self.soft_split0, self.soft_split1, self.project = (
+                nn.Conv2d(widths[i], widths[i + 1], *split_args[i])
+                for i in range(3)
             )
-            self.soft_split1 = nn.Conv2d(
-                token_dims, token_dims, *split_args[1]
-            )
-            self.project = nn.Conv2d(token_dims, embed_dims, *split_args[2])
         else:
             self.soft_split0, self.soft_split1, self.soft_split2 = (
                 SoftSplit(*args) for args in split_args
@@ -162,19 +151,13 @@ class T2TModule(BaseModule):
                 token_dims * self.kernel_sizes[1] ** 2,
             )
             if token_layer == 'transformer':
-                layers = [
-                    TokenTransformer(
-                        dims, token_dims, mlp_ratio, drop_rate=drop_rate or 0.0
-                    )
-                    for dims in in_dims
-                ]
+                layer, args = TokenTransformer, (mlp_ratio, drop_rate or 0.0)
             else:
                 drop = 0.1 if drop_rate is None else drop_rate
-                layers = [
-                    TokenPerformer(dims, token_dims, kernel_ratio, drop)
-                    for dims in in_dims
-                ]
-            self.attention1, self.attention2 = layers
+                layer, args = TokenPerformer, (kernel_ratio, drop)
+            self.attention1, self.attention2 = (
+                layer(dims, token_dims, *args) for dims in in_dims
+            )
             self.project = nn.Linear(
                 token_dims * self.kernel_sizes[2] ** 2, embed_dims
             )
@@ -185,11 +168,7 @@ class T2TModule(BaseModule):
         return math.prod(self.strides)
 
     def output_sizes(self, size: tuple[int, int]) -> list[tuple[int, int]]:
-        """Token grids after each soft split for an ``(H, W)`` input.
-
-        Raises:
-            ValueError: If a split does not tile its input exactly.
-        """
+        """:func:`soft_split_sizes` of this module's splits."""
         return soft_split_sizes(
             size, self.kernel_sizes, self.strides, self.paddings
         )
@@ -202,18 +181,9 @@ class T2TModule(BaseModule):
     def forward(
         self, x: torch.Tensor
     ) -> tuple[torch.Tensor, tuple[int, int], list[torch.Tensor]]:
-        """Tokenise images.
-
-        Args:
-            x (torch.Tensor): Images of shape ``(B, in_channels, H, W)``.
-
-        Returns:
-            tuple: The tokens ``(B, h*w, embed_dims)`` at the total stride,
-            their grid ``(h, w)``, and the two intermediate maps
-            ``(B, token_dims, H/4, W/4)`` and ``(B, token_dims, H/8, W/8)``
-            (for the default strides) for dense prediction. The maps are
-            channels-last views of the T2T layers' tokens, not copies.
-        """
+        """Images ``(B, C, H, W)`` -> tokens ``(B, h*w, embed_dims)``, their
+        grid ``(h, w)`` and the two intermediate maps ``(B, token_dims, H/4,
+        W/4)``, ``(B, token_dims, H/8, W/8)`` (views, not copies)."""
         if x.dim() != 4 or x.shape[1] != self.in_channels:
             raise ValueError(
                 f'T2T-ViT expects images of shape (B, {self.in_channels}, H, '

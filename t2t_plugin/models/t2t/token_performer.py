@@ -9,23 +9,16 @@ from ..layers import FFN
 class PerformerAttention(nn.Module):
     """Single-head Performer attention of the official T2T layer.
 
-    Softmax attention is approximated with positive random features
-    ``phi(x) = exp(x @ w^T - |x|^2 / 2) / sqrt(m)`` (Choromanski et al.,
-    FAVOR+), so the cost is linear in the number of tokens:
-    ``y = phi(q) (phi(k)^T v) / (phi(q) . sum_t phi(k_t) + 1e-8)``, then
-    ``y = v + proj(y)``.
-
-    ``w`` (``random_matrix``) is a fixed random orthogonal ``m x token_dims``
-    matrix scaled by ``sqrt(m)``; it is never trained and is saved with the
-    weights, which depend on it. The kernel runs in float32 even under
-    autocast: in half precision the features underflow and the 1e-8 epsilon
-    vanishes, which turns the division into NaNs.
+    Positive random features ``phi(x) = exp(x @ w^T - |x|^2 / 2) / sqrt(m)``
+    (FAVOR+) make it linear in the tokens: ``y = phi(q) (phi(k)^T v) /
+    (phi(q) . sum_t phi(k_t) + 1e-8)``, then ``y = v + proj(y)``. ``w``
+    (``random_matrix``) is fixed, orthogonal, scaled by ``sqrt(m)`` and
+    saved with the weights. Float32 even under autocast: in half precision
+    the 1e-8 vanishes and the division gives NaNs.
 
     Args:
-        in_dims (int): Input token width.
         token_dims (int): Width of k, q, v and of the output. Defaults to 64.
         kernel_ratio (float): ``m / token_dims``. Defaults to 0.5.
-        proj_drop (float): Dropout after the projection. Defaults to 0.1.
     """
 
     eps = 1e-8
@@ -51,11 +44,8 @@ class PerformerAttention(nn.Module):
         )
 
     def random_features(self, x: torch.Tensor) -> torch.Tensor:
-        """``phi(x)`` of shape ``(B, N, m)``, in float32.
-
-        The matrix is read in float32 too, also when the module was cast to
-        half precision (``model.half()``).
-        """
+        """``phi(x)`` of shape ``(B, N, m)``, in float32 (also the matrix,
+        after ``model.half()``)."""
         # dividing by sqrt(m) is folded into the exponent
         offset = 0.5 * (x * x).sum(-1, keepdim=True) + 0.5 * math.log(
             self.num_features
@@ -76,13 +66,8 @@ class PerformerAttention(nn.Module):
 class TokenPerformer(nn.Module):
     """The T2T performer layer: ``y = attn(LN(x))``, then ``y + FFN(LN(y))``.
 
-    Args:
-        in_dims (int): Width of the soft-split tokens.
-        token_dims (int): Output width. Defaults to 64.
-        kernel_ratio (float): Random features per token dimension.
-            Defaults to 0.5.
-        drop_rate (float): Dropout after the attention projection and at the
-            end of the FFN, 0.1 in the official code. Defaults to 0.1.
+    ``drop_rate`` applies after the attention projection and the FFN, as
+    in the official code.
     """
 
     def __init__(

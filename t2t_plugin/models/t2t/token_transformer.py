@@ -4,18 +4,9 @@ from ..layers import TransformerLayer
 class TokenTransformer(TransformerLayer):
     """The T2T transformer layer: one head, ``in_dims -> token_dims``.
 
-    Two quirks of the official code are part of the released weights and are
-    kept: the attention scale is ``in_dims ** -0.5`` (147 or 576, not the head
-    width 64), and the attention residual is ``v``, also where ``in_dims``
-    equals ``token_dims``.
-
-    Args:
-        in_dims (int): Width of the soft-split tokens (``C * k * k``).
-        token_dims (int): Output width. Defaults to 64.
-        mlp_ratio (float): FFN hidden width over ``token_dims``.
-            Defaults to 1.
-        drop_rate (float): Dropout in attention projection and FFN.
-            Defaults to 0.
+    Two quirks of the official code, on which the released weights depend,
+    are kept: the attention scale is ``in_dims ** -0.5`` (147 or 576, not
+    the head width 64) and the attention residual is ``v``.
     """
 
     def __init__(
