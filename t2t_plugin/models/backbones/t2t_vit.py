@@ -350,8 +350,7 @@ class T2TViT(BaseModule):
         found = sorted(
             str(key)[: -len(marker)]
             for key in weights
-            if str(key).endswith(marker)
-            and (str(key) == marker or str(key)[: -len(marker)].endswith('.'))
+            if f'.{key}'.endswith(f'.{marker}')
         )
         if found == ['']:
             advice = (
@@ -536,8 +535,7 @@ class T2TViT(BaseModule):
     def _freeze_stages(self) -> None:
         if self.frozen_stages < 0:
             return
-        frozen: list[nn.Module] = [self.tokens_to_token]
-        frozen += list(self.encoder[: self.frozen_stages])
+        frozen = [self.tokens_to_token, *self.encoder[: self.frozen_stages]]
         if self.frozen_stages == self.num_layers:
             frozen.append(self.norm)
         for module in frozen:

@@ -29,11 +29,9 @@ def resize_pos_embed(
     were made)."""
     if tuple(src_shape) == tuple(dst_shape):
         return pos_embed
-    extra, grid = (
-        pos_embed[:, :num_extra_tokens],
-        pos_embed[:, num_extra_tokens:],
-    )
-    grid = grid.reshape(1, *src_shape, -1).permute(0, 3, 1, 2)
+    extra = pos_embed[:, :num_extra_tokens]
+    grid = pos_embed[:, num_extra_tokens:].reshape(1, *src_shape, -1)
+    grid = grid.permute(0, 3, 1, 2)
     # bicubic interpolation is only implemented for float32
     grid = F.interpolate(
         grid.float(), size=tuple(dst_shape), mode=mode, align_corners=False
