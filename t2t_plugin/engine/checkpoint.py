@@ -72,15 +72,10 @@ def _history_buffer_attribute(owner: type, name: str) -> Callable:
 
 
 def checkpoint_safe_globals() -> list[Union[object, tuple[object, str]]]:
-    """Globals of mmengine training checkpoints that are safe to unpickle.
-
-    Returns:
-        list: :class:`HistoryBuffer`, the numpy helpers and dtype classes
-        that rebuild its arrays, and the restricted ``getattr`` of
-        :func:`_history_buffer_attribute`, as
-        :func:`torch.serialization.add_safe_globals` takes them. None of
-        them runs code that a file could choose.
-    """
+    """Globals of mmengine training checkpoints that are safe to unpickle:
+    :class:`HistoryBuffer`, the numpy helpers and dtypes of its arrays, a
+    restricted ``getattr``; as ``torch.serialization.add_safe_globals``
+    takes them. None of them runs code that a file could choose."""
     # numpy 2 moved the pickling helpers to ``numpy._core``; a file names
     # the module of the numpy that wrote it.
     try:
@@ -148,11 +143,8 @@ register_backend('atomic_local', AtomicLocalBackend, force=True)
 
 
 def remove_stale_temp_files(folder: str) -> list[str]:
-    """Delete the temporary files that AtomicLocalBackend left in a folder.
-
-    A run killed hard (SIGKILL, power loss) while saving leaves its hidden
-    ``.epoch_N.pth.XXXXXXXX.tmp``; only files of that pattern directly
-    inside ``folder`` (a missing folder has none) are removed.
+    """Delete the ``.epoch_N.pth.XXXXXXXX.tmp`` files that AtomicLocalBackend
+    left directly in ``folder`` when a run was killed hard while saving.
 
     Returns:
         list[str]: The paths removed.
@@ -273,20 +265,15 @@ def read_checkpoint(
 ) -> dict[str, Any]:
     """Read a checkpoint file or URL onto the CPU, safely.
 
-    Files are read with ``torch.load(weights_only=True)`` plus the
-    allow-list of :func:`checkpoint_safe_globals`, so that a file cannot
-    run code; ``http(s)://`` URLs are downloaded to torch's hub cache
-    first; mmengine's other schemes (``torchvision://``, ``open-mmlab://``,
-    ``mmcls://``, ``pavi://``, ``s3://``) resolve as mmengine resolves
-    them and end in the same reader. Official T2T-ViT releases
-    (``tokens_to_token.*`` keys) come back in this plugin's layout, as
-    ``{'state_dict': ...}``.
+    Every path ends in ``torch.load(weights_only=True)`` plus the allow-list
+    of :func:`checkpoint_safe_globals`: ``http(s)://`` URLs through torch's
+    hub cache, mmengine's other schemes resolved as mmengine resolves them.
+    Official T2T-ViT releases come back in this plugin's layout.
 
     Args:
         path_or_url (str | Path): A local file or a URL.
-        trust_pickle (bool): Read local files with the full unpickler
-            (runs any code the file holds: only for files you trust).
-            Defaults to False.
+        trust_pickle (bool): Read local files with the full unpickler (runs
+            any code the file holds). Defaults to False.
         convert_official (bool): Convert official releases. Defaults to
             True; the converter tool reads them as they are.
 
@@ -326,13 +313,8 @@ def read_checkpoint(
 def checkpoint_state_dict(
     checkpoint: Mapping[str, Any], source: str = 'the checkpoint'
 ) -> 'OrderedDict[str, torch.Tensor]':
-    """The weights of a checkpoint, without ``module.`` prefixes.
-
-    Args:
-        checkpoint (Mapping): A checkpoint (``state_dict`` inside, or a bare
-            state dict).
-        source (str): What to call it in errors. Defaults to
-            ``'the checkpoint'``.
+    """The weights of a checkpoint (its ``state_dict``, or itself), without
+    ``module.`` prefixes; ``source`` names it in errors.
 
     Raises:
         CheckpointError: If it holds no dict of weights.
@@ -362,12 +344,8 @@ def non_finite_weights(state_dict: Mapping[str, Any]) -> list[str]:
 def check_finite_weights(
     state_dict: Mapping[str, Any], source: str = 'the checkpoint'
 ) -> None:
-    """Refuse weights holding NaN or infinity: a run that diverged saves
-    such weights, which then score chance or NaN without any other sign.
-
-    Args:
-        state_dict (Mapping): Weights by name.
-        source (str): What to call them in the error.
+    """Refuse weights holding NaN or infinity (``source`` names them): a
+    diverged run saves such weights, which score chance or NaN silently.
 
     Raises:
         CheckpointError: If any floating-point tensor is not finite.
@@ -386,12 +364,8 @@ def load_state_dict_strictly(
     checkpoint: Mapping[str, Any],
     source: str = 'the checkpoint',
 ) -> None:
-    """Load a checkpoint into a model; every weight must fit.
-
-    Args:
-        model (nn.Module): The model.
-        checkpoint (Mapping): As :func:`read_checkpoint` returns it.
-        source (str): What to call it in errors.
+    """Load a checkpoint (as :func:`read_checkpoint` returns it) into a
+    model; every weight must fit. ``source`` names it in errors.
 
     Raises:
         CheckpointMismatchError: If weights are missing, unexpected or of
