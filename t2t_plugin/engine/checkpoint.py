@@ -29,8 +29,8 @@ from urllib.parse import urlparse
 
 import numpy as np
 import torch
+from mmengine import fileio
 from mmengine.dist import get_dist_info
-from mmengine.fileio import LocalBackend, get_file_backend, register_backend
 from mmengine.logging import HistoryBuffer, print_log
 from mmengine.runner import CheckpointLoader
 from mmengine.runner import checkpoint as mmengine_checkpoint
@@ -44,8 +44,6 @@ from ..models.checkpoint_checks import (
     mark_checkpoint_file,
 )
 
-_STATISTICS_METHODS = ('min', 'max', 'current', 'mean')
-
 # The process umask can only be read by setting it; read it once, before
 # any thread could create files under a temporary umask of 0.
 _UMASK = os.umask(0)
@@ -57,13 +55,14 @@ _STALE_TEMP = re.compile(r'^\..+\.[a-z0-9_]{8}\.tmp$')
 
 
 def _history_buffer_attribute(owner: type, name: str) -> Callable:
-    """``getattr`` while unpickling, limited to HistoryBuffer's statistics.
-
-    A pickled :class:`HistoryBuffer` names its statistics methods as
-    ``getattr(HistoryBuffer, name)``; the real ``getattr`` would let a file
-    reach any attribute of any allowed object.
-    """
-    if owner is not HistoryBuffer or name not in _STATISTICS_METHODS:
+    """``getattr`` while unpickling, limited to the statistics methods a
+    pickled :class:`HistoryBuffer` names (the real one reaches anything)."""
+    if owner is not HistoryBuffer or name not in (
+        'min',
+        'max',
+        'current',
+        'mean',
+    ):
         raise pickle.UnpicklingError(
             f'Refusing getattr({owner!r}, {name!r}) while loading a '
             'checkpoint: only HistoryBuffer statistics methods are allowed.'
@@ -98,7 +97,7 @@ def checkpoint_safe_globals() -> list[Union[object, tuple[object, str]]]:
     ]
 
 
-class AtomicLocalBackend(LocalBackend):
+class AtomicLocalBackend(fileio.LocalBackend):
     """Local file backend whose writes are all-or-nothing.
 
     Use it through ``backend_args=dict(backend='atomic_local')`` of
@@ -139,7 +138,7 @@ class AtomicLocalBackend(LocalBackend):
         self.put(obj.encode(encoding), filepath)
 
 
-register_backend('atomic_local', AtomicLocalBackend, force=True)
+fileio.register_backend('atomic_local', AtomicLocalBackend, force=True)
 
 
 def remove_stale_temp_files(folder: str) -> list[str]:
@@ -168,27 +167,21 @@ class _CheckpointUnpickler(AllowListUnpickler):
     extend its allow-list): torch's allowed globals, those of
     :func:`checkpoint_safe_globals` and ``argparse.Namespace``."""
 
-    @property
+    @functools.cached_property
     def allowed(self) -> dict[tuple[str, str], Any]:
-        return _checkpoint_globals()
+        from torch import _weights_only_unpickler
 
-
-@functools.cache
-def _checkpoint_globals() -> dict[tuple[str, str], Any]:
-    """``(module, name) -> object`` of :class:`_CheckpointUnpickler`."""
-    from torch import _weights_only_unpickler
-
-    by_path = dict(_weights_only_unpickler._get_allowed_globals())
-    # numpy arrays of protocol 2 files carry their bytes as latin-1 text
-    by_path['_codecs.encode'] = codecs.encode
-    for entry in [*checkpoint_safe_globals(), argparse.Namespace]:
-        obj, path = (
-            entry
-            if isinstance(entry, tuple)
-            else (entry, f'{entry.__module__}.{entry.__name__}')
-        )
-        by_path[path] = obj
-    return {tuple(path.rsplit('.', 1)): obj for path, obj in by_path.items()}
+        by_path = dict(_weights_only_unpickler._get_allowed_globals())
+        # numpy arrays of protocol 2 files carry their bytes as latin-1 text
+        by_path['_codecs.encode'] = codecs.encode
+        for entry in [*checkpoint_safe_globals(), argparse.Namespace]:
+            obj, path = (
+                entry
+                if isinstance(entry, tuple)
+                else (entry, f'{entry.__module__}.{entry.__name__}')
+            )
+            by_path[path] = obj
+        return {tuple(p.rsplit('.', 1)): obj for p, obj in by_path.items()}
 
 
 class _RestrictedPickle:
@@ -204,11 +197,8 @@ def _torch_load(
     damaged_hint: str = '',
     data: Optional[bytes] = None,
 ) -> Any:
-    """``torch.load`` onto the CPU, failures as one CheckpointError line.
-
-    ``data``: the bytes of ``path`` when a storage client hands them over
-    (pavi, s3); ``path`` then only names them in messages.
-    """
+    """``torch.load`` onto the CPU, failures as one CheckpointError line;
+    ``data`` holds the bytes a storage client (pavi, s3) handed over."""
     source = path if data is None else io.BytesIO(data)
     try:
         if not trust_pickle and not HAS_ADD_SAFE_GLOBALS:
@@ -424,12 +414,8 @@ def hub_cache_path(url: str) -> str:
 
 
 def _read_download(url: str) -> Any:
-    """Read ``url`` from torch's hub cache, downloaded first if missing.
-
-    mmengine's own ``load_from_http`` unpickles with
-    ``weights_only=False``, so a crafted file in the hub cache under a
-    release's name would run its code.
-    """
+    """Read ``url`` from torch's hub cache, downloaded first if missing
+    (mmengine's ``load_from_http`` would run the code of a crafted file)."""
     path = hub_cache_path(url)
 
     def download() -> None:
@@ -461,12 +447,9 @@ def _read_download(url: str) -> Any:
     )
 
 
-# mmengine's other schemes resolve a name of one of its lists to a release
-# URL (or a file under $MMENGINE_HOME), or hand torch.load a download of
-# pavi or petrel, without going through CheckpointLoader: so each is read
-# here whole, the name lookup mmengine's, the reading ours. These are all
-# the schemes mmengine 0.10 registers besides local files and http(s), as
-# CheckpointLoader matches them (re.match).
+# Every other scheme of mmengine 0.10, as CheckpointLoader matches them
+# (re.match). mmengine's loaders of these call torch.load themselves: each
+# is read here whole, the name lookup mmengine's, the reading ours.
 _RELEASE_LISTS = {
     'torchvision://': mmengine_checkpoint.get_torchvision_models,
     'modelzoo://': mmengine_checkpoint.get_torchvision_models,
@@ -498,14 +481,12 @@ def _read_scheme(path: str) -> Any:
         return _torch_load(path, data=data)
     if any(re.match(prefix, path) for prefix in _CEPH):
         try:
-            backend = get_file_backend(
-                path, backend_args={'backend': 'petrel'}
-            )
+            data = fileio.get(path, backend_args={'backend': 'petrel'})
         except ImportError as error:
             raise CheckpointError(
                 f'Cannot read checkpoint {path}: {error}'
             ) from None
-        return _torch_load(path, data=backend.get(path))
+        return _torch_load(path, data=data)
     schemes = ['http://', 'https://', *_SCHEMES]
     raise CheckpointError(
         f'Cannot read checkpoint {path}: unknown scheme; give a local file '
@@ -576,12 +557,9 @@ def _to_device(checkpoint: Any, device: Any) -> Any:
     return checkpoint
 
 
-# Process-wide on purpose: mmengine picks a checkpoint loader by the path's
-# scheme alone, and each of its own loaders unpickles with torch.load's
-# default (code runs on torch < 2.6) or, for downloads, with
-# weights_only=False. Checkpoints of other models read the same through
-# this loader (the same tensors and meta; tested with an mmpretrain
-# ResNet); only files that would run code are refused.
+# Process-wide on purpose: mmengine picks a loader by the scheme alone, and
+# its own ones run code on torch < 2.6 (downloads on any torch). Other
+# models' checkpoints read the same here (tested with an mmpretrain ResNet).
 CheckpointLoader.register_scheme(
     ['', 'http://', 'https://', *_SCHEMES], _load_for_mmengine, force=True
 )

@@ -117,9 +117,8 @@ class CheckpointCheckHook(Hook):
     def after_load_checkpoint(self, runner, checkpoint: dict) -> None:
         """Check a checkpoint just read, before its weights are loaded."""
         path = runner._load_from
-        loaders = built_loaders(runner)
         key = 'train_dataloader' if is_training(runner) else 'test_dataloader'
-        dataset = loaders.get(key).dataset if key in loaders else None
+        dataset = getattr(built_loaders(runner).get(key), 'dataset', None)
         classes = getattr(dataset, 'metainfo', {}).get('classes')
         mismatch = class_mismatch(checkpoint, classes, path)
         # Shapes, missing weights and non-finite values are the model's own
@@ -132,7 +131,18 @@ class CheckpointCheckHook(Hook):
                     'dataset folders or the checkpoint).'
                 )
         elif runner._resume:
-            self._check_resumable(runner, checkpoint, path)
+            meta = checkpoint.get('meta')
+            if (
+                not isinstance(meta, dict)
+                or 'epoch' not in meta
+                or 'optimizer' not in checkpoint
+            ):
+                raise CheckpointMismatchError(
+                    f'{path} holds weights only (no epoch, optimizer or '
+                    'scheduler state), so training cannot resume from it; '
+                    'start a new run from its weights with --cfg-options '
+                    f'load_from={path} instead of --resume.'
+                )
             if mismatch:
                 raise CheckpointMismatchError(
                     f'{mismatch}; resume only with the dataset the run '
@@ -143,19 +153,4 @@ class CheckpointCheckHook(Hook):
                 f'load_from: {mismatch}; its head is loaded as it is (to '
                 'start a new head, load the backbone only, see '
                 f'{doc_pages.WEIGHTS}).'
-            )
-
-    @staticmethod
-    def _check_resumable(runner, checkpoint: dict, path: str) -> None:
-        meta = checkpoint.get('meta')
-        if (
-            not isinstance(meta, dict)
-            or 'epoch' not in meta
-            or 'optimizer' not in checkpoint
-        ):
-            raise CheckpointMismatchError(
-                f'{path} holds weights only (no epoch, optimizer or '
-                'scheduler state), so training cannot resume from it; start '
-                f'a new run from its weights with --cfg-options '
-                f'load_from={path} instead of --resume.'
             )
