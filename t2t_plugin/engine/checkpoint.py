@@ -233,15 +233,9 @@ def _torch_load(
                 'tools/model_converters/t2t_vit_official_to_plugin.py '
                 '--trust-pickle if it comes from a source you trust.'
             ) from None
-        short = next(
-            (line.strip() for line in text.splitlines() if line.strip()), ''
-        )
-        short = short.split('. ')[0][:120]
-        detail = (
-            f'{type(error).__name__}: {short}'
-            if short
-            else type(error).__name__
-        )
+        lines = [line.strip() for line in text.splitlines() if line.strip()]
+        short = lines[0].split('. ')[0][:120] if lines else ''
+        detail = type(error).__name__ + (f': {short}' if short else '')
         raise CheckpointError(
             f'Cannot read checkpoint {path}: not a complete PyTorch '
             f'checkpoint ({detail}){damaged_hint}.'
@@ -481,12 +475,14 @@ def _read_scheme(path: str) -> Any:
         return _torch_load(path, data=data)
     if any(re.match(prefix, path) for prefix in _CEPH):
         try:
-            data = fileio.get(path, backend_args={'backend': 'petrel'})
+            backend = fileio.get_file_backend(
+                path, backend_args={'backend': 'petrel'}
+            )
         except ImportError as error:
             raise CheckpointError(
                 f'Cannot read checkpoint {path}: {error}'
             ) from None
-        return _torch_load(path, data=data)
+        return _torch_load(path, data=backend.get(path))
     schemes = ['http://', 'https://', *_SCHEMES]
     raise CheckpointError(
         f'Cannot read checkpoint {path}: unknown scheme; give a local file '
@@ -541,8 +537,9 @@ def _load_for_mmengine(filename: str, map_location: Any = None) -> dict:
         isinstance(map_location, (str, torch.device))
         and str(map_location) != 'cpu'
     ):
-        moved = _to_device(checkpoint, map_location)
-        return mark_checkpoint_file(moved, filename)
+        return mark_checkpoint_file(
+            _to_device(checkpoint, map_location), filename
+        )
     return checkpoint
 
 

@@ -10,9 +10,9 @@ from torch import nn
 
 
 def cpu_has_fast_bf16(cpuinfo_path: str = '/proc/cpuinfo') -> Optional[bool]:
-    """Whether this CPU multiplies bfloat16 matrices natively
-    (AVX512-BF16 or AMX-BF16 on x86, BF16 on Arm), by its flags; without
-    ``/proc/cpuinfo`` torch's AVX512-BF16 probe answers, or None."""
+    """Whether this CPU multiplies bfloat16 matrices natively (AVX512-BF16
+    or AMX-BF16 on x86, BF16 on Arm), by its flags; without
+    ``/proc/cpuinfo``, by torch's AVX512-BF16 probe; None if unknown."""
     try:
         with open(cpuinfo_path) as cpuinfo:
             flags = set(cpuinfo.read().lower().split())

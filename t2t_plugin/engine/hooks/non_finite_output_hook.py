@@ -21,9 +21,7 @@ def _outputs_of(sample: Any) -> list[torch.Tensor]:
     for path in _PREDICTION_FIELDS:
         value = sample
         for name in path.split('.'):
-            value = getattr(value, name, None)
-            if value is None:
-                break
+            value = getattr(value, name, None)  # None stays None
         if isinstance(value, torch.Tensor) and value.is_floating_point():
             found.append(value)
     return found
