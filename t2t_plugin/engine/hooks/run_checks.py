@@ -5,12 +5,6 @@ from typing import Any, Optional
 
 from mmengine.runner import BaseLoop
 
-_LOOPS = (
-    ('train_dataloader', '_train_loop'),
-    ('val_dataloader', '_val_loop'),
-    ('test_dataloader', '_test_loop'),
-)
-
 
 class TrainingStopped(RuntimeError):
     """A hook ended training on purpose; the message says why and what to
@@ -24,16 +18,13 @@ class RunCheckError(ValueError):
 
 
 def built_loaders(runner) -> dict[str, Any]:
-    """The dataloaders of the loops the runner has built, by config key.
-
-    The loop properties would build the other loops, so the attributes
-    are read.
-    """
+    """The dataloaders of the loops the runner has built, by config key
+    (the loop properties would build the others)."""
     loaders = {}
-    for key, attribute in _LOOPS:
-        loop = getattr(runner, attribute, None)
+    for mode in ('train', 'val', 'test'):
+        loop = getattr(runner, f'_{mode}_loop', None)
         if isinstance(loop, BaseLoop):
-            loaders[key] = loop.dataloader
+            loaders[f'{mode}_dataloader'] = loop.dataloader
     return loaders
 
 
