@@ -3,16 +3,15 @@ the layer-decay optimizer constructor, the training-curves hook and the
 runner that seeds augmentation per sample; the one reader of checkpoints
 and configs that every tool and API uses."""
 
+from ..compat import add_safe_globals
 from .checkpoint import (
     AtomicLocalBackend,
     CheckpointError,
     CheckpointMismatchError,
-    allow_mmengine_checkpoints,
     check_finite_weights,
     checkpoint_read_error,
     checkpoint_safe_globals,
     checkpoint_state_dict,
-    load_checkpoints_strictly,
     load_state_dict_strictly,
     non_finite_weights,
     read_checkpoint,
@@ -27,7 +26,7 @@ from .sample_seeded_runner import SampleSeededRunner
 
 # Resume, ``load_from`` and ``Pretrained`` initialisation all go through
 # ``torch.load``; configs import this package before any of them runs.
-allow_mmengine_checkpoints()
+add_safe_globals(checkpoint_safe_globals())
 
 __all__ = [
     'AtomicLocalBackend',
@@ -38,13 +37,11 @@ __all__ = [
     'ConfigError',
     'SampleSeededRunner',
     'TrainingCurvesHook',
-    'allow_mmengine_checkpoints',
     'check_finite_weights',
     'checkpoint_read_error',
     'checkpoint_safe_globals',
     'checkpoint_state_dict',
     'load_config',
-    'load_checkpoints_strictly',
     'load_state_dict_strictly',
     'non_finite_weights',
     'read_checkpoint',

@@ -1,11 +1,7 @@
-"""The one config reader of the tools and APIs.
-
-``Config.fromfile`` fails in many ways on a user's file (a syntax error, a
-``mmdet::`` base of a toolbox that is not installed, a missing import);
-:func:`load_config` turns all of them into one :class:`ConfigError` whose
-message is one line. The command-line layer prints it; library code never
-does.
-"""
+"""The one config reader of the tools and APIs: every way
+``Config.fromfile`` fails on a user's file (a syntax error, a ``mmdet::``
+base of a toolbox that is not installed) becomes one :class:`ConfigError`
+line."""
 
 from pathlib import Path
 from typing import Optional, Union
@@ -20,15 +16,8 @@ class ConfigError(ValueError):
 def load_config(
     config: Union[str, Path, Config], cfg_options: Optional[dict] = None
 ) -> Config:
-    """A config from a file (or a copy of one), with options merged in.
-
-    Args:
-        config (str | Path | Config): A config file or object.
-        cfg_options (dict, optional): Overrides, as ``--cfg-options``
-            gives them. Defaults to None.
-
-    Returns:
-        Config: The config.
+    """A config from a file (or a copy of a Config), with the overrides of
+    ``--cfg-options`` merged in.
 
     Raises:
         ConfigError: If the file is missing or cannot be loaded, or an
@@ -60,6 +49,7 @@ def load_config(
 
 
 def _describe(path: Union[str, Path], error: Exception) -> str:
+    """The ConfigError line of a failure of ``Config.fromfile``."""
     hint = ''
     if isinstance(error, ImportError) and any(
         name in str(error) for name in ('mmdet', 'mmseg')

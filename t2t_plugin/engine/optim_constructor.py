@@ -16,21 +16,12 @@ class BackboneLayerDecayOptimWrapperConstructor(
     """Layer-wise learning-rate decay for detectors and segmentors.
 
     mmpretrain's ``LearningRateDecayOptimWrapperConstructor`` asks the model
-    itself for ``get_layer_depth``, which only classifiers have. Detectors
-    and segmentors have it on their backbone (:meth:`T2TViT.get_layer_depth`),
-    so this constructor asks the backbone: a backbone parameter at depth
-    ``d`` of ``n`` trains at ``lr * layer_decay_rate ** (n - 1 - d)``, and
-    every parameter outside the backbone (neck, heads) at ``lr``. The other
-    ``paramwise_cfg`` options are mmpretrain's (``norm_decay_mult``,
-    ``bias_decay_mult``, ``flat_decay_mult``, ``custom_keys`` for weight
-    decay).
-
-    Use it from mmdet / mmseg configs as
+    for ``get_layer_depth``, which only classifiers have; this one asks the
+    backbone (:meth:`T2TViT.get_layer_depth`): a backbone parameter at depth
+    ``d`` of ``n`` trains at ``lr * layer_decay_rate ** (n - 1 - d)``, the
+    neck and heads at ``lr``. Other ``paramwise_cfg`` options are
+    mmpretrain's. Use it from mmdet / mmseg configs as
     ``constructor='mmpretrain.BackboneLayerDecayOptimWrapperConstructor'``.
-
-    The training log's ``base_lr`` is the learning rate of the config (as
-    the schedule moves it); its ``lr`` is the first parameter group's, the
-    most decayed one. One line at build time states the range between.
     """
 
     def add_params(

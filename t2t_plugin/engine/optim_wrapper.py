@@ -10,19 +10,9 @@ from torch import nn
 
 
 def cpu_has_fast_bf16(cpuinfo_path: str = '/proc/cpuinfo') -> Optional[bool]:
-    """Whether this CPU multiplies bfloat16 matrices natively.
-
-    Reads the CPU flags: AVX512-BF16 or AMX-BF16 on x86, BF16 on Arm.
-    Where there is no ``/proc/cpuinfo``, torch's own AVX512-BF16 probe
-    answers, and None means it cannot be told.
-
-    Args:
-        cpuinfo_path (str): The flags file. Defaults to ``/proc/cpuinfo``.
-
-    Returns:
-        bool | None: True with native bfloat16, False without, None when
-        unknown.
-    """
+    """Whether this CPU multiplies bfloat16 matrices natively (AVX512-BF16
+    or AMX-BF16 on x86, BF16 on Arm), by its flags; without
+    ``/proc/cpuinfo``, by torch's AVX512-BF16 probe; None if unknown."""
     try:
         with open(cpuinfo_path) as cpuinfo:
             flags = set(cpuinfo.read().lower().split())
@@ -37,11 +27,9 @@ class AutocastOptimWrapper(OptimWrapper):
     """Optimizer wrapper that runs forward passes under ``torch.autocast``.
 
     mmengine's ``AmpOptimWrapper`` refuses to start without an accelerator
-    and always brings a gradient scaler. Autocast to bfloat16 needs no loss
-    scaling (it keeps float32's exponent range), and it is the only autocast
-    that CPUs offer; this wrapper provides exactly that, on the device the
-    model lives on. It is registered in mmengine's root registry, so configs
-    of any OpenMMLab scope can use it.
+    and always brings a gradient scaler; bfloat16 autocast, the only one
+    CPUs offer, needs no loss scaling. Registered in mmengine's root
+    registry, for configs of any OpenMMLab scope.
 
     Args:
         dtype (str | torch.dtype): Autocast type. Defaults to
@@ -81,11 +69,7 @@ class AutocastOptimWrapper(OptimWrapper):
 
     @contextmanager
     def optim_context(self, model: nn.Module) -> Iterator[None]:
-        """Gradient-sync context of the base class plus autocast.
-
-        Args:
-            model (nn.Module): The model being trained.
-        """
+        """Gradient-sync context of the base class plus autocast."""
         with (
             super().optim_context(model),
             torch.autocast(

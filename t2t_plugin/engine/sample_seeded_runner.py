@@ -11,15 +11,11 @@ class SampleSeededRunner(Runner):
     """mmengine's Runner, with the random augmentation of the training
     data seeded per sample.
 
-    Its training loader gets
-    :class:`~t2t_plugin.datasets.SampleSeedSampler` around the config's
-    sampler and :class:`~t2t_plugin.datasets.SampleSeededDataset` around
-    its dataset: every sample draws from a seed of (run seed, epoch, rank,
-    place in the epoch, index), whatever worker loads it and whether
-    workers persist. The config itself keeps its keys
-    (``train_dataloader.dataset.pipeline`` and so on); ``runner_type =
-    'SampleSeededRunner'`` in a config selects this runner in this
-    project's tools and in mmpretrain's, mmdet's and mmseg's.
+    The training loader gets :class:`~t2t_plugin.datasets.SampleSeedSampler`
+    and :class:`~t2t_plugin.datasets.SampleSeededDataset` around the
+    config's sampler and dataset: every sample draws from a seed of (run
+    seed, epoch, rank, place in the epoch, index), whatever worker loads it.
+    ``runner_type = 'SampleSeededRunner'`` in a config selects it.
     """
 
     def build_train_loop(self, loop: Union[BaseLoop, dict]) -> BaseLoop:

@@ -714,9 +714,9 @@ def test_every_mmengine_scheme_is_read_by_the_safe_reader():
         prefix: loader.__module__
         for prefix, loader in CheckpointLoader._schemes.items()
     } == dict.fromkeys(
-        ['', 'http://', 'https://', *ours._SCHEME_READERS], ours.__name__
+        ['', 'http://', 'https://', *ours._SCHEMES], ours.__name__
     )
-    prefixes = {p.replace(r'(\S+\:)?', '') for p in ours._SCHEME_READERS}
+    prefixes = {p.replace(r'(\S+\:)?', '') for p in ours._SCHEMES}
     # each of them is tested below
     tested = {path.split('://')[0].split(':')[-1] + '://' for path in SCHEMES}
     assert tested == prefixes

@@ -8,25 +8,17 @@ from .checkpoint_check_hook import (
     class_mismatch,
     newest_intact_checkpoint,
 )
-from .non_finite_guard_hook import (
-    NonFiniteGuardHook,
-    NonFiniteLossError,
-    first_non_finite,
-)
+from .non_finite_guard_hook import NonFiniteGuardHook, NonFiniteLossError
 from .non_finite_output_hook import NonFiniteOutputHook
 from .pyramid_stride_check_hook import (
     PyramidStrideCheckHook,
     PyramidStrideError,
 )
-from .random_state_hook import (
-    RandomStateHook,
-    get_random_state,
-    set_random_state,
-)
+from .random_state_hook import RandomStateHook
 from .rank_heartbeat_hook import RankHeartbeatHook
 from .run_check_hook import RunCheckHook
+from .run_checks import RunCheckError, TrainingStopped
 from .training_curves_hook import TrainingCurvesHook
-from .training_stopped import RunCheckError, TrainingStopped
 from .work_dir_hook import (
     DiskFullError,
     WorkDirHook,
@@ -52,10 +44,7 @@ __all__ = [
     'TrainingStopped',
     'WorkDirHook',
     'class_mismatch',
-    'first_non_finite',
-    'get_random_state',
     'newest_intact_checkpoint',
     'output_problem',
     'release_locks',
-    'set_random_state',
 ]

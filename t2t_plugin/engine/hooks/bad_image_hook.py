@@ -1,11 +1,8 @@
-from typing import Optional
-
 from mmengine.hooks import Hook
 from mmengine.registry import HOOKS
 
 from ...datasets.skip_bad_images import SkipBadImages, base_datasets
-from .run_checks import built_loaders, t2t_module
-from .training_stopped import TrainingStopped
+from .run_checks import TrainingStopped, built_loaders, t2t_module
 
 
 class TooManyBadImagesError(TrainingStopped):
@@ -17,12 +14,10 @@ class BadImageHook(Hook):
     """Skip the images a run cannot use, count them, and stop past a limit.
 
     Before the run it puts :class:`~t2t_plugin.datasets.SkipBadImages` in
-    front of the pipeline of every dataset the run reads (training,
-    validation, test; any toolbox's ``BaseDataset``), with the backbone's
-    channels and total stride, so that images the model cannot take are
-    skipped too. It summarises the skipped images in one line per epoch,
-    evaluation or test, and stops the run once more than
-    ``max_bad_images`` different images were skipped.
+    front of the pipeline of every dataset the run reads, with the
+    backbone's channels and total stride, so that images the model cannot
+    take are skipped too. One line per epoch, evaluation or test sums up
+    the skipped images.
 
     Args:
         max_bad_images (int): Distinct bad images that stop the run.
@@ -58,16 +53,19 @@ class BadImageHook(Hook):
                 for dataset in base_datasets(loader.dataset)
             ]
 
-    def _collect(self, key: str, runner) -> None:
-        for wrapper in self.wrappers.get(key, ()):
+    def _after_iter(
+        self, runner, batch_idx, data_batch=None, outputs=None, mode='train'
+    ) -> None:
+        """Collect the skipped images; stop past the limit."""
+        for wrapper in self.wrappers.get(f'{mode}_dataloader', ()):
             reports = wrapper.drain()
             self.reports.extend(reports)
             self.bad.update(path for path, _ in reports)
         if len(self.bad) > self.max_bad_images:
             where = (
                 f'at iteration {runner.iter + 1}'
-                if key == 'train_dataloader'
-                else f'in {key.split("_")[0]}'
+                if mode == 'train'
+                else f'in {mode}'
             )
             raise TooManyBadImagesError(
                 f'Run stopped {where}: {len(self.bad)} different images '
@@ -77,38 +75,16 @@ class BadImageHook(Hook):
                 'the warnings in the log).'
             )
 
-    def _summarise(self, runner, what: str) -> None:
+    def _after_epoch(self, runner, mode: str = 'train') -> None:
+        """Sum up the images skipped since the last line."""
         if not self.reports:
             return
+        what = dict(val='Evaluation', test='Test').get(mode)
         paths = sorted({path for path, _ in self.reports})
         shown = ', '.join(paths[:10]) + (' ...' if len(paths) > 10 else '')
         runner.logger.warning(
-            f'{what}: skipped {len(self.reports)} sample(s) from '
-            f'{len(paths)} image(s) that could not be used (each replaced '
-            f'by the next image): {shown}'
+            f'{what or f"Epoch {runner.epoch + 1}"}: skipped '
+            f'{len(self.reports)} sample(s) from {len(paths)} image(s) that '
+            f'could not be used (each replaced by the next image): {shown}'
         )
         self.reports = []
-
-    def after_train_iter(
-        self, runner, batch_idx: int, data_batch=None, outputs=None
-    ) -> None:
-        self._collect('train_dataloader', runner)
-
-    def after_train_epoch(self, runner) -> None:
-        self._summarise(runner, f'Epoch {runner.epoch + 1}')
-
-    def after_val_iter(
-        self, runner, batch_idx: int, data_batch=None, outputs=None
-    ) -> None:
-        self._collect('val_dataloader', runner)
-
-    def after_val_epoch(self, runner, metrics: Optional[dict] = None) -> None:
-        self._summarise(runner, 'Evaluation')
-
-    def after_test_iter(
-        self, runner, batch_idx: int, data_batch=None, outputs=None
-    ) -> None:
-        self._collect('test_dataloader', runner)
-
-    def after_test_epoch(self, runner, metrics: Optional[dict] = None) -> None:
-        self._summarise(runner, 'Test')

@@ -9,19 +9,13 @@ from mmengine.hooks import Hook
 from mmengine.registry import HOOKS
 
 from ... import doc_pages
-from ..checkpoint import (
-    CheckpointMismatchError,
-)
-from .run_checks import built_loaders, few, is_training
-from .training_stopped import RunCheckError
+from ..checkpoint import CheckpointMismatchError
+from .run_checks import RunCheckError, built_loaders, few, is_training
 
 
 def is_intact(path: str) -> bool:
-    """Whether a checkpoint file is complete, without unpickling it.
-
-    ``torch.save`` writes a zip archive whose directory comes last: a file
-    cut short by a kill or a full disk has none.
-    """
+    """Whether a checkpoint file is complete, without unpickling it: a zip
+    archive cut short by a kill or a full disk has no directory."""
     try:
         with zipfile.ZipFile(path) as archive:
             return any(n.endswith('data.pkl') for n in archive.namelist())
@@ -30,18 +24,10 @@ def is_intact(path: str) -> bool:
 
 
 def newest_intact_checkpoint(work_dir: str) -> Optional[str]:
-    """The checkpoint ``--resume`` (auto) should continue from.
+    """The checkpoint ``--resume`` (auto) should continue from, or None.
 
-    ``last_checkpoint`` when it names an intact file; otherwise (empty,
-    stale, or naming a damaged file) the newest intact ``epoch_N.pth`` /
-    ``iter_N.pth`` of the work dir. Nothing is unpickled: the run reads
-    the chosen file once, when it resumes.
-
-    Args:
-        work_dir (str): The run's work dir.
-
-    Returns:
-        str | None: The path, or None when there is nothing to resume.
+    ``last_checkpoint`` when it names an intact file; otherwise the newest
+    intact ``epoch_N.pth`` / ``iter_N.pth`` of the work dir.
     """
     record = osp.join(work_dir, 'last_checkpoint')
     if osp.isfile(record):
@@ -82,9 +68,8 @@ def init_checkpoints(node: object) -> Iterator[str]:
 
 
 def class_mismatch(checkpoint: dict, classes, path: str) -> Optional[str]:
-    """One line when a checkpoint's classes differ from a dataset's: the
-    counts and a few names of each, or None when they agree or either side
-    does not say."""
+    """One line when a checkpoint's classes differ from a dataset's, or
+    None when they agree or either side does not say."""
     meta = checkpoint.get('meta') or {}
     saved = (meta.get('dataset_meta') or {}).get('classes')
     if saved is None or classes is None or list(saved) == list(classes):
@@ -97,20 +82,14 @@ def class_mismatch(checkpoint: dict, classes, path: str) -> Optional[str]:
 
 @HOOKS.register_module()
 class CheckpointCheckHook(Hook):
-    """Check the checkpoints a run reads, when it reads them (once).
+    """Check the checkpoints a run reads, when it reads them.
 
-    * before the run: ``load_from`` and the model's ``init_cfg``
-      checkpoints exist; ``resume=True`` without a file continues from the
-      newest intact checkpoint of the work dir (mmengine's own choice
-      trusts ``last_checkpoint``, even an empty one or one naming a file
-      cut short);
-    * as it loads: a resumed checkpoint is a training checkpoint of this
-      model and these classes; a tested one has the dataset's classes and
-      finite weights; a ``load_from`` for fine-tuning on other classes
-      gets one warning line.
-
-    A problem is one :class:`CheckpointMismatchError` or
-    :class:`RunCheckError` line.
+    Before the run, ``load_from`` and the ``init_cfg`` checkpoints must
+    exist, and ``resume=True`` without a file continues from the newest
+    intact checkpoint (mmengine trusts ``last_checkpoint``, even one naming
+    a file cut short). As it loads, a resumed checkpoint must be a training
+    checkpoint of these classes, a tested one have the dataset's classes;
+    fine-tuning on other classes gets one warning line.
     """
 
     priority = 'VERY_HIGH'
@@ -138,9 +117,8 @@ class CheckpointCheckHook(Hook):
     def after_load_checkpoint(self, runner, checkpoint: dict) -> None:
         """Check a checkpoint just read, before its weights are loaded."""
         path = runner._load_from
-        loaders = built_loaders(runner)
         key = 'train_dataloader' if is_training(runner) else 'test_dataloader'
-        dataset = loaders.get(key).dataset if key in loaders else None
+        dataset = getattr(built_loaders(runner).get(key), 'dataset', None)
         classes = getattr(dataset, 'metainfo', {}).get('classes')
         mismatch = class_mismatch(checkpoint, classes, path)
         # Shapes, missing weights and non-finite values are the model's own
@@ -153,7 +131,18 @@ class CheckpointCheckHook(Hook):
                     'dataset folders or the checkpoint).'
                 )
         elif runner._resume:
-            self._check_resumable(runner, checkpoint, path)
+            meta = checkpoint.get('meta')
+            if (
+                not isinstance(meta, dict)
+                or 'epoch' not in meta
+                or 'optimizer' not in checkpoint
+            ):
+                raise CheckpointMismatchError(
+                    f'{path} holds weights only (no epoch, optimizer or '
+                    'scheduler state), so training cannot resume from it; '
+                    'start a new run from its weights with --cfg-options '
+                    f'load_from={path} instead of --resume.'
+                )
             if mismatch:
                 raise CheckpointMismatchError(
                     f'{mismatch}; resume only with the dataset the run '
@@ -164,19 +153,4 @@ class CheckpointCheckHook(Hook):
                 f'load_from: {mismatch}; its head is loaded as it is (to '
                 'start a new head, load the backbone only, see '
                 f'{doc_pages.WEIGHTS}).'
-            )
-
-    @staticmethod
-    def _check_resumable(runner, checkpoint: dict, path: str) -> None:
-        meta = checkpoint.get('meta')
-        if (
-            not isinstance(meta, dict)
-            or 'epoch' not in meta
-            or 'optimizer' not in checkpoint
-        ):
-            raise CheckpointMismatchError(
-                f'{path} holds weights only (no epoch, optimizer or '
-                'scheduler state), so training cannot resume from it; start '
-                f'a new run from its weights with --cfg-options '
-                f'load_from={path} instead of --resume.'
             )

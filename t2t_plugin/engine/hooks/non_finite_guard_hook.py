@@ -5,32 +5,21 @@ import torch
 from mmengine.hooks import Hook
 from mmengine.registry import HOOKS
 
-from .training_stopped import TrainingStopped
+from ..checkpoint import non_finite_weights
+from .run_checks import TrainingStopped
 
 # Runs after the optimizer step's hooks and before CheckpointHook
 # (VERY_LOW, 90), so that a diverged model is never saved.
 GUARD_PRIORITY = 80
+_ADVICE = (
+    'Try a lower learning rate, training without --amp, or gradient '
+    'clipping (optim_wrapper.clip_grad=dict(max_norm=1.0)); resume from the '
+    'last checkpoint.'
+)
 
 
 class NonFiniteLossError(TrainingStopped):
     """Training produced non-finite losses or weights."""
-
-
-def first_non_finite(state_dict: dict) -> Optional[str]:
-    """The name of the first floating tensor of a state dict that holds a
-    NaN or an infinity, or None when all are finite.
-
-    Args:
-        state_dict (dict): Name -> tensor (other values are skipped).
-    """
-    for name, value in state_dict.items():
-        if (
-            isinstance(value, torch.Tensor)
-            and value.is_floating_point()
-            and not bool(torch.isfinite(value).all())
-        ):
-            return name
-    return None
 
 
 @HOOKS.register_module()
@@ -39,10 +28,9 @@ class NonFiniteGuardHook(Hook):
 
     mmengine goes on training (and saving checkpoints, which may push good
     ones out of ``max_keep_ckpts``) when the loss turns into NaN. This hook
-    raises :class:`NonFiniteLossError` after ``max_consecutive`` non-finite
-    losses in a row, and before any checkpoint whose weights hold a NaN or
-    an infinity is written. A single overflow (e.g. one skipped fp16 step)
-    does not stop the run.
+    stops after ``max_consecutive`` non-finite losses in a row (one
+    overflow does not), and before any checkpoint with NaN or infinite
+    weights is written.
 
     Args:
         max_consecutive (int): Consecutive non-finite losses that stop
@@ -83,10 +71,7 @@ class NonFiniteGuardHook(Hook):
         if self.count >= self.max_consecutive:
             raise NonFiniteLossError(
                 f'Training stopped at iteration {runner.iter + 1}: loss is '
-                f'{value} for {self.count} iterations in a row. Try a lower '
-                'learning rate, training without --amp, or gradient clipping '
-                '(optim_wrapper.clip_grad=dict(max_norm=1.0)); resume from '
-                'the last checkpoint.'
+                f'{value} for {self.count} iterations in a row. {_ADVICE}'
             )
 
     def after_train_epoch(self, runner) -> None:
@@ -101,12 +86,9 @@ class NonFiniteGuardHook(Hook):
 
     @staticmethod
     def _check(state_dict: dict, epoch: int) -> None:
-        name = first_non_finite(state_dict)
-        if name is not None:
+        bad = non_finite_weights(state_dict)
+        if bad:
             raise NonFiniteLossError(
-                f'Training stopped after epoch {epoch}: weight {name} is '
-                'NaN or infinite, so no checkpoint is saved. Try a lower '
-                'learning rate, training without --amp, or gradient clipping '
-                '(optim_wrapper.clip_grad=dict(max_norm=1.0)); resume from '
-                'the last checkpoint.'
+                f'Training stopped after epoch {epoch}: weight {bad[0]} is '
+                f'NaN or infinite, so no checkpoint is saved. {_ADVICE}'
             )

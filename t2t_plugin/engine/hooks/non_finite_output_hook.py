@@ -5,7 +5,7 @@ import torch
 from mmengine.hooks import Hook
 from mmengine.registry import HOOKS
 
-from .training_stopped import RunCheckError
+from .run_checks import RunCheckError
 
 # The fields that carry a prediction in mmpretrain, mmdet and mmseg.
 _PREDICTION_FIELDS = (
@@ -21,9 +21,7 @@ def _outputs_of(sample: Any) -> list[torch.Tensor]:
     for path in _PREDICTION_FIELDS:
         value = sample
         for name in path.split('.'):
-            value = getattr(value, name, None)
-            if value is None:
-                break
+            value = getattr(value, name, None)  # None stays None
         if isinstance(value, torch.Tensor) and value.is_floating_point():
             found.append(value)
     return found
@@ -33,10 +31,9 @@ def _outputs_of(sample: Any) -> list[torch.Tensor]:
 class NonFiniteOutputHook(Hook):
     """Fail a test whose predictions hold NaN or infinite values.
 
-    A model with broken weights or an input it cannot handle scores NaN,
-    which the metrics hide (a NaN score is simply never the top class).
-    After the metrics are logged, this hook raises :class:`RunCheckError`
-    with the count, so that the run does not end with exit 0.
+    The metrics hide NaN scores (one is simply never the top class), so
+    after they are logged this hook raises :class:`RunCheckError` with the
+    count, and the run does not end with exit 0.
     """
 
     # after LoggerHook (BELOW_NORMAL) has logged the metrics

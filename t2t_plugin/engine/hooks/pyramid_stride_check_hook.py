@@ -1,24 +1,13 @@
-from typing import Optional
-
 import torch
 from mmengine.hooks import Hook
-from mmengine.model import is_model_wrapper
 from mmengine.registry import HOOKS
 from torch import nn
 
-from .training_stopped import TrainingStopped
+from .run_checks import TrainingStopped, bare_model
 
 
 class PyramidStrideError(TrainingStopped):
     """A detector's feature maps are not at the strides its heads assume."""
-
-
-def _stride_tuple(stride) -> tuple[int, int]:
-    """``(w, h)`` from an int or a pair, as mmdet's prior generators store
-    them."""
-    if isinstance(stride, (int, float)):
-        return (int(stride), int(stride))
-    return (int(stride[0]), int(stride[1]))
 
 
 def _format(strides: list[tuple[int, int]]) -> str:
@@ -31,23 +20,13 @@ def _format(strides: list[tuple[int, int]]) -> str:
 def measure_strides(
     model: nn.Module, size: int, in_channels: int = 3
 ) -> list[tuple[int, int]]:
-    """The strides of the maps ``model.extract_feat`` returns, measured on
-    one zero image of ``size`` x ``size`` pixels.
-
-    Args:
-        model (nn.Module): A detector (anything with ``extract_feat``).
-        size (int): Side of the probe image; a multiple of the largest
-            stride expected, so that every stride divides it exactly.
-        in_channels (int): Channels of the probe image. Defaults to 3.
-
-    Returns:
-        list[tuple[int, int]]: ``(w, h)`` stride of each map, in order.
-    """
+    """The ``(w, h)`` strides of the maps ``model.extract_feat`` returns for
+    one zero image of ``size`` x ``size`` pixels (a multiple of the largest
+    stride, so that every stride divides it exactly)."""
     param = next(model.parameters())
     probe = torch.zeros(1, in_channels, size, size, device=param.device)
     was_training = model.training
-    # Eval mode: no batch-norm statistics updated by the probe, no
-    # stochastic depth.
+    # no batch-norm statistics updated by the probe, no stochastic depth
     model.eval()
     try:
         with torch.no_grad():
@@ -62,15 +41,11 @@ class PyramidStrideCheckHook(Hook):
     """Stop a detector whose feature maps are not at its heads' strides.
 
     mmdet places a head's anchors (points, RoI levels) at the strides the
-    config states (``bbox_head.prior_generator.strides``,
-    ``rpn_head.prior_generator.strides``,
-    ``roi_head.bbox_roi_extractor.featmap_strides``), whatever strides the
-    neck really returns. A RetinaNet whose FPN starts at stride 4 instead
-    of 8 (an FPN without ``start_level=1`` / ``add_extra_convs`` under a
-    four-level pyramid) trains without a word, to a fraction of its mAP.
-    Before a run, this hook passes one zero image through
-    ``extract_feat`` and compares the strides of the maps with those of
-    every head, and raises :class:`PyramidStrideError` on a mismatch.
+    config states, whatever strides the neck really returns: a RetinaNet
+    whose FPN starts at stride 4 instead of 8 trains without a word, to a
+    fraction of its mAP. Before a run, this hook passes one zero image
+    through ``extract_feat`` and compares the strides of the maps with
+    those of every head.
 
     Args:
         in_channels (int): Channels of the probe image. Defaults to 3.
@@ -82,17 +57,13 @@ class PyramidStrideCheckHook(Hook):
         self.in_channels = in_channels
 
     def before_run(self, runner) -> None:
-        model = (
-            runner.model.module
-            if is_model_wrapper(runner.model)
-            else (runner.model)
-        )
+        """Raise PyramidStrideError when the strides differ."""
+        model = bare_model(runner)
         expected = self.expected_strides(model)
         if not expected or not hasattr(model, 'extract_feat'):
             return
         largest = max(max(s) for strides in expected.values() for s in strides)
-        size = 2 * largest
-        measured = measure_strides(model, size, self.in_channels)
+        measured = measure_strides(model, 2 * largest, self.in_channels)
         for where, strides in expected.items():
             # RoI extractors read the first levels only (Mask R-CNN's FPN
             # has a fifth, stride-64 level for the RPN).
@@ -119,23 +90,27 @@ class PyramidStrideCheckHook(Hook):
     ) -> dict[str, list[tuple[int, int]]]:
         """``{'bbox_head.prior_generator.strides': [(8, 8), ...], ...}``
         for each head of ``model`` that states strides."""
-        expected = {}
-        for head in ('bbox_head', 'rpn_head'):
-            generator = getattr(
-                getattr(model, head, None), 'prior_generator', None
-            )
-            strides: Optional[list] = getattr(generator, 'strides', None)
-            if strides:
-                expected[f'{head}.prior_generator.strides'] = [
-                    _stride_tuple(s) for s in strides
-                ]
         roi_head = getattr(model, 'roi_head', None)
+        places = {
+            f'{head}.prior_generator.strides': getattr(
+                getattr(getattr(model, head, None), 'prior_generator', None),
+                'strides',
+                None,
+            )
+            for head in ('bbox_head', 'rpn_head')
+        }
         for name in ('bbox_roi_extractor', 'mask_roi_extractor'):
-            strides = getattr(
+            places[f'roi_head.{name}.featmap_strides'] = getattr(
                 getattr(roi_head, name, None), 'featmap_strides', None
             )
-            if strides:
-                expected[f'roi_head.{name}.featmap_strides'] = [
-                    _stride_tuple(s) for s in strides
-                ]
-        return expected
+        # mmdet stores a stride as an int or a (w, h) pair
+        return {
+            where: [
+                (int(s), int(s))
+                if isinstance(s, (int, float))
+                else (int(s[0]), int(s[1]))
+                for s in strides
+            ]
+            for where, strides in places.items()
+            if strides
+        }

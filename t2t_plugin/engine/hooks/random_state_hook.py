@@ -8,6 +8,7 @@ from mmengine.hooks import Hook
 from mmengine.registry import HOOKS
 
 from ...datasets.sample_seeding import SampleSeededDataset, SampleSeedSampler
+from .run_checks import checkpoint_hook, resumed_name
 
 # After every other hook of the end of an epoch (their random draws belong
 # to the epoch), before CheckpointHook (VERY_LOW, 90) saves.
@@ -57,11 +58,7 @@ def get_random_state() -> dict:
 
 
 def set_random_state(state: dict) -> None:
-    """Restore the generators saved by :func:`get_random_state`.
-
-    Args:
-        state (dict): What :func:`get_random_state` returned.
-    """
+    """Restore the generators saved by :func:`get_random_state`."""
     torch.set_rng_state(state['torch'])
     cuda = state.get('cuda') or []
     if (
@@ -113,21 +110,12 @@ class RandomStateHook(Hook):
 
     mmengine's checkpoints hold the seed but no generator state, so the
     epochs after a resume draw other dropout masks, drop paths and mixup
-    or cutmix boxes. At the end of each epoch this hook gathers the state
-    of torch (CPU and CUDA), numpy and python ``random`` from every rank,
-    the checkpoint gets it under ``random_state``, and ``--resume``
-    restores it (each rank its own) just before the training loop starts.
-    The seeds of the sampler and of the per-sample augmentation seeds
-    (:class:`~t2t_plugin.datasets.SampleSeedSampler`) are kept too: without
-    a config seed they are drawn anew at each start. Validation is made
-    neutral (the generators are put back after it), because a resumed run
-    does not repeat the validation that followed the save.
-
-    The data-loader workers' random augmentation is seeded per sample by
-    :class:`~t2t_plugin.engine.SampleSeededRunner`; at the start of
-    training a warning line names any setting that leaves it to the
-    workers' own generators (another runner) or whose order of samples is
-    not known to be reproducible (a sampler of one's own).
+    boxes. Each checkpoint gets every rank's torch, numpy and ``random``
+    state and the seeds of the samplers under ``random_state``; ``--resume``
+    restores them before the training loop starts. Validation puts the
+    generators back after it (a resumed run does not repeat it). A warning
+    line names any setting that leaves augmentation to the workers' own
+    generators or whose sampler order is not known to be reproducible.
     """
 
     priority = RANDOM_STATE_PRIORITY
@@ -148,24 +136,15 @@ class RandomStateHook(Hook):
         self, runner, batch_idx: int, data_batch=None, outputs=None
     ) -> None:
         """Take the state before an iteration-based checkpoint is saved."""
-        checkpoint_hook = next(
-            (
-                hook
-                for hook in runner.hooks
-                if type(hook).__name__ == 'CheckpointHook'
-            ),
-            None,
-        )
+        saver = checkpoint_hook(runner)
         if (
-            checkpoint_hook is not None
-            and not checkpoint_hook.by_epoch
+            saver is not None
+            and not saver.by_epoch
             and (
-                checkpoint_hook.every_n_train_iters(
-                    runner,
-                    checkpoint_hook.interval,
-                    checkpoint_hook.save_begin,
+                saver.every_n_train_iters(
+                    runner, saver.interval, saver.save_begin
                 )
-                or checkpoint_hook.is_last_train_iter(runner)
+                or saver.is_last_train_iter(runner)
             )
         ):
             self._gather()
@@ -195,14 +174,12 @@ class RandomStateHook(Hook):
         self._loaded = checkpoint.get('random_state')
 
     def before_train(self, runner) -> None:
-        """Warn about settings that cannot be exact; restore the saved
-        state when resuming."""
+        """Warn about inexact settings; restore the state when resuming."""
         self._warn_inexact(runner)
         loaded, self._loaded = self._loaded, None
         if not runner._resume:
             return  # load_from starts a new run: its own random draws
-        resumed = runner._load_from
-        checkpoint = f'checkpoint {resumed}' if resumed else 'checkpoint'
+        checkpoint = resumed_name(runner)
         if loaded is None:
             if runner.iter > 0:
                 runner.logger.warning(

@@ -26,10 +26,9 @@ class RankHeartbeatHook(Hook):
     """Let every rank count its signs of life in the process group's store.
 
     A background thread adds 1 to this rank's counter every
-    :data:`HEARTBEAT_INTERVAL` seconds. When a collective times out, the
-    counters that no longer move name the ranks that stopped answering (a
-    frozen or stopped process runs no thread); ``tools/train.py`` prints
-    them in one line. Does nothing outside distributed runs.
+    :data:`HEARTBEAT_INTERVAL` seconds; when a collective times out, the
+    counters that no longer move name the ranks that stopped answering
+    (``tools/train.py`` prints them). Does nothing outside distributed runs.
     """
 
     priority = 'VERY_LOW'

@@ -7,8 +7,15 @@ from mmengine.hooks import Hook
 from mmengine.registry import HOOKS
 from mmengine.runner import EpochBasedTrainLoop
 
-from .run_checks import bare_model, built_loaders, few, is_training, t2t_module
-from .training_stopped import RunCheckError
+from .run_checks import (
+    RunCheckError,
+    bare_model,
+    built_loaders,
+    few,
+    is_training,
+    resumed_name,
+    t2t_module,
+)
 
 # Pipeline transforms that give every sample one fixed size, and the
 # argument that holds it.
@@ -98,8 +105,8 @@ def empty_class_folders(dataset) -> list[str]:
 
 
 def _base(dataset):
-    # Wrappers (SampleSeededDataset, ClassBalancedDataset, ...) forward
-    # attributes to what they wrap: unwrap by type, not by attribute.
+    """The BaseDataset inside dataset wrappers (they forward attributes to
+    what they wrap: unwrap by type, not by attribute)."""
     from mmengine.dataset import BaseDataset
 
     while not isinstance(dataset, BaseDataset) and hasattr(dataset, 'dataset'):
@@ -117,13 +124,11 @@ def _where(dataset) -> str:
 class RunCheckHook(Hook):
     """Check a run's data, model and loop settings before its first step.
 
-    mmengine finds such mistakes late or never: four class folders under a
-    three-class head end iteration 1 with an assertion, one folder under a
-    three-class head trains to 100 % on nothing, an empty class folder
-    shifts every label after it, a crop size the soft splits cannot tile
-    fails in the first forward, ``val_interval=0`` divides by zero after a
-    whole epoch. Each is refused here in one line
-    (:class:`RunCheckError`), for every tool that builds a Runner.
+    mmengine finds such mistakes late or never: class folders that do not
+    match the head's classes, an empty class folder (it shifts every label
+    after it), a crop size the soft splits cannot tile, ``val_interval=0``
+    (a division by zero after a whole epoch). Each is refused here in one
+    :class:`RunCheckError` line.
     """
 
     priority = 'VERY_HIGH'
@@ -190,30 +195,25 @@ class RunCheckHook(Hook):
                 f'{interval!r}; use --no-validate to skip evaluation.'
             )
         by_epoch = isinstance(loop, EpochBasedTrainLoop)
-        for name in ('max_epochs',) if by_epoch else ('max_iters',):
-            value = getattr(loop, name)
-            if not isinstance(value, int) or value < 1:
-                raise RunCheckError(
-                    f'train_cfg.{name} must be a whole number >= 1, got '
-                    f'{value!r}.'
-                )
+        name = 'max_epochs' if by_epoch else 'max_iters'
+        value = getattr(loop, name)
+        if not isinstance(value, int) or value < 1:
+            raise RunCheckError(
+                f'train_cfg.{name} must be a whole number >= 1, got {value!r}.'
+            )
         if (
             is_training(runner)
             and runner._resume
-            and (loop.iter >= loop.max_iters)
+            and loop.iter >= loop.max_iters
         ):
-            done, limit = (
-                (f'epoch {runner.epoch}', f'max_epochs={loop.max_epochs}')
+            done = (
+                f'epoch {runner.epoch}'
                 if by_epoch
-                else (
-                    f'iteration {runner.iter}',
-                    f'max_iters={loop.max_iters}',
-                )
+                else f'iteration {runner.iter}'
             )
-            resumed = runner._load_from
-            checkpoint = f'checkpoint {resumed}' if resumed else 'checkpoint'
             raise RunCheckError(
-                f'Nothing to resume: the {checkpoint} ends at {done} and '
-                f'train_cfg.{limit}; raise it (--cfg-options) to train '
-                'longer, or start a new run in another work dir.'
+                f'Nothing to resume: the {resumed_name(runner)} ends at '
+                f'{done} and train_cfg.{name}={value}; raise it '
+                '(--cfg-options) to train longer, or start a new run in '
+                'another work dir.'
             )

@@ -1,29 +1,30 @@
-"""What the checking hooks share: the loops a run has built and the
-plugin's T2T module of its model."""
+"""What the checking hooks share: their errors, the loops a run has built
+and the plugin's T2T module of its model."""
 
 from typing import Any, Optional
 
 from mmengine.runner import BaseLoop
 
-_LOOPS = (
-    ('train_dataloader', '_train_loop'),
-    ('val_dataloader', '_val_loop'),
-    ('test_dataloader', '_test_loop'),
-)
+
+class TrainingStopped(RuntimeError):
+    """A hook ended training on purpose; the message says why and what to
+    do. The tools print it as one line and exit with 1."""
+
+
+class RunCheckError(ValueError):
+    """A check found that a run cannot start or that its result would mean
+    nothing; the message is one line saying what to do. The tools print it
+    alone and exit with 1."""
 
 
 def built_loaders(runner) -> dict[str, Any]:
-    """The dataloaders of the loops the runner has built, by config key.
-
-    ``Runner.train`` builds the training and validation loops and
-    ``Runner.test`` the test loop before ``before_run``; the loop
-    properties would build the others, so the attributes are read.
-    """
+    """The dataloaders of the loops the runner has built, by config key
+    (the loop properties would build the others)."""
     loaders = {}
-    for key, attribute in _LOOPS:
-        loop = getattr(runner, attribute, None)
+    for mode in ('train', 'val', 'test'):
+        loop = getattr(runner, f'_{mode}_loop', None)
         if isinstance(loop, BaseLoop):
-            loaders[key] = loop.dataloader
+            loaders[f'{mode}_dataloader'] = loop.dataloader
     return loaders
 
 
@@ -39,7 +40,22 @@ def t2t_module(runner) -> Optional[Any]:
 
 
 def is_training(runner) -> bool:
+    """Whether the runner has built a training loop."""
     return isinstance(getattr(runner, '_train_loop', None), BaseLoop)
+
+
+def checkpoint_hook(runner) -> Optional[Any]:
+    """The run's ``CheckpointHook``, or None."""
+    return next(
+        (h for h in runner.hooks if type(h).__name__ == 'CheckpointHook'),
+        None,
+    )
+
+
+def resumed_name(runner) -> str:
+    """``'checkpoint FILE'`` of the file a run resumes, for messages."""
+    resumed = runner._load_from
+    return f'checkpoint {resumed}' if resumed else 'checkpoint'
 
 
 def few(names, limit: int = 5) -> str:

@@ -12,11 +12,9 @@ from ...analysis.curves import find_scalar_files, load_scalars, plot_curves
 class TrainingCurvesHook(Hook):
     """Draw the run's loss, learning rate and metrics to a PNG at the end.
 
-    Reads the scalars that ``LocalVisBackend`` logged in every start of the
-    run (resumed runs included) and writes ``<work_dir>/<out_file>``;
-    ``tools/analysis_tools/plot_curves.py`` redraws the same figure from a
-    work dir later. Registered in mmengine's root registry, so mmdet and
-    mmseg configs can use it too.
+    Reads the scalars ``LocalVisBackend`` logged in every start of the run
+    and writes ``<work_dir>/<out_file>``, as ``plot_curves.py`` does later.
+    Registered in mmengine's root registry, for mmdet and mmseg configs too.
 
     Args:
         out_file (str): File name in the work dir. Defaults to

@@ -11,8 +11,12 @@ from mmengine.dist import is_main_process
 from mmengine.hooks import Hook
 from mmengine.registry import HOOKS
 
-from .run_checks import is_training
-from .training_stopped import RunCheckError, TrainingStopped
+from .run_checks import (
+    RunCheckError,
+    TrainingStopped,
+    checkpoint_hook,
+    is_training,
+)
 
 LOCK_FILE = 'train.lock'
 
@@ -27,12 +31,8 @@ class DiskFullError(TrainingStopped):
 
 
 def output_problem(path: str, what: str) -> Optional[str]:
-    """Why ``path`` cannot be written, in one line, or None.
-
-    Args:
-        path (str): A file (``--out``) or a folder to be written.
-        what (str): What to call it: ``'--out'``, ``'--show-dir'``, ...
-    """
+    """Why ``path`` (a file for ``--out``, else a folder) cannot be
+    written, in one line naming it as ``what``, or None."""
     path = osp.abspath(osp.expanduser(path))
     if what == '--out' and osp.isdir(path):
         return f'{what} {path} is a folder; give a file name.'
@@ -92,16 +92,11 @@ class WorkDirHook(Hook):
     """Guard what a run writes: one training per work dir, output paths
     that can be written, and room for each checkpoint.
 
-    * A training run holds ``<work_dir>/train.lock`` (process id and
-      host); a second training into the same work dir is refused in one
-      line naming the first. The lock of a process that no longer runs on
-      this host is taken over.
-    * Before the run, the files and folders its evaluators and
-      visualization hook write (``--out``, ``--show-dir``) are checked
-      writable, so that a wrong path does not fail after the whole work.
-    * Before each checkpoint is saved, its size is checked against the
-      free space of the checkpoint folder: a full disk stops training in
-      one line, with the previous checkpoint intact.
+    A training holds ``<work_dir>/train.lock`` (process id and host), which
+    refuses a second training into the work dir (the lock of a process
+    that no longer runs is taken over). The ``--out`` and ``--show-dir``
+    paths are checked writable before the run, and the free space before
+    each checkpoint: a full disk stops training with the last one intact.
     """
 
     priority = 'VERY_HIGH'
@@ -173,10 +168,8 @@ class WorkDirHook(Hook):
 
     def before_save_checkpoint(self, runner, checkpoint: dict) -> None:
         """Stop before a save the disk cannot hold."""
-        folder = runner.work_dir
-        for hook in runner.hooks:
-            if type(hook).__name__ == 'CheckpointHook':
-                folder = getattr(hook, 'out_dir', None) or folder
+        saver = checkpoint_hook(runner)
+        folder = getattr(saver, 'out_dir', None) or runner.work_dir
         if '://' in str(folder) or not osp.isdir(folder):
             return
         needed = _tensor_bytes(checkpoint)
