@@ -1,11 +1,9 @@
 """Repeatable inference and training steps, their time and peak memory, as
 ``tools/analysis_tools/benchmark.py`` reports them.
 
-Peak memory is tensor memory on every device: the bytes of the tensors
-alive when a step starts (weights, buffers, gradients, AdamW state, the
-batch) plus the most allocated on top of them during the step, read from
-``torch.cuda.max_memory_allocated`` on CUDA and from ``torch.profiler``'s
-memory events on the CPU; allocator caches and the Python heap are not.
+Peak memory is tensor memory: the tensors alive when a step starts plus the
+most allocated on top of them during it (``torch.cuda.max_memory_allocated``
+on CUDA, ``torch.profiler``'s memory events on the CPU).
 """
 
 import contextlib

@@ -79,17 +79,16 @@ def collect_token_maps(
             tokens.shape[0], tokens.shape[2], *token_grid
         )
 
-    def read_block(index):
-        def hook(module, args, output):
-            patches = output[:, backbone.num_extra_tokens :]
-            captured[f'block{index}'] = patches.transpose(1, 2).reshape(
-                output.shape[0], output.shape[2], *grid['size']
-            )
+    blocks = {backbone.encoder[index]: index for index in layers}
 
-        return hook
+    def read_block(module, args, output):
+        patches = output[:, backbone.num_extra_tokens :]
+        captured[f'block{blocks[module]}'] = patches.transpose(1, 2).reshape(
+            output.shape[0], output.shape[2], *grid['size']
+        )
 
     hooks = [(backbone.tokens_to_token, read_t2t)]
-    hooks += [(backbone.encoder[index], read_block(index)) for index in layers]
+    hooks += [(block, read_block) for block in blocks]
     _forward_with_hooks(backbone, images, hooks)
     return captured
 
@@ -120,25 +119,20 @@ def cls_attention_maps(
     extra = backbone.num_extra_tokens
     captured: dict[int, torch.Tensor] = {}
 
-    def read(index):
-        def hook(module, args, output):
-            q, k, _ = module.split_heads(args[0])
-            batch, heads, length, _ = k.shape
-            identity = torch.eye(
-                length, dtype=q.dtype, device=q.device
-            ).expand(batch, heads, length, length)
-            rows = F.scaled_dot_product_attention(
-                q[:, :, :1], k, identity, scale=module.scale
-            )
-            captured[index] = (
-                rows[:, :, 0, extra:].reshape(batch, heads, *grid).float()
-            )
+    blocks = {backbone.encoder[index].attn: index for index in layers}
 
-        return hook
+    def read(module, args, output):
+        q, k, _ = module.split_heads(args[0])
+        batch, heads, length, _ = k.shape
+        identity = torch.eye(length, dtype=q.dtype, device=q.device).expand(
+            batch, heads, length, length
+        )
+        rows = F.scaled_dot_product_attention(
+            q[:, :, :1], k, identity, scale=module.scale
+        )
+        captured[blocks[module]] = (
+            rows[:, :, 0, extra:].reshape(batch, heads, *grid).float()
+        )
 
-    _forward_with_hooks(
-        backbone,
-        images,
-        [(backbone.encoder[index].attn, read(index)) for index in layers],
-    )
+    _forward_with_hooks(backbone, images, [(attn, read) for attn in blocks])
     return captured

@@ -77,13 +77,10 @@ class SampleSeedSampler(Sampler):
         dataset: Any,
         seed: Optional[int] = None,
     ) -> None:
-        self.sampler = (
-            DATA_SAMPLERS.build(
-                sampler, default_args=dict(dataset=dataset, seed=seed)
-            )
-            if isinstance(sampler, dict)
-            else sampler
-        )
+        if isinstance(sampler, dict):
+            default_args = dict(dataset=dataset, seed=seed)
+            sampler = DATA_SAMPLERS.build(sampler, default_args=default_args)
+        self.sampler = sampler
         self.dataset = dataset
         self.seed = sync_random_seed() if seed is None else seed
         self.epoch = 0
@@ -154,17 +151,13 @@ class SampleSeededDataset:
         dataset has it, with the indices of one batch)."""
         if get_worker_info() is not None:
             return [self._load(index) for index in indices]
-        saved = (
-            random.getstate(),
-            np.random.get_state(),
-            torch.default_generator.get_state(),
-        )
+        saved = random.getstate(), np.random.get_state(), torch.get_rng_state()
         try:
             return [self._load(index) for index in indices]
         finally:
             random.setstate(saved[0])
             np.random.set_state(saved[1])
-            torch.default_generator.set_state(saved[2])
+            torch.set_rng_state(saved[2])
 
 
 def sample_seeded_loader(dataloader: dict) -> dict:

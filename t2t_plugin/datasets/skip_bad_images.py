@@ -70,9 +70,7 @@ class SkipBadImages:
         channels, height, width = inputs.shape
         if self.in_channels is not None and channels != self.in_channels:
             return f'{channels} channels, the model takes {self.in_channels}'
-        multiple = self.size_multiple
-        # The T2T soft splits tile exactly the sides that are multiples of
-        # their total stride.
+        multiple = self.size_multiple  # the soft splits' total stride
         if multiple and (height % multiple or width % multiple):
             return (
                 f'{height}x{width} pixels after the pipeline, not '
@@ -92,7 +90,6 @@ class SkipBadImages:
             # of mmcv's loader, a transform's ValueError on a tiny image);
             # the message goes into the report, the run goes on.
             except Exception as error:
-                sample = None
                 problem = (
                     ' '.join(str(error).split())[:200] or type(error).__name__
                 )

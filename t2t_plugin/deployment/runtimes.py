@@ -114,25 +114,17 @@ class RuntimeSession:
             (json.loads(p.value) for p in props if p.key == TILING_KEY), None
         )
         if runtime == 'onnxruntime':
-            self._run = self._open_onnxruntime(path, threads)
-        else:
-            self._run = self._open_openvino(path, precision, threads)
-
-    @staticmethod
-    def _open_onnxruntime(path, threads):
-        ort = _import('onnxruntime')
-        options = ort.SessionOptions()
-        if threads is not None:
-            options.intra_op_num_threads = threads
-            options.inter_op_num_threads = 1
-        session = ort.InferenceSession(
-            str(path), options, providers=['CPUExecutionProvider']
-        )
-        name = session.get_inputs()[0].name
-        return lambda images: session.run(None, {name: images})
-
-    @staticmethod
-    def _open_openvino(path, precision, threads):
+            ort = _import('onnxruntime')
+            options = ort.SessionOptions()
+            if threads is not None:
+                options.intra_op_num_threads = threads
+                options.inter_op_num_threads = 1
+            session = ort.InferenceSession(
+                str(path), options, providers=['CPUExecutionProvider']
+            )
+            name = session.get_inputs()[0].name
+            self._run = lambda images: session.run(None, {name: images})
+            return
         ov = _import('openvino')
         # OpenVINO computes in bf16 by default on CPUs that have it
         hint = 'bf16' if precision == 'bf16' else 'f32'
@@ -150,7 +142,7 @@ class RuntimeSession:
             results = request.infer([images])
             return [np.array(results[output]) for output in outputs]
 
-        return run
+        self._run = run
 
     def check_input(self, shape: Sequence[int]) -> None:
         """Refuse, with the model's own message (a ValueError), a batch
