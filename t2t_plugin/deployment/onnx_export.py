@@ -268,7 +268,8 @@ def export_onnx(
     # model refuses (the graph computes numbers for any)
     import onnx
 
-    t2t = model.module.backbone.tokens_to_token
+    # a bare backbone exports too (.dev_scripts' deployed copies)
+    t2t = getattr(model.module, 'backbone', model.module).tokens_to_token
     tiling = dict(
         in_channels=t2t.in_channels,
         kernel_sizes=list(t2t.kernel_sizes),
