@@ -13,12 +13,10 @@ _NON_METRIC_KEYS = {'step', 'epoch', 'iter', 'time', 'data_time', 'memory'}
 
 
 def find_scalar_files(work_dir: str) -> list[str]:
-    """Scalar files of the latest run in ``work_dir``, oldest first.
-
-    Every start of a run makes a ``<timestamp>/`` folder. The latest one is
-    taken, and earlier ones as long as the later start resumed (its config
-    says ``resume = True``), so the curves of an interrupted run are whole
-    while those of an unrelated earlier run stay out.
+    """Scalar files of the latest run in ``work_dir``, oldest first: the
+    latest ``<timestamp>/`` folder, and earlier ones as long as the later
+    start resumed (its config says ``resume = True``), so that the curves
+    of an interrupted run are whole and an unrelated earlier run stays out.
     """
     # Timestamp folders (YYYYmmdd_HHMMSS) sort chronologically.
     runs = sorted(

@@ -99,10 +99,9 @@ def cls_attention_maps(
 ) -> dict[int, torch.Tensor]:
     """Attention of the class token over the image tokens, per head.
 
-    A hook on each chosen block's :class:`SelfAttention` runs the block's
-    own fused ``F.scaled_dot_product_attention`` on its q and k (its
-    ``split_heads`` and ``scale``) with the identity as values: the output
-    rows are the softmax attention rows, with no re-implemented softmax.
+    A hook on each chosen block's :class:`SelfAttention` runs its fused
+    attention on its own q, k and scale with the identity as values: the
+    output rows are the softmax rows, with no re-implemented softmax.
 
     Returns:
         Dict[int, torch.Tensor]: For each of ``layer_indices`` (resolved,

@@ -41,12 +41,9 @@ class SeededIndex(int):
 def sample_seed(
     seed: int, epoch: int, rank: int, position: int, index: int
 ) -> int:
-    """The 64-bit seed of one sample's random draws.
-
-    ``position`` is the sample's place in this rank's epoch: a sample drawn
-    twice in one epoch (repeated augmentation, padding to the world size)
-    draws other numbers the second time. ``epoch`` is 0 for
-    iteration-based runs.
+    """The 64-bit seed of one sample's random draws; ``position`` (the
+    place in this rank's epoch) gives a sample drawn twice in one epoch
+    other numbers the second time. ``epoch`` is 0 for iteration-based runs.
     """
     key = struct.pack('<5q', seed, epoch, rank, position, index)
     return int.from_bytes(
@@ -147,8 +144,7 @@ class SampleSeededDataset:
         return self.__getitems__([index])[0]
 
     def __getitems__(self, indices: list) -> list:
-        """Load a batch of samples (torch's loader calls this, when a
-        dataset has it, with the indices of one batch)."""
+        """Load the samples of one batch (torch's loader calls this)."""
         if get_worker_info() is not None:
             return [self._load(index) for index in indices]
         saved = random.getstate(), np.random.get_state(), torch.get_rng_state()

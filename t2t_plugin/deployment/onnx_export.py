@@ -95,13 +95,10 @@ def build_exportable(
     dense-prediction config (mmdet / mmseg) exports the backbone and, when
     its first neck is :class:`T2TFeaturePyramid`, that neck: images to the
     four levels (strides 4, 8, 16, 32) that FPN or UPerNet read. Without a
-    checkpoint the model keeps its random initialisation.
-
-    Raises:
-        ValueError: If the config is not a T2T-ViT model or the checkpoint
-            cannot be read (``CheckpointError``, ``ConfigError``).
-        CheckpointMismatchError: If the checkpoint does not fit the model.
-        FileNotFoundError: If the config or checkpoint is missing.
+    checkpoint the model keeps its random initialisation. Raises
+    ValueError (``CheckpointError``, ``ConfigError``) for a config that is
+    not T2T-ViT or an unreadable checkpoint, ``CheckpointMismatchError``
+    for one that does not fit, FileNotFoundError for missing files.
     """
     cfg = load_config(config)
     backbone_cfg = cfg.model.get('backbone') or {}

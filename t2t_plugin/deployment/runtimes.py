@@ -34,12 +34,9 @@ def _import(name: str):
 
 
 def quantize_int8(src: Union[str, Path], dst: Union[str, Path]) -> Path:
-    """onnxruntime's dynamic int8 quantisation of ``src`` into ``dst``.
-
-    Weights of matrix products become int8, activations are quantised per
-    batch at run time; LayerNorm, softmax, GELU and the performer's
-    exponentials stay float32.
-    """
+    """onnxruntime's dynamic int8 quantisation of ``src`` into ``dst``:
+    weights of matrix products become int8, activations are quantised per
+    batch at run time, everything else stays float32."""
     ort = _import('onnxruntime')
     import onnx
     from onnxruntime.quantization import QuantType, quantize_dynamic
