@@ -1,10 +1,9 @@
-"""Model analysis: complexity counts, pictures of what the model sees and
-training curves."""
+"""Model analysis: complexity counts, what the model sees, curves."""
 
-from .attention_maps import cls_attention_maps
 from .complexity import PAPER_MACS, ModelComplexity, count_complexity
 from .curves import find_scalar_files, load_scalars, plot_curves
 from .token_maps import (
+    cls_attention_maps,
     collect_token_maps,
     default_block_indices,
     resolve_block_indices,

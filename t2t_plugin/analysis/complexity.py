@@ -1,13 +1,10 @@
 """Parameters and multiply-accumulates of a model, attention included.
 
-mmengine's :class:`~mmengine.analysis.FlopAnalyzer` traces the forward pass
-and counts every operator it has a formula for (one MAC per
-multiply-accumulate). Its table lacks the fused attention kernel
-(``aten::scaled_dot_product_attention``, which the backbone's attention
-runs as), so ``q @ k^T`` and ``attn @ v`` would count as zero: for
-T2T-ViT-t-14 that is 1.3G of its 6.1G MACs (the first T2T layer attends
-over 3136 tokens). The handle below counts them. Normalisation, resizing
-and pooling are left out, as in the paper's MACs.
+mmengine's :class:`~mmengine.analysis.FlopAnalyzer` counts the operators it
+has a formula for; it has none for the fused attention kernel, whose
+``q @ k^T`` and ``attn @ v`` (1.3G of T2T-ViT-t-14's 6.1G MACs) the handle
+below counts. Normalisation, resizing and pooling are left out, as in the
+paper's MACs.
 """
 
 from dataclasses import dataclass
@@ -44,41 +41,18 @@ PAPER_MACS: dict[tuple[str, int], float] = {
     ('14', 384): 17.1e9,
 }
 
-ATTENTION_MODULES = (SelfAttention, PerformerAttention)
-
 
 @dataclass
 class ModelComplexity:
-    """What one forward pass of one image costs.
-
-    Attributes:
-        params (int): Trainable and frozen parameters; buffers (the fixed
-            position table and performer matrix) are not parameters, as in
-            the paper's counts.
-        macs (int): Multiply-accumulates of the whole forward pass.
-        attention_macs (int): The part of ``macs`` spent in attention
-            products (``q @ k^T``, ``attn @ v``, the performer's feature
-            maps and kernel products), i.e. outside any linear layer.
-        input_shape (Tuple[int, int]): The ``(H, W)`` counted.
-    """
+    """What one forward pass of one ``(H, W)`` image costs: parameters
+    (not buffers such as the fixed position table, as in the paper), MACs,
+    and the part of them spent in attention outside any linear layer
+    (``q @ k^T``, ``attn @ v``, the performer's kernel products)."""
 
     params: int
     macs: int
     attention_macs: int
     input_shape: tuple[int, int]
-
-
-# what the paper's MACs count: matrix products and convolutions (not
-# normalisation, resizing or pooling, which mmengine counts by default)
-COUNTED = {
-    'aten::addmm': addmm_flop_jit,
-    'aten::bmm': bmm_flop_jit,
-    'aten::mm': matmul_flop_jit,
-    'aten::matmul': matmul_flop_jit,
-    'aten::linear': linear_flop_jit,
-    'aten::einsum': einsum_flop_jit,
-    'aten::_convolution': conv_flop_jit,
-}
 
 
 def attention_macs_jit(inputs: list[Any], outputs: list[Any]) -> int:
@@ -88,9 +62,31 @@ def attention_macs_jit(inputs: list[Any], outputs: list[Any]) -> int:
     return prod(query[:-1]) * key[-2] * (query[-1] + value[-1])
 
 
+def flop_analyzer(model: nn.Module, inputs: tuple) -> FlopAnalyzer:
+    """mmengine's FlopAnalyzer with our attention handle, silent, counting
+    only matrix products and convolutions, as the paper does."""
+    analyzer = FlopAnalyzer(model, inputs).clear_op_handles()
+    analyzer.set_op_handle(
+        **{
+            'aten::addmm': addmm_flop_jit,
+            'aten::bmm': bmm_flop_jit,
+            'aten::mm': matmul_flop_jit,
+            'aten::matmul': matmul_flop_jit,
+            'aten::linear': linear_flop_jit,
+            'aten::einsum': einsum_flop_jit,
+            'aten::_convolution': conv_flop_jit,
+            'aten::scaled_dot_product_attention': attention_macs_jit,
+        }
+    )
+    analyzer.unsupported_ops_warnings(False)
+    analyzer.uncalled_modules_warnings(False)
+    analyzer.tracer_warnings('none')
+    return analyzer
+
+
 class _ModelInputs(nn.Module):
-    """``model(images, **kwargs)`` as a module of the images alone: the
-    tracer takes tensors only."""
+    """``model(images, **kwargs)`` as a module of the images alone (the
+    tracer takes tensors only)."""
 
     def __init__(self, model: nn.Module, kwargs: dict[str, Any]) -> None:
         super().__init__()
@@ -99,19 +95,6 @@ class _ModelInputs(nn.Module):
 
     def forward(self, images: torch.Tensor) -> Any:
         return self.model(images, **self.kwargs)
-
-
-def flop_analyzer(model: nn.Module, inputs: tuple) -> FlopAnalyzer:
-    """mmengine's FlopAnalyzer with our attention handle, silent, counting
-    what the paper counts."""
-    analyzer = FlopAnalyzer(model, inputs).clear_op_handles()
-    analyzer.set_op_handle(
-        **COUNTED, **{'aten::scaled_dot_product_attention': attention_macs_jit}
-    )
-    analyzer.unsupported_ops_warnings(False)
-    analyzer.uncalled_modules_warnings(False)
-    analyzer.tracer_warnings('none')
-    return analyzer
 
 
 @torch.no_grad()
@@ -123,19 +106,9 @@ def count_complexity(
 ) -> ModelComplexity:
     """Count parameters and MACs of ``model`` on one random image.
 
-    Args:
-        model (nn.Module): A backbone or a whole model;
-            ``model(images, **forward_kwargs)`` must run (mmpretrain
-            classifiers and mmseg segmentors do, in their ``'tensor'``
-            mode).
-        input_shape (Tuple[int, int]): Image ``(H, W)``. Defaults to
-            ``(224, 224)``.
-        in_channels (int): Image channels. Defaults to 3.
-        forward_kwargs (dict, optional): More arguments of the forward
-            pass, e.g. the data samples a detector needs. Defaults to None.
-
-    Returns:
-        ModelComplexity: The counts.
+    ``model(images, **forward_kwargs)`` must run (mmpretrain classifiers
+    and mmseg segmentors do, in ``'tensor'`` mode); ``forward_kwargs`` are
+    e.g. the data samples a detector needs.
     """
     params = sum(param.numel() for param in model.parameters())
     device = next(model.parameters()).device
@@ -153,7 +126,7 @@ def count_complexity(
         model.train(was_training)
     attention = 0
     for name, module in model.named_modules():
-        if isinstance(module, ATTENTION_MODULES):
+        if isinstance(module, (SelfAttention, PerformerAttention)):
             linear = sum(
                 by_module.get(f'{prefix}{name}.{child_name}', 0)
                 for child_name, child in module.named_children()
@@ -161,8 +134,5 @@ def count_complexity(
             )
             attention += by_module.get(prefix + name, 0) - linear
     return ModelComplexity(
-        params=params,
-        macs=analyzer.total(),
-        attention_macs=attention,
-        input_shape=tuple(input_shape),
+        params, analyzer.total(), attention, tuple(input_shape)
     )

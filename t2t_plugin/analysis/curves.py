@@ -1,11 +1,7 @@
-"""Training curves (loss, learning rate, evaluation metrics) as a PNG.
-
-The scalars come from the json-lines files that mmengine's
-``LocalVisBackend`` writes to ``<work_dir>/<timestamp>/vis_data/
-scalars.json`` (or the ``<timestamp>.json`` beside it): one record per
-logged training iteration (``lr``, ``loss``, ... and ``step`` = iteration)
-and one per evaluation (metrics and ``step`` = epoch or iteration).
-"""
+"""Training curves (loss, learning rate, evaluation metrics) as a PNG, from
+the json-lines scalars that mmengine's ``LocalVisBackend`` writes to
+``<work_dir>/<timestamp>/vis_data/scalars.json``: one record per logged
+iteration (``lr``, ``loss``, ..., ``step``) and one per evaluation."""
 
 import glob
 import json
@@ -17,18 +13,10 @@ _NON_METRIC_KEYS = {'step', 'epoch', 'iter', 'time', 'data_time', 'memory'}
 
 
 def find_scalar_files(work_dir: str) -> list[str]:
-    """Scalar files of the latest run in ``work_dir``, oldest first.
-
-    Every start of a run makes a ``<timestamp>/`` folder. The latest one is
-    taken, and earlier ones as long as the later start resumed (its config
-    says ``resume = True``), so the curves of an interrupted run are whole
-    while those of an unrelated earlier run stay out.
-
-    Args:
-        work_dir (str): An mmengine work dir.
-
-    Returns:
-        list[str]: Paths of ``<timestamp>/vis_data/scalars.json`` files.
+    """Scalar files of the latest run in ``work_dir``, oldest first: the
+    latest ``<timestamp>/`` folder, and earlier ones as long as the later
+    start resumed (its config says ``resume = True``), so that the curves
+    of an interrupted run are whole and an unrelated earlier run stays out.
     """
     # Timestamp folders (YYYYmmdd_HHMMSS) sort chronologically.
     runs = sorted(
@@ -37,43 +25,29 @@ def find_scalar_files(work_dir: str) -> list[str]:
     files: list[str] = []
     for path in reversed(runs):
         files.insert(0, path)
-        if not _resumed(osp.join(osp.dirname(path), 'config.py')):
+        config = osp.join(osp.dirname(path), 'config.py')
+        if not osp.isfile(config):
             break
+        with open(config, encoding='utf-8') as f:
+            if not any(line.strip() == 'resume = True' for line in f):
+                break
     return files
 
 
-def _resumed(config_file: str) -> bool:
-    """Whether the config that mmengine dumped for a start says resume."""
-    if not osp.isfile(config_file):
-        return False
-    with open(config_file, encoding='utf-8') as f:
-        return any(line.strip() == 'resume = True' for line in f)
-
-
 def load_scalars(files: Sequence[str]) -> tuple[list[dict], list[dict]]:
-    """Read training and evaluation records from json-lines log files.
+    """Training records (those with ``lr``) and evaluation records of
+    json-lines log files (oldest first), each sorted by ``step``.
 
     A resumed run logs again from its checkpoint on, so a record of a later
     file replaces the one of an earlier file at the same step.
-
-    Args:
-        files (Sequence[str]): Log files, oldest first.
-
-    Returns:
-        tuple[list[dict], list[dict]]: Training records (those with ``lr``)
-        and evaluation records, each sorted by ``step``.
     """
     train: dict[int, dict] = {}
     val: dict[int, dict] = {}
     for path in files:
         with open(path, encoding='utf-8') as f:
-            for line in f:
-                line = line.strip()
-                if not line:
-                    continue
-                record = json.loads(line)
-                if 'step' not in record:
-                    continue
+            records = [json.loads(line) for line in f if line.strip()]
+        for record in records:
+            if 'step' in record:
                 target = train if 'lr' in record else val
                 target[record['step']] = record
     return ([train[k] for k in sorted(train)], [val[k] for k in sorted(val)])
@@ -82,17 +56,8 @@ def load_scalars(files: Sequence[str]) -> tuple[list[dict], list[dict]]:
 def plot_curves(
     train: Sequence[dict], val: Sequence[dict], out_file: str, title: str = ''
 ) -> str:
-    """Draw losses and learning rate per iteration and metrics per eval step.
-
-    Args:
-        train (Sequence[dict]): Training records from :func:`load_scalars`.
-        val (Sequence[dict]): Evaluation records from :func:`load_scalars`.
-        out_file (str): Path of the PNG to write.
-        title (str): Figure title, e.g. the config name. Defaults to ''.
-
-    Returns:
-        str: ``out_file``.
-    """
+    """Draw losses and learning rate per iteration and metrics per eval step
+    of :func:`load_scalars`'s records into the PNG ``out_file`` (returned)."""
     import matplotlib
 
     matplotlib.use('Agg')
@@ -109,25 +74,21 @@ def plot_curves(
     )
     fig, axes = plt.subplots(1, 3, figsize=(15, 4))
     ax_loss, ax_lr, ax_metric = axes
-
     for key in loss_keys:
         points = [(r['step'], r[key]) for r in train if key in r]
         ax_loss.plot(*zip(*points), label=key)
     ax_loss.set(xlabel='iteration', ylabel='loss', title='training loss')
-
     points = [(r['step'], r['lr']) for r in train]
     if points:
         ax_lr.plot(*zip(*points))
     ax_lr.set(xlabel='iteration', ylabel='lr', title='learning rate')
     ax_lr.ticklabel_format(axis='y', style='sci', scilimits=(-3, 3))
-
     for key in metric_keys:
         points = [(r['step'], r[key]) for r in val if key in r]
         ax_metric.plot(*zip(*points), marker='o', label=key)
     ax_metric.set(
         xlabel='epoch (or iteration)', ylabel='metric', title='evaluation'
     )
-
     for ax, keys in ((ax_loss, loss_keys), (ax_metric, metric_keys)):
         if keys:
             ax.legend()

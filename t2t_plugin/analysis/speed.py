@@ -1,15 +1,9 @@
-"""Repeatable inference and training steps, their time and peak memory:
-what ``tools/analysis_tools/benchmark.py`` reports for a config's model.
+"""Repeatable inference and training steps, their time and peak memory, as
+``tools/analysis_tools/benchmark.py`` reports them.
 
-Peak memory means the same thing on every device: the bytes of the tensors
-that are alive when a step starts (the model's parameters and buffers, the
-gradients and AdamW state left by the previous step, the input batch) plus
-the highest amount allocated on top of them during the step. On CUDA the
-extra part comes from ``torch.cuda.max_memory_allocated``; on the CPU from
-the allocation and free events that ``torch.profiler`` records with
-``profile_memory=True``. Allocator caching, the Python heap and library code
-are not counted: this is tensor memory, what activation checkpointing or a
-fused kernel can change.
+Peak memory is tensor memory: the tensors alive when a step starts plus the
+most allocated on top of them during it (``torch.cuda.max_memory_allocated``
+on CUDA, ``torch.profiler``'s memory events on the CPU).
 """
 
 import contextlib
@@ -27,25 +21,13 @@ from t2t_plugin.compat import grad_scaler, profiler_event_start_ns
 DTYPES = {'fp32': None, 'bf16': torch.bfloat16, 'fp16': torch.float16}
 
 
-def _first_output(output) -> torch.Tensor:
-    # backbones return a tuple of outputs, the official model a tensor
-    return output[0] if isinstance(output, (tuple, list)) else output
-
-
 class StepRunner:
     """One inference or training step of a model, callable again and again.
 
     A training step is forward, backward and an ``AdamW`` step on the mean
-    square of the first output (a loss that costs nothing next to the
-    model). The learning rate is 0: AdamW does all its arithmetic, but the
-    weights stay those that were loaded, so every repeat and every
-    implementation computes on the same numbers.
-
-    Args:
-        model (nn.Module): The model, already on its device.
-        images (torch.Tensor): The input batch.
-        train (bool): Training step instead of inference.
-        dtype (str): ``'fp32'``, or ``'bf16'`` / ``'fp16'`` autocast.
+    square of the first output. The learning rate is 0: AdamW does all its
+    arithmetic, but every repeat computes on the loaded weights. ``dtype``
+    is ``'fp32'``, or ``'bf16'`` / ``'fp16'`` autocast.
     """
 
     def __init__(
@@ -62,8 +44,7 @@ class StepRunner:
         self.amp_dtype = DTYPES[dtype]
         # mmpretrain 1.2.0 backbones return None from train(): no chaining
         model.train(train)
-        # gradients left by an earlier training step would count as live
-        # memory of this one
+        # gradients of an earlier step would count as live memory of this one
         model.zero_grad(set_to_none=True)
         self.optimizer = None
         self.scaler = None
@@ -73,21 +54,22 @@ class StepRunner:
             if self.amp_dtype == torch.float16:
                 self.scaler = grad_scaler(self.device.type)
 
-    def _autocast(self):
-        return torch.autocast(
+    def __call__(self) -> None:
+        autocast = torch.autocast(
             self.device.type,
             dtype=self.amp_dtype,
             enabled=self.amp_dtype is not None,
         )
-
-    def __call__(self) -> None:
         if not self.train:
-            with torch.inference_mode(), self._autocast():
+            with torch.inference_mode(), autocast:
                 self.model(self.images)
             return
         self.optimizer.zero_grad(set_to_none=True)
-        with self._autocast():
-            output = _first_output(self.model(self.images))
+        with autocast:
+            output = self.model(self.images)
+        # backbones return a tuple of outputs, the official model a tensor
+        if isinstance(output, (tuple, list)):
+            output = output[0]
         loss = output.float().square().mean()
         if self.scaler is None:
             loss.backward()
@@ -141,7 +123,7 @@ def tensor_bytes(tensors: Iterable[torch.Tensor]) -> int:
 
 @contextlib.contextmanager
 def _quiet_stderr() -> Iterator[None]:
-    # the profiler's C++ backend logs its start and stop to file descriptor 2
+    """Silence file descriptor 2, where the profiler's C++ backend logs."""
     sys.stderr.flush()
     saved = os.dup(2)
     with open(os.devnull, 'w') as devnull:
@@ -151,27 +133,6 @@ def _quiet_stderr() -> Iterator[None]:
         finally:
             os.dup2(saved, 2)
             os.close(saved)
-
-
-def _profiled_extra_bytes(step: StepRunner) -> int:
-    with (
-        _quiet_stderr(),
-        profile(
-            activities=[ProfilerActivity.CPU], profile_memory=True
-        ) as prof,
-    ):
-        step()
-    # a CPU step allocates on the CPU only: every memory event counts
-    events = sorted(
-        (profiler_event_start_ns(event), event.nbytes())
-        for event in prof.profiler.kineto_results.events()
-        if event.name() == '[memory]'
-    )
-    current = peak = 0
-    for _, nbytes in events:
-        current += nbytes
-        peak = max(peak, current)
-    return peak
 
 
 def peak_memory(step: StepRunner) -> int:
@@ -188,11 +149,22 @@ def peak_memory(step: StepRunner) -> int:
         before = torch.cuda.memory_allocated(device)
         step()
         synchronize(device)
-        extra = torch.cuda.max_memory_allocated(device) - before
-    elif device.type == 'cpu':
-        extra = _profiled_extra_bytes(step)
-    else:
+        return baseline + torch.cuda.max_memory_allocated(device) - before
+    if device.type != 'cpu':
         raise ValueError(
             f'Peak memory is measured on cpu and cuda only, not {device.type}.'
         )
-    return baseline + extra
+    cpu = [ProfilerActivity.CPU]
+    with _quiet_stderr(), profile(activities=cpu, profile_memory=True) as p:
+        step()
+    # a CPU step allocates on the CPU only: every memory event counts
+    events = sorted(
+        (profiler_event_start_ns(event), event.nbytes())
+        for event in p.profiler.kineto_results.events()
+        if event.name() == '[memory]'
+    )
+    current = peak = 0
+    for _, nbytes in events:
+        current += nbytes
+        peak = max(peak, current)
+    return baseline + peak

@@ -1,10 +1,12 @@
-"""The token maps of Fig. 2 of the paper, read from a running backbone."""
+"""What a running backbone sees, read by forward hooks: the token maps of
+Fig. 2 of the paper and the class token's attention over the image."""
 
 from collections import OrderedDict
 from collections.abc import Sequence
 from typing import Callable
 
 import torch
+import torch.nn.functional as F
 from torch import nn
 
 
@@ -35,6 +37,20 @@ def default_block_indices(num_layers: int) -> list[int]:
     return sorted({0, num_layers // 2, num_layers - 1})
 
 
+def _forward_with_hooks(
+    backbone: nn.Module,
+    images: torch.Tensor,
+    hooks: Sequence[tuple[nn.Module, Callable]],
+) -> None:
+    """Run ``backbone`` once with forward hooks, removed afterwards."""
+    handles = [module.register_forward_hook(hook) for module, hook in hooks]
+    try:
+        backbone(images)
+    finally:
+        for handle in handles:
+            handle.remove()
+
+
 @torch.no_grad()
 def collect_token_maps(
     backbone: nn.Module,
@@ -43,21 +59,12 @@ def collect_token_maps(
 ) -> 'OrderedDict[str, torch.Tensor]':
     """Token maps of a T2T-ViT, reshaped to images, from one forward pass.
 
-    Forward hooks read the T2T module's output (its two intermediate maps
-    and the projected tokens) and the outputs of the chosen encoder blocks;
-    the class token is left out.
-
-    Args:
-        backbone (nn.Module): A :class:`T2TViT`.
-        images (torch.Tensor): Normalised images ``(B, C, H, W)``.
-        layer_indices (Sequence[int]): Encoder blocks to read, negative
-            from the end. Defaults to none.
-
     Returns:
         OrderedDict[str, torch.Tensor]: ``(B, channels, h, w)`` maps under
         ``'t2t_layer1'``, ``'t2t_layer2'`` (stride 4 and 8 by default),
         ``'t2t_tokens'`` (the projected tokens, stride 16) and
-        ``'block{i}'``.
+        ``'block{i}'`` for the ``layer_indices`` (negative from the end;
+        the class token left out).
     """
     layers = resolve_block_indices(backbone, layer_indices)
     captured: dict[str, torch.Tensor] = OrderedDict()
@@ -72,34 +79,59 @@ def collect_token_maps(
             tokens.shape[0], tokens.shape[2], *token_grid
         )
 
-    def read_block(index):
+    blocks = {backbone.encoder[index]: index for index in layers}
 
-        def hook(module, args, output):
-            patches = output[:, backbone.num_extra_tokens :]
-            captured[f'block{index}'] = patches.transpose(1, 2).reshape(
-                output.shape[0], output.shape[2], *grid['size']
-            )
-
-        return hook
+    def read_block(module, args, output):
+        patches = output[:, backbone.num_extra_tokens :]
+        captured[f'block{blocks[module]}'] = patches.transpose(1, 2).reshape(
+            output.shape[0], output.shape[2], *grid['size']
+        )
 
     hooks = [(backbone.tokens_to_token, read_t2t)]
-    hooks += [(backbone.encoder[index], read_block(index)) for index in layers]
-    forward_with_hooks(backbone, images, hooks)
+    hooks += [(block, read_block) for block in blocks]
+    _forward_with_hooks(backbone, images, hooks)
     return captured
 
 
-def forward_with_hooks(
-    backbone: nn.Module,
-    images: torch.Tensor,
-    hooks: Sequence[tuple[nn.Module, Callable]],
-) -> None:
-    """Run ``backbone`` once with forward hooks on some of its modules.
+@torch.no_grad()
+def cls_attention_maps(
+    backbone: nn.Module, images: torch.Tensor, layer_indices: Sequence[int]
+) -> dict[int, torch.Tensor]:
+    """Attention of the class token over the image tokens, per head.
 
-    The hooks are removed afterwards, also when the forward fails.
+    A hook on each chosen block's :class:`SelfAttention` runs its fused
+    attention on its own q, k and scale with the identity as values: the
+    output rows are the softmax rows, with no re-implemented softmax.
+
+    Returns:
+        Dict[int, torch.Tensor]: For each of ``layer_indices`` (resolved,
+        from 0), ``(B, heads, h, w)``: the weight the class token gives each
+        image token (its weight on itself left out: rows sum to at most 1).
     """
-    handles = [module.register_forward_hook(hook) for module, hook in hooks]
-    try:
-        backbone(images)
-    finally:
-        for handle in handles:
-            handle.remove()
+    if not backbone.with_cls_token:
+        raise ValueError(
+            'The class-token attention needs a backbone with '
+            'with_cls_token=True.'
+        )
+    layers = resolve_block_indices(backbone, layer_indices)
+    grid = backbone.tokens_to_token.output_sizes(tuple(images.shape[-2:]))[-1]
+    extra = backbone.num_extra_tokens
+    captured: dict[int, torch.Tensor] = {}
+
+    blocks = {backbone.encoder[index].attn: index for index in layers}
+
+    def read(module, args, output):
+        q, k, _ = module.split_heads(args[0])
+        batch, heads, length, _ = k.shape
+        identity = torch.eye(length, dtype=q.dtype, device=q.device).expand(
+            batch, heads, length, length
+        )
+        rows = F.scaled_dot_product_attention(
+            q[:, :, :1], k, identity, scale=module.scale
+        )
+        captured[blocks[module]] = (
+            rows[:, :, 0, extra:].reshape(batch, heads, *grid).float()
+        )
+
+    _forward_with_hooks(backbone, images, [(attn, read) for attn in blocks])
+    return captured

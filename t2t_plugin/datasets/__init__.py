@@ -1,12 +1,15 @@
 """Datasets and transforms registered in mmpretrain's registries, the
-per-sample seeding of random augmentation, the safe reader of pickled data
-files, and safe pickle / YAML handlers for mmengine's ``load``
-(``ann_file``)."""
+per-sample seeding of random augmentation and safe readers of data files."""
 
 from .cifar import LocalCIFAR10, LocalCIFAR100
 from .digits import DigitsDataset
-from .safe_files import SafePickleHandler, SafeYamlHandler, UnsafeDataFileError
-from .safe_pickle import UnsafePickleError, load_data_pickle
+from .safe_pickle import (
+    SafePickleHandler,
+    SafeYamlHandler,
+    UnsafeDataFileError,
+    UnsafePickleError,
+    load_data_pickle,
+)
 from .sample_seeding import (
     SampleSeededDataset,
     SampleSeedSampler,

@@ -1,3 +1,10 @@
+"""CIFAR from the python-pickle files on disk, read without running code.
+
+mmpretrain's CIFAR classes check md5 sums and download the archive when a
+check fails, which breaks offline and on re-packed copies of the data, and
+they unpickle with ``pickle.load``, which runs code a crafted batch holds.
+"""
+
 import os.path as osp
 
 import numpy as np
@@ -7,35 +14,22 @@ from mmpretrain.registry import DATASETS
 from .. import doc_pages
 from .safe_pickle import load_data_pickle
 
-# The page a user is sent to when files are missing.
-DATA_DOC = doc_pages.DATA_PREPARATION
-
 
 class _LocalCIFARMixin:
-    """Reads the python-pickle CIFAR files that are already on disk.
+    """Reads ``data_root/cifar-10-batches-py/{data_batch_1..5, test_batch}``
+    or ``data_root/cifar-100-python/{train, test}`` with
+    :func:`load_data_pickle`; class names come from ``METAINFO``."""
 
-    mmpretrain's CIFAR classes verify md5 sums of every file and try to
-    download the archive when a check fails, which breaks on machines without
-    internet and on re-packed copies of the data. This variant only needs the
-    standard pickle layout under ``data_root``::
-
-        data_root/cifar-10-batches-py/{data_batch_1..5, test_batch}
-        data_root/cifar-100-python/{train, test}
-
-    Class names come from the class's ``METAINFO``, as in mmpretrain. The
-    batches are read with :func:`load_data_pickle`, which refuses a file
-    that names anything but arrays and plain containers.
-    """
+    def __init__(self, data_root: str, split: str = 'train', **kwargs) -> None:
+        super().__init__(
+            data_root=data_root, split=split, download=False, **kwargs
+        )
 
     def load_data_list(self) -> list[dict]:
         """Load the images (HWC, RGB, uint8) and labels of the split."""
         folder = osp.join(self.data_prefix['root'], self.base_folder)
-        names = [
-            name
-            for name, _ in (
-                self.train_list if self.split == 'train' else self.test_list
-            )
-        ]
+        files = self.train_list if self.split == 'train' else self.test_list
+        names = [name for name, _ in files]
         missing = [
             name for name in names if not osp.isfile(osp.join(folder, name))
         ]
@@ -43,15 +37,12 @@ class _LocalCIFARMixin:
             raise FileNotFoundError(
                 f'{type(self).__name__}: expected {", ".join(missing)} in '
                 f'{folder} (the python version of the dataset); see '
-                f'{DATA_DOC}.'
+                f'{doc_pages.DATA_PREPARATION}.'
             )
-
         images, labels = [], []
         for name in names:
             path = osp.join(folder, name)
             with open(path, 'rb') as f:
-                # mmpretrain's plain pickle.load would run code a crafted
-                # batch carries.
                 entry = load_data_pickle(f, path)
             images.append(np.asarray(entry['data'], dtype=np.uint8))
             labels.extend(
@@ -60,7 +51,6 @@ class _LocalCIFARMixin:
         # Rows are stored as 3 planes of 32x32 (CHW, RGB).
         images = np.concatenate(images).reshape(-1, 3, 32, 32)
         images = images.transpose(0, 2, 3, 1)
-
         return [
             dict(img=img, gt_label=int(label))
             for img, label in zip(images, labels)
@@ -69,32 +59,23 @@ class _LocalCIFARMixin:
 
 @DATASETS.register_module()
 class LocalCIFAR10(_LocalCIFARMixin, CIFAR10):
-    """CIFAR-10 from the python-pickle files in ``data_root``.
-
-    Same arguments and samples as mmpretrain's ``CIFAR10``, without md5
-    checks or downloads; a missing file raises :class:`FileNotFoundError`
-    naming the expected path.
+    """CIFAR-10 from the python-pickle files in ``data_root``: mmpretrain's
+    ``CIFAR10`` without md5 checks or downloads; a missing file raises
+    :class:`FileNotFoundError` naming the expected path.
 
     Args:
         data_root (str): Folder that holds ``cifar-10-batches-py``.
         split (str): ``'train'`` (50,000 images) or ``'test'`` (10,000).
             Defaults to ``'train'``.
-        **kwargs: Other arguments of mmpretrain's ``BaseDataset``, e.g.
-            ``pipeline``.
+        **kwargs: Other arguments of mmpretrain's ``BaseDataset``.
     """
-
-    def __init__(self, data_root: str, split: str = 'train', **kwargs) -> None:
-        super().__init__(
-            data_root=data_root, split=split, download=False, **kwargs
-        )
 
 
 @DATASETS.register_module()
 class LocalCIFAR100(_LocalCIFARMixin, CIFAR100):
-    """CIFAR-100 (fine labels) from the python-pickle files in ``data_root``.
-
-    Same arguments and samples as mmpretrain's ``CIFAR100``, without md5
-    checks or downloads.
+    """CIFAR-100 (fine labels) from the python-pickle files in
+    ``data_root``: mmpretrain's ``CIFAR100`` without md5 checks or
+    downloads.
 
     Args:
         data_root (str): Folder that holds ``cifar-100-python``.
@@ -102,8 +83,3 @@ class LocalCIFAR100(_LocalCIFARMixin, CIFAR100):
             Defaults to ``'train'``.
         **kwargs: Other arguments of mmpretrain's ``BaseDataset``.
     """
-
-    def __init__(self, data_root: str, split: str = 'train', **kwargs) -> None:
-        super().__init__(
-            data_root=data_root, split=split, download=False, **kwargs
-        )

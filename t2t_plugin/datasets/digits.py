@@ -9,12 +9,10 @@ from mmpretrain.registry import DATASETS
 class DigitsDataset(BaseDataset):
     """The handwritten digits bundled with scikit-learn, as 8x8 images.
 
-    ``sklearn.datasets.load_digits`` ships the test part of the UCI
-    Optical Recognition of Handwritten Digits data: 1,797 images of 8x8
-    pixels with 17 grey levels (0-16) and 10 classes. Nothing is downloaded,
-    which makes it the dataset of the embedded demo. A fixed permutation
-    drawn from ``seed`` splits it into ``train`` and ``val``; each sample is
-    a ``uint8`` image of shape (8, 8) with grey levels rescaled to 0-255.
+    ``sklearn.datasets.load_digits``: 1,797 images, 17 grey levels (0-16),
+    10 classes, nothing to download (the dataset of the embedded demo). A
+    fixed permutation drawn from ``seed`` splits them into ``train`` and
+    ``val``; each sample is a ``uint8`` (8, 8) image rescaled to 0-255.
 
     Args:
         split (str): ``'train'``, ``'val'`` or ``'all'``. Defaults to
@@ -50,8 +48,7 @@ class DigitsDataset(BaseDataset):
 
     def load_data_list(self) -> list[dict]:
         """Split the bundled digits and return this split's samples."""
-        # Imported here: scikit-learn takes a second to import, and only
-        # this dataset needs it.
+        # scikit-learn takes a second to import; only this dataset needs it
         from sklearn.datasets import load_digits
 
         digits = load_digits()

@@ -1,22 +1,33 @@
-"""Reading pickled data files without running code from them.
+"""Reading pickled and YAML data files without running code from them.
 
-``pickle.load`` calls whatever global a file names (``os.system`` through a
-``__reduce__`` payload, for one), so a crafted dataset file executes code as
-soon as the dataset is built. Data files such as the CIFAR batches only need
-plain containers and numpy arrays; :func:`load_data_pickle` resolves exactly
-the globals that rebuild those and refuses every other one. torch's
-``weights_only`` unpickler does not fit here: it is made for checkpoints,
-allows torch types instead of numpy's, and its numpy allow-list is global
-state shared with checkpoint loading.
+``pickle.load`` calls whatever global a file names, and mmengine's ``load``
+(``ann_file``) reads ``.pkl`` with it and ``.yaml`` honouring
+``!!python/...`` tags. Here pickles go through an allow-list of the globals
+that rebuild data (torch's ``weights_only`` one is for checkpoints, and
+global state), YAML through ``yaml.SafeLoader``.
 """
 
 import _compat_pickle
 import codecs
+import collections
+import io
 import pickle
+import re
+import sys
 from collections.abc import Mapping
-from typing import Any, BinaryIO
+from typing import Any, BinaryIO, Optional
 
 import numpy as np
+import torch
+import yaml
+from mmengine.fileio import PickleHandler, YamlHandler, register_handler
+
+# numpy 1.26 has only a stub of ``numpy._core``; numpy 2 warns on
+# ``numpy.core``
+try:
+    from numpy._core import multiarray, numeric
+except ImportError:
+    from numpy.core import multiarray, numeric
 
 
 class UnsafePickleError(pickle.UnpicklingError, ValueError):
@@ -26,42 +37,30 @@ class UnsafePickleError(pickle.UnpicklingError, ValueError):
     """
 
 
-def _numpy_globals() -> dict[tuple[str, str], Any]:
-    """The numpy functions and classes that rebuild arrays, by the module
-    names numpy 1 (``numpy.core``) and numpy 2 (``numpy._core``) write."""
-    # numpy 1.26 has only a stub of ``numpy._core``; numpy 2 warns on
-    # ``numpy.core``
-    try:
-        from numpy._core import multiarray, numeric
-    except ImportError:
-        from numpy.core import multiarray, numeric
-    found = {}
-    for module in ('numpy.core', 'numpy._core'):
-        found[(f'{module}.multiarray', '_reconstruct')] = (
-            multiarray._reconstruct
-        )
-        found[(f'{module}.multiarray', 'scalar')] = multiarray.scalar
-        # protocol 5 writes arrays as buffers rebuilt by _frombuffer
-        found[(f'{module}.numeric', '_frombuffer')] = numeric._frombuffer
-    found[('numpy', 'ndarray')] = np.ndarray
-    found[('numpy', 'dtype')] = np.dtype
-    return found
+class UnsafeDataFileError(UnsafePickleError):
+    """A data file that would run code when read; the message is one line."""
 
 
-# (module, name) -> object. Python 3 writes bytes with protocol 2 as
-# ``_codecs.encode(text, 'latin1')``, a pure function.
-_ALLOWED = {**_numpy_globals(), ('_codecs', 'encode'): codecs.encode}
+# (module, name) -> object: what rebuilds arrays, under the module names of
+# numpy 1 and 2 (protocol 5 writes arrays as buffers for _frombuffer), and
+# ``_codecs.encode``, a pure function Python 3 writes bytes with.
+_ALLOWED = {
+    ('numpy', 'ndarray'): np.ndarray,
+    ('numpy', 'dtype'): np.dtype,
+    ('_codecs', 'encode'): codecs.encode,
+}
+for _core in ('numpy.core', 'numpy._core'):
+    _ALLOWED[(f'{_core}.multiarray', '_reconstruct')] = multiarray._reconstruct
+    _ALLOWED[(f'{_core}.multiarray', 'scalar')] = multiarray.scalar
+    _ALLOWED[(f'{_core}.numeric', '_frombuffer')] = numeric._frombuffer
 
 
 class AllowListUnpickler(pickle.Unpickler):
-    """An unpickler that resolves only the globals of :attr:`allowed`.
+    """An unpickler that resolves only the globals of :attr:`allowed`
+    (``(module, name) -> object``, set by subclasses); any other global is
+    refused with :class:`UnsafePickleError` before it is resolved."""
 
-    Subclasses set ``allowed``, ``(module, name) -> object``; any other
-    global a file names is refused with :class:`UnsafePickleError` before
-    it is resolved, so nothing in the file runs.
-    """
-
-    allowed: Mapping[tuple[str, str], Any] = {}
+    allowed: Mapping[tuple[str, str], Any] = _ALLOWED
 
     def find_class(self, module: str, name: str) -> Any:
         # protocol 2 files name Python 2 modules (``__builtin__``)
@@ -72,37 +71,101 @@ class AllowListUnpickler(pickle.Unpickler):
         return found
 
 
-class _DataUnpickler(AllowListUnpickler):
-    """Unpickler that only resolves the globals of :data:`_ALLOWED`."""
-
-    allowed = _ALLOWED
-
-
 def load_data_pickle(file: BinaryIO, path: str = '') -> Any:
-    """Unpickle a data file that may hold only data.
-
-    Dicts, lists, tuples, str, bytes, numbers and numpy arrays load; any
-    other global the file names is refused before it is called, so nothing
-    in the file runs.
-
-    Args:
-        file (BinaryIO): The open file.
-        path (str): Its path, for the error message. Defaults to ``''``.
-
-    Returns:
-        Any: The unpickled object. Python 2 strings come back as latin-1
-        ``str`` (the encoding of the CIFAR files).
+    """Unpickle an open data file that may hold only data: containers, str,
+    bytes, numbers and numpy arrays (Python 2 strings as latin-1 ``str``,
+    the encoding of the CIFAR files). ``path`` names it in the error.
 
     Raises:
-        UnsafePickleError: The file names a global outside the allow-list
-            (``'PATH holds MODULE.NAME, not data; refusing to load it.'``).
+        UnsafePickleError: The file names a global outside the allow-list.
     """
     try:
-        value = _DataUnpickler(file, encoding='latin1').load()
+        return AllowListUnpickler(file, encoding='latin1').load()
     except UnsafePickleError as error:
         raise UnsafePickleError(
             f'{path or "The pickle file"} holds {error}, which is not data; '
             'refusing to load it (replace the file with a clean copy of the '
             'dataset).'
         ) from None
-    return value
+
+
+def _tensor_storage(data: bytes) -> Any:
+    # torch pickles a tensor's storage as a nested torch.save stream, read
+    # back by torch.storage._load_from_bytes with weights_only=False; the
+    # same stream read with weights_only=True holds storages only.
+    return torch.load(io.BytesIO(data), weights_only=True)
+
+
+class _AnnotationUnpickler(AllowListUnpickler):
+    """Data globals plus the containers pickle names by global and what a
+    pickled tensor needs, as mmengine's ``DumpResults`` writes them."""
+
+    allowed = {
+        **_ALLOWED,
+        ('builtins', 'set'): set,
+        ('builtins', 'frozenset'): frozenset,
+        ('builtins', 'complex'): complex,
+        ('builtins', 'bytearray'): bytearray,
+        ('collections', 'OrderedDict'): collections.OrderedDict,
+        ('torch._utils', '_rebuild_tensor_v2'): (
+            torch._utils._rebuild_tensor_v2
+        ),
+        ('torch.storage', '_load_from_bytes'): _tensor_storage,
+    }
+
+
+def _refuse(path: Optional[str], what: str) -> UnsafeDataFileError:
+    if not path:
+        # mmengine's load hands its handlers an in-memory copy of the file:
+        # its name is the ``file`` argument of ``load`` up the stack
+        frame = sys._getframe(2)
+        while frame is not None and not (
+            frame.f_code.co_name == 'load'
+            and 'mmengine' in frame.f_code.co_filename
+        ):
+            frame = frame.f_back
+        file = frame.f_locals.get('file') if frame is not None else None
+        path = file if isinstance(file, str) else ''
+    return UnsafeDataFileError(
+        f'{path or "A data file"} holds {what}, which a data file does not '
+        'need; refusing to load it: write it as JSON (.json), which holds '
+        'data only.'
+    )
+
+
+class SafePickleHandler(PickleHandler):
+    """mmengine's pickle handler, reading through an allow-list."""
+
+    def load_from_fileobj(self, file, path: Optional[str] = None, **kwargs):
+        try:
+            return _AnnotationUnpickler(file, **kwargs).load()
+        except UnsafePickleError as error:
+            raise _refuse(path, f'the Python global {error}') from None
+
+    def load_from_path(self, filepath, **kwargs):
+        with open(filepath, 'rb') as f:
+            return self.load_from_fileobj(f, path=str(filepath), **kwargs)
+
+
+class SafeYamlHandler(YamlHandler):
+    """mmengine's YAML handler, reading with ``yaml.SafeLoader``."""
+
+    def load_from_fileobj(self, file, path: Optional[str] = None, **kwargs):
+        kwargs['Loader'] = yaml.SafeLoader
+        try:
+            return yaml.load(file, **kwargs)
+        except yaml.constructor.ConstructorError as error:
+            found = re.search(r"tag '([^']+)'", str(error.problem))
+            tag = f'the YAML tag {found.group(1)}' if found else 'a YAML tag'
+            raise _refuse(path, tag) from None
+
+    def load_from_path(self, filepath, mode: str = 'r', **kwargs):
+        with open(filepath, mode) as f:
+            return self.load_from_fileobj(f, path=str(filepath), **kwargs)
+
+
+# Process-wide on purpose: mmengine picks a file handler by the file's
+# extension alone, with no per-dataset choice, and BaseDataset reads
+# ann_file through it; files of data only read the same as before.
+register_handler(['pkl', 'pickle'])(SafePickleHandler)
+register_handler(['yaml', 'yml'])(SafeYamlHandler)

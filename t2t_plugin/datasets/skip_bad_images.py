@@ -23,16 +23,14 @@ class SkipBadImages:
     """The pipeline of a dataset, replacing a sample that cannot be used by
     the next usable one.
 
-    One unreadable image (truncated, zero bytes, not an image), one the
-    backbone's strides cannot tile, or one with the wrong number of
-    channels would otherwise end a run with a long traceback (a bad
-    validation image after a whole epoch of training), and the rerun dies
-    at the same image. Such a sample is reported as one warning line and
-    replaced by the next usable sample of the dataset (the next, not a
-    random one: the random generators stay as they were, for an exact
-    resume). ``BadImageHook`` puts it in front of the pipeline of every
-    dataset of a run (any toolbox's ``BaseDataset``), gathers the reports
-    from the data-loader workers and stops the run past its limit.
+    An unreadable image, one the backbone's strides cannot tile, or one
+    with the wrong number of channels would otherwise end a run (a bad
+    validation image after a whole epoch), and the rerun dies at the same
+    image. Such a sample is reported as one warning line and replaced by
+    the next usable sample (not a random one: the random generators stay
+    as they were, for an exact resume). ``BadImageHook`` puts it in front
+    of the pipeline of every dataset of a run, gathers the reports from
+    the data-loader workers and stops the run past its limit.
 
     Args:
         dataset: The dataset whose pipeline is wrapped.
@@ -72,9 +70,7 @@ class SkipBadImages:
         channels, height, width = inputs.shape
         if self.in_channels is not None and channels != self.in_channels:
             return f'{channels} channels, the model takes {self.in_channels}'
-        multiple = self.size_multiple
-        # The T2T soft splits tile exactly the sides that are multiples of
-        # their total stride.
+        multiple = self.size_multiple  # the soft splits' total stride
         if multiple and (height % multiple or width % multiple):
             return (
                 f'{height}x{width} pixels after the pipeline, not '
@@ -94,7 +90,6 @@ class SkipBadImages:
             # of mmcv's loader, a transform's ValueError on a tiny image);
             # the message goes into the report, the run goes on.
             except Exception as error:
-                sample = None
                 problem = (
                     ' '.join(str(error).split())[:200] or type(error).__name__
                 )

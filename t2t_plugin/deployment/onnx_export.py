@@ -1,10 +1,9 @@
 """Export of T2T-ViT classifiers and pyramid backbones to ONNX.
 
-The graph is captured by ``torch.export`` (``torch.onnx.export(...,
-dynamo=True)``) with symbolic batch, height and width. Height and width are
-symbolic multiples of the T2T module's total stride (16 for every released
-arch), the only sizes the soft splits tile; the sinusoidal position table is
-resized inside the graph, so one file serves 224, 384 and non-square inputs.
+``torch.export`` captures the graph with symbolic batch, height and width
+(multiples of the T2T module's total stride, 16 for the released archs);
+the sinusoidal position table is resized inside the graph, so one file
+serves 224, 384 and non-square inputs.
 """
 
 import json
@@ -25,7 +24,6 @@ from ..engine.checkpoint import (
     read_checkpoint,
 )
 from ..engine.config import load_config
-from ..models.backbones import T2TViT
 from ..models.necks import T2TFeaturePyramid
 from .runtimes import TILING_KEY
 
@@ -36,70 +34,46 @@ MAX_BATCH = 4096
 MAX_SIDE = 8192
 
 
-class ClassifierForExport(nn.Module):
-    """Images to logits (or softmax scores) of an mmpretrain classifier.
+class ModelForExport(nn.Module):
+    """Images to a classifier's logits (or softmax scores), or, without a
+    head, to the feature levels of a backbone and its neck."""
 
-    Args:
-        classifier (nn.Module): An ``ImageClassifier`` with a T2T-ViT
-            backbone.
-        output (str): ``'logits'`` or ``'scores'``. Defaults to
-            ``'logits'``.
-    """
-
-    def __init__(self, classifier: nn.Module, output: str = 'logits') -> None:
+    def __init__(
+        self,
+        backbone: nn.Module,
+        neck: Optional[nn.Module] = None,
+        head: Optional[nn.Module] = None,
+        output: str = 'logits',
+    ) -> None:
         super().__init__()
         if output not in OUTPUTS:
             raise ValueError(
                 f'Unknown output {output!r}; choose one of {OUTPUTS}.'
             )
-        self.backbone = classifier.backbone
-        self.neck = getattr(classifier, 'neck', None)
-        self.head = classifier.head
+        self.backbone = backbone
+        self.neck = neck
+        self.head = head
         self.output = output
 
-    def forward(self, images: torch.Tensor) -> torch.Tensor:
+    @property
+    def pyramid(self) -> Optional[nn.Module]:
+        return self.neck
+
+    def forward(self, images: torch.Tensor):
         feats = self.backbone(images)
         if self.neck is not None:
             feats = self.neck(feats)
+        if self.head is None:
+            return tuple(feats)
         logits = self.head(feats)
         return logits.softmax(-1) if self.output == 'scores' else logits
 
 
-class PyramidForExport(nn.Module):
-    """Images to the feature levels a dense-prediction neck reads.
-
-    Args:
-        backbone (T2TViT): The backbone.
-        pyramid (T2TFeaturePyramid, optional): The pyramid neck. Without
-            it, the backbone's own outputs are exported.
-    """
-
-    def __init__(
-        self, backbone: T2TViT, pyramid: Optional[T2TFeaturePyramid] = None
-    ) -> None:
-        super().__init__()
-        self.backbone = backbone
-        self.pyramid = pyramid
-
-    def forward(self, images: torch.Tensor) -> tuple[torch.Tensor, ...]:
-        feats = self.backbone(images)
-        return tuple(self.pyramid(feats)) if self.pyramid else tuple(feats)
-
-
 @dataclass
 class ExportableModel:
-    """A model ready for export, with what the exported file will hold.
-
-    Attributes:
-        module (nn.Module): The model in eval mode, images in, tensors out.
-        input_size (tuple): The ``(H, W)`` the config is built for.
-        in_channels (int): Image channels.
-        stride (int): Height and width must be multiples of it.
-        output_names (list): One name per output.
-        mean (list): Per-channel mean the inputs are normalised with.
-        std (list): Per-channel standard deviation, likewise.
-        kind (str): ``'classifier'`` or ``'pyramid'``.
-    """
+    """A model in eval mode (images in, tensors out) and its input: the
+    ``(H, W)`` of its config, the channels, the stride the sides must be
+    multiples of, the output names and the normalisation of its inputs."""
 
     module: nn.Module
     input_size: tuple[int, int]
@@ -108,36 +82,6 @@ class ExportableModel:
     output_names: list[str]
     mean: list[float] = field(default_factory=list)
     std: list[float] = field(default_factory=list)
-    kind: str = 'classifier'
-
-
-def _find_backbone_cfg(cfg: Config) -> dict:
-    backbone = cfg.model.get('backbone') or {}
-    backbone_type = str(backbone.get('type', '')).split('.')[-1]
-    if backbone_type != 'T2TViT':
-        raise ValueError(
-            f'Only T2T-ViT models export here; the config builds a '
-            f'{backbone_type or cfg.model.get("type")!r} backbone.'
-        )
-    return backbone
-
-
-def _normalisation(cfg: Config, in_channels: int) -> tuple[list, list]:
-    preprocessor = (
-        cfg.model.get('data_preprocessor')
-        or cfg.get('data_preprocessor')
-        or {}
-    )
-    mean = preprocessor.get('mean') or [0.0] * in_channels
-    std = preprocessor.get('std') or [1.0] * in_channels
-    return [float(v) for v in mean], [float(v) for v in std]
-
-
-def _disable_checkpointing(backbone: T2TViT) -> None:
-    if backbone.with_cp:
-        # activation checkpointing only acts in training; export is eval
-        backbone.with_cp = False
-        backbone.tokens_to_token.with_cp = False
 
 
 def build_exportable(
@@ -147,160 +91,115 @@ def build_exportable(
 ) -> ExportableModel:
     """Build a config's model and load its checkpoint, ready for export.
 
-    A classifier config (mmpretrain ``ImageClassifier``) exports images to
-    logits or scores. A dense-prediction config (mmdet / mmseg with a T2T-ViT
-    backbone) exports the backbone and, when the config's first neck is
-    :class:`T2TFeaturePyramid`, that neck: images to the four pyramid levels
-    (strides 4, 8, 16, 32) that FPN or UPerNet read.
-
-    Args:
-        config (str | Path | Config): The config.
-        checkpoint (str | Path, optional): Its weights (``backbone.*`` and,
-            for dense configs, ``neck.0.*`` keys are read). Without it the
-            model keeps its random initialisation.
-        output (str): ``'logits'`` or ``'scores'`` for classifiers.
-            Defaults to ``'logits'``.
-
-    Returns:
-        ExportableModel: The model in eval mode and its input description.
-
-    Raises:
-        ValueError: If the config is not a T2T-ViT model or the checkpoint
-            cannot be read (``CheckpointError``, ``ConfigError``).
-        CheckpointMismatchError: If the checkpoint does not fit the model.
-        FileNotFoundError: If the config or checkpoint is missing.
+    A classifier config exports images to ``output`` (logits or scores). A
+    dense-prediction config (mmdet / mmseg) exports the backbone and, when
+    its first neck is :class:`T2TFeaturePyramid`, that neck: images to the
+    four levels (strides 4, 8, 16, 32) that FPN or UPerNet read. Without a
+    checkpoint the model keeps its random initialisation. Raises
+    ValueError (``CheckpointError``, ``ConfigError``) for a config that is
+    not T2T-ViT or an unreadable checkpoint, ``CheckpointMismatchError``
+    for one that does not fit, FileNotFoundError for missing files.
     """
     cfg = load_config(config)
-    backbone_cfg = _find_backbone_cfg(cfg)
+    backbone_cfg = cfg.model.get('backbone') or {}
+    backbone_type = str(backbone_cfg.get('type', '')).split('.')[-1]
+    if backbone_type != 'T2TViT':
+        raise ValueError(
+            f'Only T2T-ViT models export here; the config builds a '
+            f'{backbone_type or cfg.model.get("type")!r} backbone.'
+        )
     if checkpoint is not None and not Path(checkpoint).is_file():
         raise FileNotFoundError(f'Checkpoint {checkpoint} does not exist.')
     in_channels = backbone_cfg.get('in_channels', 3)
-    mean, std = _normalisation(cfg, in_channels)
+    preprocessor = (
+        cfg.model.get('data_preprocessor')
+        or cfg.get('data_preprocessor')
+        or {}
+    )
+    mean = preprocessor.get('mean') or [0.0] * in_channels
+    std = preprocessor.get('std') or [1.0] * in_channels
     if cfg.model.get('type') == 'ImageClassifier':
         cfg.model.backbone.pop('init_cfg', None)  # the checkpoint replaces it
         classifier = MODELS.build(cfg.model)
-        if checkpoint is None:
-            classifier.init_weights()
-        else:
-            load_state_dict_strictly(
-                classifier, read_checkpoint(checkpoint), str(checkpoint)
-            )
-        module = ClassifierForExport(classifier, output)
-        backbone = classifier.backbone
+        _load_parts({'': classifier}, checkpoint)
+        neck = getattr(classifier, 'neck', None)
+        module = ModelForExport(
+            classifier.backbone, neck, classifier.head, output
+        )
         output_names = [output]
-        kind = 'classifier'
     else:
         # the parts are built on their own, from our registry, whatever
         # default scope (mmdet, mmseg) the config set
         with DefaultScope.overwrite_default_scope('mmpretrain'):
-            module, output_names = _build_pyramid(
-                cfg, backbone_cfg, checkpoint
-            )
-        backbone = module.backbone
-        kind = 'pyramid'
-    _disable_checkpointing(backbone)
-    t2t = backbone.tokens_to_token
-    size = tuple(s * t2t.total_stride for s in backbone.patch_resolution)
+            module, output_names = _build_pyramid(cfg, backbone_cfg)
+        parts = {'backbone.': module.backbone}
+        if module.neck is not None:
+            # a list of necks is an nn.Sequential in mmdet and mmseg
+            listed = not isinstance(cfg.model.neck, dict)
+            parts['neck.0.' if listed else 'neck.'] = module.neck
+        _load_parts(parts, checkpoint)
+    backbone = module.backbone
+    # activation checkpointing only acts in training; export is eval
+    backbone.with_cp = backbone.tokens_to_token.with_cp = False
+    stride = backbone.tokens_to_token.total_stride
     return ExportableModel(
         module.eval(),
-        size,
+        tuple(side * stride for side in backbone.patch_resolution),
         in_channels,
-        t2t.total_stride,
+        stride,
         output_names,
-        mean,
-        std,
-        kind,
+        [float(v) for v in mean],
+        [float(v) for v in std],
     )
 
 
 def _build_pyramid(
-    cfg: Config, backbone_cfg: dict, checkpoint: Optional[Union[str, Path]]
-) -> tuple[PyramidForExport, list[str]]:
+    cfg: Config, backbone_cfg: dict
+) -> tuple[ModelForExport, list[str]]:
+    """The backbone of a dense config, and its first neck if that is a
+    T2TFeaturePyramid, with the names of their outputs."""
     backbone_cfg = dict(backbone_cfg, type='T2TViT')
     backbone_cfg.pop('init_cfg', None)
     backbone = MODELS.build(backbone_cfg)
-    necks = cfg.model.get('neck') or []
-    necks = [necks] if isinstance(necks, dict) else list(necks)
-    pyramid = None
-    prefixes = {'backbone.': backbone}
-    if necks and str(necks[0].get('type', '')).endswith('T2TFeaturePyramid'):
-        neck_cfg = dict(necks[0], type='T2TFeaturePyramid')
-        # built here apart from its backbone: give it the widths it would
-        # read off that backbone inside the detector or segmentor
-        if neck_cfg.get('in_channels') is None:
-            neck_cfg['in_channels'] = T2TFeaturePyramid.backbone_widths(
-                backbone
-            )
-        pyramid = MODELS.build(neck_cfg)
-        # a list of necks is an nn.Sequential in mmdet and mmseg
-        listed = isinstance(cfg.model.get('neck'), (list, tuple))
-        prefixes['neck.0.' if listed else 'neck.'] = pyramid
-    module = PyramidForExport(backbone, pyramid)
+    necks = cfg.model.get('neck') or [{}]
+    neck_cfg = dict(necks if isinstance(necks, dict) else necks[0])
+    if not str(neck_cfg.get('type', '')).endswith('T2TFeaturePyramid'):
+        count = len(backbone.out_indices) + 2 * bool(backbone.out_t2t_maps)
+        return ModelForExport(backbone), [f'out{i}' for i in range(count)]
+    neck_cfg['type'] = 'T2TFeaturePyramid'
+    # built apart from its backbone: give it the widths it would read off
+    # that backbone inside the detector or segmentor
+    if neck_cfg.get('in_channels') is None:
+        neck_cfg['in_channels'] = T2TFeaturePyramid.backbone_widths(backbone)
+    pyramid = MODELS.build(neck_cfg)
+    names = [f'level{i}' for i in pyramid.out_indices]
+    return ModelForExport(backbone, pyramid), names
+
+
+def _load_parts(
+    parts: dict[str, nn.Module], checkpoint: Optional[Union[str, Path]]
+) -> None:
+    """Load the ``prefix*`` weights of the checkpoint into each part (or
+    initialise the parts without a checkpoint)."""
     if checkpoint is None:
-        backbone.init_weights()
-        if pyramid is not None:
-            pyramid.init_weights()
-    else:
-        state_dict = checkpoint_state_dict(
-            read_checkpoint(checkpoint), str(checkpoint)
-        )
-        for prefix, part in prefixes.items():
-            own = {
-                key[len(prefix) :]: value
-                for key, value in state_dict.items()
-                if key.startswith(prefix)
-            }
-            if not own:
-                raise ValueError(
-                    f'{checkpoint} holds no {prefix}* weights; give the '
-                    'checkpoint of a detector or segmentor with this '
-                    'backbone.'
-                )
-            load_state_dict_strictly(
-                part, {'state_dict': own}, str(checkpoint)
+        for part in parts.values():
+            part.init_weights()
+        return
+    state_dict = checkpoint_state_dict(
+        read_checkpoint(checkpoint), str(checkpoint)
+    )
+    for prefix, part in parts.items():
+        own = {
+            key[len(prefix) :]: value
+            for key, value in state_dict.items()
+            if key.startswith(prefix)
+        }
+        if prefix and not own:
+            raise ValueError(
+                f'{checkpoint} holds no {prefix}* weights; give the '
+                'checkpoint of a detector or segmentor with this backbone.'
             )
-    if pyramid is not None:
-        names = [f'level{i}' for i in pyramid.out_indices]
-    else:
-        names = [
-            f'out{i}'
-            for i in range(
-                len(backbone.out_indices) + (2 if backbone.out_t2t_maps else 0)
-            )
-        ]
-    return module, names
-
-
-def dynamic_shapes(
-    model: ExportableModel,
-    dynamic_batch: bool = True,
-    dynamic_size: bool = True,
-) -> tuple[dict[int, object]]:
-    """``torch.export`` dynamic shapes of the (only, positional) input.
-
-    Batch is any size; height and width any multiple of ``model.stride``.
-    """
-    axes: dict[int, object] = {}
-    if dynamic_batch:
-        axes[0] = torch.export.Dim('batch', min=1, max=MAX_BATCH)
-    if dynamic_size:
-        stride = model.stride
-        limit = MAX_SIDE // stride
-        axes[2] = stride * torch.export.Dim('height', min=1, max=limit)
-        axes[3] = stride * torch.export.Dim('width', min=1, max=limit)
-    return (axes,)
-
-
-def trace_size(model: ExportableModel, dynamic_size: bool) -> tuple[int, int]:
-    """The image size the graph is captured at.
-
-    For dynamic sizes it differs from the size the position table is built
-    for, so that the table's resize (an identity at that size) is captured in
-    the graph instead of being skipped.
-    """
-    if not dynamic_size:
-        return model.input_size
-    return tuple(side + model.stride for side in model.input_size)
+        load_state_dict_strictly(part, {'state_dict': own}, str(checkpoint))
 
 
 def export_onnx(
@@ -313,26 +212,27 @@ def export_onnx(
 ) -> Path:
     """Write ``model`` as an ONNX file with one input called ``images``.
 
-    Args:
-        model (ExportableModel): From :func:`build_exportable`.
-        path (str | Path): The ``.onnx`` file to write.
-        opset (int): ONNX opset. Defaults to 18.
-        dynamic_batch (bool): Symbolic batch axis. Defaults to True.
-        dynamic_size (bool): Symbolic height and width (multiples of the
-            stride). Defaults to True.
-        batch_size (int): Batch of the example input the graph is captured
-            with (and of the file when the batch is static). Defaults to 2.
-
-    Returns:
-        Path: ``path``.
+    Batch, height and width (multiples of ``model.stride``) are symbolic
+    unless made static; the graph is captured with a batch of
+    ``batch_size``, which is the file's batch when that axis is static.
 
     Raises:
         ValueError: If the model cannot be captured.
     """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    height, width = trace_size(model, dynamic_size)
-    images = torch.zeros(batch_size, model.in_channels, height, width)
+    axes: dict[int, object] = {}
+    if dynamic_batch:
+        axes[0] = torch.export.Dim('batch', min=1, max=MAX_BATCH)
+    size = model.input_size
+    if dynamic_size:
+        limit = MAX_SIDE // model.stride
+        axes[2] = model.stride * torch.export.Dim('height', min=1, max=limit)
+        axes[3] = model.stride * torch.export.Dim('width', min=1, max=limit)
+        # captured off the position table's own size, so that its resize
+        # (an identity there) is in the graph instead of skipped
+        size = tuple(side + model.stride for side in size)
+    images = torch.zeros(batch_size, model.in_channels, *size)
     try:
         with torch.no_grad():
             torch.onnx.export(
@@ -343,9 +243,7 @@ def export_onnx(
                 opset_version=opset,
                 input_names=['images'],
                 output_names=model.output_names,
-                dynamic_shapes=dynamic_shapes(
-                    model, dynamic_batch, dynamic_size
-                ),
+                dynamic_shapes=(axes,),
                 # onnxscript's optimizer removes additions of constants
                 # that math.isclose(c, 0, abs_tol=1e-8) calls zero, among
                 # them the performer's `+ 1e-8` (no-op rule `add_0`), which
@@ -363,25 +261,22 @@ def export_onnx(
             f'The model cannot be exported to ONNX ({type(error).__name__}: '
             f'{lines[0][:200]}).'
         ) from None
-    _write_tiling(path, model.module.backbone.tokens_to_token)
-    return path
-
-
-def _write_tiling(path: Path, t2t: nn.Module) -> None:
-    """Store the soft splits' settings in the file, so that a runtime
-    session refuses the input sizes the model refuses (an exported graph
-    computes numbers for any size)."""
+    # the soft splits, so that a runtime session refuses the sizes the
+    # model refuses (the graph computes numbers for any)
     import onnx
 
-    onnx_model = onnx.load(str(path), load_external_data=False)
+    # a bare backbone exports too (.dev_scripts' deployed copies)
+    t2t = getattr(model.module, 'backbone', model.module).tokens_to_token
     tiling = dict(
         in_channels=t2t.in_channels,
         kernel_sizes=list(t2t.kernel_sizes),
         strides=list(t2t.strides),
         paddings=list(t2t.paddings),
     )
+    onnx_model = onnx.load(str(path), load_external_data=False)
     onnx.helper.set_model_props(onnx_model, {TILING_KEY: json.dumps(tiling)})
     onnx.save(onnx_model, str(path))
+    return path
 
 
 def check_input_size(model: ExportableModel, size: Sequence[int]) -> None:

@@ -1,14 +1,12 @@
-"""Running exported T2T-ViT files with onnxruntime and OpenVINO.
-
-Both runtimes are optional dependencies (``pip install
-t2t-plugin[deploy]``); they are imported when a session is opened.
-"""
+"""Running exported T2T-ViT files with onnxruntime and OpenVINO, optional
+dependencies (``pip install t2t-plugin[deploy]``) imported when a session
+is opened."""
 
 import json
 import tempfile
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Callable, Optional, Union
+from typing import Optional, Union
 
 import numpy as np
 import torch
@@ -36,12 +34,9 @@ def _import(name: str):
 
 
 def quantize_int8(src: Union[str, Path], dst: Union[str, Path]) -> Path:
-    """onnxruntime's dynamic int8 quantisation of ``src`` into ``dst``.
-
-    Weights of matrix products become int8, activations are quantised per
-    batch at run time; LayerNorm, softmax, GELU and the performer's
-    exponentials stay float32.
-    """
+    """onnxruntime's dynamic int8 quantisation of ``src`` into ``dst``:
+    weights of matrix products become int8, activations are quantised per
+    batch at run time, everything else stays float32."""
     ort = _import('onnxruntime')
     import onnx
     from onnxruntime.quantization import QuantType, quantize_dynamic
@@ -80,33 +75,13 @@ def quantize_int8(src: Union[str, Path], dst: Union[str, Path]) -> Path:
     return dst
 
 
-def read_tiling(path: Union[str, Path]) -> Optional[dict]:
-    """The soft splits stored in an exported file by ``export_onnx``
-    (``in_channels``, ``kernel_sizes``, ``strides``, ``paddings``), or
-    None for a file without them."""
-    import onnx
-
-    model = onnx.load(str(path), load_external_data=False)
-    for prop in model.metadata_props:
-        if prop.key == TILING_KEY:
-            return json.loads(prop.value)
-    return None
-
-
 class RuntimeSession:
     """An exported file opened in onnxruntime or OpenVINO on the CPU.
 
-    Calling it with a ``(B, C, H, W)`` float32 array returns the list of
-    output arrays, in the order of the file's outputs.
-
-    Args:
-        path (str | Path): The ``.onnx`` file.
-        runtime (str): ``'onnxruntime'`` or ``'openvino'``.
-        precision (str): ``'fp32'``; ``'int8'`` for a file from
-            :func:`quantize_int8` (onnxruntime); ``'bf16'`` for OpenVINO's
-            bfloat16 inference. Defaults to ``'fp32'``.
-        threads (int, optional): Intra-op threads; the runtime's choice when
-            None.
+    Called with a ``(B, C, H, W)`` float32 array, it returns the file's
+    outputs as arrays. ``precision`` is ``'fp32'``, ``'int8'`` for a file
+    from :func:`quantize_int8` (onnxruntime) or ``'bf16'`` (OpenVINO);
+    ``threads`` the intra-op threads (None: the runtime's choice).
     """
 
     def __init__(
@@ -126,36 +101,32 @@ class RuntimeSession:
             )
         if not Path(path).is_file():
             raise FileNotFoundError(f'ONNX file {path} does not exist.')
+        import onnx
+
         self.runtime = runtime
         self.precision = precision
-        self.tiling = read_tiling(path)
-        self._run: Callable[[np.ndarray], list[np.ndarray]]
-        if runtime == 'onnxruntime':
-            self._run = self._open_onnxruntime(path, threads)
-        else:
-            self._run = self._open_openvino(path, precision, threads)
-
-    @staticmethod
-    def _open_onnxruntime(path, threads):
-        ort = _import('onnxruntime')
-        options = ort.SessionOptions()
-        if threads is not None:
-            options.intra_op_num_threads = threads
-            options.inter_op_num_threads = 1
-        session = ort.InferenceSession(
-            str(path), options, providers=['CPUExecutionProvider']
+        props = onnx.load(str(path), load_external_data=False).metadata_props
+        # the soft splits export_onnx stored, None for a file without them
+        self.tiling = next(
+            (json.loads(p.value) for p in props if p.key == TILING_KEY), None
         )
-        name = session.get_inputs()[0].name
-        return lambda images: session.run(None, {name: images})
-
-    @staticmethod
-    def _open_openvino(path, precision, threads):
+        if runtime == 'onnxruntime':
+            ort = _import('onnxruntime')
+            options = ort.SessionOptions()
+            if threads is not None:
+                options.intra_op_num_threads = threads
+                options.inter_op_num_threads = 1
+            session = ort.InferenceSession(
+                str(path), options, providers=['CPUExecutionProvider']
+            )
+            name = session.get_inputs()[0].name
+            self._run = lambda images: session.run(None, {name: images})
+            return
         ov = _import('openvino')
+        # OpenVINO computes in bf16 by default on CPUs that have it
+        hint = 'bf16' if precision == 'bf16' else 'f32'
         config = {
-            # OpenVINO computes in bf16 by default on CPUs that have it
-            'INFERENCE_PRECISION_HINT': 'bf16'
-            if precision == 'bf16'
-            else 'f32',
+            'INFERENCE_PRECISION_HINT': hint,
             'PERFORMANCE_HINT': 'LATENCY',
         }
         if threads is not None:
@@ -168,16 +139,25 @@ class RuntimeSession:
             results = request.infer([images])
             return [np.array(results[output]) for output in outputs]
 
-        return run
+        self._run = run
 
     def check_input(self, shape: Sequence[int]) -> None:
-        """Refuse, with the model's own message, a batch shape the model
-        refuses (the graph itself would compute numbers for it).
-
-        Raises:
-            ValueError: For a shape the soft splits cannot tile.
-        """
-        _check_input(self.tiling, shape)
+        """Refuse, with the model's own message (a ValueError), a batch
+        shape the model refuses; the graph would compute numbers for it."""
+        if self.tiling is None:
+            return
+        channels = self.tiling['in_channels']
+        if len(shape) != 4 or shape[1] != channels:
+            raise ValueError(
+                f'T2T-ViT expects images of shape (B, {channels}, H, W), got '
+                f'{tuple(shape)}.'
+            )
+        soft_split_sizes(
+            tuple(shape[-2:]),
+            self.tiling['kernel_sizes'],
+            self.tiling['strides'],
+            self.tiling['paddings'],
+        )
 
     def __call__(
         self, images: Union[np.ndarray, torch.Tensor]
@@ -188,40 +168,11 @@ class RuntimeSession:
         return self._run(np.ascontiguousarray(images, dtype=np.float32))
 
 
-def _check_input(tiling: Optional[dict], shape: Sequence[int]) -> None:
-    if tiling is None:
-        return
-    channels = tiling['in_channels']
-    if len(shape) != 4 or shape[1] != channels:
-        raise ValueError(
-            f'T2T-ViT expects images of shape (B, {channels}, H, W), got '
-            f'{tuple(shape)}.'
-        )
-    soft_split_sizes(
-        tuple(shape[-2:]),
-        tiling['kernel_sizes'],
-        tiling['strides'],
-        tiling['paddings'],
-    )
-
-
-def torch_outputs(module: nn.Module, images: torch.Tensor) -> list[np.ndarray]:
-    """The outputs of the PyTorch model as arrays, for comparison."""
-    with torch.no_grad():
-        outputs = module(images)
-    if isinstance(outputs, torch.Tensor):
-        outputs = (outputs,)
-    return [output.float().numpy() for output in outputs]
-
-
 def max_abs_diff(
     expected: Sequence[np.ndarray], actual: Sequence[np.ndarray]
 ) -> float:
-    """Largest absolute difference over all outputs.
-
-    Raises:
-        ValueError: If the outputs differ in number or shape.
-    """
+    """Largest absolute difference over all outputs (a ValueError if the
+    outputs differ in number or shape)."""
     if len(expected) != len(actual):
         raise ValueError(
             f'{len(actual)} outputs where {len(expected)} were expected.'
@@ -244,21 +195,11 @@ def sample_images(
     mean: Sequence[float],
     std: Sequence[float],
 ) -> torch.Tensor:
-    """Real photographs, resized and normalised as the model expects.
+    """Real photographs ``(batch_size, in_channels, H, W)``, resized to
+    ``size`` and normalised with ``mean`` and ``std``.
 
-    The two photographs scikit-learn ships (``china.jpg``, ``flower.jpg``)
-    take turns along the batch; for one-channel models the digits it ships
-    are used instead.
-
-    Args:
-        batch_size (int): Images in the batch.
-        size (tuple): ``(H, W)``.
-        in_channels (int): 3 (RGB) or 1 (grey).
-        mean (Sequence[float]): Per-channel mean of the normalisation.
-        std (Sequence[float]): Per-channel standard deviation.
-
-    Returns:
-        torch.Tensor: ``(batch_size, in_channels, H, W)`` float32.
+    scikit-learn's two photographs (``china.jpg``, ``flower.jpg``) take
+    turns along the batch; one-channel models get its digits instead.
     """
     if in_channels == 3:
         from sklearn.datasets import load_sample_images
@@ -299,7 +240,12 @@ def compare(
     module: nn.Module, session: RuntimeSession, inputs: dict[str, torch.Tensor]
 ) -> dict[str, float]:
     """Max absolute difference between PyTorch and a runtime per input."""
-    return {
-        name: max_abs_diff(torch_outputs(module, images), session(images))
-        for name, images in inputs.items()
-    }
+    diffs = {}
+    for name, images in inputs.items():
+        with torch.no_grad():
+            outputs = module(images)
+        if isinstance(outputs, torch.Tensor):
+            outputs = (outputs,)
+        expected = [output.float().numpy() for output in outputs]
+        diffs[name] = max_abs_diff(expected, session(images))
+    return diffs

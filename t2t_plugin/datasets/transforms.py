@@ -1,4 +1,4 @@
-"""Bring any decoded image to the depth and channels a model takes."""
+"""Transforms registered in mmpretrain's ``TRANSFORMS`` registry."""
 
 from typing import Optional
 
@@ -12,19 +12,15 @@ from mmpretrain.registry import TRANSFORMS
 class ConvertImage(BaseTransform):
     """Make ``results['img']`` an 8-bit image of ``channels`` channels.
 
-    ``LoadImageFromFile(color_type='grayscale')`` reads files for 1-channel
-    models, but mmpretrain's ``ImageClassificationInferencer`` drops that
-    step and reads every file in colour, and arrays given to it keep
-    whatever depth and channels they have. Placed first in a test pipeline,
-    this transform makes files and arrays of every kind reach the model as
-    the dataset's own images do:
-
-    * 16-bit images are scaled to 8 bits (``round(v / 257)``), as OpenCV
-      scales a 16-bit file it reads in colour, rather than clipped;
-    * an alpha channel is dropped; colour becomes grey (OpenCV's BGR
-      weights) for ``channels=1`` and grey is repeated for ``channels=3``;
-    * an empty image, or one of another type or shape, is refused with a
-      message that says what was expected.
+    mmpretrain's ``ImageClassificationInferencer`` reads every file in
+    colour (dropping ``color_type='grayscale'``) and passes arrays on as
+    they are. Placed first in a test pipeline, this transform makes files
+    and arrays of every kind reach the model as the dataset's images do:
+    16-bit images are scaled to 8 bits (``round(v / 257)``, as OpenCV
+    reads a 16-bit file in colour), alpha is dropped, colour becomes grey
+    (OpenCV's BGR weights) for ``channels=1`` and grey is repeated for
+    ``channels=3``; an empty image, or one of another type or shape, is
+    refused with a message that says what was expected.
 
     Required keys: ``img``. Modified keys: ``img``, ``img_shape``.
 
@@ -38,15 +34,8 @@ class ConvertImage(BaseTransform):
         self.channels = channels
 
     def transform(self, results: dict) -> Optional[dict]:
-        """Convert ``results['img']``.
-
-        Args:
-            results (dict): A sample with an ``img`` array.
-
-        Returns:
-            dict: The sample, ``img`` of shape ``(H, W)`` for one channel or
-            ``(H, W, 3)`` BGR, ``uint8``.
-        """
+        """Convert ``results['img']`` to ``(H, W)`` or ``(H, W, 3)`` BGR
+        ``uint8``."""
         results['img'] = self.convert(results['img'])
         results['img_shape'] = results['img'].shape[:2]
         return results
