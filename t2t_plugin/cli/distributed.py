@@ -1,11 +1,9 @@
 """Distributed set-up for machines without CUDA (gloo backend).
 
 mmengine's ``init_dist`` calls ``torch.cuda.set_device`` whatever the
-backend, and the Runner wraps the model in DDP with
-``device_ids=[LOCAL_RANK]``, which DDP rejects for a CPU model. The process
-group is therefore opened here, before the Runner is built (the Runner then
-skips its own initialisation), and the model wrapper is told to use no
-device ids.
+backend, and the Runner's DDP gets ``device_ids=[LOCAL_RANK]``, which DDP
+rejects for a CPU model: the group is opened here, before the Runner is
+built, and the model wrapper gets no device ids.
 """
 
 import datetime
@@ -98,14 +96,9 @@ def _export_mpi_env() -> None:
 
 
 def init_cpu_dist(launcher: str, timeout: float = DEFAULT_TIMEOUT) -> None:
-    """Open a gloo process group from the launcher's environment.
-
-    Args:
-        launcher (str): ``'pytorch'`` (torchrun), ``'slurm'`` (srun) or
-            ``'mpi'`` (mpirun).
-        timeout (float): Seconds collective operations may wait.
-            Defaults to :data:`DEFAULT_TIMEOUT` (300).
-    """
+    """Open a gloo process group from the environment of ``launcher``
+    (``'pytorch'``: torchrun, ``'slurm'``: srun, ``'mpi'``: mpirun), whose
+    collectives wait ``timeout`` seconds."""
     if launcher not in LAUNCHERS:
         raise ValueError(
             f'Unknown launcher {launcher!r}; choose one of {LAUNCHERS}.'
@@ -128,14 +121,8 @@ def init_cpu_dist(launcher: str, timeout: float = DEFAULT_TIMEOUT) -> None:
 
 
 def setup_cpu_dist(cfg: Config, launcher: str) -> None:
-    """Prepare a config and the process group for CPU-only distributed runs.
-
-    Args:
-        cfg (Config): The run's config; its ``env_cfg.dist_cfg`` backend is
-            set to gloo and, unless the config has its own,
-            ``model_wrapper_cfg`` to a DDP without device ids.
-        launcher (str): ``'pytorch'``, ``'slurm'`` or ``'mpi'``.
-    """
+    """Set gloo and (unless the config has its own) a DDP wrapper without
+    device ids in ``cfg``, and open the process group."""
     dist_cfg = cfg.setdefault('env_cfg', {}).setdefault('dist_cfg', {})
     dist_cfg['backend'] = 'gloo'
     if cfg.get('model_wrapper_cfg') is None:
@@ -152,13 +139,6 @@ def setup_cpu_dist(cfg: Config, launcher: str) -> None:
         )
 
 
-def set_dist_timeout(cfg: Config) -> None:
-    """Give ``env_cfg.dist_cfg`` the default timeout unless it has one
-    (mmengine's ``init_dist`` reads it there for CUDA runs)."""
-    dist_cfg = cfg.setdefault('env_cfg', {}).setdefault('dist_cfg', {})
-    dist_cfg.setdefault('timeout', DEFAULT_TIMEOUT)
-
-
 def is_timeout(error: BaseException) -> bool:
     """Whether ``error`` is a collective that gave up on a silent peer."""
     text = str(error).lower()
@@ -166,15 +146,9 @@ def is_timeout(error: BaseException) -> bool:
 
 
 def silent_ranks_message(timeout: float) -> str:
-    """One line naming the ranks that stopped answering.
-
-    Reads the heartbeat counters of ``RankHeartbeatHook`` twice, a few
-    heartbeats apart: the ranks whose counter did not move are silent.
-
-    Args:
-        timeout (float): The process-group timeout in seconds, for the
-            message.
-    """
+    """One line naming the ranks that stopped answering: those whose
+    ``RankHeartbeatHook`` counter did not move in a few heartbeats.
+    ``timeout`` is the process-group timeout, for the message."""
     silent = []
     try:
         store = torch_dist.distributed_c10d._get_default_store()

@@ -1,21 +1,19 @@
-"""What the visualisation tools share: their arguments and their loop.
-
-Each tool draws one kind of figure per image; reading the model, checking
-the chosen blocks once, making the output folder, the progress bar and the
-rule that one bad image does not stop the others are the same for all.
+"""The image loop of ``tools/infer.py`` and the visualisation tools: one
+bad image does not stop the others, and each mistake is one line. The
+visualisation tools also share their arguments and the checks made once
+before the first image (model, chosen blocks, output folder).
 """
 
 import argparse
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Optional
 
 from rich.console import Console
 from rich.progress import track
 
 from ..analysis.token_maps import default_block_indices, resolve_block_indices
-from ..engine import CheckpointError, CheckpointMismatchError, ConfigError
 from .model_loading import (
     IMAGE_ERRORS,
     check_writable_folder,
@@ -23,8 +21,55 @@ from .model_loading import (
     load_model,
 )
 
+# What loading a model raises on a user mistake: ValueError for configs
+# and checkpoints, SyntaxError for a broken config, ImportError for a
+# missing toolbox.
+LOAD_ERRORS = (OSError, ValueError, TypeError, SyntaxError, ImportError)
+
 # draw(model, image, blocks, out_dir) -> the PNG files written
 DrawFunction = Callable[..., Sequence[Path]]
+
+
+def one_line(error: BaseException) -> str:
+    """The first line of an error's message (its type when it has none)."""
+    lines = str(error).strip().splitlines()
+    return lines[0] if lines else type(error).__name__
+
+
+def for_each_image(
+    images: Sequence[Path],
+    work: Callable[[Path], None],
+    console: Optional[Console] = None,
+) -> int:
+    """Run ``work`` on every image (with a progress bar on ``console``);
+    the exit code: 1 if any image failed, each failure and their count
+    reported in one line on stderr."""
+    failed = []
+    steps = images
+    if console is not None:
+        steps = track(
+            images,
+            description='Drawing',
+            console=console,
+            transient=True,
+            disable=len(images) == 1 or not console.is_terminal,
+        )
+    for image in steps:
+        try:
+            work(image)
+        except IMAGE_ERRORS as error:
+            failed.append(image)
+            message = one_line(error)
+            if str(image) not in message:
+                message = f'{image}: {message}'
+            print(f'error: {message}', file=sys.stderr)
+    if failed and len(images) > 1:
+        print(
+            f'error: {len(failed)} of {len(images)} images failed: '
+            + ', '.join(path.name for path in failed),
+            file=sys.stderr,
+        )
+    return 1 if failed else 0
 
 
 def add_image_arguments(parser: argparse.ArgumentParser, out_dir: str) -> None:
@@ -46,21 +91,14 @@ def add_image_arguments(parser: argparse.ArgumentParser, out_dir: str) -> None:
 def draw_images(
     args: argparse.Namespace, draw: DrawFunction, needs_cls_token: bool = False
 ) -> int:
-    """Run ``draw`` on every image of ``args.image``; print the PNG paths.
-
-    Args:
-        args: Parsed :func:`add_image_arguments` arguments.
-        draw: ``draw(model, image, blocks, out_dir)`` returning the PNGs.
-        needs_cls_token: Refuse backbones without a class token.
-
-    Returns:
-        int: The exit code: 0, or 1 after a user mistake or a failed image
-        (each reported in one line on stderr).
-    """
+    """Run ``draw(model, image, blocks, out_dir)`` on every image of
+    ``args.image`` (:func:`add_image_arguments`) and print the PNG paths;
+    ``needs_cls_token`` refuses backbones without a class token. Returns
+    the exit code."""
     console = Console(soft_wrap=True)
     out_dir = Path(args.out_dir)
     try:
-        images: list[Path] = list_images(args.image)
+        images = list_images(args.image)
         check_writable_folder(out_dir, '--out-dir')
         model = load_model(args.config, args.checkpoint, args.device)
         if needs_cls_token and not model.backbone.with_cls_token:
@@ -73,44 +111,12 @@ def draw_images(
             model.backbone,
             args.blocks or default_block_indices(len(model.backbone.encoder)),
         )
-    # SyntaxError, ImportError: a broken config or a missing toolbox
-    except (
-        FileNotFoundError,
-        ValueError,
-        TypeError,
-        SyntaxError,
-        ImportError,
-        CheckpointError,
-        CheckpointMismatchError,
-        ConfigError,
-    ) as error:
+    except LOAD_ERRORS as error:
         print(f'error: {error}', file=sys.stderr)
         return 1
-    failed = []
-    for image in track(
-        images,
-        description='Drawing',
-        console=console,
-        transient=True,
-        disable=len(images) == 1 or not console.is_terminal,
-    ):
-        try:
-            paths = draw(model, image, blocks, out_dir)
-        except IMAGE_ERRORS as error:
-            # one bad image (unreadable, of a size the model cannot take)
-            # does not stop the others
-            failed.append(image)
-            message = str(error)
-            if str(image) not in message:
-                message = f'{image}: {message}'
-            print(f'error: {message}', file=sys.stderr)
-            continue
-        for path in paths:
+
+    def work(image: Path) -> None:
+        for path in draw(model, image, blocks, out_dir):
             console.print(str(path), markup=False, highlight=False)
-    if failed and len(images) > 1:
-        print(
-            f'error: {len(failed)} of {len(images)} images failed: '
-            + ', '.join(path.name for path in failed),
-            file=sys.stderr,
-        )
-    return 1 if failed else 0
+
+    return for_each_image(images, work, console)

@@ -1,12 +1,9 @@
 """Models and images of the inference and visualisation tools.
 
-mmpretrain's ``get_model`` builds the model and
-``ImageClassificationInferencer`` runs it; this module adds what a tool
-must check first: the checkpoint is read once through
-:func:`~t2t_plugin.engine.read_checkpoint`, refused if its weights are not
-finite, and loaded strictly (``get_model`` only warns about weights that do
-not fit), and an image that would give the model more tokens than a budget
-is refused before it is run.
+mmpretrain's ``get_model`` builds the model; here the checkpoint is read
+once, refused if its weights are not finite and loaded strictly
+(``get_model`` only warns about weights that do not fit), and an image
+that would give the model more tokens than a budget is refused.
 """
 
 import math
@@ -56,22 +53,17 @@ def load_model(
     Args:
         model (str | Path | Config): A config file, a config, or a name of
             ``mmpretrain.list_models()``.
-        checkpoint (str, optional): A file or URL (official releases work
-            as they are). None: the index entry's weights for a name, the
-            random initialisation for a config.
+        checkpoint (str, optional): A file or URL. None: the index entry's
+            weights for a name, the random initialisation for a config.
         device (str): Where to run. Defaults to ``'cpu'``.
         cfg_options (dict, optional): Config overrides.
 
     Returns:
-        nn.Module: The model in eval mode, as ``get_model`` returns it
-        (``_config``, ``_dataset_meta``).
+        nn.Module: The model in eval mode, as ``get_model`` returns it.
 
     Raises:
-        ConfigError: If the config cannot be loaded.
-        CheckpointError: If the checkpoint cannot be read or holds weights
-            that are not finite.
-        CheckpointMismatchError: If its weights do not fit the model.
-        ValueError: If a name is not in the model index.
+        ConfigError, CheckpointError, CheckpointMismatchError, ValueError
+        (a name not in the model index).
     """
     if isinstance(model, Config) or str(model).endswith('.py'):
         cfg = load_config(model, cfg_options)
@@ -96,9 +88,9 @@ def load_model(
 
 
 def _match_class_names(model: nn.Module) -> None:
-    # get_model names the classes after the config's test dataset, also
-    # when the head has another number of them (a 1000-class checkpoint
-    # tested on a small dataset's config): then ImageNet's names or none.
+    """ImageNet's class names, or none, for a head whose number of classes
+    is not that of the config's test dataset, whose names get_model
+    gives."""
     from mmpretrain.datasets.categories import IMAGENET_CATEGORIES
 
     num_classes = getattr(getattr(model, 'head', None), 'num_classes', None)
@@ -111,14 +103,10 @@ def _match_class_names(model: nn.Module) -> None:
 
 
 def test_pipeline(cfg: Config) -> Compose:
-    """The config's test pipeline without its file loading step.
-
-    As ``ImageClassificationInferencer`` builds it: images are decoded
-    before (:func:`read_image_input`), arrays go in as they are. A
-    pipeline without :class:`~t2t_plugin.datasets.ConvertImage` gets one
-    first, for the backbone's ``in_channels``, so that colour files reach a
-    1-channel model as grey levels.
-    """
+    """The config's test pipeline without its file loading step, as
+    ``ImageClassificationInferencer`` builds it, and with a
+    ``ConvertImage`` first if it has none, so that colour files reach a
+    1-channel model as grey levels."""
     steps = remove_transform(
         cfg.test_dataloader.dataset.pipeline, 'LoadImageFromFile'
     )
@@ -132,12 +120,8 @@ def test_pipeline(cfg: Config) -> Compose:
 
 def read_image_input(image: Union[str, Path, np.ndarray]) -> dict:
     """A pipeline sample of an image file or array, as the inferencer
-    makes it.
-
-    Raises:
-        FileNotFoundError: If the file does not exist.
-        ValueError: If the file is not an image.
-    """
+    makes it (FileNotFoundError, ValueError for a file that is not an
+    image)."""
     if isinstance(image, (str, Path)):
         read_image_size(image)
         try:
@@ -156,16 +140,14 @@ def read_image_input(image: Union[str, Path, np.ndarray]) -> dict:
 
 
 def read_image_size(image: Union[str, Path]) -> tuple[int, int]:
-    """``(width, height)`` of an image file, from its header alone.
-
-    PIL opens files lazily: the size is known before any pixel is decoded,
-    so that an image too large to decode is refused at no cost.
+    """``(width, height)`` of an image file, from its header alone (PIL
+    opens files lazily), so that an image too large to decode is refused
+    at no cost.
 
     Raises:
         FileNotFoundError: If the file does not exist.
         ValueError: If it is empty, not an image, or has more pixels than
-            PIL decodes (``PIL.Image.MAX_IMAGE_PIXELS``, its guard against
-            decompression bombs).
+            ``PIL.Image.MAX_IMAGE_PIXELS``.
     """
     path = Path(image)
     if not path.is_file():
@@ -203,33 +185,20 @@ def _resizes(cfg: Config) -> bool:
     )
 
 
-def model_tokens(model: nn.Module, inputs: torch.Tensor) -> int:
-    """Tokens the backbone makes of an input ``(C, H, W)``."""
-    stride = model.backbone.tokens_to_token.total_stride
-    height, width = inputs.shape[-2:]
-    return math.ceil(height / stride) * math.ceil(width / stride)
-
-
 def check_token_budget(
     model: nn.Module, image: Union[str, Path, np.ndarray], max_tokens: int
 ) -> None:
-    """Refuse an image that the pipeline turns into too many tokens.
-
-    For a pipeline that keeps the image size, the size in the file's
-    header decides, before the image is decoded.
-
-    Raises:
-        ValueError: Above ``max_tokens``.
-    """
+    """Refuse (ValueError) an image that the test pipeline turns into more
+    than ``max_tokens`` tokens; for a pipeline that keeps the image size,
+    from the size in the file's header, before the image is decoded."""
     if isinstance(image, (str, Path)) and not _resizes(model._config):
         width, height = read_image_size(image)
-        shape = (height, width)
     else:
         packed = test_pipeline(model._config)(read_image_input(image))
-        shape = tuple(packed['inputs'].shape[-2:])
-    tokens = model_tokens(model, torch.empty(0, *shape))
+        height, width = packed['inputs'].shape[-2:]
+    stride = model.backbone.tokens_to_token.total_stride
+    tokens = math.ceil(height / stride) * math.ceil(width / stride)
     if tokens > max_tokens:
-        height, width = shape
         raise ValueError(
             f'{image}: the test pipeline gives a {width}x{height} input, '
             f'{tokens} tokens, above the budget of {max_tokens}; resize the '
@@ -239,11 +208,8 @@ def check_token_budget(
 
 
 def list_images(path: Union[str, Path]) -> list[Path]:
-    """An image file, or the image files of a folder, sorted.
-
-    Raises:
-        FileNotFoundError: If there is no image.
-    """
+    """An image file, or the image files of a folder, sorted
+    (FileNotFoundError if there is none)."""
     source = Path(path)
     if source.is_dir():
         images = sorted(
@@ -265,17 +231,9 @@ def list_images(path: Union[str, Path]) -> list[Path]:
 def preprocess_image(
     model: nn.Module, image: Union[str, Path, np.ndarray]
 ) -> tuple[torch.Tensor, np.ndarray]:
-    """The network input for an image, and that input as a picture.
-
-    Args:
-        model (nn.Module): A model from :func:`load_model`.
-        image (str | Path | np.ndarray): An image file or a BGR array.
-
-    Returns:
-        tuple: The normalised batch ``(1, C, H, W)`` on the model's device,
-        and the image after the test pipeline (resized and cropped, not
-        normalised) as ``(H, W, 3)`` uint8 RGB, to draw on.
-    """
+    """The normalised batch ``(1, C, H, W)`` of an image file or BGR array
+    for a model of :func:`load_model`, and the image after the test
+    pipeline (not normalised) as ``(H, W, 3)`` uint8 RGB, to draw on."""
     packed = test_pipeline(model._config)(read_image_input(image))
     picture = packed['inputs'].permute(1, 2, 0).cpu().numpy()
     if picture.shape[2] == 1:
@@ -289,11 +247,7 @@ def preprocess_image(
 
 def check_writable_folder(folder: Union[str, Path], option: str) -> Path:
     """Make ``folder`` and check that files can be written into it, before
-    any work whose results would go there.
-
-    Raises:
-        ValueError: If it is a file, cannot be made, or is read-only.
-    """
+    any work whose results would go there (ValueError if not)."""
     folder = Path(folder)
     try:
         folder.mkdir(parents=True, exist_ok=True)
@@ -314,11 +268,7 @@ def check_writable_folder(folder: Union[str, Path], option: str) -> Path:
 
 def check_writable_file(path: Union[str, Path], option: str) -> Path:
     """Check that ``path`` can be written (its folder made if needed),
-    before the work whose result goes there.
-
-    Raises:
-        ValueError: If it is a folder or its folder cannot take files.
-    """
+    before the work whose result goes there (ValueError if not)."""
     path = Path(path)
     if path.is_dir():
         raise ValueError(f'{option} {path} is a folder; give a file path.')
