@@ -18,10 +18,10 @@ from pathlib import Path
 from typing import Optional
 
 import numpy as np
-from mmengine.config import DictAction
 from mmpretrain.apis import ImageClassificationInferencer
 
-from t2t_plugin.cli.image_batches import LOAD_ERRORS, for_each_image, one_line
+from t2t_plugin.cli.arguments import add_cfg_options
+from t2t_plugin.cli.image_batches import for_each_image
 from t2t_plugin.cli.model_loading import (
     DEFAULT_MAX_TOKENS,
     check_token_budget,
@@ -29,6 +29,7 @@ from t2t_plugin.cli.model_loading import (
     load_model,
     test_pipeline,
 )
+from t2t_plugin.cli.reporting import LOAD_ERRORS, one_line
 
 
 def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
@@ -57,12 +58,7 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
         help='refuse images that the test pipeline turns into more tokens '
         f'(default {DEFAULT_MAX_TOKENS}, a 1024x1024 input at stride 16)',
     )
-    parser.add_argument(
-        '--cfg-options',
-        nargs='+',
-        action=DictAction,
-        help='override config settings, as in mmpretrain tools',
-    )
+    add_cfg_options(parser)
     args = parser.parse_args(argv)
     if args.topk < 1:
         parser.error(f'--topk must be at least 1, got {args.topk}')

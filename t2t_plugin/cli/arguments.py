@@ -26,17 +26,24 @@ _RUNNER_KEYS = set(inspect.signature(Runner.__init__).parameters) | {
 }
 
 
+def add_cfg_options(
+    parser: argparse.ArgumentParser, example: str = 'model.head.num_classes=10'
+) -> None:
+    """Add ``--cfg-options``, with ``example`` in its help."""
+    parser.add_argument(
+        '--cfg-options',
+        nargs='+',
+        action=DictAction,
+        help=f'override config entries, e.g. {example}',
+    )
+
+
 def add_launch_arguments(
     parser: argparse.ArgumentParser, cfg_example: str
 ) -> None:
     """Add ``--cfg-options`` (``cfg_example`` in its help), ``--launcher``
     and ``--local_rank``."""
-    parser.add_argument(
-        '--cfg-options',
-        nargs='+',
-        action=DictAction,
-        help=f'override config entries, e.g. {cfg_example}',
-    )
+    add_cfg_options(parser, cfg_example)
     parser.add_argument(
         '--launcher',
         choices=['none', 'pytorch', 'slurm', 'mpi'],

@@ -20,20 +20,10 @@ from .model_loading import (
     list_images,
     load_model,
 )
+from .reporting import LOAD_ERRORS, one_line
 
-# What loading a model raises on a user mistake: ValueError for configs
-# and checkpoints, SyntaxError for a broken config, ImportError for a
-# missing toolbox.
-LOAD_ERRORS = (OSError, ValueError, TypeError, SyntaxError, ImportError)
-
-# draw(model, image, blocks, out_dir) -> the PNG files written
+# draw(model, image, blocks, out_dir, args) -> the PNG files written
 DrawFunction = Callable[..., Sequence[Path]]
-
-
-def one_line(error: BaseException) -> str:
-    """The first line of an error's message (its type when it has none)."""
-    lines = str(error).strip().splitlines()
-    return lines[0] if lines else type(error).__name__
 
 
 def for_each_image(
@@ -91,7 +81,7 @@ def add_image_arguments(parser: argparse.ArgumentParser, out_dir: str) -> None:
 def draw_images(
     args: argparse.Namespace, draw: DrawFunction, needs_cls_token: bool = False
 ) -> int:
-    """Run ``draw(model, image, blocks, out_dir)`` on every image of
+    """Run ``draw(model, image, blocks, out_dir, args)`` on every image of
     ``args.image`` (:func:`add_image_arguments`) and print the PNG paths;
     ``needs_cls_token`` refuses backbones without a class token. Returns
     the exit code."""
@@ -116,7 +106,7 @@ def draw_images(
         return 1
 
     def work(image: Path) -> None:
-        for path in draw(model, image, blocks, out_dir):
+        for path in draw(model, image, blocks, out_dir, args):
             console.print(str(path), markup=False, highlight=False)
 
     return for_each_image(images, work, console)

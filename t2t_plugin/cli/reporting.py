@@ -18,8 +18,7 @@ from mmpretrain.registry import DATASETS
 
 from .. import doc_pages
 from ..engine.checkpoint import CheckpointError, CheckpointMismatchError
-from ..engine.config import ConfigError
-from ..engine.config import load_config as read_config
+from ..engine.config import ConfigError, load_config
 from ..engine.hooks import RunCheckError, TrainingStopped
 from ..engine.hooks.checkpoint_check_hook import init_checkpoints
 from .launch import dist_failure_message, prepare_launcher
@@ -37,17 +36,13 @@ CHECK_ERRORS = (
     FileNotFoundError,
 )
 
+# What loading a model raises on a user mistake: ValueError for configs
+# and checkpoints, SyntaxError for a broken config, ImportError for a
+# missing toolbox.
+LOAD_ERRORS = (OSError, ValueError, TypeError, SyntaxError, ImportError)
+
 # Datasets that read ``data_root/<split>`` when ``split`` is given.
 _SPLIT_FOLDER_DATASETS = ('ImageNet', 'ImageNet21k')
-
-
-def load_config(path: str) -> Optional[Config]:
-    """The config, or None after printing one line saying why not."""
-    try:
-        return read_config(path)
-    except ConfigError as error:
-        print(error, file=sys.stderr)
-        return None
 
 
 def _dataset_paths(dataset: dict) -> Iterator[str]:
@@ -133,18 +128,10 @@ def find_missing_inputs(
     return messages
 
 
-def report_build_error(config: str, error: BaseException) -> int:
-    """Print a user mistake found while building a run as one line; exit
-    code 1 (with ``T2T_DEBUG=1``: the traceback)."""
-    if os.environ.get('T2T_DEBUG') == '1':
-        raise error
-    message = ' '.join(str(error).split())
-    print(
-        f'{config}: {type(error).__name__}: {message} '
-        '(set T2T_DEBUG=1 for the traceback)',
-        file=sys.stderr,
-    )
-    return 1
+def one_line(error: BaseException) -> str:
+    """The first line of an error's message (its type when it has none)."""
+    lines = str(error).strip().splitlines()
+    return lines[0] if lines else type(error).__name__
 
 
 def _loop_start(path: str) -> str:
@@ -194,11 +181,11 @@ def configure_run(
         if '://' not in path and not osp.isfile(path):
             print(f'{what} not found: {path}', file=sys.stderr)
             return None, 2
-    cfg = load_config(args.config)
-    if cfg is None:
-        return None, 2
     try:
-        cfg = merge_args(cfg, args)
+        cfg = merge_args(load_config(args.config), args)
+    except ConfigError as error:  # the config itself
+        print(error, file=sys.stderr)
+        return None, 2
     except (ValueError, KeyError) as error:
         print(f'Invalid options for {args.config}: {error}', file=sys.stderr)
         return None, 2
@@ -233,16 +220,20 @@ def run_reported(
         cfg (Config): The run's config.
         config (str): Its file, for the messages.
         building (bool): ``action`` builds the Runner: the errors of a
-            wrong config (:data:`BUILD_ERRORS`) are one line too.
+            wrong config (:data:`BUILD_ERRORS`) are one line too, unless
+            ``T2T_DEBUG=1``.
     """
     try:
         return 0, action()
     except CHECK_ERRORS as error:
         message = ' '.join(str(error).split())
     except BUILD_ERRORS as error:
-        if not building:
+        if not building or os.environ.get('T2T_DEBUG') == '1':
             raise
-        return report_build_error(config, error), None
+        message = (
+            f'{config}: {type(error).__name__}: {" ".join(str(error).split())}'
+            ' (set T2T_DEBUG=1 for the traceback)'
+        )
     except KeyboardInterrupt:
         print('Interrupted; resume with --resume.', file=sys.stderr)
         return 130, None

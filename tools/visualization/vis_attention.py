@@ -1,10 +1,8 @@
 """Where the class token looks: attention of chosen blocks over the image.
 
-The attention rows come from the blocks' own q, k and scale through the
-same fused kernel the model runs (``t2t_plugin.analysis.cls_attention_maps``),
-averaged over heads (``--per-head`` adds one panel per head), smoothly
-resized and laid over the image as the network sees it (after the test
-pipeline). One PNG per image.
+The attention rows of the blocks (``t2t_plugin.analysis.cls_attention_maps``)
+averaged over heads (``--per-head`` adds one panel per head), laid over the
+image after the test pipeline. One PNG per image.
 
 Example::
 
@@ -52,14 +50,14 @@ def draw_attention(
     model,
     image: Path,
     blocks: Sequence[int],
-    per_head: bool,
-    alpha: float,
     out_dir: Path,
-) -> Path:
+    args: argparse.Namespace,
+) -> list[Path]:
     """Write the attention figure of ``image``; return the PNG."""
     inputs, picture = preprocess_image(model, image)
     maps = cls_attention_maps(model.backbone, inputs, blocks)
-    if per_head:
+    alpha = args.alpha
+    if args.per_head:
         rows = [
             [
                 (
@@ -83,24 +81,13 @@ def draw_attention(
             ]
         ]
     title = f'{image.name}: class-token attention'
-    return save_panel_grid(
-        rows, out_dir / f'{image.stem}_attention.png', title
-    )
+    return [
+        save_panel_grid(rows, out_dir / f'{image.stem}_attention.png', title)
+    ]
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
-    args = parse_args(argv)
-
-    def draw(
-        model, image: Path, blocks: Sequence[int], out_dir: Path
-    ) -> list[Path]:
-        return [
-            draw_attention(
-                model, image, blocks, args.per_head, args.alpha, out_dir
-            )
-        ]
-
-    return draw_images(args, draw, needs_cls_token=True)
+    return draw_images(parse_args(argv), draw_attention, needs_cls_token=True)
 
 
 if __name__ == '__main__':

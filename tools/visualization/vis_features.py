@@ -52,9 +52,8 @@ def draw_features(
     model,
     image: Path,
     blocks: Sequence[int],
-    channels: int,
-    panel_size: int,
     out_dir: Path,
+    args: argparse.Namespace,
 ) -> list[Path]:
     """Write one channel grid per token map of ``image``; return the PNGs."""
     inputs, picture = preprocess_image(model, image)
@@ -62,14 +61,14 @@ def draw_features(
     written = []
     for name, feature_map in maps.items():
         feature_map = feature_map[0]
-        count = min(channels, feature_map.shape[0])
+        count = min(args.channels, feature_map.shape[0])
         cols = math.ceil(math.sqrt(count))
         panels = [
             (
                 f'ch {index}',
                 colorize(
                     resize_map(
-                        feature_map[index], (panel_size, panel_size), 'nearest'
+                        feature_map[index], (args.panel_size,) * 2, 'nearest'
                     )
                 ),
             )
@@ -91,16 +90,7 @@ def draw_features(
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
-    args = parse_args(argv)
-
-    def draw(
-        model, image: Path, blocks: Sequence[int], out_dir: Path
-    ) -> list[Path]:
-        return draw_features(
-            model, image, blocks, args.channels, args.panel_size, out_dir
-        )
-
-    return draw_images(args, draw)
+    return draw_images(parse_args(argv), draw_features)
 
 
 if __name__ == '__main__':
