@@ -21,10 +21,10 @@ import numpy as np
 from mmpretrain.apis import ImageClassificationInferencer
 
 from t2t_plugin.cli.arguments import add_cfg_options
-from t2t_plugin.cli.image_batches import for_each_image
 from t2t_plugin.cli.model_loading import (
     DEFAULT_MAX_TOKENS,
     check_token_budget,
+    for_each_image,
     list_images,
     load_model,
     test_pipeline,

@@ -2,15 +2,19 @@
 
 mmpretrain's ``get_model`` builds the model; here the checkpoint is read
 once, refused if its weights are not finite and loaded strictly
-(``get_model`` only warns about weights that do not fit), and an image
-that would give the model more tokens than a budget is refused.
+(``get_model`` only warns about weights that do not fit), an image that
+would give the model more tokens than a budget is refused, and in the loop
+over the images one bad image does not stop the others.
 """
 
+import argparse
 import math
 import os
+import sys
 import tempfile
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Optional, Union
+from typing import Callable, Optional, Union
 
 import cv2
 import numpy as np
@@ -22,8 +26,11 @@ from mmpretrain.apis import ModelHub, get_model
 from mmpretrain.datasets import remove_transform
 from mmpretrain.registry import TRANSFORMS
 from PIL import Image
+from rich.console import Console
+from rich.progress import track
 from torch import nn
 
+from ..analysis.token_maps import default_block_indices, resolve_block_indices
 from ..engine.checkpoint import (
     check_finite_weights,
     checkpoint_state_dict,
@@ -31,6 +38,7 @@ from ..engine.checkpoint import (
     read_checkpoint,
 )
 from ..engine.config import load_config
+from .reporting import LOAD_ERRORS, one_line
 
 IMAGE_SUFFIXES = ('.jpg', '.jpeg', '.png', '.bmp', '.webp', '.tif', '.tiff')
 # 64x64 tokens, a 1024x1024 image at stride 16: attention memory grows with
@@ -176,22 +184,18 @@ def read_image_size(image: Union[str, Path]) -> tuple[int, int]:
     return width, height
 
 
-def _resizes(cfg: Config) -> bool:
-    """Whether the test pipeline changes the image size."""
-    return any(
-        'Resize' in str(step.get('type', ''))
-        or 'Crop' in str(step.get('type', ''))
-        for step in cfg.test_dataloader.dataset.pipeline
-    )
-
-
 def check_token_budget(
     model: nn.Module, image: Union[str, Path, np.ndarray], max_tokens: int
 ) -> None:
     """Refuse (ValueError) an image that the test pipeline turns into more
     than ``max_tokens`` tokens; for a pipeline that keeps the image size,
     from the size in the file's header, before the image is decoded."""
-    if isinstance(image, (str, Path)) and not _resizes(model._config):
+    kinds = [
+        str(step.get('type', ''))
+        for step in model._config.test_dataloader.dataset.pipeline
+    ]
+    resizes = any('Resize' in kind or 'Crop' in kind for kind in kinds)
+    if isinstance(image, (str, Path)) and not resizes:
         width, height = read_image_size(image)
     else:
         packed = test_pipeline(model._config)(read_image_input(image))
@@ -276,3 +280,91 @@ def check_writable_file(path: Union[str, Path], option: str) -> Path:
     if path.exists() and not os.access(path, os.W_OK):
         raise ValueError(f'{option} {path} is read-only; give another path.')
     return path
+
+
+def for_each_image(
+    images: Sequence[Path],
+    work: Callable[[Path], None],
+    console: Optional[Console] = None,
+) -> int:
+    """Run ``work`` on every image (with a progress bar on ``console``);
+    the exit code: 1 if any image failed, each failure and their count
+    reported in one line on stderr."""
+    failed = []
+    steps = images
+    if console is not None:
+        steps = track(
+            images,
+            description='Drawing',
+            console=console,
+            transient=True,
+            disable=len(images) == 1 or not console.is_terminal,
+        )
+    for image in steps:
+        try:
+            work(image)
+        except IMAGE_ERRORS as error:
+            failed.append(image)
+            message = one_line(error)
+            if str(image) not in message:
+                message = f'{image}: {message}'
+            print(f'error: {message}', file=sys.stderr)
+    if failed and len(images) > 1:
+        print(
+            f'error: {len(failed)} of {len(images)} images failed: '
+            + ', '.join(path.name for path in failed),
+            file=sys.stderr,
+        )
+    return 1 if failed else 0
+
+
+def add_image_arguments(parser: argparse.ArgumentParser, out_dir: str) -> None:
+    """Positional image/config/checkpoint, ``--blocks``, ``--out-dir``,
+    ``--device``."""
+    parser.add_argument('image', help='image file, or a folder of images')
+    parser.add_argument('config', help='model config file')
+    parser.add_argument('checkpoint', help='checkpoint file')
+    parser.add_argument(
+        '--blocks',
+        type=int,
+        nargs='+',
+        help='encoder blocks, from 0 (default: first, middle, last)',
+    )
+    parser.add_argument('--out-dir', default=out_dir, help='PNG folder')
+    parser.add_argument('--device', default='cpu', help="e.g. 'cuda:0'")
+
+
+def draw_images(
+    args: argparse.Namespace,
+    draw: Callable[..., Sequence[Path]],
+    needs_cls_token: bool = False,
+) -> int:
+    """Run ``draw(model, image, blocks, args)`` on every image of
+    ``args.image`` (:func:`add_image_arguments`) and print the PNG paths;
+    ``needs_cls_token`` refuses backbones without a class token. Returns
+    the exit code."""
+    console = Console(soft_wrap=True)
+    out_dir = Path(args.out_dir)
+    try:
+        images = list_images(args.image)
+        check_writable_folder(out_dir, '--out-dir')
+        model = load_model(args.config, args.checkpoint, args.device)
+        if needs_cls_token and not model.backbone.with_cls_token:
+            raise ValueError(
+                'The class-token attention needs a backbone '
+                'with with_cls_token=True.'
+            )
+        # checked once here, rather than failing on every image
+        blocks = resolve_block_indices(
+            model.backbone,
+            args.blocks or default_block_indices(len(model.backbone.encoder)),
+        )
+    except LOAD_ERRORS as error:
+        print(f'error: {error}', file=sys.stderr)
+        return 1
+
+    def work(image: Path) -> None:
+        for path in draw(model, image, blocks, args):
+            console.print(str(path), markup=False, highlight=False)
+
+    return for_each_image(images, work, console)

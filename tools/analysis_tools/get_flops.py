@@ -87,8 +87,8 @@ def _versus_paper(result: ModelComplexity, paper: float) -> str:
 
 def run_all(console: Console) -> None:
     table = Table(title='T2T-ViT complexity (1000 classes, one image)')
+    table.add_column('arch')
     for column in (
-        'arch',
         'input',
         'params',
         'MACs',
@@ -96,9 +96,7 @@ def run_all(console: Console) -> None:
         'paper MACs',
         'ours vs paper',
     ):
-        table.add_column(
-            column, justify='left' if column == 'arch' else 'right'
-        )
+        table.add_column(column, justify='right')
     for (arch, side), paper in track(
         list(PAPER_MACS.items()),
         description='Counting',

@@ -118,14 +118,8 @@ def check_inputs(model, args) -> dict[str, torch.Tensor]:
 
 
 def run(args: argparse.Namespace, console: Console) -> int:
-    if not Path(args.config).is_file():
-        raise FileNotFoundError(f'Config file {args.config} does not exist.')
-    if not Path(args.checkpoint).is_file():
-        raise FileNotFoundError(
-            f'Checkpoint {args.checkpoint} does not exist.'
-        )
-    check_writable_file(args.out, 'The output')
     model = build_exportable(args.config, args.checkpoint, args.output)
+    check_writable_file(args.out, 'The output')
     if args.shape:
         check_input_size(model, args.shape)
         if args.static_size:

@@ -19,8 +19,11 @@ from typing import Optional
 
 from t2t_plugin.analysis import cls_attention_maps
 from t2t_plugin.analysis.figures import overlay, save_panel_grid
-from t2t_plugin.cli.image_batches import add_image_arguments, draw_images
-from t2t_plugin.cli.model_loading import preprocess_image
+from t2t_plugin.cli.model_loading import (
+    add_image_arguments,
+    draw_images,
+    preprocess_image,
+)
 
 
 def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
@@ -47,42 +50,31 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
 
 
 def draw_attention(
-    model,
-    image: Path,
-    blocks: Sequence[int],
-    out_dir: Path,
-    args: argparse.Namespace,
+    model, image: Path, blocks: Sequence[int], args: argparse.Namespace
 ) -> list[Path]:
     """Write the attention figure of ``image``; return the PNG."""
     inputs, picture = preprocess_image(model, image)
     maps = cls_attention_maps(model.backbone, inputs, blocks)
-    alpha = args.alpha
+
+    def laid(attention):
+        return overlay(picture, attention, args.alpha)
+
+    means = [
+        (f'block {i}', laid(heads[0].mean(0))) for i, heads in maps.items()
+    ]
     if args.per_head:
-        rows = [
-            [
-                (
-                    f'block {index}: mean',
-                    overlay(picture, heads[0].mean(0), alpha),
-                )
-            ]
-            + [
-                (f'head {head}', overlay(picture, heads[0, head], alpha))
-                for head in range(heads.shape[1])
-            ]
-            for index, heads in maps.items()
+        rows = [[('input', picture)]] + [
+            [(f'{name}: mean', mean)]
+            + [(f'head {h}', laid(heads[0, h])) for h in range(heads.shape[1])]
+            for (name, mean), heads in zip(means, maps.values())
         ]
-        rows.insert(0, [('input', picture)])
     else:
-        rows = [
-            [('input', picture)]
-            + [
-                (f'block {index}', overlay(picture, heads[0].mean(0), alpha))
-                for index, heads in maps.items()
-            ]
-        ]
+        rows = [[('input', picture)] + means]
     title = f'{image.name}: class-token attention'
     return [
-        save_panel_grid(rows, out_dir / f'{image.stem}_attention.png', title)
+        save_panel_grid(
+            rows, Path(args.out_dir) / f'{image.stem}_attention.png', title
+        )
     ]
 
 

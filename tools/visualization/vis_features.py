@@ -20,8 +20,11 @@ from typing import Optional
 
 from t2t_plugin.analysis import collect_token_maps
 from t2t_plugin.analysis.figures import colorize, resize_map, save_panel_grid
-from t2t_plugin.cli.image_batches import add_image_arguments, draw_images
-from t2t_plugin.cli.model_loading import preprocess_image
+from t2t_plugin.cli.model_loading import (
+    add_image_arguments,
+    draw_images,
+    preprocess_image,
+)
 
 
 def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
@@ -49,11 +52,7 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
 
 
 def draw_features(
-    model,
-    image: Path,
-    blocks: Sequence[int],
-    out_dir: Path,
-    args: argparse.Namespace,
+    model, image: Path, blocks: Sequence[int], args: argparse.Namespace
 ) -> list[Path]:
     """Write one channel grid per token map of ``image``; return the PNGs."""
     inputs, picture = preprocess_image(model, image)
@@ -63,16 +62,10 @@ def draw_features(
         feature_map = feature_map[0]
         count = min(args.channels, feature_map.shape[0])
         cols = math.ceil(math.sqrt(count))
+        size = (args.panel_size, args.panel_size)
         panels = [
-            (
-                f'ch {index}',
-                colorize(
-                    resize_map(
-                        feature_map[index], (args.panel_size,) * 2, 'nearest'
-                    )
-                ),
-            )
-            for index in range(count)
+            (f'ch {i}', colorize(resize_map(feature_map[i], size, 'nearest')))
+            for i in range(count)
         ]
         rows = [
             panels[start : start + cols] for start in range(0, count, cols)
@@ -84,7 +77,9 @@ def draw_features(
             f'{count}/{feature_map.shape[0]} channels'
         )
         written.append(
-            save_panel_grid(rows, out_dir / f'{image.stem}_{name}.png', title)
+            save_panel_grid(
+                rows, Path(args.out_dir) / f'{image.stem}_{name}.png', title
+            )
         )
     return written
 
