@@ -47,14 +47,8 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
         help='resume from the newest intact checkpoint in the work dir (no '
         'value or "auto") or from the checkpoint PATH given',
     )
-    parser.add_argument(
-        '--amp',
-        action='store_true',
-        help='mixed precision: fp16 autocast with dynamic loss scaling on '
-        'CUDA (bf16 if the config sets optim_wrapper.dtype), bf16 autocast '
-        'on CPU',
-    )
     for flag, text in (
+        ('--amp', 'mixed precision: fp16 (or bf16) on CUDA, bf16 on CPU'),
         ('--auto-scale-lr', 'scale the lr by the real over the base batch'),
         ('--no-validate', 'skip evaluation during training'),
         ('--no-pin-memory', 'turn off pin_memory in the dataloaders'),

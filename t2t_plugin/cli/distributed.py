@@ -19,8 +19,6 @@ from ..engine.hooks.rank_heartbeat_hook import (
     heartbeat_key,
 )
 
-LAUNCHERS = ('pytorch', 'slurm', 'mpi')
-
 # Seconds a collective operation waits for the other ranks before the run
 # ends (torch's default, 1800, keeps a job with a frozen rank hanging for
 # half an hour). Set env_cfg.dist_cfg.timeout in a config to change it.
@@ -99,10 +97,6 @@ def init_cpu_dist(launcher: str, timeout: float = DEFAULT_TIMEOUT) -> None:
     """Open a gloo process group from the environment of ``launcher``
     (``'pytorch'``: torchrun, ``'slurm'``: srun, ``'mpi'``: mpirun), whose
     collectives wait ``timeout`` seconds."""
-    if launcher not in LAUNCHERS:
-        raise ValueError(
-            f'Unknown launcher {launcher!r}; choose one of {LAUNCHERS}.'
-        )
     if launcher == 'slurm':
         _export_slurm_env()
     elif launcher == 'mpi':
@@ -122,7 +116,8 @@ def init_cpu_dist(launcher: str, timeout: float = DEFAULT_TIMEOUT) -> None:
 
 def setup_cpu_dist(cfg: Config, launcher: str) -> None:
     """Set gloo and (unless the config has its own) a DDP wrapper without
-    device ids in ``cfg``, and open the process group."""
+    device ids in ``cfg``, and open the process group with the timeout of
+    ``env_cfg.dist_cfg``."""
     dist_cfg = cfg.setdefault('env_cfg', {}).setdefault('dist_cfg', {})
     dist_cfg['backend'] = 'gloo'
     if cfg.get('model_wrapper_cfg') is None:
@@ -134,9 +129,7 @@ def setup_cpu_dist(cfg: Config, launcher: str) -> None:
             find_unused_parameters=cfg.get('find_unused_parameters', False),
         )
     if not torch_dist.is_initialized():
-        init_cpu_dist(
-            launcher, timeout=dist_cfg.get('timeout', DEFAULT_TIMEOUT)
-        )
+        init_cpu_dist(launcher, timeout=dist_cfg['timeout'])
 
 
 def is_timeout(error: BaseException) -> bool:
@@ -149,7 +142,6 @@ def silent_ranks_message(timeout: float) -> str:
     """One line naming the ranks that stopped answering: those whose
     ``RankHeartbeatHook`` counter did not move in a few heartbeats.
     ``timeout`` is the process-group timeout, for the message."""
-    silent = []
     try:
         store = torch_dist.distributed_c10d._get_default_store()
         # the store may be the silent rank's: do not wait for it as long

@@ -19,6 +19,7 @@ from typing import Optional
 
 MMCV_VERSION = '2.1.0'
 INSTALL_DOC = 'docs/install.md'
+EXT_PATTERN = r'mmcv/_ext[.].*so$'  # the compiled ops in a wheel
 
 
 class BuildRefused(Exception):
@@ -59,13 +60,9 @@ def plan_build(machine: Machine) -> BuildPlan:
     """CUDA ops when torch sees a GPU and a CUDA compiler of torch's major
     version exists, CPU ops when it sees no GPU; else BuildRefused."""
     prefix = f'mmcv-{MMCV_VERSION}-torch{machine.torch_version}'
+    env = dict(MMCV_WITH_OPS='1', FORCE_CUDA='0')
     if not machine.cuda_available:
-        return BuildPlan(
-            'cpu',
-            'cpu',
-            f'{prefix}-cpu',
-            dict(MMCV_WITH_OPS='1', FORCE_CUDA='0'),
-        )
+        return BuildPlan('cpu', 'cpu', f'{prefix}-cpu', env)
     prebuilt = (
         f'or, on torch 2.1 with CUDA 12.1, install the prebuilt '
         f'wheel: mim install mmcv=={MMCV_VERSION} ({INSTALL_DOC})'
@@ -85,23 +82,15 @@ def plan_build(machine: Machine) -> BuildPlan:
             f'{machine.torch_cuda} toolkit, {prebuilt}.'
         )
     device_key = 'cu' + machine.torch_cuda.replace('.', '')
-    return BuildPlan(
-        'cuda',
-        device_key,
-        f'{prefix}-{device_key}',
-        dict(MMCV_WITH_OPS='1', FORCE_CUDA='1', CUDA_HOME=machine.cuda_home),
-    )
+    env.update(FORCE_CUDA='1', CUDA_HOME=machine.cuda_home)
+    return BuildPlan('cuda', device_key, f'{prefix}-{device_key}', env)
 
 
 def wheel_has_cuda_ops(wheel: str) -> bool:
     """Whether an mmcv wheel's ``mmcv._ext`` links torch's CUDA libraries
     (read without importing it); BuildRefused if it has no compiled ops."""
     with zipfile.ZipFile(wheel) as archive:
-        names = [
-            name
-            for name in archive.namelist()
-            if re.match(r'mmcv/_ext[.].*so$', name)
-        ]
+        names = [n for n in archive.namelist() if re.match(EXT_PATTERN, n)]
         if not names:
             raise BuildRefused(
                 f'{wheel} has no compiled ops (mmcv/_ext); '
