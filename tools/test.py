@@ -122,11 +122,10 @@ def _problems(cfg: Config, args: argparse.Namespace) -> list[str]:
     problems = find_missing_inputs(
         cfg, ['test_dataloader'], check_load_from=False, check_init_cfg=False
     )
-    outputs = [(cfg.work_dir, '--work-dir')]
+    problems.append(output_problem(cfg.work_dir, '--work-dir'))
     if args.out:  # the metrics; a DumpResults metric checks itself
-        outputs.append((args.out, '--out'))
-    problems += filter(None, (output_problem(*pair) for pair in outputs))
-    return problems[:1]
+        problems.append(output_problem(args.out, '--out'))
+    return list(filter(None, problems))[:1]
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
@@ -152,12 +151,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     if runner.rank == 0 and args.out and args.out_item == 'metrics':
         dump(metrics, args.out)
     for name, value in metrics.items() if runner.rank == 0 else ():
-        # mmseg's metrics are numpy floats
-        print(
-            f'{name}: {value:.4f}'
-            if isinstance(value, (float, np.floating))
-            else f'{name}: {value}'
-        )
+        if isinstance(value, (float, np.floating)):  # mmseg's: numpy floats
+            value = f'{value:.4f}'
+        print(f'{name}: {value}')
     close_dist()
     return 0
 

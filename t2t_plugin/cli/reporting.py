@@ -95,13 +95,11 @@ def find_missing_inputs(
             checkpoints. Defaults to True.
     """
     keys = dataloaders or [f'{s}_dataloader' for s in ('train', 'val', 'test')]
-    dense = cfg.get('default_scope') in ('mmdet', 'mmseg')
-    data_doc = (
-        doc_pages.DENSE_PREDICTION if dense else doc_pages.DATA_PREPARATION
-    )
-    checkpoint_doc = (
-        doc_pages.DENSE_PREDICTION if dense else doc_pages.TRAINING
-    )
+    if cfg.get('default_scope') in ('mmdet', 'mmseg'):
+        data_doc = checkpoint_doc = doc_pages.DENSE_PREDICTION
+    else:
+        data_doc = doc_pages.DATA_PREPARATION
+        checkpoint_doc = doc_pages.TRAINING
     messages, seen = [], set()
 
     def report(path: str, what: str, doc: str) -> None:

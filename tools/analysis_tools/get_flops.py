@@ -129,13 +129,8 @@ def _detector_inputs(
     if not isinstance(model, BaseDetector):
         return None
     # the image sizes that the test pipeline would record
-    meta = dict(
-        img_shape=shape,
-        ori_shape=shape,
-        pad_shape=shape,
-        batch_input_shape=shape,
-        scale_factor=(1.0, 1.0),
-    )
+    sizes = ('img_shape', 'ori_shape', 'pad_shape', 'batch_input_shape')
+    meta = dict(dict.fromkeys(sizes, shape), scale_factor=(1.0, 1.0))
     return dict(data_samples=[DetDataSample(metainfo=meta)], mode='tensor')
 
 
