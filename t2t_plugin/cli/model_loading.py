@@ -344,10 +344,9 @@ def draw_images(
     ``needs_cls_token`` refuses backbones without a class token. Returns
     the exit code."""
     console = Console(soft_wrap=True)
-    out_dir = Path(args.out_dir)
     try:
         images = list_images(args.image)
-        check_writable_folder(out_dir, '--out-dir')
+        check_writable_folder(args.out_dir, '--out-dir')
         model = load_model(args.config, args.checkpoint, args.device)
         if needs_cls_token and not model.backbone.with_cls_token:
             raise ValueError(

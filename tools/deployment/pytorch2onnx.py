@@ -62,10 +62,7 @@ def parse_args(argv: Optional[list[str]] = None) -> argparse.Namespace:
     for flag, text in (
         ('--static-batch', 'fix the batch size'),
         ('--static-size', 'fix height and width'),
-        (
-            '--verify',
-            'check the file in onnxruntime on random and real images',
-        ),
+        ('--verify', 'check the file in onnxruntime against PyTorch'),
         ('--openvino', 'run the same checks in OpenVINO (fp32)'),
     ):
         parser.add_argument(flag, action='store_true', help=text)
