@@ -3,10 +3,7 @@
 A thin wrapper of mmpretrain's ``ImageClassificationInferencer``; the model
 is a config file or a model name (``mmpretrain.list_models('*_t2tp')``).
 
-Example::
-
-    python tools/infer.py demo.jpg configs/t2t-vit-14_8xb64_in1k.py \\
-        81.5_T2T_ViT_14.pth.tar --topk 5
+Examples: docs/weights.md.
 """
 
 import argparse

@@ -4,13 +4,7 @@ An image classifier is measured whole, a detector's or segmentor's backbone
 on its own; a training step is forward, backward and an AdamW step. Peak
 memory is tensor memory, the same quantity on CPU and CUDA.
 
-Examples::
-
-    python tools/analysis_tools/benchmark.py configs/t2t-vit-t-14_8xb64_in1k.py
-    python tools/analysis_tools/benchmark.py CONFIG --device cuda \\
-        --batch-size 64 --dtypes fp32 bf16 fp16 --json work_dirs/speed.json
-
-Comparisons with other implementations are a contributors' script:
+Examples: docs/benchmark.md; comparisons with other implementations:
 ``.dev_scripts/compare_implementations.py``.
 """
 

@@ -4,12 +4,7 @@ Classifiers are counted whole and, for the paper's 1000-class ImageNet
 archs, compared with its figures; detectors and segmentors get the backbone
 alone, then the whole model (in its ``'tensor'`` mode).
 
-Examples::
-
-    python tools/analysis_tools/get_flops.py configs/t2t-vit-t-14_8xb64_in1k.py
-    python tools/analysis_tools/get_flops.py CONFIG --shape 384 384
-    python tools/analysis_tools/get_flops.py configs/det/CONFIG --shape 448
-    python tools/analysis_tools/get_flops.py --all   # every arch vs the paper
+Examples: docs/analysis.md.
 """
 
 import argparse

@@ -5,13 +5,7 @@ and segmentation configs their backbone and ``T2TFeaturePyramid``. The
 input ``images`` is the normalised batch ``(B, C, H, W)``, with dynamic
 batch, height and width (multiples of the soft splits' total stride).
 
-Examples::
-
-    python tools/deployment/pytorch2onnx.py \\
-        configs/t2t-vit-t-14_8xb64_in1k.py t2t-vit-t-14.pth t-14.onnx --verify
-    python tools/deployment/pytorch2onnx.py \\
-        configs/det/retinanet_t2t-vit-t-14_fpn_1x_coco.py retinanet.pth \\
-        backbone.onnx --verify --openvino
+Examples: docs/deployment.md.
 """
 
 import argparse

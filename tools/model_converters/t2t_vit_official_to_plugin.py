@@ -1,12 +1,6 @@
 """Convert official T2T-ViT release weights to t2t-plugin checkpoints.
 
-Examples::
-
-    python tools/model_converters/t2t_vit_official_to_plugin.py \\
-        81.5_T2T_ViT_14.pth.tar checkpoints/t2t-vit-14_in1k.pth
-    # several files or a folder of them: DST is a folder
-    python tools/model_converters/t2t_vit_official_to_plugin.py \\
-        official_weights/ checkpoints/
+Examples: docs/weights.md.
 """
 
 import argparse

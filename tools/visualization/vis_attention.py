@@ -4,11 +4,7 @@ The attention rows of the blocks (``t2t_plugin.analysis.cls_attention_maps``)
 averaged over heads (``--per-head`` adds one panel per head), laid over the
 image after the test pipeline. One PNG per image.
 
-Example::
-
-    python tools/visualization/vis_attention.py demo.jpg \\
-        configs/t2t-vit-14_8xb64_in1k.py checkpoints/t2t-vit-14_in1k.pth \\
-        --blocks 0 6 13 --out-dir work_dirs/vis_attention
+Examples: docs/analysis.md.
 """
 
 import argparse

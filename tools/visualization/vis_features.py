@@ -4,11 +4,7 @@ For each image: the maps after the two T2T layers (stride 4 and 8), the
 projected tokens (stride 16) and the outputs of chosen encoder blocks, one
 PNG each, every channel min-max scaled on its own.
 
-Example::
-
-    python tools/visualization/vis_features.py demo.jpg \\
-        configs/t2t-vit-14_8xb64_in1k.py checkpoints/t2t-vit-14_in1k.pth \\
-        --blocks 0 6 13 --out-dir work_dirs/vis_features
+Examples: docs/analysis.md.
 """
 
 import argparse
