@@ -15,7 +15,7 @@ from mmengine.config import Config, ConfigDict, DictAction
 from mmengine.runner import Runner
 
 # Top-level keys the Runner reads: its arguments, and those of from_cfg.
-_RUNNER_KEYS = set(inspect.signature(Runner.__init__).parameters) | {
+_RUNNER_KEYS = set(inspect.signature(Runner).parameters) | {
     'custom_imports',
     'model_wrapper_cfg',
     'compile',

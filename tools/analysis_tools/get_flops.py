@@ -57,14 +57,10 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
 def build_classifier(arch: str, img_size: int) -> torch.nn.Module:
     """An ImageNet classifier of ``arch``, built for ``img_size``."""
     embed_dims = T2TViT.arch_zoo[arch]['embed_dims']
+    backbone = dict(type='T2TViT', arch=arch, img_size=img_size)
+    head = dict(type='T2TClsHead', num_classes=1000, in_channels=embed_dims)
     return MODELS.build(
-        dict(
-            type='ImageClassifier',
-            backbone=dict(type='T2TViT', arch=arch, img_size=img_size),
-            head=dict(
-                type='T2TClsHead', num_classes=1000, in_channels=embed_dims
-            ),
-        )
+        dict(type='ImageClassifier', backbone=backbone, head=head)
     )
 
 
