@@ -1,9 +1,8 @@
 """The embedded demo: train a small T2T-ViT on scikit-learn's digits.
 
-Runs ``tools/train.py`` and ``tools/test.py`` on
-``configs/t2t-vit-mini_1xb64_digits.py`` exactly as a user would, on the
-CPU, then prints the validation top-1, the work dir, the checkpoint and the
-training-curve PNG. ``make demo`` calls it after installing the package.
+Runs ``tools/train.py`` and ``tools/test.py`` on the digits config as a user
+would, on the CPU, then prints the validation top-1, the work dir, the
+checkpoint and the training-curve PNG (``make demo``).
 """
 
 import argparse
@@ -18,24 +17,14 @@ import time
 
 ROOT = osp.dirname(osp.dirname(osp.abspath(__file__)))
 CONFIG = osp.join('configs', 't2t-vit-mini_1xb64_digits.py')
-# Files that mark a folder as the work dir of an earlier training run: the
-# pointer to the last checkpoint and the config mmengine dumps there.
+# Files that mark the work dir of an earlier training run.
 DEMO_MARKERS = ('last_checkpoint', osp.basename(CONFIG))
 
 
 def can_clear(work_dir: str) -> bool:
-    """Whether the demo may empty ``work_dir`` before it starts.
-
-    Only a new or empty folder or the work dir of an earlier run may go;
-    never the repository, a folder above it, or the home folder (nor one
-    above it), whatever they hold.
-
-    Args:
-        work_dir (str): The folder the demo would empty.
-
-    Returns:
-        bool: True if it may be emptied.
-    """
+    """Whether the demo may empty ``work_dir``: a new or empty folder or
+    the work dir of an earlier run, never the repository, the home folder
+    or a folder above them."""
     real = osp.realpath(work_dir)
     for kept in (ROOT, osp.expanduser('~')):
         kept = osp.realpath(kept)
@@ -95,20 +84,8 @@ def main() -> None:
     with open(osp.join(work_dir, 'last_checkpoint')) as f:
         checkpoint = f.read().strip()
     metrics_file = osp.join(work_dir, 'test_metrics.json')
-    run(
-        [
-            'tools/test.py',
-            CONFIG,
-            checkpoint,
-            '--work-dir',
-            work_dir,
-            '--out',
-            metrics_file,
-            '--out-item',
-            'metrics',
-        ],
-        env,
-    )
+    test = ['tools/test.py', CONFIG, checkpoint, '--work-dir', work_dir]
+    run(test + ['--out', metrics_file, '--out-item', 'metrics'], env)
     with open(metrics_file) as f:
         metrics = json.load(f)
 

@@ -1,13 +1,9 @@
 """Classify images and print the top classes with their scores.
 
 A thin wrapper of mmpretrain's ``ImageClassificationInferencer``; the model
-is a config file or a model name (``mmpretrain.list_models('*_t2tp')``),
-the checkpoint a file or URL (official releases work as they are).
+is a config file or a model name (``mmpretrain.list_models('*_t2tp')``).
 
-Example::
-
-    python tools/infer.py demo.jpg configs/t2t-vit-14_8xb64_in1k.py \\
-        81.5_T2T_ViT_14.pth.tar --topk 5
+Examples: docs/weights.md.
 """
 
 import argparse
@@ -15,25 +11,22 @@ import contextlib
 import io
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Optional
 
 import numpy as np
-from mmengine.config import DictAction
 from mmpretrain.apis import ImageClassificationInferencer
 
+from t2t_plugin.cli.arguments import add_cfg_options
 from t2t_plugin.cli.model_loading import (
     DEFAULT_MAX_TOKENS,
-    IMAGE_ERRORS,
     check_token_budget,
+    for_each_image,
     list_images,
     load_model,
     test_pipeline,
 )
-from t2t_plugin.engine import (
-    CheckpointError,
-    CheckpointMismatchError,
-    ConfigError,
-)
+from t2t_plugin.cli.reporting import LOAD_ERRORS, one_line
 
 
 def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
@@ -62,24 +55,13 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
         help='refuse images that the test pipeline turns into more tokens '
         f'(default {DEFAULT_MAX_TOKENS}, a 1024x1024 input at stride 16)',
     )
-    parser.add_argument(
-        '--cfg-options',
-        nargs='+',
-        action=DictAction,
-        help='override config settings, as in mmpretrain tools',
-    )
+    add_cfg_options(parser)
     args = parser.parse_args(argv)
     if args.topk < 1:
         parser.error(f'--topk must be at least 1, got {args.topk}')
     if args.max_tokens < 1:
         parser.error(f'--max-tokens must be at least 1, got {args.max_tokens}')
     return args
-
-
-def one_line(error: BaseException) -> str:
-    """The first line of an error's message (its type when it has none)."""
-    lines = str(error).strip().splitlines()
-    return lines[0] if lines else type(error).__name__
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
@@ -92,44 +74,25 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         model = load_model(
             args.model, args.checkpoint, args.device, args.cfg_options
         )
-    except (
-        OSError,
-        ValueError,
-        TypeError,
-        ConfigError,
-        CheckpointError,
-        CheckpointMismatchError,
-    ) as error:
+    except LOAD_ERRORS as error:
         print(f'error: {one_line(error)}', file=sys.stderr)
         return 1
     inferencer = ImageClassificationInferencer(model, device=args.device)
     # the same pipeline as the other tools: 1-channel models get grey levels
     inferencer.pipeline = test_pipeline(model._config)
-    failed = []
-    for image in images:
-        try:
-            check_token_budget(model, image, args.max_tokens)
-            # the inferencer draws a progress bar per call on stdout, where
-            # the results go
-            with contextlib.redirect_stdout(io.StringIO()):
-                result = inferencer(str(image))[0]
-        except IMAGE_ERRORS as error:
-            # one bad file does not stop the others
-            failed.append(image)
-            message = one_line(error)
-            if str(image) not in message:
-                message = f'{image}: {message}'
-            print(f'error: {message}', file=sys.stderr)
-            continue
+
+    def classify(image: Path) -> None:
+        check_token_budget(model, image, args.max_tokens)
+        # the inferencer draws a progress bar per call on stdout, where the
+        # results go
+        with contextlib.redirect_stdout(io.StringIO()):
+            result = inferencer(str(image))[0]
         scores = np.asarray(result['pred_scores'])
         if not np.isfinite(scores).all():
-            failed.append(image)
-            print(
-                f'error: {image}: the model gives NaN or infinite scores; '
-                'the checkpoint or the input is broken.',
-                file=sys.stderr,
+            raise ValueError(
+                f'{image}: the model gives NaN or infinite scores; '
+                'the checkpoint or the input is broken.'
             )
-            continue
         print(f'{image}:')
         classes = inferencer.classes
         for rank, label in enumerate(
@@ -137,13 +100,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         ):
             name = classes[label] if classes else f'class {label}'
             print(f'{rank:>3}. {scores[label]:7.2%}  {name} (class {label})')
-    if failed and len(images) > 1:
-        print(
-            f'error: {len(failed)} of {len(images)} images failed: '
-            + ', '.join(path.name for path in failed),
-            file=sys.stderr,
-        )
-    return 1 if failed else 0
+
+    return for_each_image(images, classify)
 
 
 if __name__ == '__main__':

@@ -1,15 +1,12 @@
 """Evaluate a checkpoint on a config's test set with mmengine's Runner.
 
-Works for this project's mmpretrain configs and for mmdet / mmseg configs
-with the T2T-ViT backbone. Prints the metrics (top-1 / top-5 accuracy for
-classification); ``--out x.pkl`` saves the predictions as mmpretrain's
-``tools/test.py`` does (read by its ``analyze_results.py`` and
-``confusion_matrix.py``), ``--out-item metrics`` the metrics instead. The
-checkpoint may be a file or a URL, official releases included.
+For this project's mmpretrain configs and for mmdet / mmseg configs with
+the T2T-ViT backbone; prints the metrics. ``--out x.pkl`` saves the
+predictions as mmpretrain's ``tools/test.py`` does, ``--out-item metrics``
+the metrics instead. The checkpoint may be a file or a URL.
 """
 
 import argparse
-import os.path as osp
 import sys
 from collections.abc import Sequence
 from typing import Optional
@@ -18,21 +15,20 @@ import numpy as np
 from mmengine.config import Config
 from mmengine.evaluator import DumpResults
 from mmengine.fileio import dump
-from mmengine.registry import RUNNERS
 from mmengine.runner import Runner
 
 from t2t_plugin import doc_pages
 from t2t_plugin.cli import (
     add_launch_arguments,
     close_dist,
+    configure_run,
     enable_show,
     enable_tta,
     find_missing_inputs,
-    load_config,
     merge_options,
     parse_launch_args,
-    prepare_launcher,
     run_reported,
+    runner_from_cfg,
     set_default_work_dir,
 )
 from t2t_plugin.engine.hooks import output_problem
@@ -59,9 +55,6 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
         help='what --out saves (default: pred)',
     )
     parser.add_argument(
-        '--show', action='store_true', help='show the predictions'
-    )
-    parser.add_argument(
         '--show-dir',
         help='save images with their predictions drawn to this folder '
         '(inside the work dir if relative); segmentation writes them to '
@@ -81,17 +74,12 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
         '(segmentation: every INTERVAL-th batch; detection: every image, '
         "mmdet's hook has no test interval)",
     )
-    parser.add_argument(
-        '--tta',
-        action='store_true',
-        help="test-time augmentation (the config's tta_model and "
-        'tta_pipeline, else the average over horizontal flips)',
-    )
-    parser.add_argument(
-        '--no-pin-memory',
-        action='store_true',
-        help='turn off pin_memory in the test dataloader',
-    )
+    for flag, text in (
+        ('--tta', "test-time augmentation: the config's or horizontal flips"),
+        ('--show', 'show the predictions'),
+        ('--no-pin-memory', 'turn off pin_memory in the test dataloader'),
+    ):
+        parser.add_argument(flag, action='store_true', help=text)
     add_launch_arguments(parser, 'test_dataloader.batch_size=32')
     return parse_launch_args(parser, argv)
 
@@ -112,94 +100,60 @@ def merge_args(cfg: Config, args: argparse.Namespace) -> Config:
         cfg.test_dataloader.pin_memory = False
     if args.out_item and not args.out:
         raise ValueError('--out-item needs --out FILE.')
-    if (
-        args.out
-        and args.out_item != 'metrics'
-        and not args.out.endswith('.pkl')
-    ):
+    # Checked now: dump() would fail only after the whole evaluation.
+    if args.out and args.out_item == 'metrics':
+        if not args.out.lower().endswith(METRICS_SUFFIXES):
+            raise ValueError(
+                f'--out saves the metrics as '
+                f'{", ".join(METRICS_SUFFIXES)}; got --out {args.out}.'
+            )
+    elif args.out and not args.out.endswith('.pkl'):
         raise ValueError(
             '--out saves the predictions as a .pkl file; got '
             f'--out {args.out} (use --out-item metrics for '
             '.json or .yaml).'
         )
-    # Checked now: dump() would fail only after the whole evaluation.
-    if (
-        args.out
-        and args.out_item == 'metrics'
-        and not args.out.lower().endswith(METRICS_SUFFIXES)
-    ):
-        raise ValueError(
-            f'--out saves the metrics as '
-            f'{", ".join(METRICS_SUFFIXES)}; got --out '
-            f'{args.out}.'
-        )
     return cfg
+
+
+def _problems(cfg: Config, args: argparse.Namespace) -> list[str]:
+    """The first missing test input or unusable output (the checkpoint
+    replaces any init_cfg weights: only data is needed)."""
+    problems = find_missing_inputs(
+        cfg, ['test_dataloader'], check_load_from=False, check_init_cfg=False
+    )
+    problems.append(output_problem(cfg.work_dir, '--work-dir'))
+    if args.out:  # the metrics; a DumpResults metric checks itself
+        problems.append(output_problem(args.out, '--out'))
+    return list(filter(None, problems))[:1]
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
     args = parse_args(argv)
-    for path, what in (
-        (args.config, 'Config'),
-        (args.checkpoint, 'Checkpoint'),
-    ):
-        if '://' not in path and not osp.isfile(path):
-            print(f'{what} not found: {path}', file=sys.stderr)
-            return 2
-    cfg = load_config(args.config)
+    files = {'Config': args.config, 'Checkpoint': args.checkpoint}
+    cfg, code = configure_run(args, merge_args, files, _problems)
     if cfg is None:
-        return 2
-    try:
-        cfg = merge_args(cfg, args)
-    except (ValueError, KeyError) as error:
-        print(f'Invalid options for {args.config}: {error}', file=sys.stderr)
-        return 2
-    # The checkpoint replaces any init_cfg weights: only data is needed.
-    problems = find_missing_inputs(
-        cfg, ['test_dataloader'], check_load_from=False, check_init_cfg=False
-    )
-    outputs = [(cfg.work_dir, '--work-dir')]
-    if args.out:  # the metrics; a DumpResults metric checks itself
-        outputs.append((args.out, '--out'))
-    problems += filter(None, (output_problem(*pair) for pair in outputs))
-    if problems:
-        print(problems[0], file=sys.stderr)
-        return 1
-    error = prepare_launcher(cfg, args.launcher)
-    if error:
-        print(error, file=sys.stderr)
-        return 2
+        return code
 
-    built = []
-
-    def build() -> None:
-        runner = (
-            Runner.from_cfg(cfg)
-            if 'runner_type' not in cfg
-            else RUNNERS.build(cfg)
-        )
+    def build() -> Runner:
+        runner = runner_from_cfg(cfg)
         # The loop builds the test dataset: config mistakes show up here.
         metrics = runner.test_loop.evaluator.metrics
         if args.out and args.out_item != 'metrics':
             metrics.append(DumpResults(out_file_path=args.out))
-        built.append(runner)
+        return runner
 
-    code = run_reported(build, cfg, args.config, True)
-    metrics = {}
+    code, runner = run_reported(build, cfg, args.config, True)
     if code == 0:
-        code = run_reported(
-            lambda: metrics.update(built[0].test()), cfg, args.config
-        )
+        code, metrics = run_reported(runner.test, cfg, args.config)
     if code:
         return code
-    if built[0].rank == 0 and args.out and args.out_item == 'metrics':
+    if runner.rank == 0 and args.out and args.out_item == 'metrics':
         dump(metrics, args.out)
-    for name, value in metrics.items() if built[0].rank == 0 else ():
-        # mmseg's metrics are numpy floats
-        print(
-            f'{name}: {value:.4f}'
-            if isinstance(value, (float, np.floating))
-            else f'{name}: {value}'
-        )
+    for name, value in metrics.items() if runner.rank == 0 else ():
+        if isinstance(value, (float, np.floating)):  # mmseg's: numpy floats
+            value = f'{value:.4f}'
+        print(f'{name}: {value}')
     close_dist()
     return 0
 

@@ -1,33 +1,28 @@
 """Train a model from an mmengine config with mmengine's Runner.
 
-Works for this project's mmpretrain configs and for mmdet / mmseg configs
-that use ``type='mmpretrain.T2TViT'`` (the config's ``default_scope`` picks
-the registries). Outputs go to ``work_dirs/<config name>/`` unless
-``--work-dir`` says otherwise. The checks of the run are hooks of the
-config (``configs/_base_/default_runtime.py``), so mmpretrain's own
-``tools/train.py`` and ``mim train`` make them too; this tool prints what
-they find as one line.
+For this project's mmpretrain configs and for mmdet / mmseg configs with
+``type='mmpretrain.T2TViT'``; outputs go to ``work_dirs/<config name>/``
+unless ``--work-dir`` says otherwise. The run's checks are hooks of the
+config, so mmpretrain's ``tools/train.py`` and ``mim train`` make them too.
 """
 
 import argparse
-import os.path as osp
 import sys
 from collections.abc import Sequence
 from typing import Optional
 
 from mmengine.config import Config
-from mmengine.registry import RUNNERS
 from mmengine.runner import Runner
 
 from t2t_plugin.cli import (
     add_launch_arguments,
     close_dist,
+    configure_run,
     find_missing_inputs,
-    load_config,
     merge_options,
     parse_launch_args,
-    prepare_launcher,
     run_reported,
+    runner_from_cfg,
     set_amp,
     set_default_work_dir,
 )
@@ -52,34 +47,14 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
         help='resume from the newest intact checkpoint in the work dir (no '
         'value or "auto") or from the checkpoint PATH given',
     )
-    parser.add_argument(
-        '--amp',
-        action='store_true',
-        help='mixed precision: fp16 autocast with dynamic loss scaling on '
-        'CUDA (bf16 if the config sets optim_wrapper.dtype), bf16 autocast '
-        'on CPU',
-    )
-    parser.add_argument(
-        '--auto-scale-lr',
-        action='store_true',
-        help='scale the learning rate by the real batch size over the '
-        "config's auto_scale_lr.base_batch_size",
-    )
-    parser.add_argument(
-        '--no-validate',
-        action='store_true',
-        help='skip evaluation during training',
-    )
-    parser.add_argument(
-        '--no-pin-memory',
-        action='store_true',
-        help='turn off pin_memory in the dataloaders',
-    )
-    parser.add_argument(
-        '--no-persistent-workers',
-        action='store_true',
-        help='turn off persistent_workers in the dataloaders',
-    )
+    for flag, text in (
+        ('--amp', 'mixed precision: fp16 (or bf16) on CUDA, bf16 on CPU'),
+        ('--auto-scale-lr', 'scale the lr by the real over the base batch'),
+        ('--no-validate', 'skip evaluation during training'),
+        ('--no-pin-memory', 'turn off pin_memory in the dataloaders'),
+        ('--no-persistent-workers', 'turn off persistent_workers too'),
+    ):
+        parser.add_argument(flag, action='store_true', help=text)
     add_launch_arguments(
         parser, 'train_cfg.max_epochs=10 "model.backbone.arch=t-14"'
     )
@@ -88,12 +63,9 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
 
 def set_resume(cfg: Config, resume: str) -> None:
     """Resume from ``resume`` or, for ``'auto'``, the work dir's newest
-    intact checkpoint (chosen without reading it: the run reads it once).
-
-    A fresh work dir has nothing to resume: the run then starts as it would
-    without ``--resume`` (from the config's ``load_from`` if any), so that
-    jobs that always pass ``--resume`` keep their pretrained weights.
-    """
+    intact checkpoint; with none, start as without ``--resume`` (from
+    ``load_from`` if any), so that jobs that always pass ``--resume`` keep
+    their pretrained weights."""
     if resume != 'auto':
         cfg.resume, cfg.load_from = True, resume
         return
@@ -137,11 +109,7 @@ def merge_args(cfg: Config, args: argparse.Namespace) -> Config:
 def build_runner(cfg: Config) -> Runner:
     """The Runner with its loops and optimizer built, so that a wrong config
     fails before the run starts (``Runner.train`` keeps what is built)."""
-    runner = (
-        Runner.from_cfg(cfg)
-        if 'runner_type' not in cfg
-        else RUNNERS.build(cfg)
-    )
+    runner = runner_from_cfg(cfg)
     runner.train_loop  # noqa: B018  the properties build the loops
     if cfg.get('val_cfg') is not None and cfg.get('val_dataloader'):
         runner.val_loop  # noqa: B018
@@ -155,43 +123,34 @@ def build_runner(cfg: Config) -> Runner:
     return runner
 
 
-def main(argv: Optional[Sequence[str]] = None) -> int:
-    args = parse_args(argv)
-    if not osp.isfile(args.config):
-        print(f'Config not found: {args.config}', file=sys.stderr)
-        return 2
-    cfg = load_config(args.config)
-    if cfg is None:
-        return 2
-    try:
-        cfg = merge_args(cfg, args)
-    except (ValueError, KeyError) as error:
-        print(f'Invalid options for {args.config}: {error}', file=sys.stderr)
-        return 2
+def _problems(cfg: Config, args: argparse.Namespace) -> list[str]:
+    """Missing inputs, else an unusable work dir."""
     loaders = ['train_dataloader'] + (
         [] if args.no_validate else ['val_dataloader']
     )
-    problems = find_missing_inputs(cfg, loaders)
+    missing = find_missing_inputs(cfg, loaders)
     problem = output_problem(cfg.work_dir, '--work-dir')
-    if problems or problem:
-        print('\n'.join(problems or [problem]), file=sys.stderr)
-        return 1
-    error = prepare_launcher(cfg, args.launcher)
-    if error:
-        print(error, file=sys.stderr)
-        return 2
+    return missing or ([problem] if problem else [])
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    args = parse_args(argv)
+    cfg, code = configure_run(
+        args, merge_args, {'Config': args.config}, _problems
+    )
+    if cfg is None:
+        return code
     removed = remove_stale_temp_files(cfg.work_dir)
     if removed:
         print(
             f'Removed {len(removed)} temporary checkpoint file(s) left in '
             f'{cfg.work_dir} by an interrupted save.'
         )
-    built = []
-    code = run_reported(
-        lambda: built.append(build_runner(cfg)), cfg, args.config, True
+    code, runner = run_reported(
+        lambda: build_runner(cfg), cfg, args.config, True
     )
     if code == 0:
-        code = run_reported(built[0].train, cfg, args.config)
+        code, _ = run_reported(runner.train, cfg, args.config)
     if code == 0:
         close_dist()
     else:  # this process may go on (main() called from Python)

@@ -4,6 +4,7 @@ how they change a config, as in mmpretrain's tools."""
 import argparse
 import copy
 import difflib
+import inspect
 import os
 import os.path as osp
 from collections.abc import Sequence
@@ -11,36 +12,10 @@ from typing import Optional
 
 import torch
 from mmengine.config import Config, ConfigDict, DictAction
+from mmengine.runner import Runner
 
-# Top-level keys the Runner and the tools read besides the config's own.
-_RUNNER_KEYS = (
-    'model',
-    'work_dir',
-    'train_dataloader',
-    'val_dataloader',
-    'test_dataloader',
-    'train_cfg',
-    'val_cfg',
-    'test_cfg',
-    'auto_scale_lr',
-    'optim_wrapper',
-    'param_scheduler',
-    'val_evaluator',
-    'test_evaluator',
-    'default_hooks',
-    'custom_hooks',
-    'data_preprocessor',
-    'load_from',
-    'resume',
-    'launcher',
-    'env_cfg',
-    'log_processor',
-    'log_level',
-    'visualizer',
-    'default_scope',
-    'randomness',
-    'experiment_name',
-    'cfg',
+# Top-level keys the Runner reads: its arguments, and those of from_cfg.
+_RUNNER_KEYS = set(inspect.signature(Runner).parameters) | {
     'custom_imports',
     'model_wrapper_cfg',
     'compile',
@@ -48,24 +23,27 @@ _RUNNER_KEYS = (
     'runner_type',
     'vis_backends',
     'find_unused_parameters',
-)
+}
+
+
+def add_cfg_options(
+    parser: argparse.ArgumentParser, example: str = 'model.head.num_classes=10'
+) -> None:
+    """Add ``--cfg-options``, with ``example`` in its help."""
+    parser.add_argument(
+        '--cfg-options',
+        nargs='+',
+        action=DictAction,
+        help=f'override config entries, e.g. {example}',
+    )
 
 
 def add_launch_arguments(
     parser: argparse.ArgumentParser, cfg_example: str
 ) -> None:
-    """Add ``--cfg-options``, ``--launcher`` and ``--local_rank``.
-
-    Args:
-        parser: The tool's parser.
-        cfg_example: An override to show in the ``--cfg-options`` help.
-    """
-    parser.add_argument(
-        '--cfg-options',
-        nargs='+',
-        action=DictAction,
-        help=f'override config entries, e.g. {cfg_example}',
-    )
+    """Add ``--cfg-options`` (``cfg_example`` in its help), ``--launcher``
+    and ``--local_rank``."""
+    add_cfg_options(parser, cfg_example)
     parser.add_argument(
         '--launcher',
         choices=['none', 'pytorch', 'slurm', 'mpi'],
@@ -94,15 +72,9 @@ def parse_launch_args(
 
 
 def merge_options(cfg: Config, options: Optional[dict]) -> None:
-    """Merge ``--cfg-options``, refusing a key whose top level is unknown.
-
-    mmengine adds such a key silently (``train_dataloder.batch_size=8``
-    changes nothing the run reads). A key is accepted when the config or
-    the Runner knows its first part.
-
-    Raises:
-        ValueError: For a misspelt key, naming the closest known one.
-    """
+    """Merge ``--cfg-options``, refusing (ValueError) a key whose top level
+    neither the config nor the Runner knows: mmengine would add a misspelt
+    ``train_dataloder.batch_size=8`` silently."""
     known = set(cfg.keys()) | set(_RUNNER_KEYS)
     for key in options or {}:
         top = key.split('.')[0]
@@ -163,11 +135,7 @@ def enable_show(
     wait_time: float = 2,
 ) -> None:
     """Switch on the visualization hook of any OpenMMLab toolbox; a
-    relative ``show_dir`` is inside the work dir.
-
-    Raises:
-        ValueError: If the config has no visualization hook.
-    """
+    relative ``show_dir`` is inside the work dir."""
     hook = cfg.get('default_hooks', {}).get('visualization')
     if hook is None:
         raise ValueError(
@@ -193,12 +161,8 @@ def enable_show(
 
 def enable_tta(cfg: Config) -> None:
     """Test with test-time augmentation, as mmpretrain's ``--tta`` does:
-    the config's ``tta_model`` and ``tta_pipeline``, else (classification)
-    the average of the scores of the image and its horizontal flip.
-
-    Raises:
-        ValueError: If a detection or segmentation config has no
-            ``tta_model`` / ``tta_pipeline``.
+    the config's ``tta_model`` and ``tta_pipeline``, else (classification
+    only) the average of the scores of the image and its horizontal flip.
     """
     if 'tta_model' not in cfg or 'tta_pipeline' not in cfg:
         if cfg.get('default_scope', 'mmpretrain') != 'mmpretrain':

@@ -1,11 +1,9 @@
 """Distributed set-up for machines without CUDA (gloo backend).
 
 mmengine's ``init_dist`` calls ``torch.cuda.set_device`` whatever the
-backend, and the Runner wraps the model in DDP with
-``device_ids=[LOCAL_RANK]``, which DDP rejects for a CPU model. The process
-group is therefore opened here, before the Runner is built (the Runner then
-skips its own initialisation), and the model wrapper is told to use no
-device ids.
+backend, and the Runner's DDP gets ``device_ids=[LOCAL_RANK]``, which DDP
+rejects for a CPU model: the group is opened here, before the Runner is
+built, and the model wrapper gets no device ids.
 """
 
 import datetime
@@ -20,8 +18,6 @@ from ..engine.hooks.rank_heartbeat_hook import (
     HEARTBEAT_INTERVAL,
     heartbeat_key,
 )
-
-LAUNCHERS = ('pytorch', 'slurm', 'mpi')
 
 # Seconds a collective operation waits for the other ranks before the run
 # ends (torch's default, 1800, keeps a job with a frozen rank hanging for
@@ -98,18 +94,9 @@ def _export_mpi_env() -> None:
 
 
 def init_cpu_dist(launcher: str, timeout: float = DEFAULT_TIMEOUT) -> None:
-    """Open a gloo process group from the launcher's environment.
-
-    Args:
-        launcher (str): ``'pytorch'`` (torchrun), ``'slurm'`` (srun) or
-            ``'mpi'`` (mpirun).
-        timeout (float): Seconds collective operations may wait.
-            Defaults to :data:`DEFAULT_TIMEOUT` (300).
-    """
-    if launcher not in LAUNCHERS:
-        raise ValueError(
-            f'Unknown launcher {launcher!r}; choose one of {LAUNCHERS}.'
-        )
+    """Open a gloo process group from the environment of ``launcher``
+    (``'pytorch'``: torchrun, ``'slurm'``: srun, ``'mpi'``: mpirun), whose
+    collectives wait ``timeout`` seconds."""
     if launcher == 'slurm':
         _export_slurm_env()
     elif launcher == 'mpi':
@@ -128,14 +115,9 @@ def init_cpu_dist(launcher: str, timeout: float = DEFAULT_TIMEOUT) -> None:
 
 
 def setup_cpu_dist(cfg: Config, launcher: str) -> None:
-    """Prepare a config and the process group for CPU-only distributed runs.
-
-    Args:
-        cfg (Config): The run's config; its ``env_cfg.dist_cfg`` backend is
-            set to gloo and, unless the config has its own,
-            ``model_wrapper_cfg`` to a DDP without device ids.
-        launcher (str): ``'pytorch'``, ``'slurm'`` or ``'mpi'``.
-    """
+    """Set gloo and (unless the config has its own) a DDP wrapper without
+    device ids in ``cfg``, and open the process group with the timeout of
+    ``env_cfg.dist_cfg``."""
     dist_cfg = cfg.setdefault('env_cfg', {}).setdefault('dist_cfg', {})
     dist_cfg['backend'] = 'gloo'
     if cfg.get('model_wrapper_cfg') is None:
@@ -147,16 +129,7 @@ def setup_cpu_dist(cfg: Config, launcher: str) -> None:
             find_unused_parameters=cfg.get('find_unused_parameters', False),
         )
     if not torch_dist.is_initialized():
-        init_cpu_dist(
-            launcher, timeout=dist_cfg.get('timeout', DEFAULT_TIMEOUT)
-        )
-
-
-def set_dist_timeout(cfg: Config) -> None:
-    """Give ``env_cfg.dist_cfg`` the default timeout unless it has one
-    (mmengine's ``init_dist`` reads it there for CUDA runs)."""
-    dist_cfg = cfg.setdefault('env_cfg', {}).setdefault('dist_cfg', {})
-    dist_cfg.setdefault('timeout', DEFAULT_TIMEOUT)
+        init_cpu_dist(launcher, timeout=dist_cfg['timeout'])
 
 
 def is_timeout(error: BaseException) -> bool:
@@ -166,16 +139,9 @@ def is_timeout(error: BaseException) -> bool:
 
 
 def silent_ranks_message(timeout: float) -> str:
-    """One line naming the ranks that stopped answering.
-
-    Reads the heartbeat counters of ``RankHeartbeatHook`` twice, a few
-    heartbeats apart: the ranks whose counter did not move are silent.
-
-    Args:
-        timeout (float): The process-group timeout in seconds, for the
-            message.
-    """
-    silent = []
+    """One line naming the ranks that stopped answering: those whose
+    ``RankHeartbeatHook`` counter did not move in a few heartbeats.
+    ``timeout`` is the process-group timeout, for the message."""
     try:
         store = torch_dist.distributed_c10d._get_default_store()
         # the store may be the silent rank's: do not wait for it as long

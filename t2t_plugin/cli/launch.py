@@ -9,26 +9,25 @@ from mmengine.config import Config
 from .distributed import (
     DEFAULT_TIMEOUT,
     is_timeout,
-    set_dist_timeout,
     setup_cpu_dist,
     silent_ranks_message,
 )
 
 
 def prepare_launcher(cfg: Config, launcher: str) -> Optional[str]:
-    """Set up CPU-only distributed runs (gloo) before the Runner is built.
-
-    On CUDA machines mmengine's own launcher set-up runs as usual. Either
-    way collectives time out after ``env_cfg.dist_cfg.timeout`` seconds
-    (default 300), so a rank that stops answering ends the run.
+    """Set up CPU-only distributed runs (gloo) before the Runner is built
+    (on CUDA, mmengine's own set-up runs), with a collective timeout of
+    ``env_cfg.dist_cfg.timeout`` seconds (default 300).
 
     Returns:
-        str | None: A one-line message if the processes were not started
-        the way ``launcher`` says, else None.
+        str | None: One line if the processes were not started the way
+        ``launcher`` says.
     """
     if launcher == 'none':
         return None
-    set_dist_timeout(cfg)
+    # mmengine's init_dist reads it there for CUDA runs
+    dist_cfg = cfg.setdefault('env_cfg', {}).setdefault('dist_cfg', {})
+    dist_cfg.setdefault('timeout', DEFAULT_TIMEOUT)
     if torch.cuda.is_available():
         return None
     try:
@@ -39,30 +38,17 @@ def prepare_launcher(cfg: Config, launcher: str) -> Optional[str]:
 
 
 def close_dist() -> None:
-    """End a distributed run in step on every rank.
-
-    A process that exits with its process group still open can leave a
-    communication thread running; gloo then aborts it at exit ("terminate
-    called without an active exception", SIGABRT) and torchrun reports the
-    whole run as failed. Waiting for all ranks and closing the group first
-    avoids that.
-    """
+    """End a distributed run in step on every rank: a process that exits
+    with its group open can leave a gloo thread that aborts at exit
+    (SIGABRT), and torchrun then reports the whole run as failed."""
     if torch_dist.is_available() and torch_dist.is_initialized():
         torch_dist.barrier()
         torch_dist.destroy_process_group()
 
 
 def dist_failure_message(error: BaseException, cfg: Config) -> Optional[str]:
-    """One line for a distributed run whose peer stopped answering.
-
-    Args:
-        error (BaseException): What the run raised.
-        cfg (Config): The run's config (for the timeout).
-
-    Returns:
-        str | None: The line naming the silent rank(s), or None when the
-        error is something else (or the run is not distributed).
-    """
+    """The line naming the silent rank(s) of a distributed run whose peer
+    stopped answering; None for any other error."""
     if not (
         torch_dist.is_available()
         and torch_dist.is_initialized()

@@ -1,19 +1,20 @@
 """Models and images of the inference and visualisation tools.
 
-mmpretrain's ``get_model`` builds the model and
-``ImageClassificationInferencer`` runs it; this module adds what a tool
-must check first: the checkpoint is read once through
-:func:`~t2t_plugin.engine.read_checkpoint`, refused if its weights are not
-finite, and loaded strictly (``get_model`` only warns about weights that do
-not fit), and an image that would give the model more tokens than a budget
-is refused before it is run.
+mmpretrain's ``get_model`` builds the model; here the checkpoint is read
+once, refused if its weights are not finite and loaded strictly
+(``get_model`` only warns about weights that do not fit), an image that
+would give the model more tokens than a budget is refused, and in the loop
+over the images one bad image does not stop the others.
 """
 
+import argparse
 import math
 import os
+import sys
 import tempfile
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Optional, Union
+from typing import Callable, Optional, Union
 
 import cv2
 import numpy as np
@@ -25,8 +26,11 @@ from mmpretrain.apis import ModelHub, get_model
 from mmpretrain.datasets import remove_transform
 from mmpretrain.registry import TRANSFORMS
 from PIL import Image
+from rich.console import Console
+from rich.progress import track
 from torch import nn
 
+from ..analysis.token_maps import default_block_indices, resolve_block_indices
 from ..engine.checkpoint import (
     check_finite_weights,
     checkpoint_state_dict,
@@ -34,6 +38,7 @@ from ..engine.checkpoint import (
     read_checkpoint,
 )
 from ..engine.config import load_config
+from .reporting import LOAD_ERRORS, one_line
 
 IMAGE_SUFFIXES = ('.jpg', '.jpeg', '.png', '.bmp', '.webp', '.tif', '.tiff')
 # 64x64 tokens, a 1024x1024 image at stride 16: attention memory grows with
@@ -56,22 +61,17 @@ def load_model(
     Args:
         model (str | Path | Config): A config file, a config, or a name of
             ``mmpretrain.list_models()``.
-        checkpoint (str, optional): A file or URL (official releases work
-            as they are). None: the index entry's weights for a name, the
-            random initialisation for a config.
+        checkpoint (str, optional): A file or URL. None: the index entry's
+            weights for a name, the random initialisation for a config.
         device (str): Where to run. Defaults to ``'cpu'``.
         cfg_options (dict, optional): Config overrides.
 
     Returns:
-        nn.Module: The model in eval mode, as ``get_model`` returns it
-        (``_config``, ``_dataset_meta``).
+        nn.Module: The model in eval mode, as ``get_model`` returns it.
 
     Raises:
-        ConfigError: If the config cannot be loaded.
-        CheckpointError: If the checkpoint cannot be read or holds weights
-            that are not finite.
-        CheckpointMismatchError: If its weights do not fit the model.
-        ValueError: If a name is not in the model index.
+        ConfigError, CheckpointError, CheckpointMismatchError, ValueError
+        (a name not in the model index).
     """
     if isinstance(model, Config) or str(model).endswith('.py'):
         cfg = load_config(model, cfg_options)
@@ -96,9 +96,9 @@ def load_model(
 
 
 def _match_class_names(model: nn.Module) -> None:
-    # get_model names the classes after the config's test dataset, also
-    # when the head has another number of them (a 1000-class checkpoint
-    # tested on a small dataset's config): then ImageNet's names or none.
+    """ImageNet's class names, or none, for a head whose number of classes
+    is not that of the config's test dataset, whose names get_model
+    gives."""
     from mmpretrain.datasets.categories import IMAGENET_CATEGORIES
 
     num_classes = getattr(getattr(model, 'head', None), 'num_classes', None)
@@ -111,14 +111,10 @@ def _match_class_names(model: nn.Module) -> None:
 
 
 def test_pipeline(cfg: Config) -> Compose:
-    """The config's test pipeline without its file loading step.
-
-    As ``ImageClassificationInferencer`` builds it: images are decoded
-    before (:func:`read_image_input`), arrays go in as they are. A
-    pipeline without :class:`~t2t_plugin.datasets.ConvertImage` gets one
-    first, for the backbone's ``in_channels``, so that colour files reach a
-    1-channel model as grey levels.
-    """
+    """The config's test pipeline without its file loading step, as
+    ``ImageClassificationInferencer`` builds it, and with a
+    ``ConvertImage`` first if it has none, so that colour files reach a
+    1-channel model as grey levels."""
     steps = remove_transform(
         cfg.test_dataloader.dataset.pipeline, 'LoadImageFromFile'
     )
@@ -132,12 +128,8 @@ def test_pipeline(cfg: Config) -> Compose:
 
 def read_image_input(image: Union[str, Path, np.ndarray]) -> dict:
     """A pipeline sample of an image file or array, as the inferencer
-    makes it.
-
-    Raises:
-        FileNotFoundError: If the file does not exist.
-        ValueError: If the file is not an image.
-    """
+    makes it (FileNotFoundError, ValueError for a file that is not an
+    image)."""
     if isinstance(image, (str, Path)):
         read_image_size(image)
         try:
@@ -156,16 +148,14 @@ def read_image_input(image: Union[str, Path, np.ndarray]) -> dict:
 
 
 def read_image_size(image: Union[str, Path]) -> tuple[int, int]:
-    """``(width, height)`` of an image file, from its header alone.
-
-    PIL opens files lazily: the size is known before any pixel is decoded,
-    so that an image too large to decode is refused at no cost.
+    """``(width, height)`` of an image file, from its header alone (PIL
+    opens files lazily), so that an image too large to decode is refused
+    at no cost.
 
     Raises:
         FileNotFoundError: If the file does not exist.
         ValueError: If it is empty, not an image, or has more pixels than
-            PIL decodes (``PIL.Image.MAX_IMAGE_PIXELS``, its guard against
-            decompression bombs).
+            ``PIL.Image.MAX_IMAGE_PIXELS``.
     """
     path = Path(image)
     if not path.is_file():
@@ -194,42 +184,25 @@ def read_image_size(image: Union[str, Path]) -> tuple[int, int]:
     return width, height
 
 
-def _resizes(cfg: Config) -> bool:
-    """Whether the test pipeline changes the image size."""
-    return any(
-        'Resize' in str(step.get('type', ''))
-        or 'Crop' in str(step.get('type', ''))
-        for step in cfg.test_dataloader.dataset.pipeline
-    )
-
-
-def model_tokens(model: nn.Module, inputs: torch.Tensor) -> int:
-    """Tokens the backbone makes of an input ``(C, H, W)``."""
-    stride = model.backbone.tokens_to_token.total_stride
-    height, width = inputs.shape[-2:]
-    return math.ceil(height / stride) * math.ceil(width / stride)
-
-
 def check_token_budget(
     model: nn.Module, image: Union[str, Path, np.ndarray], max_tokens: int
 ) -> None:
-    """Refuse an image that the pipeline turns into too many tokens.
-
-    For a pipeline that keeps the image size, the size in the file's
-    header decides, before the image is decoded.
-
-    Raises:
-        ValueError: Above ``max_tokens``.
-    """
-    if isinstance(image, (str, Path)) and not _resizes(model._config):
+    """Refuse (ValueError) an image that the test pipeline turns into more
+    than ``max_tokens`` tokens; for a pipeline that keeps the image size,
+    from the size in the file's header, before the image is decoded."""
+    kinds = [
+        str(step.get('type', ''))
+        for step in model._config.test_dataloader.dataset.pipeline
+    ]
+    resizes = any('Resize' in kind or 'Crop' in kind for kind in kinds)
+    if isinstance(image, (str, Path)) and not resizes:
         width, height = read_image_size(image)
-        shape = (height, width)
     else:
         packed = test_pipeline(model._config)(read_image_input(image))
-        shape = tuple(packed['inputs'].shape[-2:])
-    tokens = model_tokens(model, torch.empty(0, *shape))
+        height, width = packed['inputs'].shape[-2:]
+    stride = model.backbone.tokens_to_token.total_stride
+    tokens = math.ceil(height / stride) * math.ceil(width / stride)
     if tokens > max_tokens:
-        height, width = shape
         raise ValueError(
             f'{image}: the test pipeline gives a {width}x{height} input, '
             f'{tokens} tokens, above the budget of {max_tokens}; resize the '
@@ -239,11 +212,8 @@ def check_token_budget(
 
 
 def list_images(path: Union[str, Path]) -> list[Path]:
-    """An image file, or the image files of a folder, sorted.
-
-    Raises:
-        FileNotFoundError: If there is no image.
-    """
+    """An image file, or the image files of a folder, sorted
+    (FileNotFoundError if there is none)."""
     source = Path(path)
     if source.is_dir():
         images = sorted(
@@ -265,17 +235,9 @@ def list_images(path: Union[str, Path]) -> list[Path]:
 def preprocess_image(
     model: nn.Module, image: Union[str, Path, np.ndarray]
 ) -> tuple[torch.Tensor, np.ndarray]:
-    """The network input for an image, and that input as a picture.
-
-    Args:
-        model (nn.Module): A model from :func:`load_model`.
-        image (str | Path | np.ndarray): An image file or a BGR array.
-
-    Returns:
-        tuple: The normalised batch ``(1, C, H, W)`` on the model's device,
-        and the image after the test pipeline (resized and cropped, not
-        normalised) as ``(H, W, 3)`` uint8 RGB, to draw on.
-    """
+    """The normalised batch ``(1, C, H, W)`` of an image file or BGR array
+    for a model of :func:`load_model`, and the image after the test
+    pipeline (not normalised) as ``(H, W, 3)`` uint8 RGB, to draw on."""
     packed = test_pipeline(model._config)(read_image_input(image))
     picture = packed['inputs'].permute(1, 2, 0).cpu().numpy()
     if picture.shape[2] == 1:
@@ -289,11 +251,7 @@ def preprocess_image(
 
 def check_writable_folder(folder: Union[str, Path], option: str) -> Path:
     """Make ``folder`` and check that files can be written into it, before
-    any work whose results would go there.
-
-    Raises:
-        ValueError: If it is a file, cannot be made, or is read-only.
-    """
+    any work whose results would go there (ValueError if not)."""
     folder = Path(folder)
     try:
         folder.mkdir(parents=True, exist_ok=True)
@@ -314,11 +272,7 @@ def check_writable_folder(folder: Union[str, Path], option: str) -> Path:
 
 def check_writable_file(path: Union[str, Path], option: str) -> Path:
     """Check that ``path`` can be written (its folder made if needed),
-    before the work whose result goes there.
-
-    Raises:
-        ValueError: If it is a folder or its folder cannot take files.
-    """
+    before the work whose result goes there (ValueError if not)."""
     path = Path(path)
     if path.is_dir():
         raise ValueError(f'{option} {path} is a folder; give a file path.')
@@ -326,3 +280,90 @@ def check_writable_file(path: Union[str, Path], option: str) -> Path:
     if path.exists() and not os.access(path, os.W_OK):
         raise ValueError(f'{option} {path} is read-only; give another path.')
     return path
+
+
+def for_each_image(
+    images: Sequence[Path],
+    work: Callable[[Path], None],
+    console: Optional[Console] = None,
+) -> int:
+    """Run ``work`` on every image (with a progress bar on ``console``);
+    the exit code: 1 if any image failed, each failure and their count
+    reported in one line on stderr."""
+    failed = []
+    steps = images
+    if console is not None:
+        steps = track(
+            images,
+            description='Drawing',
+            console=console,
+            transient=True,
+            disable=len(images) == 1 or not console.is_terminal,
+        )
+    for image in steps:
+        try:
+            work(image)
+        except IMAGE_ERRORS as error:
+            failed.append(image)
+            message = one_line(error)
+            if str(image) not in message:
+                message = f'{image}: {message}'
+            print(f'error: {message}', file=sys.stderr)
+    if failed and len(images) > 1:
+        print(
+            f'error: {len(failed)} of {len(images)} images failed: '
+            + ', '.join(path.name for path in failed),
+            file=sys.stderr,
+        )
+    return 1 if failed else 0
+
+
+def add_image_arguments(parser: argparse.ArgumentParser, out_dir: str) -> None:
+    """Positional image/config/checkpoint, ``--blocks``, ``--out-dir``,
+    ``--device``."""
+    parser.add_argument('image', help='image file, or a folder of images')
+    parser.add_argument('config', help='model config file')
+    parser.add_argument('checkpoint', help='checkpoint file')
+    parser.add_argument(
+        '--blocks',
+        type=int,
+        nargs='+',
+        help='encoder blocks, from 0 (default: first, middle, last)',
+    )
+    parser.add_argument('--out-dir', default=out_dir, help='PNG folder')
+    parser.add_argument('--device', default='cpu', help="e.g. 'cuda:0'")
+
+
+def draw_images(
+    args: argparse.Namespace,
+    draw: Callable[..., Sequence[Path]],
+    needs_cls_token: bool = False,
+) -> int:
+    """Run ``draw(model, image, blocks, args)`` on every image of
+    ``args.image`` (:func:`add_image_arguments`) and print the PNG paths;
+    ``needs_cls_token`` refuses backbones without a class token. Returns
+    the exit code."""
+    console = Console(soft_wrap=True)
+    try:
+        images = list_images(args.image)
+        check_writable_folder(args.out_dir, '--out-dir')
+        model = load_model(args.config, args.checkpoint, args.device)
+        if needs_cls_token and not model.backbone.with_cls_token:
+            raise ValueError(
+                'The class-token attention needs a backbone '
+                'with with_cls_token=True.'
+            )
+        # checked once here, rather than failing on every image
+        blocks = resolve_block_indices(
+            model.backbone,
+            args.blocks or default_block_indices(len(model.backbone.encoder)),
+        )
+    except LOAD_ERRORS as error:
+        print(f'error: {error}', file=sys.stderr)
+        return 1
+
+    def work(image: Path) -> None:
+        for path in draw(model, image, blocks, args):
+            console.print(str(path), markup=False, highlight=False)
+
+    return for_each_image(images, work, console)

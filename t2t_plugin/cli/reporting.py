@@ -1,9 +1,7 @@
-"""One-line reports of what stops a tool run, and the checks a tool makes
-of its own arguments before it builds the Runner.
-
-Everything a run itself must guarantee lives in registered hooks (see
-``t2t_plugin.engine.hooks``), so that every tool gets it; here the errors
-they raise are printed as one line with an exit code.
+"""How ``tools/train.py`` and ``tools/test.py`` start a run: the checks of
+their own arguments before the Runner is built, and one line with an exit
+code for what stops a run (the run's own checks are registered hooks,
+``t2t_plugin.engine.hooks``, that every tool gets).
 """
 
 import errno
@@ -11,18 +9,19 @@ import os
 import os.path as osp
 import sys
 from collections.abc import Iterator
-from typing import Callable, Optional
+from typing import Any, Callable, Optional
 
 from mmengine.config import Config
+from mmengine.registry import RUNNERS
+from mmengine.runner import Runner
 from mmpretrain.registry import DATASETS
 
 from .. import doc_pages
 from ..engine.checkpoint import CheckpointError, CheckpointMismatchError
-from ..engine.config import ConfigError
-from ..engine.config import load_config as read_config
+from ..engine.config import ConfigError, load_config
 from ..engine.hooks import RunCheckError, TrainingStopped
 from ..engine.hooks.checkpoint_check_hook import init_checkpoints
-from .launch import dist_failure_message
+from .launch import dist_failure_message, prepare_launcher
 
 # What a wrong config or option raises while mmengine builds the run
 # (model, datasets, loops, optimizer): a user mistake, not a bug.
@@ -37,17 +36,13 @@ CHECK_ERRORS = (
     FileNotFoundError,
 )
 
+# What loading a model raises on a user mistake: ValueError for configs
+# and checkpoints, SyntaxError for a broken config, ImportError for a
+# missing toolbox.
+LOAD_ERRORS = (OSError, ValueError, TypeError, SyntaxError, ImportError)
+
 # Datasets that read ``data_root/<split>`` when ``split`` is given.
 _SPLIT_FOLDER_DATASETS = ('ImageNet', 'ImageNet21k')
-
-
-def load_config(path: str) -> Optional[Config]:
-    """The config, or None after printing one line saying why not."""
-    try:
-        return read_config(path)
-    except ConfigError as error:
-        print(error, file=sys.stderr)
-        return None
 
 
 def _dataset_paths(dataset: dict) -> Iterator[str]:
@@ -85,12 +80,11 @@ def find_missing_inputs(
     check_load_from: bool = True,
     check_init_cfg: bool = True,
 ) -> list[str]:
-    """One line per missing dataset path or checkpoint of a config.
+    """One line per missing dataset path or checkpoint of a config (a
+    missing root without the paths below it).
 
-    Datasets report a missing folder deep inside their construction, and
-    the Runner builds them before any hook runs; a tool checks the paths
-    first. (``CheckpointCheckHook`` makes the same check of checkpoints
-    for every tool.)
+    Datasets report a missing folder deep inside their construction, which
+    the Runner reaches before any hook runs; a tool checks the paths first.
 
     Args:
         cfg (Config): The config of the run.
@@ -99,23 +93,13 @@ def find_missing_inputs(
         check_load_from (bool): Also check ``load_from``. Defaults to True.
         check_init_cfg (bool): Also check the model's ``init_cfg``
             checkpoints. Defaults to True.
-
-    Returns:
-        list[str]: The messages; a missing root is named once, without the
-        paths below it.
     """
-    keys = dataloaders or [
-        'train_dataloader',
-        'val_dataloader',
-        'test_dataloader',
-    ]
-    dense = cfg.get('default_scope') in ('mmdet', 'mmseg')
-    data_doc = (
-        doc_pages.DENSE_PREDICTION if dense else doc_pages.DATA_PREPARATION
-    )
-    checkpoint_doc = (
-        doc_pages.DENSE_PREDICTION if dense else doc_pages.TRAINING
-    )
+    keys = dataloaders or [f'{s}_dataloader' for s in ('train', 'val', 'test')]
+    if cfg.get('default_scope') in ('mmdet', 'mmseg'):
+        data_doc = checkpoint_doc = doc_pages.DENSE_PREDICTION
+    else:
+        data_doc = doc_pages.DATA_PREPARATION
+        checkpoint_doc = doc_pages.TRAINING
     messages, seen = [], set()
 
     def report(path: str, what: str, doc: str) -> None:
@@ -142,24 +126,14 @@ def find_missing_inputs(
     return messages
 
 
-def report_build_error(config: str, error: BaseException) -> int:
-    """Print a user mistake found while building a run as one line; exit
-    code 1. With ``T2T_DEBUG=1`` the error is re-raised, traceback and all.
-    """
-    if os.environ.get('T2T_DEBUG') == '1':
-        raise error
-    message = ' '.join(str(error).split())
-    print(
-        f'{config}: {type(error).__name__}: {message} '
-        '(set T2T_DEBUG=1 for the traceback)',
-        file=sys.stderr,
-    )
-    return 1
+def one_line(error: BaseException) -> str:
+    """The first line of an error's message (its type when it has none)."""
+    lines = str(error).strip().splitlines()
+    return lines[0] if lines else type(error).__name__
 
 
 def _loop_start(path: str) -> str:
-    """A looping path cut before its first part that comes again: the
-    link that closes the loop."""
+    """A looping path cut at the link that closes the loop."""
     parts = path.split(os.sep)
     for index, part in enumerate(parts):
         if part and part in parts[index + 1 :]:
@@ -186,42 +160,88 @@ def os_error_line(error: OSError, cfg: Config) -> Optional[str]:
     return None
 
 
+def configure_run(
+    args: Any,
+    merge_args: Callable[[Config, Any], Config],
+    files: dict[str, str],
+    problems: Callable[[Config, Any], list[str]],
+) -> tuple[Optional[Config], int]:
+    """The config of ``args.config`` with ``merge_args`` applied and the
+    launcher set up, or None and the exit code after printing why not.
+
+    Args:
+        args: The parsed command line (``config``, ``launcher``).
+        merge_args: Applies the options to the config.
+        files: The input files that must exist, by what they are.
+        problems: The lines that stop the run before it is built.
+    """
+    for what, path in files.items():
+        if '://' not in path and not osp.isfile(path):
+            print(f'{what} not found: {path}', file=sys.stderr)
+            return None, 2
+    try:
+        cfg = merge_args(load_config(args.config), args)
+    except ConfigError as error:  # the config itself
+        print(error, file=sys.stderr)
+        return None, 2
+    except (ValueError, KeyError) as error:
+        print(f'Invalid options for {args.config}: {error}', file=sys.stderr)
+        return None, 2
+    lines = problems(cfg, args)
+    if lines:
+        print('\n'.join(lines), file=sys.stderr)
+        return None, 1
+    error = prepare_launcher(cfg, args.launcher)
+    if error:
+        print(error, file=sys.stderr)
+        return None, 2
+    return cfg, 0
+
+
+def runner_from_cfg(cfg: Config) -> Runner:
+    """The Runner of a config, of its ``runner_type`` if it names one."""
+    if 'runner_type' in cfg:
+        return RUNNERS.build(cfg)
+    return Runner.from_cfg(cfg)
+
+
 def run_reported(
     action: Callable, cfg: Config, config: str, building: bool = False
-) -> int:
-    """Run ``action`` (building the Runner, or its ``train`` / ``test``);
-    the errors of the run's checks and of the machine become one line and
-    exit code 1 (130 for Ctrl-C). Anything else keeps its traceback.
+) -> tuple[int, Any]:
+    """Run ``action`` (building the Runner, or its ``train`` / ``test``):
+    the exit code and what it returned. The errors of the run's checks and
+    of the machine become one line and exit code 1 (130 for Ctrl-C);
+    anything else keeps its traceback.
 
     Args:
         action (Callable): What to run.
         cfg (Config): The run's config.
         config (str): Its file, for the messages.
         building (bool): ``action`` builds the Runner: the errors of a
-            wrong config (:data:`BUILD_ERRORS`) are one line too.
+            wrong config (:data:`BUILD_ERRORS`) are one line too, unless
+            ``T2T_DEBUG=1``.
     """
     try:
-        action()
+        return 0, action()
     except CHECK_ERRORS as error:
-        print(' '.join(str(error).split()), file=sys.stderr)
-        return 1
+        message = ' '.join(str(error).split())
     except BUILD_ERRORS as error:
-        if not building:
+        if not building or os.environ.get('T2T_DEBUG') == '1':
             raise
-        return report_build_error(config, error)
+        message = (
+            f'{config}: {type(error).__name__}: {" ".join(str(error).split())}'
+            ' (set T2T_DEBUG=1 for the traceback)'
+        )
     except KeyboardInterrupt:
         print('Interrupted; resume with --resume.', file=sys.stderr)
-        return 130
+        return 130, None
     except OSError as error:
         message = os_error_line(error, cfg)
         if message is None:
             raise
-        print(message, file=sys.stderr)
-        return 1
     except RuntimeError as error:
         message = dist_failure_message(error, cfg)
         if message is None:
             raise
-        print(message, file=sys.stderr)
-        return 1
-    return 0
+    print(message, file=sys.stderr)
+    return 1, None

@@ -1,19 +1,10 @@
 """Throughput and peak memory of a config's model, inference and training.
 
-An image classifier is measured whole; a detector's or segmentor's backbone
-on its own. A training step is forward, backward and an AdamW step (see
-``t2t_plugin.analysis.speed``); peak memory is tensor memory, the same
-quantity on CPU and CUDA. Timings depend on the machine and its load: state
-the threads and compare runs made side by side.
+An image classifier is measured whole, a detector's or segmentor's backbone
+on its own; a training step is forward, backward and an AdamW step. Peak
+memory is tensor memory, the same quantity on CPU and CUDA.
 
-Examples::
-
-    python tools/analysis_tools/benchmark.py configs/t2t-vit-t-14_8xb64_in1k.py
-    python tools/analysis_tools/benchmark.py CONFIG --device cuda \\
-        --batch-size 64 --dtypes fp32 bf16 fp16 --json work_dirs/speed.json
-
-Comparisons with other implementations (mmpretrain's ``T2T_ViT``, the
-official code, deployed runtimes) are a contributors' script:
+Examples: docs/benchmark.md; comparisons with other implementations:
 ``.dev_scripts/compare_implementations.py``.
 """
 
@@ -25,7 +16,6 @@ from pathlib import Path
 from typing import Optional
 
 import torch
-from mmengine.config import DictAction
 from mmpretrain.registry import MODELS
 from rich.console import Console
 from rich.progress import track
@@ -38,14 +28,13 @@ from t2t_plugin.analysis.speed import (
     peak_memory,
     time_steps,
 )
-from t2t_plugin.engine import ConfigError, load_config
+from t2t_plugin.cli.arguments import add_cfg_options
+from t2t_plugin.cli.reporting import one_line
+from t2t_plugin.engine import load_config
 
 
 def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(
-        description='Images/s and peak tensor memory of the model of a '
-        'config, for inference and a training step.'
-    )
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument('config', help='model config file')
     parser.add_argument('--device', default='cpu', help='cpu or cuda')
     parser.add_argument('--batch-size', type=int, default=8)
@@ -74,12 +63,7 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
     )
     parser.add_argument('--threads', type=int, help='torch CPU threads')
     parser.add_argument('--json', type=Path, help='also write the rows here')
-    parser.add_argument(
-        '--cfg-options',
-        nargs='+',
-        action=DictAction,
-        help='override config settings, as in mmpretrain tools',
-    )
+    add_cfg_options(parser)
     args = parser.parse_args(argv)
     for name in ('batch_size', 'iters', 'img_size', 'threads'):
         value = getattr(args, name)
@@ -89,26 +73,18 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
     return args
 
 
-def build_measured_model(cfg) -> tuple[torch.nn.Module, int]:
-    """The module to time and its default input side."""
-    model = MODELS.build(cfg.model)
-    if not isinstance(model, MODELS.get('ImageClassifier')):
-        model = getattr(model, 'backbone', model)
-    backbone = getattr(model, 'backbone', model)
-    img_size = 224
-    t2t = getattr(backbone, 'tokens_to_token', None)
-    if t2t is not None:
-        img_size = t2t.init_out_size[0] * t2t.total_stride
-    return model, img_size
-
-
 def measure(args: argparse.Namespace, console: Console) -> list[dict]:
     """One row per (mode, dtype): images/s and peak memory in MiB."""
     cfg = load_config(args.config, args.cfg_options)
     device = torch.device(args.device)
-    model, img_size = build_measured_model(cfg)
+    model = MODELS.build(cfg.model)
+    if not isinstance(model, MODELS.get('ImageClassifier')):
+        model = getattr(model, 'backbone', model)
     model.to(device)
-    side = args.img_size or img_size
+    t2t = getattr(getattr(model, 'backbone', model), 'tokens_to_token', None)
+    side = args.img_size or (
+        t2t.init_out_size[0] * t2t.total_stride if t2t else 224
+    )
     in_channels = cfg.model.get('backbone', {}).get('in_channels', 3)
     images = torch.randn(args.batch_size, in_channels, side, side).to(device)
     rows = []
@@ -145,9 +121,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     console = Console(soft_wrap=True)
     try:
         rows = measure(args, console)
-    except (ConfigError, ValueError, RuntimeError) as error:
-        first_line = str(error).strip().splitlines()[0]
-        print(f'benchmark.py: error: {first_line}', file=sys.stderr)
+    except (ValueError, RuntimeError) as error:  # ConfigError included
+        print(f'benchmark.py: error: {one_line(error)}', file=sys.stderr)
         return 1
     table = Table(title=f'{args.config}, {rows[0]["threads"]} threads')
     for column in ('mode', 'dtype', 'batch', 'input', 'images/s', 'peak MiB'):

@@ -1,16 +1,10 @@
 """Parameters and MACs of a T2T-ViT config, attention products counted.
 
 Classifiers are counted whole and, for the paper's 1000-class ImageNet
-archs, compared with its figures. Detectors and segmentors get two counts:
-the backbone alone, then the whole model (in its ``'tensor'`` mode: a
-two-stage detector's heads run on all RPN proposals).
+archs, compared with its figures; detectors and segmentors get the backbone
+alone, then the whole model (in its ``'tensor'`` mode).
 
-Examples::
-
-    python tools/analysis_tools/get_flops.py configs/t2t-vit-t-14_8xb64_in1k.py
-    python tools/analysis_tools/get_flops.py CONFIG --shape 384 384
-    python tools/analysis_tools/get_flops.py configs/det/CONFIG --shape 448
-    python tools/analysis_tools/get_flops.py --all   # every arch vs the paper
+Examples: docs/analysis.md.
 """
 
 import argparse
@@ -20,7 +14,7 @@ from collections.abc import Sequence
 from typing import Any, Optional
 
 import torch
-from mmengine.config import Config, DictAction
+from mmengine.config import Config
 from mmpretrain.registry import MODELS
 from rich.console import Console
 from rich.progress import track
@@ -28,36 +22,28 @@ from rich.table import Table
 
 import t2t_plugin  # noqa: F401  (registers the models)
 from t2t_plugin.analysis import PAPER_MACS, ModelComplexity, count_complexity
+from t2t_plugin.cli.arguments import add_cfg_options
+from t2t_plugin.cli.reporting import LOAD_ERRORS
+from t2t_plugin.engine import load_config
 from t2t_plugin.models import T2TViT
 
 
 def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(
-        description='Count parameters and multiply-accumulates (MACs) of a '
-        'model, the attention matrix products included, and compare them '
-        "with the paper's figures."
-    )
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument('config', nargs='?', help='model config file')
     parser.add_argument(
         '--shape',
         type=int,
         nargs='+',
-        help="input size: H [W] (default: the config's test size: the "
-        "data preprocessor's crop size, else the test pipeline's last "
-        'resize or crop, padded as the model pads it, else the size the '
-        'backbone is built for)',
+        help="input size: H [W] (default: the config's test size, else the "
+        'size the backbone is built for)',
     )
     parser.add_argument(
         '--all',
         action='store_true',
         help="count every arch of the paper's tables at its resolution",
     )
-    parser.add_argument(
-        '--cfg-options',
-        nargs='+',
-        action=DictAction,
-        help='override config settings, as in mmpretrain tools',
-    )
+    add_cfg_options(parser)
     args = parser.parse_args(argv)
     if bool(args.config) == args.all:
         parser.error('give either a CONFIG or --all')
@@ -71,37 +57,29 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
 def build_classifier(arch: str, img_size: int) -> torch.nn.Module:
     """An ImageNet classifier of ``arch``, built for ``img_size``."""
     embed_dims = T2TViT.arch_zoo[arch]['embed_dims']
+    backbone = dict(type='T2TViT', arch=arch, img_size=img_size)
+    head = dict(type='T2TClsHead', num_classes=1000, in_channels=embed_dims)
     return MODELS.build(
-        dict(
-            type='ImageClassifier',
-            backbone=dict(type='T2TViT', arch=arch, img_size=img_size),
-            head=dict(
-                type='T2TClsHead', num_classes=1000, in_channels=embed_dims
-            ),
-        )
+        dict(type='ImageClassifier', backbone=backbone, head=head)
     )
 
 
 def _giga(value: float, unit_of: Optional[float] = None) -> str:
-    """``value`` in G, or in M for models that would read 0.00G.
-
-    ``unit_of`` takes the unit of another count, to keep one per line.
-    """
+    """``value`` in G, or in M below 1G (of ``unit_of`` if given, to keep
+    one unit per line)."""
     if (value if unit_of is None else unit_of) < 1e9:
         return f'{value / 1e6:.2f}M'
     return f'{value / 1e9:.2f}G'
 
 
-def _versus_paper(result: ModelComplexity, paper: Optional[float]) -> str:
-    if paper is None:
-        return '-'
+def _versus_paper(result: ModelComplexity, paper: float) -> str:
     return f'{100 * (result.macs / paper - 1):+.1f}%'
 
 
 def run_all(console: Console) -> None:
     table = Table(title='T2T-ViT complexity (1000 classes, one image)')
+    table.add_column('arch')
     for column in (
-        'arch',
         'input',
         'params',
         'MACs',
@@ -109,9 +87,7 @@ def run_all(console: Console) -> None:
         'paper MACs',
         'ours vs paper',
     ):
-        table.add_column(
-            column, justify='left' if column == 'arch' else 'right'
-        )
+        table.add_column(column, justify='right')
     for (arch, side), paper in track(
         list(PAPER_MACS.items()),
         description='Counting',
@@ -144,13 +120,8 @@ def _detector_inputs(
     if not isinstance(model, BaseDetector):
         return None
     # the image sizes that the test pipeline would record
-    meta = dict(
-        img_shape=shape,
-        ori_shape=shape,
-        pad_shape=shape,
-        batch_input_shape=shape,
-        scale_factor=(1.0, 1.0),
-    )
+    sizes = ('img_shape', 'ori_shape', 'pad_shape', 'batch_input_shape')
+    meta = dict(dict.fromkeys(sizes, shape), scale_factor=(1.0, 1.0))
     return dict(data_samples=[DetDataSample(metainfo=meta)], mode='tensor')
 
 
@@ -159,14 +130,6 @@ def _counts(result: ModelComplexity) -> str:
         f'{result.params / 1e6:.2f}M params ({result.params:,}), '
         f'{_giga(result.macs)} MACs (attention products '
         f'{_giga(result.attention_macs, result.macs)})'
-    )
-
-
-def _is_imagenet_classifier(model: torch.nn.Module) -> bool:
-    head = getattr(model, 'head', None)
-    return (
-        isinstance(model, MODELS.get('ImageClassifier'))
-        and getattr(head, 'num_classes', None) == 1000
     )
 
 
@@ -184,15 +147,12 @@ def _pair_hw(size: Any) -> Optional[tuple[int, int]]:
 
 
 def config_test_shape(cfg: Config) -> Optional[tuple[int, int]]:
-    """The input size a config tests at, ``(H, W)``, or None if unknown.
+    """The input size ``(H, W)`` a config tests at, or None if unknown.
 
     The data preprocessor's fixed ``size`` (mmseg's crop) wins; otherwise
-    the last resize or crop of the test pipeline, where a keep-ratio
-    ``Resize`` counts as the box it fits images into (long side x short
-    side, landscape), padded to the preprocessor's size divisor.
-
-    Args:
-        cfg (Config): A model config with a test dataloader.
+    the last resize or crop of the test pipeline (a keep-ratio ``Resize``:
+    the landscape box it fits images into), padded to the preprocessor's
+    size divisor.
     """
     preprocessor = cfg.model.get('data_preprocessor') or {}
     fixed = _pair_hw(preprocessor.get('size'))
@@ -222,28 +182,26 @@ def config_test_shape(cfg: Config) -> Optional[tuple[int, int]]:
 
 
 def run_config(args: argparse.Namespace, console: Console) -> None:
-    cfg = Config.fromfile(args.config)
-    if args.cfg_options:
-        cfg.merge_from_dict(args.cfg_options)
+    cfg = load_config(args.config, args.cfg_options)
     model = MODELS.build(cfg.model)
     backbone = getattr(model, 'backbone', model)
-    shape = (
-        (args.shape[0], args.shape[-1])
-        if args.shape
-        else (config_test_shape(cfg))
-    )
-    if shape is None and hasattr(backbone, 'tokens_to_token'):
-        t2t = backbone.tokens_to_token
+    t2t = getattr(backbone, 'tokens_to_token', None)
+    if args.shape:
+        shape = (args.shape[0], args.shape[-1])
+    elif tested := config_test_shape(cfg):
+        shape = tested
+    elif t2t is not None:
         shape = tuple(side * t2t.total_stride for side in t2t.init_out_size)
-    elif shape is None:
+    else:
         shape = (224, 224)
     in_channels = cfg.model.get('backbone', {}).get('in_channels', 3)
-    lines: list[str] = [
+    lines = [
         f'Config      {args.config}',
         f'Input       {in_channels}x{shape[0]}x{shape[1]}',
     ]
     whole = ''
-    if isinstance(model, MODELS.get('ImageClassifier')) or backbone is model:
+    classifier = isinstance(model, MODELS.get('ImageClassifier'))
+    if classifier or backbone is model:
         result = count_complexity(model, shape, in_channels)
     else:
         # a detector or segmentor: its backbone on its own, then the whole
@@ -272,19 +230,21 @@ def run_config(args: argparse.Namespace, console: Console) -> None:
             f'{_giga(result.attention_macs, result.macs)}){whole}',
         ]
     arch = cfg.model.get('backbone', {}).get('arch')
-    paper = None
     # the paper counts 1000-class ImageNet classifiers of its archs only
     if (
-        isinstance(arch, str)
+        classifier
+        and isinstance(arch, str)
         and shape[0] == shape[1]
-        and _is_imagenet_classifier(model)
+        and getattr(getattr(model, 'head', None), 'num_classes', 0) == 1000
     ):
-        arch = arch.lower().replace('t2t-vit-', '')
-        paper = PAPER_MACS.get((arch, shape[0]))
-    if paper is not None:
-        lines.append(
-            f'Paper MACs  {_giga(paper)} (ours {_versus_paper(result, paper)})'
+        paper = PAPER_MACS.get(
+            (arch.lower().replace('t2t-vit-', ''), shape[0])
         )
+        if paper is not None:
+            lines.append(
+                f'Paper MACs  {_giga(paper)} '
+                f'(ours {_versus_paper(result, paper)})'
+            )
     for line in lines:
         console.print(line, markup=False, highlight=False)
 
@@ -297,14 +257,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             run_all(console)
         else:
             run_config(args, console)
-    # a config with a syntax error or an import of a missing toolbox
-    except (
-        FileNotFoundError,
-        ValueError,
-        KeyError,
-        SyntaxError,
-        ImportError,
-    ) as error:
+    except (*LOAD_ERRORS, KeyError) as error:
         print(f'error: {error}', file=sys.stderr)
         return 1
     return 0

@@ -1,19 +1,11 @@
 """Export a T2T-ViT config and checkpoint to ONNX, and check the file.
 
-Classifier configs export images to logits (or ``--output scores``);
-detection and segmentation configs export the backbone and its
-``T2TFeaturePyramid``: images to the pyramid levels. The input ``images`` is
-the normalised batch ``(B, C, H, W)`` (the config's ``data_preprocessor``
-applied); batch, height and width are dynamic (height and width multiples of
-the soft splits' total stride, 16 for the released archs).
+Classifiers export images to logits (or ``--output scores``), detection
+and segmentation configs their backbone and ``T2TFeaturePyramid``. The
+input ``images`` is the normalised batch ``(B, C, H, W)``, with dynamic
+batch, height and width (multiples of the soft splits' total stride).
 
-Examples::
-
-    python tools/deployment/pytorch2onnx.py \\
-        configs/t2t-vit-t-14_8xb64_in1k.py t2t-vit-t-14.pth t-14.onnx --verify
-    python tools/deployment/pytorch2onnx.py \\
-        configs/det/retinanet_t2t-vit-t-14_fpn_1x_coco.py retinanet.pth \\
-        backbone.onnx --verify --openvino
+Examples: docs/deployment.md.
 """
 
 import argparse
@@ -27,6 +19,7 @@ import torch
 from rich.console import Console
 
 from t2t_plugin.cli.model_loading import check_writable_file
+from t2t_plugin.cli.reporting import one_line
 from t2t_plugin.deployment import (
     OPSET,
     RuntimeSession,
@@ -36,13 +29,10 @@ from t2t_plugin.deployment import (
     export_onnx,
     sample_images,
 )
-from t2t_plugin.engine import CheckpointMismatchError
 
 
 def parse_args(argv: Optional[list[str]] = None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(
-        description='Export T2T-ViT to ONNX and check it against PyTorch.'
-    )
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument('config', help='model config file')
     parser.add_argument('checkpoint', help='checkpoint file')
     parser.add_argument('out', type=Path, help='the .onnx file to write')
@@ -63,28 +53,18 @@ def parse_args(argv: Optional[list[str]] = None) -> argparse.Namespace:
         help='input size to verify with (and to fix, with --static-size); '
         "default: the config's img_size",
     )
-    parser.add_argument(
-        '--static-batch', action='store_true', help='fix the batch size'
-    )
-    parser.add_argument(
-        '--static-size', action='store_true', help='fix height and width'
-    )
+    for flag, text in (
+        ('--static-batch', 'fix the batch size'),
+        ('--static-size', 'fix height and width'),
+        ('--verify', 'check the file in onnxruntime against PyTorch'),
+        ('--openvino', 'run the same checks in OpenVINO (fp32)'),
+    ):
+        parser.add_argument(flag, action='store_true', help=text)
     parser.add_argument(
         '--batch-size',
         type=int,
         default=2,
         help='batch of the checks (and of the file with --static-batch)',
-    )
-    parser.add_argument(
-        '--verify',
-        action='store_true',
-        help='run the file in onnxruntime on random and real images and '
-        'print the largest difference to PyTorch',
-    )
-    parser.add_argument(
-        '--openvino',
-        action='store_true',
-        help='run the same checks in OpenVINO (fp32)',
     )
     parser.add_argument(
         '--atol',
@@ -103,18 +83,17 @@ def parse_args(argv: Optional[list[str]] = None) -> argparse.Namespace:
 
 
 def check_inputs(model, args) -> dict[str, torch.Tensor]:
-    """Random and real images at the checked size, and a second batch and
-    size when those axes are dynamic."""
+    """Random and real images at the checked size, and at a second batch
+    and size where those axes are dynamic."""
     size = tuple(args.shape or model.input_size)
     batch = args.batch_size
     generator = torch.Generator().manual_seed(0)
+    norm = (model.in_channels, model.mean, model.std)
     inputs = {
         f'random {batch}x{size[0]}x{size[1]}': torch.randn(
             batch, model.in_channels, *size, generator=generator
         ),
-        f'real {batch}x{size[0]}x{size[1]}': sample_images(
-            batch, size, model.in_channels, model.mean, model.std
-        ),
+        f'real {batch}x{size[0]}x{size[1]}': sample_images(batch, size, *norm),
     }
     other_batch = batch if args.static_batch else batch + 1
     other_size = (
@@ -124,26 +103,14 @@ def check_inputs(model, args) -> dict[str, torch.Tensor]:
     )
     if (other_batch, other_size) != (batch, size):
         inputs[f'real {other_batch}x{other_size[0]}x{other_size[1]}'] = (
-            sample_images(
-                other_batch,
-                other_size,
-                model.in_channels,
-                model.mean,
-                model.std,
-            )
+            sample_images(other_batch, other_size, *norm)
         )
     return inputs
 
 
 def run(args: argparse.Namespace, console: Console) -> int:
-    if not Path(args.config).is_file():
-        raise FileNotFoundError(f'Config file {args.config} does not exist.')
-    if not Path(args.checkpoint).is_file():
-        raise FileNotFoundError(
-            f'Checkpoint {args.checkpoint} does not exist.'
-        )
-    check_writable_file(args.out, 'The output')
     model = build_exportable(args.config, args.checkpoint, args.output)
+    check_writable_file(args.out, 'The output')
     if args.shape:
         check_input_size(model, args.shape)
         if args.static_size:
@@ -161,29 +128,18 @@ def run(args: argparse.Namespace, console: Console) -> int:
             dynamic_size=not args.static_size,
             batch_size=args.batch_size,
         )
-    dynamic = [
-        name
-        for name, fixed in (
-            ('batch', args.static_batch),
-            ('height', args.static_size),
-            ('width', args.static_size),
-        )
-        if not fixed
-    ]
+    dynamic = [] if args.static_batch else ['batch']
+    multiples = ''
+    if not args.static_size:
+        dynamic += ['height', 'width']
+        multiples = f' (H, W multiples of {model.stride})'
     print(
         f'Wrote {args.out}: opset {args.opset}, input images '
         f'(B, {model.in_channels}, H, W), outputs '
         f'{", ".join(model.output_names)}; dynamic axes: '
-        f'{", ".join(dynamic) or "none"}'
-        + (
-            f' (H, W multiples of {model.stride})'
-            if not args.static_size
-            else ''
-        )
+        f'{", ".join(dynamic) or "none"}{multiples}'
     )
-    runtimes = (['onnxruntime'] if args.verify else []) + (
-        ['openvino'] if args.openvino else []
-    )
+    runtimes = ['onnxruntime'] * args.verify + ['openvino'] * args.openvino
     worst = 0.0
     inputs = check_inputs(model, args) if runtimes else {}
     for runtime in runtimes:
@@ -211,19 +167,8 @@ def main(argv: Optional[list[str]] = None) -> int:
     console = Console(stderr=True)
     try:
         return run(args, console)
-    except (
-        ValueError,
-        ImportError,
-        KeyError,
-        OSError,
-        CheckpointMismatchError,
-    ) as error:
-        message = (
-            str(error).strip().splitlines()[0]
-            if str(error)
-            else (type(error).__name__)
-        )
-        print(f'pytorch2onnx.py: error: {message}', file=sys.stderr)
+    except (ValueError, ImportError, KeyError, OSError) as error:
+        print(f'pytorch2onnx.py: error: {one_line(error)}', file=sys.stderr)
         return 2
 
 

@@ -1,18 +1,12 @@
 """Decide how ``build_mmcv.sh`` builds full mmcv: CPU or CUDA ops.
 
-mmcv 2.1.0's ``setup.py`` compiles CUDA ops whenever
-``torch.cuda.is_available()``, whatever ``FORCE_CUDA`` says, and fails on a
-GPU node without ``nvcc``; a wheel built on a CPU node has CPU ops only, and
-mmdet's ``nms`` / ``roi_align`` then fail on CUDA tensors. So the decision is
-made here, from what torch and the machine offer, and recorded in the wheel
-cache's key (``cpu`` or ``cu121``), so that a CPU wheel is never picked up
-where a CUDA one is needed.
+mmcv 2.1.0's ``setup.py`` compiles CUDA ops whenever torch sees a GPU,
+whatever ``FORCE_CUDA`` says, and fails without ``nvcc``; a wheel built on
+a CPU node fails on CUDA tensors. The decision is made here and recorded in
+the wheel cache's key (``cpu`` or ``cu121``).
 
-Usage (by ``build_mmcv.sh``):
-    python mmcv_build.py plan              # shell assignments, or one line
-                                           # on stderr and exit 2
-    python mmcv_build.py check-wheel WHEEL # exit 2 if WHEEL cannot serve
-                                           # this machine's torch
+Usage: ``mmcv_build.py plan`` (shell assignments) or ``mmcv_build.py
+check-wheel WHEEL``; a refusal is one line on stderr and exit code 2.
 """
 
 import os
@@ -25,6 +19,7 @@ from typing import Optional
 
 MMCV_VERSION = '2.1.0'
 INSTALL_DOC = 'docs/install.md'
+EXT_PATTERN = r'mmcv/_ext[.].*so$'  # the compiled ops in a wheel
 
 
 class BuildRefused(Exception):
@@ -33,21 +28,11 @@ class BuildRefused(Exception):
 
 @dataclass
 class Machine:
-    """What the decision depends on.
-
-    Attributes:
-        torch_version (str): e.g. ``'2.1.2'`` (no local suffix).
-        torch_cuda (str, optional): ``torch.version.cuda``, e.g. ``'12.1'``;
-            None for a CPU build of torch.
-        cuda_available (bool): ``torch.cuda.is_available()``.
-        cuda_home (str, optional): The CUDA toolkit torch's extension
-            builder would use (``torch.utils.cpp_extension.CUDA_HOME``).
-        nvcc_version (str, optional): ``'12.1'`` from ``nvcc --version``;
-            None when there is no ``nvcc``.
-        python_tag (str): e.g. ``'cp311'``.
-        cxx_std (str): The C++ standard torch's extension builder uses
-            (``'c++17'``; ``'c++20'`` for recent torch, whose headers need
-            it, while mmcv 2.1.0 hard-codes ``-std=c++17``).
+    """What the decision depends on: torch's version (``'2.1.2'``) and
+    CUDA version (None for a CPU build), whether it sees a GPU, the
+    ``CUDA_HOME`` its extension builder uses and that ``nvcc``'s version,
+    the Python tag (``'cp311'``), and the C++ standard torch's headers need
+    (``'c++20'`` for recent torch; mmcv 2.1.0 hard-codes ``-std=c++17``).
     """
 
     torch_version: str
@@ -61,15 +46,9 @@ class Machine:
 
 @dataclass
 class BuildPlan:
-    """How to build mmcv, and where its wheel is cached.
-
-    Attributes:
-        kind (str): ``'cpu'`` or ``'cuda'``.
-        device_key (str): ``'cpu'`` or ``'cu121'`` (torch's CUDA version).
-        cache_key (str): Folder name of the wheel cache, e.g.
-            ``'mmcv-2.1.0-torch2.1.2-cu121'``.
-        env (dict): Environment of mmcv's ``setup.py``.
-    """
+    """How to build mmcv (``kind``: ``'cpu'`` or ``'cuda'``; ``env``: of
+    its ``setup.py``), and its wheel cache's folder, ``cache_key``, e.g.
+    ``'mmcv-2.1.0-torch2.1.2-cu121'`` for ``device_key`` ``'cu121'``."""
 
     kind: str
     device_key: str
@@ -78,26 +57,12 @@ class BuildPlan:
 
 
 def plan_build(machine: Machine) -> BuildPlan:
-    """Choose CPU or CUDA ops for ``machine``.
-
-    Args:
-        machine (Machine): The facts.
-
-    Returns:
-        BuildPlan: CUDA ops when torch sees a GPU and a CUDA compiler of
-        torch's major version exists; CPU ops when torch sees no GPU.
-
-    Raises:
-        BuildRefused: torch sees a GPU but there is no usable ``nvcc``.
-    """
+    """CUDA ops when torch sees a GPU and a CUDA compiler of torch's major
+    version exists, CPU ops when it sees no GPU; else BuildRefused."""
     prefix = f'mmcv-{MMCV_VERSION}-torch{machine.torch_version}'
+    env = dict(MMCV_WITH_OPS='1', FORCE_CUDA='0')
     if not machine.cuda_available:
-        return BuildPlan(
-            'cpu',
-            'cpu',
-            f'{prefix}-cpu',
-            dict(MMCV_WITH_OPS='1', FORCE_CUDA='0'),
-        )
+        return BuildPlan('cpu', 'cpu', f'{prefix}-cpu', env)
     prebuilt = (
         f'or, on torch 2.1 with CUDA 12.1, install the prebuilt '
         f'wheel: mim install mmcv=={MMCV_VERSION} ({INSTALL_DOC})'
@@ -117,36 +82,15 @@ def plan_build(machine: Machine) -> BuildPlan:
             f'{machine.torch_cuda} toolkit, {prebuilt}.'
         )
     device_key = 'cu' + machine.torch_cuda.replace('.', '')
-    return BuildPlan(
-        'cuda',
-        device_key,
-        f'{prefix}-{device_key}',
-        dict(MMCV_WITH_OPS='1', FORCE_CUDA='1', CUDA_HOME=machine.cuda_home),
-    )
+    env.update(FORCE_CUDA='1', CUDA_HOME=machine.cuda_home)
+    return BuildPlan('cuda', device_key, f'{prefix}-{device_key}', env)
 
 
 def wheel_has_cuda_ops(wheel: str) -> bool:
-    """Whether an mmcv wheel's compiled ops were built with CUDA.
-
-    Read from the file, without importing it: a CUDA build of ``mmcv._ext``
-    links torch's CUDA libraries, a CPU build does not.
-
-    Args:
-        wheel (str): Path of an mmcv ``.whl``.
-
-    Returns:
-        bool: True for CUDA ops.
-
-    Raises:
-        BuildRefused: The wheel has no compiled ops (mmcv-lite or a build
-            that skipped them).
-    """
+    """Whether an mmcv wheel's ``mmcv._ext`` links torch's CUDA libraries
+    (read without importing it); BuildRefused if it has no compiled ops."""
     with zipfile.ZipFile(wheel) as archive:
-        names = [
-            name
-            for name in archive.namelist()
-            if re.match(r'mmcv/_ext[.].*so$', name)
-        ]
+        names = [n for n in archive.namelist() if re.match(EXT_PATTERN, n)]
         if not names:
             raise BuildRefused(
                 f'{wheel} has no compiled ops (mmcv/_ext); '
@@ -157,15 +101,7 @@ def wheel_has_cuda_ops(wheel: str) -> bool:
 
 
 def check_wheel(wheel: str, machine: Machine) -> None:
-    """Refuse a wheel whose ops cannot serve this machine's torch.
-
-    Args:
-        wheel (str): Path of an mmcv ``.whl``.
-        machine (Machine): The facts.
-
-    Raises:
-        BuildRefused: A CPU-only wheel where torch sees a GPU.
-    """
+    """Refuse (BuildRefused) a CPU-only wheel where torch sees a GPU."""
     if machine.cuda_available and not wheel_has_cuda_ops(wheel):
         raise BuildRefused(
             f'{os.path.basename(wheel)} has CPU-only ops but torch sees a '
@@ -227,17 +163,16 @@ def main(argv: Optional[list[str]] = None) -> int:
         machine = read_machine()
         if argv[:1] == ['plan']:
             plan = plan_build(machine)
-            print(f'MMCV_KIND={plan.kind}')
-            print(f'MMCV_DEVICE_KEY={plan.device_key}')
-            print(f'MMCV_CACHE_KEY={plan.cache_key}')
-            print(f'PYTHON_TAG={machine.python_tag}')
-            print(f'MMCV_CXX_STD={machine.cxx_std}')
+            env = ' '.join(
+                f'{name}={value}' for name, value in plan.env.items()
+            )
             print(
-                'MMCV_BUILD_ENV="'
-                + ' '.join(
-                    f'{name}={value}' for name, value in plan.env.items()
-                )
-                + '"'
+                f'MMCV_KIND={plan.kind}\n'
+                f'MMCV_DEVICE_KEY={plan.device_key}\n'
+                f'MMCV_CACHE_KEY={plan.cache_key}\n'
+                f'PYTHON_TAG={machine.python_tag}\n'
+                f'MMCV_CXX_STD={machine.cxx_std}\n'
+                f'MMCV_BUILD_ENV="{env}"'
             )
         elif argv[:1] == ['check-wheel'] and len(argv) == 2:
             check_wheel(argv[1], machine)

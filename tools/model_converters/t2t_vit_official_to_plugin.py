@@ -1,16 +1,11 @@
 """Convert official T2T-ViT release weights to t2t-plugin checkpoints.
 
-Examples::
-
-    python tools/model_converters/t2t_vit_official_to_plugin.py \\
-        81.5_T2T_ViT_14.pth.tar checkpoints/t2t-vit-14_in1k.pth
-    # several files or a folder of them: DST is a folder
-    python tools/model_converters/t2t_vit_official_to_plugin.py \\
-        official_weights/ checkpoints/
+Examples: docs/weights.md.
 """
 
 import argparse
 import io
+import re
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -19,7 +14,7 @@ from typing import Optional
 import torch
 from mmpretrain.datasets.categories import IMAGENET_CATEGORIES
 from rich.console import Console
-from rich.progress import Progress
+from rich.progress import track
 
 from t2t_plugin.converters import (
     convert_official_checkpoint,
@@ -30,14 +25,11 @@ from t2t_plugin.engine import AtomicLocalBackend, read_checkpoint
 from t2t_plugin.models.backbones import T2TViT
 
 CHECKPOINT_SUFFIXES = ('.pth.tar', '.pth', '.pt', '.tar', '.bin')
+SUFFIX = '(' + '|'.join(map(re.escape, CHECKPOINT_SUFFIXES)) + ')$'
 
 
 def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(
-        description='Convert official T2T-ViT weights (.pth.tar of '
-        'github.com/yitu-opensource/T2T-ViT) into checkpoints that load '
-        'strictly into the configs of this repository.'
-    )
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument(
         'src',
         nargs='+',
@@ -64,20 +56,9 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
-def _strip_suffix(name: str) -> str:
-    for suffix in CHECKPOINT_SUFFIXES:
-        if name.endswith(suffix):
-            return name[: -len(suffix)]
-    return name
-
-
 def collect_jobs(sources: Sequence[str], dst: str) -> list[tuple[Path, Path]]:
-    """Pair every source file with the file to write.
-
-    Raises:
-        FileNotFoundError: If a source does not exist.
-        ValueError: If a folder holds no checkpoint or several sources are
-            to be written to a single file.
+    """Pair every source file with the file to write (FileNotFoundError,
+    ValueError: no checkpoint in a folder, several sources for one file).
     """
     files: list[Path] = []
     from_folder = False
@@ -107,9 +88,8 @@ def collect_jobs(sources: Sequence[str], dst: str) -> list[tuple[Path, Path]]:
             f'{len(files)} checkpoints cannot all be written to the file '
             f'{dst_path}; give a folder as DST.'
         )
-    return [
-        (src, dst_path / (_strip_suffix(src.name) + '.pth')) for src in files
-    ]
+    stems = [re.sub(SUFFIX, '', src.name, count=1) for src in files]
+    return [(src, dst_path / f'{stem}.pth') for src, stem in zip(files, stems)]
 
 
 def convert_file(
@@ -118,31 +98,20 @@ def convert_file(
     num_heads: Optional[int] = None,
     trust_pickle: bool = False,
 ) -> str:
-    """Convert one official checkpoint file; return a line to print.
-
-    The output is a slim mmengine checkpoint, ``{'state_dict', 'meta'}``,
-    that ``torch.load(..., weights_only=True)`` reads; a 1000-class release
-    carries ImageNet's class names in ``meta.dataset_meta``.
-
-    Raises:
-        ValueError: If ``src`` cannot be read (a
-            :class:`~t2t_plugin.engine.CheckpointError`) or is not an
-            official T2T-ViT checkpoint.
-    """
+    """Convert one official checkpoint file into a ``{'state_dict',
+    'meta'}`` checkpoint (ImageNet's class names for a 1000-class release);
+    return a line to print. ValueError if it is not an official one."""
     checkpoint = convert_official_checkpoint(
         read_checkpoint(src, trust_pickle, convert_official=False),
         num_heads,
         src.name,
         arch_zoo=T2TViT.arch_zoo,
     )
-    checkpoint['meta']['converter'] = (
-        'tools/model_converters/t2t_vit_official_to_plugin.py'
-    )
-    arch_info = checkpoint['meta']['arch']
+    meta = checkpoint['meta']
+    meta['converter'] = 'tools/model_converters/t2t_vit_official_to_plugin.py'
+    arch_info = meta['arch']
     if arch_info['num_classes'] == len(IMAGENET_CATEGORIES):
-        checkpoint['meta']['dataset_meta'] = dict(
-            classes=list(IMAGENET_CATEGORIES)
-        )
+        meta['dataset_meta'] = dict(classes=list(IMAGENET_CATEGORIES))
     buffer = io.BytesIO()
     torch.save(checkpoint, buffer)
     AtomicLocalBackend().put(buffer.getvalue(), dst)
@@ -167,23 +136,20 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         return 1
     failed = 0
     # a bar only where someone watches: a terminal, several files
-    with Progress(
+    for src, dst in track(
+        jobs,
+        description='Converting',
         console=console,
         transient=True,
         disable=len(jobs) == 1 or not console.is_terminal,
-    ) as progress:
-        task = progress.add_task('Converting', total=len(jobs))
-        for src, dst in jobs:
-            try:
-                line = convert_file(
-                    src, dst, args.num_heads, args.trust_pickle
-                )
-                progress.console.print(line, markup=False, highlight=False)
-            except (OSError, ValueError) as error:
-                # one unreadable or unwritable file does not stop the rest
-                failed += 1
-                errors.print(f'error: {error}', markup=False, highlight=False)
-            progress.advance(task)
+    ):
+        try:
+            line = convert_file(src, dst, args.num_heads, args.trust_pickle)
+            console.print(line, markup=False, highlight=False)
+        except (OSError, ValueError) as error:
+            # one unreadable or unwritable file does not stop the rest
+            failed += 1
+            errors.print(f'error: {error}', markup=False, highlight=False)
     return 1 if failed else 0
 
 

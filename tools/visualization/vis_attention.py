@@ -1,16 +1,10 @@
 """Where the class token looks: attention of chosen blocks over the image.
 
-The attention rows come from the blocks' own q, k and scale through the
-same fused kernel the model runs (``t2t_plugin.analysis.cls_attention_maps``),
-averaged over heads (``--per-head`` adds one panel per head), smoothly
-resized and laid over the image as the network sees it (after the test
-pipeline). One PNG per image.
+The attention rows of the blocks (``t2t_plugin.analysis.cls_attention_maps``)
+averaged over heads (``--per-head`` adds one panel per head), laid over the
+image after the test pipeline. One PNG per image.
 
-Example::
-
-    python tools/visualization/vis_attention.py demo.jpg \\
-        configs/t2t-vit-14_8xb64_in1k.py checkpoints/t2t-vit-14_in1k.pth \\
-        --blocks 0 6 13 --out-dir work_dirs/vis_attention
+Examples: docs/analysis.md.
 """
 
 import argparse
@@ -21,8 +15,11 @@ from typing import Optional
 
 from t2t_plugin.analysis import cls_attention_maps
 from t2t_plugin.analysis.figures import overlay, save_panel_grid
-from t2t_plugin.cli.image_batches import add_image_arguments, draw_images
-from t2t_plugin.cli.model_loading import preprocess_image
+from t2t_plugin.cli.model_loading import (
+    add_image_arguments,
+    draw_images,
+    preprocess_image,
+)
 
 
 def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
@@ -49,58 +46,36 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
 
 
 def draw_attention(
-    model,
-    image: Path,
-    blocks: Sequence[int],
-    per_head: bool,
-    alpha: float,
-    out_dir: Path,
-) -> Path:
+    model, image: Path, blocks: Sequence[int], args: argparse.Namespace
+) -> list[Path]:
     """Write the attention figure of ``image``; return the PNG."""
     inputs, picture = preprocess_image(model, image)
     maps = cls_attention_maps(model.backbone, inputs, blocks)
-    if per_head:
-        rows = [
-            [
-                (
-                    f'block {index}: mean',
-                    overlay(picture, heads[0].mean(0), alpha),
-                )
-            ]
-            + [
-                (f'head {head}', overlay(picture, heads[0, head], alpha))
-                for head in range(heads.shape[1])
-            ]
-            for index, heads in maps.items()
+
+    def laid(attention):
+        return overlay(picture, attention, args.alpha)
+
+    means = [
+        (f'block {i}', laid(heads[0].mean(0))) for i, heads in maps.items()
+    ]
+    if args.per_head:
+        rows = [[('input', picture)]] + [
+            [(f'{name}: mean', mean)]
+            + [(f'head {h}', laid(heads[0, h])) for h in range(heads.shape[1])]
+            for (name, mean), heads in zip(means, maps.values())
         ]
-        rows.insert(0, [('input', picture)])
     else:
-        rows = [
-            [('input', picture)]
-            + [
-                (f'block {index}', overlay(picture, heads[0].mean(0), alpha))
-                for index, heads in maps.items()
-            ]
-        ]
+        rows = [[('input', picture)] + means]
     title = f'{image.name}: class-token attention'
-    return save_panel_grid(
-        rows, out_dir / f'{image.stem}_attention.png', title
-    )
+    return [
+        save_panel_grid(
+            rows, Path(args.out_dir) / f'{image.stem}_attention.png', title
+        )
+    ]
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
-    args = parse_args(argv)
-
-    def draw(
-        model, image: Path, blocks: Sequence[int], out_dir: Path
-    ) -> list[Path]:
-        return [
-            draw_attention(
-                model, image, blocks, args.per_head, args.alpha, out_dir
-            )
-        ]
-
-    return draw_images(args, draw, needs_cls_token=True)
+    return draw_images(parse_args(argv), draw_attention, needs_cls_token=True)
 
 
 if __name__ == '__main__':

@@ -4,11 +4,7 @@ For each image: the maps after the two T2T layers (stride 4 and 8), the
 projected tokens (stride 16) and the outputs of chosen encoder blocks, one
 PNG each, every channel min-max scaled on its own.
 
-Example::
-
-    python tools/visualization/vis_features.py demo.jpg \\
-        configs/t2t-vit-14_8xb64_in1k.py checkpoints/t2t-vit-14_in1k.pth \\
-        --blocks 0 6 13 --out-dir work_dirs/vis_features
+Examples: docs/analysis.md.
 """
 
 import argparse
@@ -20,8 +16,11 @@ from typing import Optional
 
 from t2t_plugin.analysis import collect_token_maps
 from t2t_plugin.analysis.figures import colorize, resize_map, save_panel_grid
-from t2t_plugin.cli.image_batches import add_image_arguments, draw_images
-from t2t_plugin.cli.model_loading import preprocess_image
+from t2t_plugin.cli.model_loading import (
+    add_image_arguments,
+    draw_images,
+    preprocess_image,
+)
 
 
 def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
@@ -49,12 +48,7 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
 
 
 def draw_features(
-    model,
-    image: Path,
-    blocks: Sequence[int],
-    channels: int,
-    panel_size: int,
-    out_dir: Path,
+    model, image: Path, blocks: Sequence[int], args: argparse.Namespace
 ) -> list[Path]:
     """Write one channel grid per token map of ``image``; return the PNGs."""
     inputs, picture = preprocess_image(model, image)
@@ -62,18 +56,12 @@ def draw_features(
     written = []
     for name, feature_map in maps.items():
         feature_map = feature_map[0]
-        count = min(channels, feature_map.shape[0])
+        count = min(args.channels, feature_map.shape[0])
         cols = math.ceil(math.sqrt(count))
+        size = (args.panel_size, args.panel_size)
         panels = [
-            (
-                f'ch {index}',
-                colorize(
-                    resize_map(
-                        feature_map[index], (panel_size, panel_size), 'nearest'
-                    )
-                ),
-            )
-            for index in range(count)
+            (f'ch {i}', colorize(resize_map(feature_map[i], size, 'nearest')))
+            for i in range(count)
         ]
         rows = [
             panels[start : start + cols] for start in range(0, count, cols)
@@ -85,22 +73,15 @@ def draw_features(
             f'{count}/{feature_map.shape[0]} channels'
         )
         written.append(
-            save_panel_grid(rows, out_dir / f'{image.stem}_{name}.png', title)
+            save_panel_grid(
+                rows, Path(args.out_dir) / f'{image.stem}_{name}.png', title
+            )
         )
     return written
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
-    args = parse_args(argv)
-
-    def draw(
-        model, image: Path, blocks: Sequence[int], out_dir: Path
-    ) -> list[Path]:
-        return draw_features(
-            model, image, blocks, args.channels, args.panel_size, out_dir
-        )
-
-    return draw_images(args, draw)
+    return draw_images(parse_args(argv), draw_features)
 
 
 if __name__ == '__main__':
