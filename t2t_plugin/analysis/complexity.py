@@ -7,7 +7,8 @@ below counts. Normalisation, resizing and pooling are left out, as in the
 paper's MACs.
 """
 
-from dataclasses import dataclass
+from collections.abc import Sequence
+from dataclasses import dataclass, field
 from math import prod
 from typing import Any, Optional
 
@@ -53,6 +54,8 @@ class ModelComplexity:
     macs: int
     attention_macs: int
     input_shape: tuple[int, int]
+    # the counts of the submodules asked for by name, from the same trace
+    parts: dict[str, 'ModelComplexity'] = field(default_factory=dict)
 
 
 def attention_macs_jit(inputs: list[Any], outputs: list[Any]) -> int:
@@ -103,12 +106,14 @@ def count_complexity(
     input_shape: tuple[int, int] = (224, 224),
     in_channels: int = 3,
     forward_kwargs: Optional[dict[str, Any]] = None,
+    parts: Sequence[str] = (),
 ) -> ModelComplexity:
     """Count parameters and MACs of ``model`` on one random image.
 
     ``model(images, **forward_kwargs)`` must run (mmpretrain classifiers
     and mmseg segmentors do, in ``'tensor'`` mode); ``forward_kwargs`` are
-    e.g. the data samples a detector needs.
+    e.g. the data samples a detector needs. ``parts`` names submodules
+    (``'backbone'``) whose own counts the same trace gives, in ``parts``.
     """
     params = sum(param.numel() for param in model.parameters())
     device = next(model.parameters()).device
@@ -124,7 +129,7 @@ def count_complexity(
         by_module = analyzer.by_module()
     finally:
         model.train(was_training)
-    attention = 0
+    attention = {}  # attention products outside linear layers, per module
     for name, module in model.named_modules():
         if isinstance(module, (SelfAttention, PerformerAttention)):
             linear = sum(
@@ -132,7 +137,19 @@ def count_complexity(
                 for child_name, child in module.named_children()
                 if isinstance(child, nn.Linear)
             )
-            attention += by_module.get(prefix + name, 0) - linear
+            attention[name] = by_module.get(prefix + name, 0) - linear
+    counts = {}
+    for part in parts:
+        counts[part] = ModelComplexity(
+            sum(p.numel() for p in model.get_submodule(part).parameters()),
+            by_module.get(prefix + part, 0),
+            sum(v for k, v in attention.items() if k.startswith(part + '.')),
+            tuple(input_shape),
+        )
     return ModelComplexity(
-        params, analyzer.total(), attention, tuple(input_shape)
+        params,
+        analyzer.total(),
+        sum(attention.values()),
+        tuple(input_shape),
+        counts,
     )

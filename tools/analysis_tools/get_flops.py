@@ -204,24 +204,31 @@ def run_config(args: argparse.Namespace, console: Console) -> None:
     if classifier or backbone is model:
         result = count_complexity(model, shape, in_channels)
     else:
-        # a detector or segmentor: its backbone on its own, then the whole
+        # a detector or segmentor: its backbone, then the whole, from one
+        # trace of the whole where it runs on images alone
         whole = f' (whole {type(model).__name__})'
-        alone = count_complexity(backbone, shape, in_channels)
+        failure = None
+        try:
+            result = count_complexity(
+                model,
+                shape,
+                in_channels,
+                _detector_inputs(model, shape),
+                parts=('backbone',),
+            )
+            alone = result.parts['backbone']
+        except (TypeError, AttributeError, KeyError, IndexError) as error:
+            result, failure = None, type(error).__name__
+            alone = count_complexity(backbone, shape, in_channels)
         lines.append(
             f'Backbone    {type(backbone).__name__}: {_counts(alone)}'
         )
-        try:
-            result = count_complexity(
-                model, shape, in_channels, _detector_inputs(model, shape)
-            )
-        except (TypeError, AttributeError, KeyError, IndexError) as error:
+        if failure:
             lines.append(
                 f'Whole model not counted: a forward pass of '
                 f'{type(model).__name__} on images alone failed '
-                f'({type(error).__name__}); the backbone is '
-                'counted above.'
+                f'({failure}); the backbone is counted above.'
             )
-            result = None
     if result is not None:
         lines += [
             f'Params      {result.params / 1e6:.2f}M ({result.params:,})'
