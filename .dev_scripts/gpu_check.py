@@ -59,7 +59,10 @@ AMP_CONFIGS = {
 }
 
 AMP_CONFIG = """_base_ = [{base!r}]
-model = dict(backbone=dict(img_size={img_size}{arch}){head})
+# the two class folders of write_images
+model = dict(
+    backbone=dict(img_size={img_size}{arch}), head=dict(num_classes=2{head}))
+data_preprocessor = dict(num_classes=2)
 train_dataloader = dict(
     batch_size={batch_size},
     num_workers={workers},
@@ -346,11 +349,7 @@ def amp_stage(s: Settings, work: Path, stage: Stage) -> None:
                 base=str(AMP_CONFIGS[label]),
                 img_size=s.img_size,
                 arch=f', arch=dict(_delete_=True, **{arch!r})' if tiny else '',
-                head=(
-                    f', head=dict(in_channels={arch["embed_dims"]})'
-                    if tiny
-                    else ''
-                ),
+                head=f', in_channels={arch["embed_dims"]}' if tiny else '',
                 batch_size=s.batch_size,
                 workers=s.workers,
                 data_root=str(data),
