@@ -26,7 +26,6 @@ from t2t_plugin.cli import (
     set_amp,
     set_default_work_dir,
 )
-from t2t_plugin.engine import remove_stale_temp_files
 from t2t_plugin.engine.hooks import (
     RunCheckError,
     newest_intact_checkpoint,
@@ -140,12 +139,6 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     )
     if cfg is None:
         return code
-    removed = remove_stale_temp_files(cfg.work_dir)
-    if removed:
-        print(
-            f'Removed {len(removed)} temporary checkpoint file(s) left in '
-            f'{cfg.work_dir} by an interrupted save.'
-        )
     code, runner = run_reported(
         lambda: build_runner(cfg), cfg, args.config, True
     )

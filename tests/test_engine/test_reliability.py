@@ -689,12 +689,21 @@ def test_resume_past_max_epochs_says_so(one_epoch, tmp_path):
         *TINY_DEMO,
     )  # fmt: skip
     assert ours.returncode == 1 and one_line(ours.stderr) == expected
+    # WorkDirHook removes what a hard kill left while saving, before the
+    # resume: through mmpretrain's tool too
+    stale = work_dir / '.epoch_2.pth.k2x_9abq.tmp'
+    stale.write_bytes(b'half a checkpoint')
     theirs = run_mmpretrain_tool(
         'train', DEMO, '--work-dir', work_dir, '--resume', '--cfg-options',
         *TINY_DEMO,
     )  # fmt: skip
     assert theirs.returncode == 1
     assert last_line(theirs.stderr).endswith(': ' + expected)
+    assert not stale.exists()
+    assert (
+        f'Removed 1 temporary checkpoint file(s) left in {work_dir} by an '
+        'interrupted save.'
+    ) in theirs.stdout
 
 
 def test_resume_reads_each_checkpoint_once(one_epoch, tmp_path, monkeypatch):

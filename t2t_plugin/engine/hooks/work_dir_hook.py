@@ -11,6 +11,7 @@ from mmengine.dist import is_main_process
 from mmengine.hooks import Hook
 from mmengine.registry import HOOKS
 
+from ..checkpoint import remove_stale_temp_files
 from .run_checks import (
     RunCheckError,
     TrainingStopped,
@@ -94,9 +95,11 @@ class WorkDirHook(Hook):
 
     A training holds ``<work_dir>/train.lock`` (process id and host), which
     refuses a second training into the work dir (the lock of a process
-    that no longer runs is taken over). The ``--out`` and ``--show-dir``
-    paths are checked writable before the run, and the free space before
-    each checkpoint: a full disk stops training with the last one intact.
+    that no longer runs is taken over); once it holds the lock, it removes
+    the temporary files a hard kill left beside checkpoints. The ``--out``
+    and ``--show-dir`` paths are checked writable before the run, and the
+    free space before each checkpoint: a full disk stops training with the
+    last one intact.
     """
 
     priority = 'VERY_HIGH'
@@ -112,6 +115,12 @@ class WorkDirHook(Hook):
                 raise RunCheckError(problem)
         if is_training(runner) and is_main_process():
             self._lock(runner.work_dir)
+            removed = remove_stale_temp_files(runner.work_dir)
+            if removed:
+                runner.logger.info(
+                    f'Removed {len(removed)} temporary checkpoint file(s) '
+                    f'left in {runner.work_dir} by an interrupted save.'
+                )
 
     @staticmethod
     def _outputs(runner):
