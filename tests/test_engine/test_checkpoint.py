@@ -20,6 +20,7 @@ from pathlib import Path
 
 import pytest
 import torch
+import yaml
 from mmengine.config import Config
 from mmengine.logging import MMLogger
 from mmengine.runner import Runner, load_checkpoint
@@ -587,6 +588,26 @@ def test_annotation_files_of_data_still_load(suffix, tmp_path):
     assert dataset.metainfo['classes'] == ['a', 'b']
     assert dataset[0]['gt_label'] == 1
     assert dataset[0]['img_path'] == 'x.png'
+
+
+@pytest.mark.skipif(not yaml.__with_libyaml__, reason='no libyaml')
+def test_yaml_files_are_parsed_by_libyaml(tmp_path, monkeypatch):
+    """The safe YAML handler keeps libyaml's parser, as mmengine's own
+    does: an ``mmdet::`` config base reads thousands of model-index
+    files through it."""
+    from mmengine.fileio import load
+
+    def python_scanner(*args, **kwargs):
+        raise AssertionError('parsed by the pure-Python scanner')
+
+    monkeypatch.setattr(
+        yaml.scanner.Scanner, 'fetch_more_tokens', python_scanner
+    )
+    path = tmp_path / 'metafile.yml'
+    path.write_text('Models:\n  - Name: a\n    Config: configs/a.py\n')
+    assert load(str(path)) == {
+        'Models': [{'Name': 'a', 'Config': 'configs/a.py'}]
+    }
 
 
 CIFAR_FILES = {
