@@ -14,6 +14,13 @@ else
   MAKE_VENV := $(VENV)/bin/python
 endif
 PIP := $(PYTHON) -m pip
+# Dependencies install with uv (tools/install/uv_install.py gives it pip's
+# indexes, constraints and certificates): parallel downloads, and one
+# unpacked cache that every environment links from. Here the pinned torch
+# installs in 14 s instead of pip's 56 s, the torch 2.1 stack in 28 s
+# instead of 140 s. The editable installs stay with pip (EDITABLE).
+UV_PIN := uv==0.13.9
+UV_INSTALL = $(1) -m pip install -q $(UV_PIN) && $(1) tools/install/uv_install.py
 $(info Python: $(PYTHON) (from $(PYTHON_ORIGIN)))
 
 # The versions this project is tested with; setup.py holds the ranges.
@@ -33,20 +40,14 @@ OLD_BASE_PYTHON ?= $(BASE_PYTHON)
 OLD_PINS := torch==2.1.2 torchvision==0.16.2 numpy==1.26.4 \
 	opencv-python==4.11.0.86 mmcv-lite==2.1.0 mmengine==0.10.7 \
 	mmpretrain==1.2.0 Pillow==10.1.0
-# The registry's torch 2.1.2 is a 2.5 GB CUDA build that pip does not
-# cache here: the old stack's wheels are kept beside the mmcv wheels, so that
-# a fresh clone installs it from disk.
-WHEEL_CACHE := $(or $(T2T_WHEEL_CACHE),$(HOME)/.cache/t2t-plugin/wheels)
-OLD_WHEELS := $(WHEEL_CACHE)/torch2.1-stack
 # The maintained continuation of OpenMMLab (onedl-* distributions, same
 # package names), tested in a third environment with the pinned torch.
-# onedl-mmcv and onedl-mmpretrain are source distributions: their wheels
-# are built once (onedl-mmcv without compiled ops: pip builds it in
-# isolation, without torch) and kept in the wheel cache.
+# onedl-mmcv and onedl-mmpretrain are source distributions: uv builds
+# their wheels once and keeps them in its cache (onedl-mmcv without
+# compiled ops: it builds in isolation, without torch).
 ONEDL_VENV ?= $(CURDIR)/.venv-onedl
 ONEDL_PINS := $(TORCH_PINS) onedl-mmengine==0.10.12 onedl-mmcv==2.3.6 \
 	onedl-mmpretrain==1.3.6
-ONEDL_WHEELS = $(WHEEL_CACHE)/onedl-stack
 # mim's release for each family (`mim train t2t-plugin CONFIG`). openmim
 # declares opendatalab, whose openxlab pins setuptools 60.2, rich 13.4 and
 # requests 2.28 over the tested ones; mim never imports it, so openmim
@@ -57,15 +58,15 @@ ONEDL_MIM_PIN := onedl-mim==0.5.1
 PYTEST_ARGS ?=
 # The suite runs in PYTEST_WORKERS processes (pytest-xdist), one torch
 # thread each, so that 2 cores are both busy while a test waits for a tool
-# it started; a file's tests stay in one process (its module fixtures are
-# made once). PYTEST_WORKERS=0 runs it in this process.
+# it started. Each test goes to the first free worker, those sharing a
+# module fixture to one (tests/conftest.py), so that a file's slow runs
+# spread over both. PYTEST_WORKERS=0 runs it in this process.
 PYTEST_WORKERS ?= 2
-PARALLEL = $(if $(filter 0,$(PYTEST_WORKERS)),,-n $(PYTEST_WORKERS) --dist loadfile)
+PARALLEL = $(if $(filter 0,$(PYTEST_WORKERS)),,-n $(PYTEST_WORKERS) --dist loadgroup)
 PYTEST = OMP_NUM_THREADS=1 $(1) -m pytest $(PARALLEL)
 # Disk each step takes, measured with everything installed (GB, rounded up).
 VENV_GB := 7
 OLD_VENV_GB := 6
-OLD_WHEELS_GB := 4
 ONEDL_VENV_GB := 7
 
 .PHONY: install install-tests install-dense test test-pinned test-torch2.1 \
@@ -98,18 +99,23 @@ EDITABLE = $(PIP) install -q 'pip<25.3' 'setuptools>=64,<80' wheel && \
 	$(PIP) install --no-build-isolation --no-use-pep517 -e
 
 install: $(MAKE_VENV)
-	$(PIP) install $(TORCH_PINS)
 	@# full mmcv (installed by install-dense) and mmcv-lite provide the
 	@# same package: the openmmlab extra brings mmcv-lite where neither is
-	if $(PYTHON) -c "import mmcv" 2>/dev/null; then $(EDITABLE) .; \
-		else $(EDITABLE) '.[openmmlab]'; fi
+	if $(PYTHON) -c "import mmcv" 2>/dev/null; then extra=; \
+		else extra=openmmlab; fi && \
+		$(call UV_INSTALL,$(PYTHON)) $(TORCH_PINS) -r setup.py \
+			$${extra:+--extra $$extra} && \
+		$(EDITABLE) ".$${extra:+[$$extra]}"
 
 install-tests: install
-	$(EDITABLE) '.[tests,deploy]' $(LINT_PINS) $(DEPLOY_PINS) $(MIM_DEPS)
+	$(call UV_INSTALL,$(PYTHON)) -r setup.py --extra tests --extra deploy \
+		$(LINT_PINS) $(DEPLOY_PINS) $(MIM_DEPS)
+	$(EDITABLE) '.[tests,deploy]'
 	$(PIP) install --no-deps $(MIM_PIN)
 
 install-dense: install
 	PYTHON=$(PYTHON) bash tools/install/build_mmcv.sh
+	$(call UV_INSTALL,$(PYTHON)) -r setup.py --extra dense
 	$(EDITABLE) '.[dense]'
 
 # Lint and the whole suite on the pinned stack, then the stack tests on the
@@ -143,30 +149,23 @@ STACK_MARKS := 'not dense and not slurm and (not slow or mim)'
 $(OLD_VENV)/installed: Makefile setup.py | $(OLD_VENV)/bin/python
 	$(OLD_VENV)/bin/python -c 'import torch' 2>/dev/null || \
 		$(NEED_SPACE) $(OLD_VENV) $(OLD_VENV_GB) "the torch 2.1 environment $(OLD_VENV)"
-	ls $(OLD_WHEELS)/torch-2.1.2-*.whl >/dev/null 2>&1 || \
-		$(NEED_SPACE) $(OLD_WHEELS) $(OLD_WHEELS_GB) "the torch 2.1 wheels in $(OLD_WHEELS)"
-	$(OLD_VENV)/bin/python -m pip download -q -d $(OLD_WHEELS) $(OLD_PINS) \
-		pytest $(XDIST_PIN) matplotlib scikit-learn rich setuptools wheel
-	$(OLD_VENV)/bin/python -m pip install --no-index --find-links $(OLD_WHEELS) \
-		$(OLD_PINS) pytest $(XDIST_PIN) wheel -e '.[openmmlab]'
+	$(call UV_INSTALL,$(OLD_VENV)/bin/python) $(OLD_PINS) pytest $(XDIST_PIN) \
+		wheel -e '.[openmmlab]'
 	touch $@
 
 test-torch2.1: $(OLD_VENV)/installed
 	$(call PYTEST,$(OLD_VENV)/bin/python) $(STACK_TESTS) -m $(STACK_MARKS) $(PYTEST_ARGS)
 
-# torch comes from the registry (or the local disk it mirrors); the two
-# source distributions from the wheel cache once built. The onedl
-# environment keeps pip's PEP 660 editable install: onedl-mim reads it
+# torch comes from the registry (or the local disk it mirrors), the two
+# source distributions from uv's cache once built. The onedl environment
+# keeps a PEP 660 editable install: onedl-mim reads it
 # (`mim train t2t-plugin configs/NAME.py`; given a name only, it searches
 # the whole checkout, work_dirs and environments included).
 $(ONEDL_VENV)/installed: Makefile setup.py | $(ONEDL_VENV)/bin/python
 	$(ONEDL_VENV)/bin/python -c 'import torch' 2>/dev/null || \
 		$(NEED_SPACE) $(ONEDL_VENV) $(ONEDL_VENV_GB) "the onedl environment $(ONEDL_VENV)"
-	ls $(ONEDL_WHEELS)/onedl_mmcv-2.3.6-*.whl $(ONEDL_WHEELS)/onedl_mmpretrain-1.3.6-*.whl \
-		>/dev/null 2>&1 || $(ONEDL_VENV)/bin/python -m pip wheel -q --no-deps \
-		-w $(ONEDL_WHEELS) onedl-mmcv==2.3.6 onedl-mmpretrain==1.3.6
-	$(ONEDL_VENV)/bin/python -m pip install --find-links $(ONEDL_WHEELS) \
-		$(ONEDL_PINS) $(ONEDL_MIM_PIN) $(XDIST_PIN) -e '.[onedl,tests]' pytest wheel
+	$(call UV_INSTALL,$(ONEDL_VENV)/bin/python) $(ONEDL_PINS) $(ONEDL_MIM_PIN) \
+		$(XDIST_PIN) -e '.[onedl,tests]' pytest wheel
 	touch $@
 
 test-onedl: $(ONEDL_VENV)/installed
