@@ -1,7 +1,10 @@
 """Kill-and-resume: a run killed with SIGKILL mid-epoch and resumed from
 its last checkpoint logs the same losses and ends with the same accuracy as
 the uninterrupted run (RandomStateHook, and the per-sample augmentation
-seeds of SampleSeededRunner for data-loader workers, persistent or not)."""
+seeds of SampleSeededRunner for data-loader workers, persistent or not).
+Only the run that is killed has a process of its own; the uninterrupted
+and the resumed runs are tools/train.py's main in this one, on one thread
+as the killed one."""
 
 import json
 import os
@@ -12,8 +15,9 @@ import time
 from pathlib import Path
 
 import pytest
+import torch
 
-from tests.helpers import write_image
+from tests.helpers import run_main, write_image
 
 ROOT = Path(__file__).resolve().parents[2]
 DIGITS = ROOT / 'configs' / 't2t-vit-mini_1xb64_digits.py'
@@ -69,26 +73,33 @@ def custom_options(root: Path, epochs: int = 3) -> list:
     ]
 
 
-def train_command(
+def train_arguments(
     work_dir: Path, options: list, resume: bool, config: Path = DIGITS
 ) -> list:
     return (
-        [
-            sys.executable,
-            str(ROOT / 'tools' / 'train.py'),
-            str(config),
-            '--work-dir',
-            str(work_dir),
-        ]
+        [str(config), '--work-dir', str(work_dir)]
         + (['--resume'] if resume else [])
         + ['--cfg-options']
         + options
     )
 
 
-def environment() -> dict:
-    env = dict(os.environ, PYTHONPATH=str(ROOT), OMP_NUM_THREADS='1')
-    return env
+@pytest.fixture(autouse=True)
+def one_thread():
+    """The in-process runs compute as the killed process does."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+def train(work_dir: Path, options: list, resume: bool, config: Path) -> str:
+    """tools/train.py in this process; its output."""
+    done = run_main(
+        'train', *train_arguments(work_dir, options, resume, config)
+    )
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    return done.stdout + done.stderr
 
 
 def logged(work_dir: Path) -> tuple:
@@ -111,8 +122,9 @@ def run_killed_and_resumed(
     """Start training, SIGKILL it once it logged ``kill_at_iter``, resume;
     the resumed run's output."""
     process = subprocess.Popen(
-        train_command(work_dir, options, resume=False, config=config),
-        env=environment(),
+        [sys.executable, str(ROOT / 'tools' / 'train.py')]
+        + train_arguments(work_dir, options, resume=False, config=config),
+        env=dict(os.environ, PYTHONPATH=str(ROOT), OMP_NUM_THREADS='1'),
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
@@ -126,14 +138,7 @@ def run_killed_and_resumed(
         os.kill(process.pid, signal.SIGKILL)
     finally:
         process.wait()
-    resumed = subprocess.run(
-        train_command(work_dir, options, resume=True, config=config),
-        env=environment(),
-        check=True,
-        capture_output=True,
-        text=True,
-    )
-    return resumed.stdout + resumed.stderr
+    return train(work_dir, options, resume=True, config=config)
 
 
 MIXUP_CONFIG = f"""_base_ = {str(DIGITS)!r}
@@ -166,12 +171,7 @@ def test_killed_and_resumed_run_equals_uninterrupted(
         config = tmp_path / 'digits_mixup.py'
         config.write_text(MIXUP_CONFIG)
     whole, broken = tmp_path / 'whole', tmp_path / 'broken'
-    subprocess.run(
-        train_command(whole, options, resume=False, config=config),
-        env=environment(),
-        check=True,
-        capture_output=True,
-    )
+    train(whole, options, resume=False, config=config)
     # epoch 3 is iterations 13-18: killed after iteration 14 is logged,
     # resumed from epoch_2.pth
     run_killed_and_resumed(broken, options, kill_at_iter=14, config=config)
@@ -191,12 +191,7 @@ def test_custom_data_with_persistent_workers_resumes_exactly(tmp_path):
     write_custom_data(tmp_path / 'data')
     options = custom_options(tmp_path / 'data')
     whole, broken = tmp_path / 'whole', tmp_path / 'broken'
-    subprocess.run(
-        train_command(whole, options, resume=False, config=CUSTOM),
-        env=environment(),
-        check=True,
-        capture_output=True,
-    )
+    train(whole, options, resume=False, config=CUSTOM)
     # epoch 3 is iterations 7-9: killed after iteration 7 is logged
     output = run_killed_and_resumed(broken, options, 7, config=CUSTOM)
     assert 'Load checkpoint from' in output and 'epoch_2.pth' in output
