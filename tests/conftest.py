@@ -2,34 +2,6 @@ import pytest
 import torch
 
 
-@pytest.hookimpl(tryfirst=True)
-def pytest_collection_modifyitems(items):
-    """Under ``--dist loadgroup`` (the Makefile's) each test goes to
-    whichever worker is free, except that the tests asking for the same
-    module- or session-scoped fixture of the suite (one training run read
-    by several tests, a built wheel), directly or through other fixtures,
-    stay in one worker, so that it is made once. Runs before pytest-xdist
-    reads the groups."""
-    for item in items:
-        info = getattr(item, '_fixtureinfo', None)
-        if info is None:
-            continue
-        shared, todo, seen = set(), list(info.argnames), set()
-        while todo:
-            name = todo.pop()
-            defs = info.name2fixturedefs.get(name)
-            if name in seen or not defs:
-                continue
-            seen.add(name)
-            ours = defs[-1].func.__module__.startswith('tests.')
-            if ours and defs[-1].scope in ('module', 'session'):
-                shared.add(name)
-            todo.extend(defs[-1].argnames)
-        if shared:
-            group = f'{item.module.__name__}:{min(shared)}'
-            item.add_marker(pytest.mark.xdist_group(group))
-
-
 @pytest.fixture(autouse=True)
 def _seed():
     """Every test starts from the same random state."""

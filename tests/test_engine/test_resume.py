@@ -2,144 +2,19 @@
 its last checkpoint logs the same losses and ends with the same accuracy as
 the uninterrupted run (RandomStateHook, and the per-sample augmentation
 seeds of SampleSeededRunner for data-loader workers, persistent or not).
-Only the run that is killed has a process of its own; the uninterrupted
-and the resumed runs are tools/train.py's main in this one, on one thread
-as the killed one."""
-
-import json
-import os
-import signal
-import subprocess
-import sys
-import time
-from pathlib import Path
+The digits runs here, the custom-data run in test_resume_custom_data.py
+(two files: the suite's workers take one each)."""
 
 import pytest
-import torch
 
-from tests.helpers import run_main, write_image
-
-ROOT = Path(__file__).resolve().parents[2]
-DIGITS = ROOT / 'configs' / 't2t-vit-mini_1xb64_digits.py'
-CUSTOM = ROOT / 'configs' / 't2t-vit-7_1xb64_custom-64px.py'
-
-
-def digits_options(workers: int, epochs: int = 3) -> list:
-    """A short digits run: 192 training images in batches of 32 (6
-    iterations an epoch), a checkpoint and a validation every epoch."""
-    return [
-        f'train_cfg.max_epochs={epochs}',
-        'train_cfg.val_interval=1',
-        'train_dataloader.batch_size=32',
-        'train_dataloader.dataset.indices=192',
-        'val_dataloader.dataset.indices=128',
-        f'train_dataloader.num_workers={workers}',
-        f'val_dataloader.num_workers={workers}',
-        'default_hooks.logger.interval=2',
-        'default_hooks.checkpoint.interval=1',
-        'default_hooks.checkpoint.max_keep_ckpts=10',
-        'default_hooks.checkpoint.save_best=None',
-    ]
-
-
-def write_custom_data(root: Path) -> None:
-    """Three class folders of small pictures: 16 training images a class
-    (3 iterations an epoch at batch 16), 4 validation images a class."""
-    for split, count in (('train', 16), ('val', 4)):
-        for label in range(3):
-            folder = root / split / f'class{label}'
-            folder.mkdir(parents=True)
-            for index in range(count):
-                size = (36 + 4 * (index % 5), 32 + 8 * label)
-                write_image(
-                    folder / f'{index}.png', size, seed=100 * label + index
-                )
-
-
-def custom_options(root: Path, epochs: int = 3) -> list:
-    """The custom-data config with its loaders as shipped (2 persistent
-    workers) on 48 images in batches of 16: a checkpoint, a validation
-    and a loss every iteration."""
-    return [
-        f'train_cfg.max_epochs={epochs}',
-        'train_cfg.val_interval=1',
-        'train_dataloader.batch_size=16',
-        f'train_dataloader.dataset.data_root={root}',
-        f'val_dataloader.dataset.data_root={root}',
-        'default_hooks.logger.interval=1',
-        'default_hooks.checkpoint.interval=1',
-        'default_hooks.checkpoint.max_keep_ckpts=10',
-        'default_hooks.checkpoint.save_best=None',
-    ]
-
-
-def train_arguments(
-    work_dir: Path, options: list, resume: bool, config: Path = DIGITS
-) -> list:
-    return (
-        [str(config), '--work-dir', str(work_dir)]
-        + (['--resume'] if resume else [])
-        + ['--cfg-options']
-        + options
-    )
-
-
-@pytest.fixture(autouse=True)
-def one_thread():
-    """The in-process runs compute as the killed process does."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
-
-
-def train(work_dir: Path, options: list, resume: bool, config: Path) -> str:
-    """tools/train.py in this process; its output."""
-    done = run_main(
-        'train', *train_arguments(work_dir, options, resume, config)
-    )
-    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-    return done.stdout + done.stderr
-
-
-def logged(work_dir: Path) -> tuple:
-    """Loss at every logged iteration and the validation top-1 of each
-    epoch, over all starts of the run (later starts overwrite)."""
-    losses, top1 = {}, {}
-    for path in sorted(work_dir.glob('*/vis_data/scalars.json')):
-        for line in path.read_text().splitlines():
-            record = json.loads(line)
-            if 'loss' in record:
-                losses[record['iter']] = record['loss']
-            if 'accuracy/top1' in record:
-                top1[record['step']] = record['accuracy/top1']
-    return losses, top1
-
-
-def run_killed_and_resumed(
-    work_dir: Path, options: list, kill_at_iter: int, config: Path = DIGITS
-) -> str:
-    """Start training, SIGKILL it once it logged ``kill_at_iter``, resume;
-    the resumed run's output."""
-    process = subprocess.Popen(
-        [sys.executable, str(ROOT / 'tools' / 'train.py')]
-        + train_arguments(work_dir, options, resume=False, config=config),
-        env=dict(os.environ, PYTHONPATH=str(ROOT), OMP_NUM_THREADS='1'),
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    deadline = time.time() + 600
-    try:
-        while time.time() < deadline and process.poll() is None:
-            if max(logged(work_dir)[0], default=0) >= kill_at_iter:
-                break
-            time.sleep(0.2)
-        assert process.poll() is None, 'training ended before the kill'
-        os.kill(process.pid, signal.SIGKILL)
-    finally:
-        process.wait()
-    return train(work_dir, options, resume=True, config=config)
-
+from .resume_runs import (  # noqa: F401  one_thread is autouse
+    DIGITS,
+    digits_options,
+    logged,
+    one_thread,
+    run_killed_and_resumed,
+    train,
+)
 
 MIXUP_CONFIG = f"""_base_ = {str(DIGITS)!r}
 model = dict(
@@ -179,27 +54,5 @@ def test_killed_and_resumed_run_equals_uninterrupted(
     whole_losses, whole_top1 = logged(whole)
     broken_losses, broken_top1 = logged(broken)
     assert sorted(whole_losses) == list(range(2, 19, 2))
-    assert broken_losses == whole_losses
-    assert broken_top1 == whole_top1 and len(whole_top1) == 3
-
-
-@pytest.mark.slow
-def test_custom_data_with_persistent_workers_resumes_exactly(tmp_path):
-    """RandomResizedCrop and flips in 2 persistent workers, drop path in
-    the training process: killed in the middle of epoch 3, resumed from
-    epoch_2.pth, every logged loss and the top-1 equal."""
-    write_custom_data(tmp_path / 'data')
-    options = custom_options(tmp_path / 'data')
-    whole, broken = tmp_path / 'whole', tmp_path / 'broken'
-    train(whole, options, resume=False, config=CUSTOM)
-    # epoch 3 is iterations 7-9: killed after iteration 7 is logged
-    output = run_killed_and_resumed(broken, options, 7, config=CUSTOM)
-    assert 'Load checkpoint from' in output and 'epoch_2.pth' in output
-    assert 'random' not in ' '.join(
-        line for line in output.splitlines() if 'WARNING' in line
-    )
-    whole_losses, whole_top1 = logged(whole)
-    broken_losses, broken_top1 = logged(broken)
-    assert sorted(whole_losses) == list(range(1, 10))
     assert broken_losses == whole_losses
     assert broken_top1 == whole_top1 and len(whole_top1) == 3
