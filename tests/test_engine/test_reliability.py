@@ -690,20 +690,25 @@ def test_resume_past_max_epochs_says_so(one_epoch, tmp_path):
     )  # fmt: skip
     assert ours.returncode == 1 and one_line(ours.stderr) == expected
     # WorkDirHook removes what a hard kill left while saving, before the
-    # resume: through mmpretrain's tool too
-    stale = work_dir / '.epoch_2.pth.k2x_9abq.tmp'
-    stale.write_bytes(b'half a checkpoint')
+    # resume: through mmpretrain's tool too, in the work dir and in the
+    # checkpoint folder of an out_dir (out_dir/<work dir's name>)
+    saved_in = tmp_path / 'out' / 'w'
+    saved_in.mkdir(parents=True)
+    stale = [d / '.epoch_2.pth.k2x_9abq.tmp' for d in (work_dir, saved_in)]
+    for path in stale:
+        path.write_bytes(b'half a checkpoint')
     theirs = run_mmpretrain_tool(
         'train', DEMO, '--work-dir', work_dir, '--resume', '--cfg-options',
-        *TINY_DEMO,
+        *TINY_DEMO, f'default_hooks.checkpoint.out_dir={tmp_path / "out"}',
     )  # fmt: skip
     assert theirs.returncode == 1
     assert last_line(theirs.stderr).endswith(': ' + expected)
-    assert not stale.exists()
-    assert (
-        f'Removed 1 temporary checkpoint file(s) left in {work_dir} by an '
-        'interrupted save.'
-    ) in theirs.stdout
+    assert not any(path.exists() for path in stale)
+    for folder in (work_dir, saved_in):
+        assert (
+            f'Removed 1 temporary checkpoint file(s) left in {folder} by an '
+            'interrupted save.'
+        ) in theirs.stdout
 
 
 def test_resume_reads_each_checkpoint_once(one_epoch, tmp_path, monkeypatch):

@@ -88,6 +88,19 @@ def _tensor_bytes(obj: Any) -> int:
     return 0
 
 
+def _checkpoint_folder(runner) -> str:
+    """The local folder the run's checkpoints go to, worked out before
+    CheckpointHook.before_train does it: ``out_dir/<work dir's name>`` for
+    a CheckpointHook with a local ``out_dir``, else the work dir."""
+    saver = checkpoint_hook(runner)
+    out_dir = getattr(saver, 'out_dir', None)
+    if not isinstance(out_dir, str) or '://' in out_dir:
+        return runner.work_dir
+    if out_dir == runner.work_dir:  # as CheckpointHook compares them
+        return runner.work_dir
+    return osp.join(out_dir, osp.basename(runner.work_dir.rstrip(osp.sep)))
+
+
 @HOOKS.register_module()
 class WorkDirHook(Hook):
     """Guard what a run writes: one training per work dir, output paths
@@ -96,7 +109,8 @@ class WorkDirHook(Hook):
     A training holds ``<work_dir>/train.lock`` (process id and host), which
     refuses a second training into the work dir (the lock of a process
     that no longer runs is taken over); once it holds the lock, it removes
-    the temporary files a hard kill left beside checkpoints. The ``--out``
+    the temporary files a hard kill left beside checkpoints (in the work
+    dir, and in the checkpoint hook's ``out_dir``). The ``--out``
     and ``--show-dir`` paths are checked writable before the run, and the
     free space before each checkpoint: a full disk stops training with the
     last one intact.
@@ -115,12 +129,13 @@ class WorkDirHook(Hook):
                 raise RunCheckError(problem)
         if is_training(runner) and is_main_process():
             self._lock(runner.work_dir)
-            removed = remove_stale_temp_files(runner.work_dir)
-            if removed:
-                runner.logger.info(
-                    f'Removed {len(removed)} temporary checkpoint file(s) '
-                    f'left in {runner.work_dir} by an interrupted save.'
-                )
+            for folder in {runner.work_dir, _checkpoint_folder(runner)}:
+                removed = remove_stale_temp_files(folder)
+                if removed:
+                    runner.logger.info(
+                        f'Removed {len(removed)} temporary checkpoint '
+                        f'file(s) left in {folder} by an interrupted save.'
+                    )
 
     @staticmethod
     def _outputs(runner):
