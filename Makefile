@@ -58,11 +58,12 @@ ONEDL_MIM_PIN := onedl-mim==0.5.1
 PYTEST_ARGS ?=
 # The suite runs in PYTEST_WORKERS processes (pytest-xdist), one torch
 # thread each, so that 2 cores are both busy while a test waits for a tool
-# it started. Each test goes to the first free worker, those sharing a
-# module fixture to one (tests/conftest.py), so that a file's slow runs
-# spread over both. PYTEST_WORKERS=0 runs it in this process.
+# it started; a file's tests stay in one process (its module fixtures are
+# made once; scheduled test by test, two tool-running tests shared the two
+# cores and the suite took 1.6x as long). PYTEST_WORKERS=0 runs it in this
+# process.
 PYTEST_WORKERS ?= 2
-PARALLEL = $(if $(filter 0,$(PYTEST_WORKERS)),,-n $(PYTEST_WORKERS) --dist loadgroup)
+PARALLEL = $(if $(filter 0,$(PYTEST_WORKERS)),,-n $(PYTEST_WORKERS) --dist loadfile)
 PYTEST = OMP_NUM_THREADS=1 $(1) -m pytest $(PARALLEL)
 # Disk each step takes, measured with everything installed (GB, rounded up).
 VENV_GB := 7
