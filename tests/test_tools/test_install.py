@@ -34,6 +34,7 @@ def test_pip_settings_later_sections_override():
     assert uv_install.uv_options(settings) == [
         '--index-strategy',
         'unsafe-best-match',
+        '--compile-bytecode',
         '--index-url',
         'https://install.example/simple',
         '--extra-index-url',
