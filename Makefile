@@ -59,9 +59,10 @@ PYTEST_ARGS ?=
 # The suite runs in PYTEST_WORKERS processes (pytest-xdist), one torch
 # thread each, so that 2 cores are both busy while a test waits for a tool
 # it started; a file's tests stay in one process (its module fixtures are
-# made once; scheduled test by test, two tool-running tests shared the two
-# cores and the suite took 1.6x as long). PYTEST_WORKERS=0 runs it in this
-# process.
+# made once: scheduled test by test, both workers made them, and the
+# second half of the pinned suite took 761 s against 685 s). A file's
+# slow runs are split into files to spread them (test_resume*.py).
+# PYTEST_WORKERS=0 runs it in this process.
 PYTEST_WORKERS ?= 2
 PARALLEL = $(if $(filter 0,$(PYTEST_WORKERS)),,-n $(PYTEST_WORKERS) --dist loadfile)
 PYTEST = OMP_NUM_THREADS=1 $(1) -m pytest $(PARALLEL)
