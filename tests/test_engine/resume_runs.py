@@ -14,9 +14,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from tests.helpers import run_main, write_image
+from tests.helpers import ROOT, run_main, write_image
 
-ROOT = Path(__file__).resolve().parents[2]
 DIGITS = ROOT / 'configs' / 't2t-vit-mini_1xb64_digits.py'
 CUSTOM = ROOT / 'configs' / 't2t-vit-7_1xb64_custom-64px.py'
 
