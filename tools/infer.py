@@ -2,8 +2,6 @@
 
 A thin wrapper of mmpretrain's ``ImageClassificationInferencer``; the model
 is a config file or a model name (``mmpretrain.list_models('*_t2tp')``).
-
-Examples: docs/weights.md.
 """
 
 import argparse

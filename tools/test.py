@@ -1,9 +1,7 @@
 """Evaluate a checkpoint on a config's test set with mmengine's Runner.
 
-For this project's mmpretrain configs and for mmdet / mmseg configs with
-the T2T-ViT backbone; prints the metrics. ``--out x.pkl`` saves the
-predictions as mmpretrain's ``tools/test.py`` does, ``--out-item metrics``
-the metrics instead. The checkpoint may be a file or a URL.
+Prints the metrics; ``--out x.pkl`` saves the predictions as mmpretrain's
+``tools/test.py`` does, ``--out-item metrics`` the metrics instead.
 """
 
 import argparse
@@ -85,7 +83,6 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
 
 
 def merge_args(cfg: Config, args: argparse.Namespace) -> Config:
-    """Apply the command-line options to the config."""
     merge_options(cfg, args.cfg_options)
     set_default_work_dir(cfg, args.config, args.work_dir)
     cfg.load_from = args.checkpoint

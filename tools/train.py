@@ -1,9 +1,7 @@
 """Train a model from an mmengine config with mmengine's Runner.
 
-For this project's mmpretrain configs and for mmdet / mmseg configs with
-``type='mmpretrain.T2TViT'``; outputs go to ``work_dirs/<config name>/``
-unless ``--work-dir`` says otherwise. The run's checks are hooks of the
-config, so mmpretrain's ``tools/train.py`` and ``mim train`` make them too.
+The run's checks are hooks of the config, so mmpretrain's
+``tools/train.py`` and ``mim train`` make them too.
 """
 
 import argparse
@@ -62,9 +60,8 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
 
 def set_resume(cfg: Config, resume: str) -> None:
     """Resume from ``resume`` or, for ``'auto'``, the work dir's newest
-    intact checkpoint; with none, start as without ``--resume`` (from
-    ``load_from`` if any), so that jobs that always pass ``--resume`` keep
-    their pretrained weights."""
+    intact checkpoint; with none, start from ``load_from`` if any (jobs
+    that always pass ``--resume`` keep their pretrained weights)."""
     if resume != 'auto':
         cfg.resume, cfg.load_from = True, resume
         return
@@ -78,7 +75,6 @@ def set_resume(cfg: Config, resume: str) -> None:
 
 
 def merge_args(cfg: Config, args: argparse.Namespace) -> Config:
-    """Apply the command-line options to the config."""
     merge_options(cfg, args.cfg_options)
     set_default_work_dir(cfg, args.config, args.work_dir)
     if args.amp:
@@ -123,7 +119,6 @@ def build_runner(cfg: Config) -> Runner:
 
 
 def _problems(cfg: Config, args: argparse.Namespace) -> list[str]:
-    """Missing inputs, else an unusable work dir."""
     loaders = ['train_dataloader'] + (
         [] if args.no_validate else ['val_dataloader']
     )

@@ -1,11 +1,6 @@
-"""Models and images of the inference and visualisation tools.
-
-mmpretrain's ``get_model`` builds the model; here the checkpoint is read
-once, refused if its weights are not finite and loaded strictly
-(``get_model`` only warns about weights that do not fit), an image that
-would give the model more tokens than a budget is refused, and in the loop
-over the images one bad image does not stop the others.
-"""
+"""Models and images of the inference and visualisation tools: weights
+refused if not finite and loaded strictly (``get_model`` only warns), a
+token budget per image, and one bad image not stopping the others."""
 
 import argparse
 import math
@@ -56,7 +51,9 @@ def load_model(
     device: str = 'cpu',
     cfg_options: Optional[dict] = None,
 ) -> nn.Module:
-    """Build a classifier with ``get_model`` and load weights strictly.
+    """Build a classifier with ``get_model``, load weights strictly and
+    return it in eval mode (ConfigError, CheckpointError,
+    CheckpointMismatchError; ValueError for a name not in the index).
 
     Args:
         model (str | Path | Config): A config file, a config, or a name of
@@ -65,13 +62,6 @@ def load_model(
             weights for a name, the random initialisation for a config.
         device (str): Where to run. Defaults to ``'cpu'``.
         cfg_options (dict, optional): Config overrides.
-
-    Returns:
-        nn.Module: The model in eval mode, as ``get_model`` returns it.
-
-    Raises:
-        ConfigError, CheckpointError, CheckpointMismatchError, ValueError
-        (a name not in the model index).
     """
     if isinstance(model, Config) or str(model).endswith('.py'):
         cfg = load_config(model, cfg_options)
@@ -97,8 +87,7 @@ def load_model(
 
 def _match_class_names(model: nn.Module) -> None:
     """ImageNet's class names, or none, for a head whose number of classes
-    is not that of the config's test dataset, whose names get_model
-    gives."""
+    is not that of the test dataset's names, which get_model gives."""
     from mmpretrain.datasets.categories import IMAGENET_CATEGORIES
 
     num_classes = getattr(getattr(model, 'head', None), 'num_classes', None)
@@ -111,10 +100,9 @@ def _match_class_names(model: nn.Module) -> None:
 
 
 def test_pipeline(cfg: Config) -> Compose:
-    """The config's test pipeline without its file loading step, as
-    ``ImageClassificationInferencer`` builds it, and with a
-    ``ConvertImage`` first if it has none, so that colour files reach a
-    1-channel model as grey levels."""
+    """The test pipeline without file loading, as the inferencer builds
+    it, with a ``ConvertImage`` first if it has none (colour files reach a
+    1-channel model as grey levels)."""
     steps = remove_transform(
         cfg.test_dataloader.dataset.pipeline, 'LoadImageFromFile'
     )
@@ -128,8 +116,7 @@ def test_pipeline(cfg: Config) -> Compose:
 
 def read_image_input(image: Union[str, Path, np.ndarray]) -> dict:
     """A pipeline sample of an image file or array, as the inferencer
-    makes it (FileNotFoundError, ValueError for a file that is not an
-    image)."""
+    makes it (FileNotFoundError; ValueError: not an image)."""
     if isinstance(image, (str, Path)):
         read_image_size(image)
         try:
@@ -148,15 +135,9 @@ def read_image_input(image: Union[str, Path, np.ndarray]) -> dict:
 
 
 def read_image_size(image: Union[str, Path]) -> tuple[int, int]:
-    """``(width, height)`` of an image file, from its header alone (PIL
-    opens files lazily), so that an image too large to decode is refused
-    at no cost.
-
-    Raises:
-        FileNotFoundError: If the file does not exist.
-        ValueError: If it is empty, not an image, or has more pixels than
-            ``PIL.Image.MAX_IMAGE_PIXELS``.
-    """
+    """``(width, height)`` of an image file from its header alone, so that
+    an image too large to decode is refused at no cost (FileNotFoundError;
+    ValueError: empty, not an image, above ``Image.MAX_IMAGE_PIXELS``)."""
     path = Path(image)
     if not path.is_file():
         raise FileNotFoundError(f'Image not found: {image}.')
@@ -249,9 +230,9 @@ def preprocess_image(
     return data['inputs'], picture
 
 
-def check_writable_folder(folder: Union[str, Path], option: str) -> Path:
+def check_writable_folder(folder: Union[str, Path], option: str) -> None:
     """Make ``folder`` and check that files can be written into it, before
-    any work whose results would go there (ValueError if not)."""
+    the work whose results go there (ValueError if not)."""
     folder = Path(folder)
     try:
         folder.mkdir(parents=True, exist_ok=True)
@@ -267,19 +248,16 @@ def check_writable_folder(folder: Union[str, Path], option: str) -> Path:
             f'{option} {folder} cannot take files ({reason}); give a '
             'writable folder.'
         ) from None
-    return folder
 
 
-def check_writable_file(path: Union[str, Path], option: str) -> Path:
-    """Check that ``path`` can be written (its folder made if needed),
-    before the work whose result goes there (ValueError if not)."""
+def check_writable_file(path: Union[str, Path], option: str) -> None:
+    """Check that ``path`` can be written (its folder made if needed)."""
     path = Path(path)
     if path.is_dir():
         raise ValueError(f'{option} {path} is a folder; give a file path.')
     check_writable_folder(path.parent, f'The folder of {option}')
     if path.exists() and not os.access(path, os.W_OK):
         raise ValueError(f'{option} {path} is read-only; give another path.')
-    return path
 
 
 def for_each_image(
@@ -290,8 +268,7 @@ def for_each_image(
     """Run ``work`` on every image (with a progress bar on ``console``);
     the exit code: 1 if any image failed, each failure and their count
     reported in one line on stderr."""
-    failed = []
-    steps = images
+    failed, steps = [], images
     if console is not None:
         steps = track(
             images,

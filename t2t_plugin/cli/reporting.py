@@ -1,8 +1,6 @@
-"""How ``tools/train.py`` and ``tools/test.py`` start a run: the checks of
-their own arguments before the Runner is built, and one line with an exit
-code for what stops a run (the run's own checks are registered hooks,
-``t2t_plugin.engine.hooks``, that every tool gets).
-"""
+"""How ``tools/train.py`` and ``tools/test.py`` start a run: their own
+checks before the Runner is built, and one line with an exit code for
+what stops it (the run's checks are hooks that every tool gets)."""
 
 import errno
 import os
@@ -26,7 +24,6 @@ from .launch import dist_failure_message, prepare_launcher
 # What a wrong config or option raises while mmengine builds the run
 # (model, datasets, loops, optimizer): a user mistake, not a bug.
 BUILD_ERRORS = (AssertionError, ValueError, TypeError, KeyError)
-
 # What the run's checks raise: their messages are one line for the user.
 CHECK_ERRORS = (
     RunCheckError,
@@ -35,12 +32,9 @@ CHECK_ERRORS = (
     CheckpointMismatchError,
     FileNotFoundError,
 )
-
-# What loading a model raises on a user mistake: ValueError for configs
-# and checkpoints, SyntaxError for a broken config, ImportError for a
-# missing toolbox.
+# What loading a model raises on a user mistake (SyntaxError: a broken
+# config, ImportError: a missing toolbox).
 LOAD_ERRORS = (OSError, ValueError, TypeError, SyntaxError, ImportError)
-
 # Datasets that read ``data_root/<split>`` when ``split`` is given.
 _SPLIT_FOLDER_DATASETS = ('ImageNet', 'ImageNet21k')
 
@@ -56,11 +50,9 @@ def _dataset_paths(dataset: dict) -> Iterator[str]:
         return
     if root:
         yield root
-    ann_file = dataset.get('ann_file') or ''
-    if ann_file and '://' not in ann_file:
-        yield osp.join(root, ann_file)
     prefix = dataset.get('data_prefix') or ''
-    for value in prefix.values() if isinstance(prefix, dict) else [prefix]:
+    prefixes = prefix.values() if isinstance(prefix, dict) else [prefix]
+    for value in [dataset.get('ann_file'), *prefixes]:
         if isinstance(value, str) and value and '://' not in value:
             yield osp.join(root, value)
     kind = str(dataset.get('type', '')).split('.')[-1]
@@ -81,10 +73,8 @@ def find_missing_inputs(
     check_init_cfg: bool = True,
 ) -> list[str]:
     """One line per missing dataset path or checkpoint of a config (a
-    missing root without the paths below it).
-
-    Datasets report a missing folder deep inside their construction, which
-    the Runner reaches before any hook runs; a tool checks the paths first.
+    missing root without the paths below it), checked before the Runner
+    is built: datasets report a missing folder deep inside it.
 
     Args:
         cfg (Config): The config of the run.
@@ -217,8 +207,8 @@ def run_reported(
         action (Callable): What to run.
         cfg (Config): The run's config.
         config (str): Its file, for the messages.
-        building (bool): ``action`` builds the Runner: the errors of a
-            wrong config (:data:`BUILD_ERRORS`) are one line too, unless
+        building (bool): ``action`` builds the Runner: a wrong config's
+            errors (:data:`BUILD_ERRORS`) are one line too, unless
             ``T2T_DEBUG=1``.
     """
     try:

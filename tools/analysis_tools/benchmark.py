@@ -1,11 +1,8 @@
 """Throughput and peak memory of a config's model, inference and training.
 
-An image classifier is measured whole, a detector's or segmentor's backbone
-on its own; a training step is forward, backward and an AdamW step. Peak
-memory is tensor memory, the same quantity on CPU and CUDA.
-
-Examples: docs/benchmark.md; comparisons with other implementations:
-``.dev_scripts/compare_implementations.py``.
+A classifier is measured whole, a detector's or segmentor's backbone alone;
+a training step is forward, backward and AdamW. Peak memory is tensor
+memory, on CPU as on CUDA. Examples: docs/benchmark.md.
 """
 
 import argparse

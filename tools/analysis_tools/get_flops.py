@@ -1,10 +1,8 @@
 """Parameters and MACs of a T2T-ViT config, attention products counted.
 
-Classifiers are counted whole and, for the paper's 1000-class ImageNet
-archs, compared with its figures; detectors and segmentors get the backbone
-alone, then the whole model (in its ``'tensor'`` mode).
-
-Examples: docs/analysis.md.
+Classifiers are compared with the paper's figures where it has them;
+detectors and segmentors get the backbone, then the whole model. Examples:
+docs/analysis.md.
 """
 
 import argparse
@@ -65,8 +63,7 @@ def build_classifier(arch: str, img_size: int) -> torch.nn.Module:
 
 
 def _giga(value: float, unit_of: Optional[float] = None) -> str:
-    """``value`` in G, or in M below 1G (of ``unit_of`` if given, to keep
-    one unit per line)."""
+    """``value`` in G, or in M below 1G (of ``unit_of``: one unit a line)."""
     if (value if unit_of is None else unit_of) < 1e9:
         return f'{value / 1e6:.2f}M'
     return f'{value / 1e9:.2f}G'
@@ -147,13 +144,10 @@ def _pair_hw(size: Any) -> Optional[tuple[int, int]]:
 
 
 def config_test_shape(cfg: Config) -> Optional[tuple[int, int]]:
-    """The input size ``(H, W)`` a config tests at, or None if unknown.
-
-    The data preprocessor's fixed ``size`` (mmseg's crop) wins; otherwise
-    the last resize or crop of the test pipeline (a keep-ratio ``Resize``:
-    the landscape box it fits images into), padded to the preprocessor's
-    size divisor.
-    """
+    """The input size ``(H, W)`` a config tests at, or None if unknown:
+    the preprocessor's fixed ``size`` (mmseg's crop), else the test
+    pipeline's last resize or crop (a keep-ratio ``Resize``: the landscape
+    box it fits images into) padded to the preprocessor's size divisor."""
     preprocessor = cfg.model.get('data_preprocessor') or {}
     fixed = _pair_hw(preprocessor.get('size'))
     if fixed:

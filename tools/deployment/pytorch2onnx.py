@@ -1,11 +1,7 @@
 """Export a T2T-ViT config and checkpoint to ONNX, and check the file.
 
-Classifiers export images to logits (or ``--output scores``), detection
-and segmentation configs their backbone and ``T2TFeaturePyramid``. The
-input ``images`` is the normalised batch ``(B, C, H, W)``, with dynamic
-batch, height and width (multiples of the soft splits' total stride).
-
-Examples: docs/deployment.md.
+Classifiers export images to logits (or scores), dense configs their
+backbone and ``T2TFeaturePyramid``. Examples: docs/deployment.md.
 """
 
 import argparse

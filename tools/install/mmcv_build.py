@@ -1,12 +1,10 @@
 """Decide how ``build_mmcv.sh`` builds full mmcv: CPU or CUDA ops.
 
-mmcv 2.1.0's ``setup.py`` compiles CUDA ops whenever torch sees a GPU,
-whatever ``FORCE_CUDA`` says, and fails without ``nvcc``; a wheel built on
-a CPU node fails on CUDA tensors. The decision is made here and recorded in
-the wheel cache's key (``cpu`` or ``cu121``).
+mmcv 2.1.0's ``setup.py`` compiles CUDA ops whenever torch sees a GPU and
+fails without ``nvcc``; a wheel built on a CPU node fails on CUDA tensors.
+The decision goes into the wheel cache's key (``cpu`` or ``cu121``).
 
-Usage: ``mmcv_build.py plan`` (shell assignments) or ``mmcv_build.py
-check-wheel WHEEL``; a refusal is one line on stderr and exit code 2.
+Usage: ``mmcv_build.py plan | check-wheel WHEEL``.
 """
 
 import os
@@ -28,12 +26,9 @@ class BuildRefused(Exception):
 
 @dataclass
 class Machine:
-    """What the decision depends on: torch's version (``'2.1.2'``) and
-    CUDA version (None for a CPU build), whether it sees a GPU, the
-    ``CUDA_HOME`` its extension builder uses and that ``nvcc``'s version,
-    the Python tag (``'cp311'``), and the C++ standard torch's headers need
-    (``'c++20'`` for recent torch; mmcv 2.1.0 hard-codes ``-std=c++17``).
-    """
+    """What the decision depends on (``torch_cuda`` None: a CPU torch;
+    ``cxx_std``: what torch's headers need, ``'c++20'`` for recent torch,
+    where mmcv 2.1.0 hard-codes ``-std=c++17``)."""
 
     torch_version: str
     torch_cuda: Optional[str]
@@ -47,8 +42,7 @@ class Machine:
 @dataclass
 class BuildPlan:
     """How to build mmcv (``kind``: ``'cpu'`` or ``'cuda'``; ``env``: of
-    its ``setup.py``), and its wheel cache's folder, ``cache_key``, e.g.
-    ``'mmcv-2.1.0-torch2.1.2-cu121'`` for ``device_key`` ``'cu121'``."""
+    its ``setup.py``) and its wheel cache's folder, ``cache_key``."""
 
     kind: str
     device_key: str
@@ -112,8 +106,8 @@ def check_wheel(wheel: str, machine: Machine) -> None:
 
 
 def _nvcc_version(cuda_home: Optional[str]) -> Optional[str]:
-    """``'12.1'`` from ``CUDA_HOME/bin/nvcc``, the compiler torch's
-    extension builder runs; None without one."""
+    """``'12.1'`` from ``CUDA_HOME/bin/nvcc`` (the compiler torch's
+    extension builder runs), or None."""
     if not cuda_home:
         return None
     try:
@@ -157,7 +151,6 @@ def read_machine() -> Machine:
 
 
 def main(argv: Optional[list[str]] = None) -> int:
-    """Print the plan as shell assignments, or check a wheel."""
     argv = sys.argv[1:] if argv is None else argv
     try:
         machine = read_machine()

@@ -1,15 +1,12 @@
 """``uv pip install`` into this interpreter, with what pip's settings say.
 
-The Makefile installs dependencies with uv (parallel downloads, and one
-unpacked cache that the three test environments share) but uv does not read
-pip's configuration: a machine whose pip is set up with a local index, a
-find-links folder or a constraints file would otherwise resolve against
-another set of packages. This reads ``pip config list`` (files and
-``PIP_*`` variables) and passes uv the same indexes, find-links,
-constraints and certificate bundle.
+uv does not read pip's configuration: where pip has a local index,
+find-links or constraints, uv would resolve against other packages. This
+passes it those of ``pip config list`` (files and ``PIP_*`` variables) and
+the certificate bundle.
 
-Usage: python tools/install/uv_install.py [uv pip install arguments]
-(uv itself installed in the same environment: ``pip install uv``)
+Usage: python tools/install/uv_install.py [uv pip install arguments],
+with uv installed in the same environment (``pip install uv``).
 """
 
 import ast
@@ -39,10 +36,7 @@ def pip_settings(listed: str) -> dict:
         section, _, name = key.rpartition('.')
         if section in SECTIONS and value:
             found[(SECTIONS.index(section), name)] = ast.literal_eval(value)
-    settings = {}
-    for (_, name), value in sorted(found.items()):
-        settings[name] = value
-    return settings
+    return {name: value for (_, name), value in sorted(found.items())}
 
 
 def uv_options(settings: dict) -> list:

@@ -1,7 +1,4 @@
-"""Convert official T2T-ViT release weights to t2t-plugin checkpoints.
-
-Examples: docs/weights.md.
-"""
+"""Convert official T2T-ViT release weights to t2t-plugin checkpoints."""
 
 import argparse
 import io

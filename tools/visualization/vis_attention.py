@@ -1,10 +1,7 @@
 """Where the class token looks: attention of chosen blocks over the image.
 
-The attention rows of the blocks (``t2t_plugin.analysis.cls_attention_maps``)
-averaged over heads (``--per-head`` adds one panel per head), laid over the
-image after the test pipeline. One PNG per image.
-
-Examples: docs/analysis.md.
+Averaged over heads (``--per-head`` adds one panel per head), laid over the
+image after the test pipeline; one PNG per image. Examples: docs/analysis.md.
 """
 
 import argparse
@@ -48,7 +45,6 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
 def draw_attention(
     model, image: Path, blocks: Sequence[int], args: argparse.Namespace
 ) -> list[Path]:
-    """Write the attention figure of ``image``; return the PNG."""
     inputs, picture = preprocess_image(model, image)
     maps = cls_attention_maps(model.backbone, inputs, blocks)
 

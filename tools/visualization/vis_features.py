@@ -1,10 +1,8 @@
 """Channel grids of T2T-ViT token maps, as in Fig. 2 of the paper.
 
-For each image: the maps after the two T2T layers (stride 4 and 8), the
-projected tokens (stride 16) and the outputs of chosen encoder blocks, one
-PNG each, every channel min-max scaled on its own.
-
-Examples: docs/analysis.md.
+The maps after the T2T layers, the projected tokens and chosen encoder
+blocks, one PNG each, every channel min-max scaled on its own. Examples:
+docs/analysis.md.
 """
 
 import argparse
@@ -50,7 +48,6 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
 def draw_features(
     model, image: Path, blocks: Sequence[int], args: argparse.Namespace
 ) -> list[Path]:
-    """Write one channel grid per token map of ``image``; return the PNGs."""
     inputs, picture = preprocess_image(model, image)
     maps = collect_token_maps(model.backbone, inputs, blocks)
     written = []
