@@ -74,16 +74,9 @@ def _versus_paper(result: ModelComplexity, paper: float) -> str:
 
 
 def run_all(console: Console) -> None:
-    table = Table(title='T2T-ViT complexity (1000 classes, one image)')
-    table.add_column('arch')
-    for column in (
-        'input',
-        'params',
-        'MACs',
-        'of which attention',
-        'paper MACs',
-        'ours vs paper',
-    ):
+    table = Table('arch', title='T2T-ViT complexity (1000 classes, one image)')
+    ours = ('input', 'params', 'MACs', 'of which attention')
+    for column in (*ours, 'paper MACs', 'ours vs paper'):
         table.add_column(column, justify='right')
     for (arch, side), paper in track(
         list(PAPER_MACS.items()),
@@ -201,7 +194,7 @@ def run_config(args: argparse.Namespace, console: Console) -> None:
         # a detector or segmentor: its backbone, then the whole, from one
         # trace of the whole where it runs on images alone
         whole = f' (whole {type(model).__name__})'
-        failure = None
+        failure = []
         try:
             result = count_complexity(
                 model,
@@ -212,17 +205,15 @@ def run_config(args: argparse.Namespace, console: Console) -> None:
             )
             alone = result.parts['backbone']
         except (TypeError, AttributeError, KeyError, IndexError) as error:
-            result, failure = None, type(error).__name__
+            result = None
             alone = count_complexity(backbone, shape, in_channels)
-        lines.append(
-            f'Backbone    {type(backbone).__name__}: {_counts(alone)}'
-        )
-        if failure:
-            lines.append(
+            failure.append(
                 f'Whole model not counted: a forward pass of '
                 f'{type(model).__name__} on images alone failed '
-                f'({failure}); the backbone is counted above.'
+                f'({type(error).__name__}); the backbone is counted above.'
             )
+        name = type(backbone).__name__
+        lines += [f'Backbone    {name}: {_counts(alone)}', *failure]
     if result is not None:
         lines += [
             f'Params      {result.params / 1e6:.2f}M ({result.params:,})'
@@ -246,8 +237,7 @@ def run_config(args: argparse.Namespace, console: Console) -> None:
                 f'Paper MACs  {_giga(paper)} '
                 f'(ours {_versus_paper(result, paper)})'
             )
-    for line in lines:
-        console.print(line, markup=False, highlight=False)
+    console.print('\n'.join(lines), markup=False, highlight=False)
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
