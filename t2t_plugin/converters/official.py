@@ -1,11 +1,7 @@
-"""Official T2T-ViT release weights -> this plugin's checkpoint layout.
+"""Official T2T-ViT weights (timm names) -> mmpretrain ``T2T_ViT`` keys.
 
-The official code (github.com/yitu-opensource/T2T-ViT) names its modules
-after timm's ``VisionTransformer``; this plugin uses the layout of
-mmpretrain's ``T2T_ViT`` inside an ``ImageClassifier``. The conversion only
-renames: the converted model reproduces the official logits exactly. A
-leaf, like timm's ``checkpoint_filter_fn``: dicts in, dicts out, only torch
-imported; the arch table to match against is handed in (``arch_zoo``).
+Only renames, so the official logits are reproduced exactly; a leaf like
+timm's ``checkpoint_filter_fn``: dicts in, dicts out, only torch imported.
 """
 
 import re
@@ -36,6 +32,8 @@ BLOCK_KEYS = {
 }
 _T2T_LAYER = re.compile(r'tokens_to_token\.attention([12])\.(.+)$')
 _BLOCK = re.compile(r'blocks\.(\d+)\.(.+)$')
+# the keys that tell official weights
+_OFFICIAL_KEYS = ('tokens_to_token.project.weight', 'blocks.0.attn.qkv.weight')
 _BACKBONE_TOP_LEVEL = (
     'cls_token',
     'pos_embed',
@@ -56,8 +54,7 @@ def strip_module_prefix(
 ) -> 'OrderedDict[str, Any]':
     """The weights without the ``module.`` prefix that DDP adds."""
     return OrderedDict(
-        (key[len('module.') :] if key.startswith('module.') else key, value)
-        for key, value in state_dict.items()
+        (k.removeprefix('module.'), v) for k, v in state_dict.items()
     )
 
 
@@ -71,12 +68,8 @@ def unwrap_checkpoint(checkpoint: Mapping[str, Any]) -> Mapping[str, Any]:
 
 def extract_state_dict(checkpoint: Any) -> dict[str, torch.Tensor]:
     """The weights (official names, no ``module.``) of a loaded official
-    file: ``{'state_dict_ema': ...}`` (releases), a timm training
-    checkpoint or a bare state dict.
-
-    Raises:
-        ValueError: If ``checkpoint`` holds no state dict.
-    """
+    file, a timm training checkpoint or a bare state dict (ValueError if
+    it holds none)."""
     if not isinstance(checkpoint, Mapping):
         raise ValueError(
             f'Expected a checkpoint dict, found a {type(checkpoint).__name__}'
@@ -114,25 +107,15 @@ def convert_official_checkpoint(
 def official_to_plugin(
     checkpoint: Mapping[str, Any],
 ) -> Optional[dict[str, Any]]:
-    """An official checkpoint as ``{'state_dict': ImageClassifier keys}``;
-    None for any other (loaders pass those on unchanged).
-
-    The step every loader applies. Official weights are told by their keys
-    (``tokens_to_token.*`` and ``blocks.*``, possibly under ``module.`` and
-    in one of ``CONTAINER_KEYS``).
-
-    Raises:
-        ValueError: If the weights have official names but hold keys the
-            official model does not have.
-    """
+    """An official checkpoint (told by its keys, also under ``module.``
+    or in ``CONTAINER_KEYS``) as ``{'state_dict': ImageClassifier keys}``,
+    None for any other: the step every loader applies (ValueError for
+    official names with keys the official model lacks)."""
     if not isinstance(checkpoint, Mapping):
         return None
     weights = unwrap_checkpoint(checkpoint)
     names = strip_module_prefix({k: 0 for k in weights if isinstance(k, str)})
-    if not (
-        'tokens_to_token.project.weight' in names
-        and 'blocks.0.attn.qkv.weight' in names
-    ):
+    if not all(key in names for key in _OFFICIAL_KEYS):
         return None
     weights = strip_module_prefix(weights)
     return dict(state_dict=_rename_all(weights, _token_layer(weights)))
@@ -146,12 +129,9 @@ def _check_layout(state_dict: Mapping[str, torch.Tensor]) -> None:
             "('backbone.*' or 'encoder.*' keys); load it directly, without "
             'conversion.'
         )
-    required = (
-        'cls_token',
-        'tokens_to_token.project.weight',
-        'blocks.0.attn.qkv.weight',
-    )
-    missing = [k for k in required if k not in state_dict]
+    missing = [
+        k for k in ('cls_token', *_OFFICIAL_KEYS) if k not in state_dict
+    ]
     if missing:
         raise ValueError(
             f'This is not an official T2T-ViT checkpoint: it lacks '
@@ -165,23 +145,14 @@ def detect_official_arch(
     file_name: Optional[str] = None,
     arch_zoo: Optional[Mapping[str, Mapping[str, Any]]] = None,
 ) -> dict[str, Any]:
-    """Read the architecture of official weights (:func:`extract_state_dict`).
+    """The architecture of official weights (ValueError for others).
 
-    All but the number of heads follows from the shapes. The heads come from
-    ``num_heads``, else from the ``arch_zoo`` (e.g. ``T2TViT.arch_zoo``)
-    entry of the same shapes, else ``embed_dims // 64``. ``'14'`` and
-    ``'14-resnext'`` differ only in heads: the first is taken unless
-    ``num_heads=32`` or a ``file_name`` containing ``resnext`` says so.
-
-    Returns:
-        dict: ``arch`` (zoo name or None), ``token_layer``,
-        ``embed_dims``, ``num_layers``, ``num_heads``, ``heads_given``,
-        ``heads_from_name``, ``same_shapes`` (``(name, heads)`` of zoo
-        archs of these shapes and other heads), ``feedforward_channels``,
-        ``token_dims``, ``img_size`` and ``num_classes`` (0 without head).
-
-    Raises:
-        ValueError: If the weights are not those of an official T2T-ViT.
+    The shapes give all but the heads: ``num_heads``, else the ``arch_zoo``
+    entry of the same shapes (``'14'`` unless ``num_heads=32`` or a
+    ``file_name`` with ``resnext`` says ``'14-resnext'``), else
+    ``embed_dims // 64``. ``same_shapes`` lists ``(name, heads)`` of zoo
+    archs of these shapes and other heads; ``num_classes`` is 0 without
+    a head.
     """
     _check_layout(state_dict)
     token_layer = _token_layer(state_dict)
@@ -259,18 +230,16 @@ def _rename(key: str, t2t_table: Mapping[str, str]) -> Optional[str]:
         return 'backbone.' + key
     if key in ('head.weight', 'head.bias'):
         return 'head.layers.' + key
-    for pattern, table, ours in (
-        (_T2T_LAYER, t2t_table, 'tokens_to_token.attention'),
-        (_BLOCK, BLOCK_KEYS, 'encoder.'),
-    ):
-        match = pattern.match(key)
-        if match is None:
-            continue
-        layer, name = match.groups()
-        for old, new in table.items():
-            if name == old or name.startswith(old + '.'):
-                return f'backbone.{ours}{layer}.{new}{name[len(old) :]}'
+    match = _T2T_LAYER.match(key)
+    table, ours = t2t_table, 'tokens_to_token.attention'
+    if match is None:
+        match, table, ours = _BLOCK.match(key), BLOCK_KEYS, 'encoder.'
+    if match is None:
         return None
+    layer, name = match.groups()
+    for old, new in table.items():
+        if name == old or name.startswith(old + '.'):
+            return f'backbone.{ours}{layer}.{new}{name[len(old) :]}'
     return None
 
 
@@ -280,21 +249,15 @@ def _rename_all(
     t2t_table = (
         PERFORMER_T2T_KEYS if token_layer == 'performer' else BLOCK_KEYS
     )
-    converted = OrderedDict()
-    unknown = []
-    for key, value in state_dict.items():
-        new_key = _rename(key, t2t_table)
-        if new_key is None:
-            unknown.append(key)
-        else:
-            converted[new_key] = value
+    new_keys = {key: _rename(key, t2t_table) for key in state_dict}
+    unknown = [key for key, new_key in new_keys.items() if new_key is None]
     if unknown:
         raise ValueError(
             f'{len(unknown)} key(s) of the checkpoint are not part of an '
             f'official T2T-ViT, e.g. {unknown[:3]}; was it saved from a '
             'modified model?'
         )
-    return converted
+    return OrderedDict((new_keys[k], v) for k, v in state_dict.items())
 
 
 def convert_official_state_dict(
@@ -303,15 +266,9 @@ def convert_official_state_dict(
     file_name: Optional[str] = None,
     arch_zoo: Optional[Mapping[str, Mapping[str, Any]]] = None,
 ) -> tuple['OrderedDict[str, torch.Tensor]', dict[str, Any]]:
-    """Rename official weights to an ``ImageClassifier`` state dict
-    (``backbone.*``, ``head.layers.head.*``); return it with the arch
-    :func:`detect_official_arch` finds (same arguments). The performer's
-    fixed random matrix ``w`` is kept: the trained weights need it.
-
-    Raises:
-        ValueError: If the weights are not those of an official T2T-ViT or
-            hold keys the official model does not have.
-    """
+    """Official weights renamed to an ``ImageClassifier`` state dict, and
+    :func:`detect_official_arch` of them (same arguments). The performer's
+    fixed random matrix ``w`` is kept: the trained weights need it."""
     arch_info = detect_official_arch(
         state_dict, num_heads, file_name, arch_zoo
     )
