@@ -1,9 +1,6 @@
-"""Command-line plumbing of the tools: options and how they change a
-config (``arguments``), starting a run and one-line error reports
-(``reporting``), the CPU distributed launch (``launch``, ``distributed``),
-and the model loading and image loop of the inference and visualisation
-tools. Library code never imports it.
-"""
+"""Command-line plumbing of the tools (options, one-line error reports,
+the CPU distributed launch, model loading); library code never imports
+it."""
 
 from .arguments import (
     add_launch_arguments,

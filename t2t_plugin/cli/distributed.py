@@ -1,9 +1,8 @@
 """Distributed set-up for machines without CUDA (gloo backend).
 
 mmengine's ``init_dist`` calls ``torch.cuda.set_device`` whatever the
-backend, and the Runner's DDP gets ``device_ids=[LOCAL_RANK]``, which DDP
-rejects for a CPU model: the group is opened here, before the Runner is
-built, and the model wrapper gets no device ids.
+backend, and DDP rejects the Runner's ``device_ids=[LOCAL_RANK]`` for a CPU
+model: the group is opened here, and the model wrapper gets no device ids.
 """
 
 import datetime
@@ -12,7 +11,6 @@ import subprocess
 import time
 
 import torch.distributed as torch_dist
-from mmengine.config import Config
 
 from ..engine.hooks.rank_heartbeat_hook import (
     HEARTBEAT_INTERVAL,
@@ -112,24 +110,6 @@ def init_cpu_dist(launcher: str, timeout: float = DEFAULT_TIMEOUT) -> None:
         world_size=int(os.environ['WORLD_SIZE']),
         timeout=datetime.timedelta(seconds=timeout),
     )
-
-
-def setup_cpu_dist(cfg: Config, launcher: str) -> None:
-    """Set gloo and (unless the config has its own) a DDP wrapper without
-    device ids in ``cfg``, and open the process group with the timeout of
-    ``env_cfg.dist_cfg``."""
-    dist_cfg = cfg.setdefault('env_cfg', {}).setdefault('dist_cfg', {})
-    dist_cfg['backend'] = 'gloo'
-    if cfg.get('model_wrapper_cfg') is None:
-        # An explicit None: the Runner's default is [LOCAL_RANK].
-        cfg.model_wrapper_cfg = dict(
-            type='MMDistributedDataParallel',
-            device_ids=None,
-            broadcast_buffers=False,
-            find_unused_parameters=cfg.get('find_unused_parameters', False),
-        )
-    if not torch_dist.is_initialized():
-        init_cpu_dist(launcher, timeout=dist_cfg['timeout'])
 
 
 def is_timeout(error: BaseException) -> bool:

@@ -8,21 +8,17 @@ from mmengine.config import Config
 
 from .distributed import (
     DEFAULT_TIMEOUT,
+    init_cpu_dist,
     is_timeout,
-    setup_cpu_dist,
     silent_ranks_message,
 )
 
 
 def prepare_launcher(cfg: Config, launcher: str) -> Optional[str]:
-    """Set up CPU-only distributed runs (gloo) before the Runner is built
-    (on CUDA, mmengine's own set-up runs), with a collective timeout of
-    ``env_cfg.dist_cfg.timeout`` seconds (default 300).
-
-    Returns:
-        str | None: One line if the processes were not started the way
-        ``launcher`` says.
-    """
+    """Set a collective timeout of ``env_cfg.dist_cfg.timeout`` seconds
+    (default 300) and, without CUDA (where mmengine's set-up runs), gloo,
+    a DDP wrapper without device ids and the process group; one line if
+    the processes were not started the way ``launcher`` says."""
     if launcher == 'none':
         return None
     # mmengine's init_dist reads it there for CUDA runs
@@ -30,8 +26,18 @@ def prepare_launcher(cfg: Config, launcher: str) -> Optional[str]:
     dist_cfg.setdefault('timeout', DEFAULT_TIMEOUT)
     if torch.cuda.is_available():
         return None
+    dist_cfg['backend'] = 'gloo'
+    if cfg.get('model_wrapper_cfg') is None:
+        # An explicit None: the Runner's default is [LOCAL_RANK].
+        cfg.model_wrapper_cfg = dict(
+            type='MMDistributedDataParallel',
+            device_ids=None,
+            broadcast_buffers=False,
+            find_unused_parameters=cfg.get('find_unused_parameters', False),
+        )
     try:
-        setup_cpu_dist(cfg, launcher)
+        if not torch_dist.is_initialized():
+            init_cpu_dist(launcher, timeout=dist_cfg['timeout'])
     except RuntimeError as error:
         return str(error)
     return None
