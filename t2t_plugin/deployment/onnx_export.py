@@ -1,10 +1,6 @@
-"""Export of T2T-ViT classifiers and pyramid backbones to ONNX.
-
-``torch.export`` captures the graph with symbolic batch, height and width
-(multiples of the T2T module's total stride, 16 for the released archs);
-the sinusoidal position table is resized inside the graph, so one file
-serves 224, 384 and non-square inputs.
-"""
+"""Export of T2T-ViT classifiers and pyramid backbones to ONNX, with
+symbolic batch, height and width (the position table is resized inside the
+graph), so that one file serves 224, 384 and non-square inputs."""
 
 import json
 from collections.abc import Sequence
@@ -91,14 +87,12 @@ def build_exportable(
 ) -> ExportableModel:
     """Build a config's model and load its checkpoint, ready for export.
 
-    A classifier config exports images to ``output`` (logits or scores). A
-    dense-prediction config (mmdet / mmseg) exports the backbone and, when
-    its first neck is :class:`T2TFeaturePyramid`, that neck: images to the
-    four levels (strides 4, 8, 16, 32) that FPN or UPerNet read. Without a
-    checkpoint the model keeps its random initialisation. Raises
-    ValueError (``CheckpointError``, ``ConfigError``) for a config that is
-    not T2T-ViT or an unreadable checkpoint, ``CheckpointMismatchError``
-    for one that does not fit, FileNotFoundError for missing files.
+    A classifier exports images to ``output`` (logits or scores); a dense
+    config (mmdet / mmseg) its backbone and, when its first neck is
+    :class:`T2TFeaturePyramid`, the four levels FPN or UPerNet read. No
+    checkpoint: random initialisation. Raises ValueError for a config that
+    is not T2T-ViT or a checkpoint that is unreadable or does not fit,
+    FileNotFoundError for missing files.
     """
     cfg = load_config(config)
     backbone_cfg = cfg.model.get('backbone') or {}
@@ -116,8 +110,8 @@ def build_exportable(
         or cfg.get('data_preprocessor')
         or {}
     )
-    mean = preprocessor.get('mean') or [0.0] * in_channels
-    std = preprocessor.get('std') or [1.0] * in_channels
+    mean = [float(v) for v in preprocessor.get('mean') or [0] * in_channels]
+    std = [float(v) for v in preprocessor.get('std') or [1] * in_channels]
     if cfg.model.get('type') == 'ImageClassifier':
         cfg.model.backbone.pop('init_cfg', None)  # the checkpoint replaces it
         classifier = MODELS.build(cfg.model)
@@ -142,14 +136,9 @@ def build_exportable(
     # activation checkpointing only acts in training; export is eval
     backbone.with_cp = backbone.tokens_to_token.with_cp = False
     stride = backbone.tokens_to_token.total_stride
+    size = tuple(side * stride for side in backbone.patch_resolution)
     return ExportableModel(
-        module.eval(),
-        tuple(side * stride for side in backbone.patch_resolution),
-        in_channels,
-        stride,
-        output_names,
-        [float(v) for v in mean],
-        [float(v) for v in std],
+        module.eval(), size, in_channels, stride, output_names, mean, std
     )
 
 
@@ -214,10 +203,8 @@ def export_onnx(
 
     Batch, height and width (multiples of ``model.stride``) are symbolic
     unless made static; the graph is captured with a batch of
-    ``batch_size``, which is the file's batch when that axis is static.
-
-    Raises:
-        ValueError: If the model cannot be captured.
+    ``batch_size``, the file's batch when that axis is static. Raises
+    ValueError if the model cannot be captured.
     """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)

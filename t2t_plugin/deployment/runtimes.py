@@ -195,12 +195,9 @@ def sample_images(
     mean: Sequence[float],
     std: Sequence[float],
 ) -> torch.Tensor:
-    """Real photographs ``(batch_size, in_channels, H, W)``, resized to
-    ``size`` and normalised with ``mean`` and ``std``.
-
-    scikit-learn's two photographs (``china.jpg``, ``flower.jpg``) take
-    turns along the batch; one-channel models get its digits instead.
-    """
+    """Real photographs ``(batch_size, in_channels, H, W)`` resized to
+    ``size`` and normalised: scikit-learn's two (``china.jpg``,
+    ``flower.jpg``) in turn, or its digits for one-channel models."""
     if in_channels == 3:
         from sklearn.datasets import load_sample_images
 
@@ -220,17 +217,13 @@ def sample_images(
             'Sample images are RGB or grey; the model takes '
             f'{in_channels} channels.'
         )
-    batch = torch.stack(
-        [
-            torch.nn.functional.interpolate(
-                pictures[index % len(pictures)][None].float(),
-                size=tuple(size),
-                mode='bilinear',
-                align_corners=False,
-            )[0]
-            for index in range(batch_size)
-        ]
+    resized = torch.nn.functional.interpolate(
+        torch.stack(pictures).float(),
+        size=tuple(size),
+        mode='bilinear',
+        align_corners=False,
     )
+    batch = resized[torch.arange(batch_size) % len(resized)]
     mean_t = torch.tensor(mean, dtype=torch.float32).view(1, -1, 1, 1)
     std_t = torch.tensor(std, dtype=torch.float32).view(1, -1, 1, 1)
     return (batch - mean_t) / std_t
