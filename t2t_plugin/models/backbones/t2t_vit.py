@@ -6,8 +6,7 @@ from typing import Optional, Union
 import torch
 import torch.utils.checkpoint as cp
 from mmengine.logging import MMLogger
-from mmengine.model import BaseModule, ModuleList
-from mmengine.model.weight_init import trunc_normal_
+from mmengine.model import BaseModule, ModuleList, weight_init
 from mmengine.runner import CheckpointLoader
 from mmpretrain.registry import MODELS
 from torch import nn
@@ -171,14 +170,11 @@ class T2TViT(BaseModule):
 
         if with_cls_token:
             self.cls_token = nn.Parameter(torch.zeros(1, 1, self.embed_dims))
-        num_positions = (
-            self.patch_resolution[0] * self.patch_resolution[1]
-            + self.num_extra_tokens
+        table = sinusoid_position_table(
+            math.prod(self.patch_resolution) + self.num_extra_tokens,
+            self.embed_dims,
         )
-        self.register_buffer(
-            'pos_embed',
-            sinusoid_position_table(num_positions, self.embed_dims),
-        )
+        self.register_buffer('pos_embed', table)
         self._register_load_state_dict_pre_hook(self._prepare_checkpoint)
         self.register_load_state_dict_post_hook(self._report_load)
         self._load_report: Optional[tuple[int, list[str], int]] = None
@@ -229,11 +225,7 @@ class T2TViT(BaseModule):
     @classmethod
     def resolve_arch(cls, arch: Union[str, int, dict]) -> dict:
         """The settings of an arch name (``7``, ``'T2T-ViT-14'``,
-        ``'14@384'``, which adds ``img_size``) or custom arch dict.
-
-        Raises:
-            ValueError: For an unknown name, listing the valid ones.
-        """
+        ``'14@384'``, which adds ``img_size``) or custom arch dict."""
         if isinstance(arch, int) and not isinstance(arch, bool):
             arch = str(arch)
         if isinstance(arch, str):
@@ -294,14 +286,11 @@ class T2TViT(BaseModule):
         that finds nothing is one line, not mmengine's bare assertion."""
         for module in self.modules():
             if isinstance(module, nn.Linear):
-                trunc_normal_(module.weight, std=0.02)
-                if module.bias is not None:
-                    nn.init.zeros_(module.bias)
+                weight_init.trunc_normal_init(module, std=0.02, bias=0)
             elif isinstance(module, nn.LayerNorm):
-                nn.init.ones_(module.weight)
-                nn.init.zeros_(module.bias)
+                weight_init.constant_init(module, 1, bias=0)
         if self.with_cls_token:
-            trunc_normal_(self.cls_token, std=0.02)
+            weight_init.trunc_normal_(self.cls_token, std=0.02)
         if self.init_cfg is None:
             self._is_init = True
             return
@@ -314,9 +303,8 @@ class T2TViT(BaseModule):
             raise CheckpointMismatchError(message) from None
 
     def _missing_prefix_message(self, error: str) -> Optional[str]:
-        """For mmengine's assertion that no key of a ``Pretrained`` file
-        starts with its prefix: what the file holds and which prefix (or
-        none) finds this backbone in it; None for another error."""
+        # mmengine asserts that some key of a Pretrained file starts with
+        # its prefix: say what the file holds and which prefix would do
         configs = (
             self.init_cfg
             if isinstance(self.init_cfg, list)
@@ -375,13 +363,8 @@ class T2TViT(BaseModule):
     def _prepare_checkpoint(
         self, state_dict: dict, prefix: str, local_metadata: dict, *args
     ) -> None:
-        """Bring a checkpoint into this backbone's layout, then check it.
-
-        Loaded as the whole model (``prefix`` empty), the backbone takes an
-        official release or a classifier's checkpoint as it is. The position
-        table is resized to this grid; weights that do not fit raise
-        :class:`CheckpointMismatchError`.
-        """
+        # loaded as the whole model, the backbone takes an official release
+        # or a classifier's checkpoint as it is
         dropped = self._adopt_layout(state_dict) if not prefix else 0
         self._check_arch(state_dict, prefix, local_metadata)
         # the fixed sinusoidal table: the model's own serves as well; and a
@@ -414,7 +397,6 @@ class T2TViT(BaseModule):
         self._load_report = (loaded, left, dropped)
 
     def _report_load(self, module: nn.Module, incompatible_keys) -> None:
-        """One log line per load: tensors loaded, tensors left as built."""
         if self._load_report is None:
             return
         loaded, left, dropped = self._load_report
@@ -431,21 +413,18 @@ class T2TViT(BaseModule):
 
     @staticmethod
     def _adopt_layout(state_dict: dict) -> int:
-        """Undo containers, ``module.``, official names and ``backbone.``
-        of weights given to the bare backbone in place; return how many
-        entries of other modules (a head) were dropped."""
+        # in place: containers, ``module.``, official names and
+        # ``backbone.`` undone; returns how many other entries it dropped
         official = official_to_plugin(state_dict)
         if official is not None:
             weights = official['state_dict']
         else:
             weights = strip_module_prefix(unwrap_checkpoint(state_dict))
-        ours = weights
-        if any(k.startswith('backbone.') for k in weights):
-            ours = {
-                k[len('backbone.') :]: v
-                for k, v in weights.items()
-                if k.startswith('backbone.')
-            }
+        ours = {
+            k.removeprefix('backbone.'): v
+            for k, v in weights.items()
+            if k.startswith('backbone.')
+        } or weights
         dropped = len(weights) - len(ours)
         state_dict.clear()
         state_dict.update(ours)
