@@ -1,10 +1,6 @@
-"""What the installed torch and mmcv can do, checked in one place.
-
-The plugin runs on torch 2.1 up to the pinned release. Where a feature of
-newer torch is missing it carries on without it and says so in one warning
-line. Features are detected by name, so a backport is judged by what it
-has; only a changed default (``weights_only``) goes by version number.
-"""
+"""What the installed torch (2.1 up to the pinned release) and mmcv can do,
+checked in one place: a missing newer feature costs one warning line.
+Features are detected by name, so that a backport counts."""
 
 import warnings
 from collections.abc import Iterable
@@ -43,8 +39,7 @@ def warn_once(message: str) -> None:
 
 
 def missing_torch_feature(feature: str, since: str, effect: str) -> str:
-    """One line: this torch lacks ``feature`` (new in ``since``), so
-    ``effect``."""
+    """One line: this torch lacks ``feature`` (new in ``since``)."""
     return (
         f'torch {torch.__version__} has no {feature} '
         f'(torch >= {since}): {effect}.'
@@ -52,11 +47,8 @@ def missing_torch_feature(feature: str, since: str, effect: str) -> str:
 
 
 def add_safe_globals(safe_globals: Iterable) -> bool:
-    """Allow ``safe_globals`` in ``torch.load(weights_only=True)``.
-
-    Returns False before torch 2.4; the checkpoint reader then unpickles
-    through its own allow-list (``t2t_plugin.engine.checkpoint``).
-    """
+    """Allow ``safe_globals`` in ``torch.load(weights_only=True)``; False
+    before torch 2.4, where the checkpoint reader uses its own allow-list."""
     if HAS_ADD_SAFE_GLOBALS:
         torch.serialization.add_safe_globals(list(safe_globals))
         return True
@@ -79,12 +71,8 @@ def safe_globals(allowed: Iterable) -> AbstractContextManager:
 
 
 def grad_scaler(device_type: str) -> 'torch.cuda.amp.GradScaler':
-    """A float16 loss scaler for ``device_type``; the CUDA one before
-    torch 2.3.
-
-    Raises:
-        ValueError: float16 training on CPU with torch < 2.3.
-    """
+    """A float16 loss scaler for ``device_type``; before torch 2.3 the CUDA
+    one, and a ValueError for the CPU."""
     if HAS_DEVICE_GRAD_SCALER:
         return torch.amp.GradScaler(device_type)
     if device_type == 'cuda':

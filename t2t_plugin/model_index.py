@@ -1,10 +1,5 @@
-"""This plugin's models in mmpretrain's ``ModelHub``.
-
-``import t2t_plugin`` registers ``model-index.yml`` (entries named
-``<config>_t2tp``), so that ``get_model``, ``list_models`` and the
-Inferencers reach them by name. An installed package reads the index from
-its ``.mim`` folder, a source checkout from the repository root.
-"""
+"""This plugin's ``model-index.yml`` in mmpretrain's ``ModelHub``, so that
+``get_model``, ``list_models`` and the Inferencers reach its models."""
 
 from pathlib import Path
 
