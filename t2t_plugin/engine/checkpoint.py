@@ -1,13 +1,9 @@
-"""Checkpoint files that survive crashes and load safely on torch >= 2.6.
+"""Checkpoint files that survive crashes and never run code when read.
 
-torch >= 2.6 loads with ``weights_only=True``, which refuses mmengine's
-training checkpoints (``HistoryBuffer`` with numpy arrays inside): their few
-data types join torch's allow-list instead of switching the safety off.
-mmengine writes checkpoints in place, so a run killed while saving leaves a
-truncated ``epoch_N.pth``; the ``atomic_local`` backend writes a temporary
-file and renames it. Every scheme of mmengine's ``CheckpointLoader`` reads
-through :func:`read_checkpoint`, so no loader of any toolbox runs code from
-a file.
+mmengine writes checkpoints in place (a kill leaves a truncated file) and
+its loaders unpickle anything; here writes are atomic, and every scheme of
+``CheckpointLoader`` reads through :func:`read_checkpoint`, whose allow-list
+admits mmengine's training checkpoints (``HistoryBuffer``, numpy arrays).
 """
 
 import argparse
@@ -54,15 +50,13 @@ os.umask(_UMASK)
 _STALE_TEMP = re.compile(r'^\..+\.[a-z0-9_]{8}\.tmp$')
 
 
+_HISTORY_BUFFER_STATS = ('min', 'max', 'current', 'mean')
+
+
 def _history_buffer_attribute(owner: type, name: str) -> Callable:
     """``getattr`` while unpickling, limited to the statistics methods a
     pickled :class:`HistoryBuffer` names (the real one reaches anything)."""
-    if owner is not HistoryBuffer or name not in (
-        'min',
-        'max',
-        'current',
-        'mean',
-    ):
+    if owner is not HistoryBuffer or name not in _HISTORY_BUFFER_STATS:
         raise pickle.UnpicklingError(
             f'Refusing getattr({owner!r}, {name!r}) while loading a '
             'checkpoint: only HistoryBuffer statistics methods are allowed.'
@@ -71,10 +65,8 @@ def _history_buffer_attribute(owner: type, name: str) -> Callable:
 
 
 def checkpoint_safe_globals() -> list[Union[object, tuple[object, str]]]:
-    """Globals of mmengine training checkpoints that are safe to unpickle:
-    :class:`HistoryBuffer`, the numpy helpers and dtypes of its arrays, a
-    restricted ``getattr``; as ``torch.serialization.add_safe_globals``
-    takes them. None of them runs code that a file could choose."""
+    """The globals of mmengine training checkpoints, none of which runs
+    code a file could choose, as ``add_safe_globals`` takes them."""
     # numpy 2 moved the pickling helpers to ``numpy._core``; a file names
     # the module of the numpy that wrote it.
     try:
@@ -98,15 +90,11 @@ def checkpoint_safe_globals() -> list[Union[object, tuple[object, str]]]:
 
 
 class AtomicLocalBackend(fileio.LocalBackend):
-    """Local file backend whose writes are all-or-nothing.
-
-    Use it through ``backend_args=dict(backend='atomic_local')`` of
-    ``CheckpointHook`` (set in ``configs/_base_/default_runtime.py``).
-    """
+    """Local file backend whose writes are all-or-nothing, for
+    ``CheckpointHook(backend_args=dict(backend='atomic_local'))``."""
 
     def put(self, obj: bytes, filepath: Union[str, Path]) -> None:
-        """Write ``obj`` to ``filepath`` (missing folders are made) through
-        a temporary file in the same folder, renamed over the target."""
+        """Write ``obj`` to a temporary file renamed over ``filepath``."""
         folder = osp.dirname(osp.abspath(filepath))
         os.makedirs(folder, exist_ok=True)
         fd, tmp_path = tempfile.mkstemp(
@@ -142,12 +130,8 @@ fileio.register_backend('atomic_local', AtomicLocalBackend, force=True)
 
 
 def remove_stale_temp_files(folder: str) -> list[str]:
-    """Delete the ``.epoch_N.pth.XXXXXXXX.tmp`` files that AtomicLocalBackend
-    left directly in ``folder`` when a run was killed hard while saving.
-
-    Returns:
-        list[str]: The paths removed.
-    """
+    """Delete (and return) the ``.epoch_N.pth.XXXXXXXX.tmp`` files that a
+    hard kill during a save left directly in ``folder``."""
     if not osp.isdir(folder):
         return []
     removed = []
@@ -197,8 +181,8 @@ def _torch_load(
     damaged_hint: str = '',
     data: Optional[bytes] = None,
 ) -> Any:
-    """``torch.load`` onto the CPU, failures as one CheckpointError line;
-    ``data`` holds the bytes a storage client (pavi, s3) handed over."""
+    """``torch.load`` onto the CPU (of ``data``, the bytes of pavi or s3,
+    if given), failures as one CheckpointError line."""
     source = path if data is None else io.BytesIO(data)
     try:
         if not trust_pickle and not HAS_ADD_SAFE_GLOBALS:
@@ -314,8 +298,7 @@ def checkpoint_state_dict(
 
 
 def non_finite_weights(state_dict: Mapping[str, Any]) -> list[str]:
-    """Names of the floating-point tensors holding NaN or infinity, in the
-    order of the state dict."""
+    """Names of the floating-point tensors holding NaN or infinity."""
     return [
         name
         for name, value in state_dict.items()
@@ -401,10 +384,10 @@ def checkpoint_read_error(path: str) -> Optional[str]:
 
 
 def hub_cache_path(url: str) -> str:
-    """Where torch's hub keeps the download of an ``http(s)://`` URL
-    (``$TORCH_HOME/hub/checkpoints``, as ``load_state_dict_from_url``)."""
-    folder = osp.join(torch.hub.get_dir(), 'checkpoints')
-    return osp.join(folder, osp.basename(urlparse(url).path))
+    """Where torch's hub keeps the download of an ``http(s)://`` URL (as
+    ``load_state_dict_from_url``)."""
+    name = osp.basename(urlparse(url).path)
+    return osp.join(torch.hub.get_dir(), 'checkpoints', name)
 
 
 def _read_download(url: str) -> Any:
@@ -456,7 +439,6 @@ _SCHEMES = (*_RELEASE_LISTS, 'pavi://', *_CEPH)
 
 
 def _read_scheme(path: str) -> Any:
-    """Read a path of one of :data:`_SCHEMES`."""
     scheme = path[: path.index('://') + 3]
     if scheme in _RELEASE_LISTS:
         return _read_release(path, scheme)
@@ -491,7 +473,6 @@ def _read_scheme(path: str) -> Any:
 
 
 def _read_release(path: str, scheme: str) -> Any:
-    """Read a name of one of mmengine's lists of releases."""
     name = path[len(scheme) :]
     renamed = scheme.startswith('open') and (
         mmengine_checkpoint.get_deprecated_model_names().get(name)
@@ -544,7 +525,7 @@ def _load_for_mmengine(filename: str, map_location: Any = None) -> dict:
 
 
 def _to_device(checkpoint: Any, device: Any) -> Any:
-    """The tensors of nested mappings moved to ``device``."""
+    # mappings only: the RNG states in lists of random_state stay on the CPU
     if isinstance(checkpoint, torch.Tensor):
         return checkpoint.to(device)
     if isinstance(checkpoint, Mapping):

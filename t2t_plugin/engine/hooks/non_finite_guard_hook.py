@@ -59,11 +59,7 @@ class NonFiniteGuardHook(Hook):
         loss = (outputs or {}).get('loss')
         if loss is None:
             return
-        value = (
-            float(loss.detach().float().mean())
-            if isinstance(loss, torch.Tensor)
-            else float(loss)
-        )
+        value = float(torch.as_tensor(loss).detach().float().mean())
         if math.isfinite(value):
             self.count = 0
             return

@@ -137,16 +137,11 @@ class RandomStateHook(Hook):
     ) -> None:
         """Take the state before an iteration-based checkpoint is saved."""
         saver = checkpoint_hook(runner)
-        if (
-            saver is not None
-            and not saver.by_epoch
-            and (
-                saver.every_n_train_iters(
-                    runner, saver.interval, saver.save_begin
-                )
-                or saver.is_last_train_iter(runner)
-            )
-        ):
+        if saver is None or saver.by_epoch:
+            return
+        if saver.every_n_train_iters(
+            runner, saver.interval, saver.save_begin
+        ) or saver.is_last_train_iter(runner):
             self._gather()
 
     def before_val(self, runner) -> None:
@@ -189,15 +184,14 @@ class RandomStateHook(Hook):
                 )
             return
         ranks = loaded['ranks']
-        if len(ranks) != get_world_size():
+        same = len(ranks) == get_world_size()
+        if not same:
             runner.logger.warning(
                 f'The {checkpoint} holds the random state of {len(ranks)} '
                 f'processes, this run has {get_world_size()}: each process '
                 'starts from the state of rank 0.'
             )
-        set_random_state(
-            ranks[get_rank() if len(ranks) == get_world_size() else 0]
-        )
+        set_random_state(ranks[get_rank() if same else 0])
         self._restore_seeds(runner, loaded)
 
     def _restore_seeds(self, runner, loaded: dict) -> None:

@@ -92,8 +92,7 @@ def _checkpoint_folder(runner) -> str:
     """The local folder the run's checkpoints go to, worked out before
     CheckpointHook.before_train does it: ``out_dir/<work dir's name>`` for
     a CheckpointHook with a local ``out_dir``, else the work dir."""
-    saver = checkpoint_hook(runner)
-    out_dir = getattr(saver, 'out_dir', None)
+    out_dir = getattr(checkpoint_hook(runner), 'out_dir', None)
     if not isinstance(out_dir, str) or '://' in out_dir:
         return runner.work_dir
     if out_dir == runner.work_dir:  # as CheckpointHook compares them
