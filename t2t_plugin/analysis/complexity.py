@@ -1,11 +1,8 @@
-"""Parameters and multiply-accumulates of a model, attention included.
-
-mmengine's :class:`~mmengine.analysis.FlopAnalyzer` counts the operators it
-has a formula for; it has none for the fused attention kernel, whose
-``q @ k^T`` and ``attn @ v`` (1.3G of T2T-ViT-t-14's 6.1G MACs) the handle
-below counts. Normalisation, resizing and pooling are left out, as in the
-paper's MACs.
-"""
+"""Parameters and multiply-accumulates of a model, attention included:
+mmengine's ``FlopAnalyzer`` has no formula for the fused attention kernel,
+whose ``q @ k^T`` and ``attn @ v`` (1.3G of T2T-ViT-t-14's 6.1G MACs) the
+handle below counts. Normalisation, resizing and pooling are left out, as
+in the paper's MACs."""
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field

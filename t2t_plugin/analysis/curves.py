@@ -1,7 +1,5 @@
-"""Training curves (loss, learning rate, evaluation metrics) as a PNG, from
-the json-lines scalars that mmengine's ``LocalVisBackend`` writes to
-``<work_dir>/<timestamp>/vis_data/scalars.json``: one record per logged
-iteration (``lr``, ``loss``, ..., ``step``) and one per evaluation."""
+"""Training curves as a PNG, from the json-lines records that mmengine's
+``LocalVisBackend`` writes to ``<timestamp>/vis_data/scalars.json``."""
 
 import glob
 import json
@@ -36,10 +34,8 @@ def find_scalar_files(work_dir: str) -> list[str]:
 
 def load_scalars(files: Sequence[str]) -> tuple[list[dict], list[dict]]:
     """Training records (those with ``lr``) and evaluation records of
-    json-lines log files (oldest first), each sorted by ``step``.
-
-    A resumed run logs again from its checkpoint on, so a record of a later
-    file replaces the one of an earlier file at the same step.
+    json-lines log files (oldest first), each sorted by ``step``; a later
+    file's record (a resumed run logs again) replaces one at the same step.
     """
     train: dict[int, dict] = {}
     val: dict[int, dict] = {}
@@ -58,10 +54,7 @@ def plot_curves(
 ) -> str:
     """Draw losses and learning rate per iteration and metrics per eval step
     of :func:`load_scalars`'s records into the PNG ``out_file`` (returned)."""
-    import matplotlib
-
-    matplotlib.use('Agg')
-    import matplotlib.pyplot as plt
+    from matplotlib.figure import Figure
 
     loss_keys = sorted({k for r in train for k in r if 'loss' in k})
     metric_keys = sorted(
@@ -72,7 +65,8 @@ def plot_curves(
             if k not in _NON_METRIC_KEYS and isinstance(v, (int, float))
         }
     )
-    fig, axes = plt.subplots(1, 3, figsize=(15, 4))
+    fig = Figure(figsize=(15, 4))
+    axes = fig.subplots(1, 3)
     ax_loss, ax_lr, ax_metric = axes
     for key in loss_keys:
         points = [(r['step'], r[key]) for r in train if key in r]
@@ -98,5 +92,4 @@ def plot_curves(
         fig.suptitle(title)
     fig.tight_layout()
     fig.savefig(out_file, dpi=100)
-    plt.close(fig)
     return out_file

@@ -1,16 +1,13 @@
-"""Repeatable inference and training steps, their time and peak memory, as
-``tools/analysis_tools/benchmark.py`` reports them.
-
-Peak memory is tensor memory: the tensors alive when a step starts plus the
-most allocated on top of them during it (``torch.cuda.max_memory_allocated``
-on CUDA, ``torch.profiler``'s memory events on the CPU).
-"""
+"""Repeatable inference and training steps, their time and peak tensor
+memory (the tensors alive when a step starts plus the most allocated during
+it), as ``tools/analysis_tools/benchmark.py`` reports them."""
 
 import contextlib
 import os
 import sys
 import time
 from collections.abc import Iterable, Iterator
+from itertools import accumulate
 
 import torch
 from torch import nn
@@ -89,11 +86,7 @@ class StepRunner:
                 yield param.grad
         if self.optimizer is not None:
             for state in self.optimizer.state.values():
-                yield from (
-                    value
-                    for value in state.values()
-                    if isinstance(value, torch.Tensor)
-                )
+                yield from filter(torch.is_tensor, state.values())
 
 
 def synchronize(device: torch.device) -> None:
@@ -136,11 +129,8 @@ def _quiet_stderr() -> Iterator[None]:
 
 
 def peak_memory(step: StepRunner) -> int:
-    """Peak tensor memory of one call of ``step``, in bytes.
-
-    Call it after a warm-up step, so that gradients and optimizer state
-    exist as they do in training.
-    """
+    """Peak tensor memory of one call of ``step``, in bytes; call it after
+    a warm-up step, so that gradients and optimizer state exist."""
     baseline = tensor_bytes(step.live_tensors())
     device = step.device
     if device.type == 'cuda':
@@ -163,8 +153,4 @@ def peak_memory(step: StepRunner) -> int:
         for event in p.profiler.kineto_results.events()
         if event.name() == '[memory]'
     )
-    current = peak = 0
-    for _, nbytes in events:
-        current += nbytes
-        peak = max(peak, current)
-    return baseline + peak
+    return baseline + max([0, *accumulate(n for _, n in events)])

@@ -13,11 +13,8 @@ from torch import nn
 def resolve_block_indices(
     backbone: nn.Module, layer_indices: Sequence[int]
 ) -> list[int]:
-    """Encoder block indices counted from 0, negative ones from the end.
-
-    Raises:
-        ValueError: If a block does not exist.
-    """
+    """Encoder block indices counted from 0, negative ones from the end (a
+    ValueError for a block that does not exist)."""
     num_layers = len(backbone.encoder)
     resolved = []
     for index in layer_indices:
@@ -57,14 +54,10 @@ def collect_token_maps(
     images: torch.Tensor,
     layer_indices: Sequence[int] = (),
 ) -> 'OrderedDict[str, torch.Tensor]':
-    """Token maps of a T2T-ViT, reshaped to images, from one forward pass.
-
-    Returns:
-        OrderedDict[str, torch.Tensor]: ``(B, channels, h, w)`` maps under
-        ``'t2t_layer1'``, ``'t2t_layer2'`` (stride 4 and 8 by default),
-        ``'t2t_tokens'`` (the projected tokens, stride 16) and
-        ``'block{i}'`` for the ``layer_indices`` (negative from the end;
-        the class token left out).
+    """Token maps ``(B, channels, h, w)`` of a T2T-ViT from one forward
+    pass: ``'t2t_layer1'``, ``'t2t_layer2'`` (stride 4 and 8 by default),
+    ``'t2t_tokens'`` (the projected tokens, stride 16) and ``'block{i}'``
+    for the ``layer_indices`` (negative from the end; class token left out).
     """
     layers = resolve_block_indices(backbone, layer_indices)
     captured: dict[str, torch.Tensor] = OrderedDict()
@@ -97,16 +90,13 @@ def collect_token_maps(
 def cls_attention_maps(
     backbone: nn.Module, images: torch.Tensor, layer_indices: Sequence[int]
 ) -> dict[int, torch.Tensor]:
-    """Attention of the class token over the image tokens, per head.
+    """Attention of the class token over the image tokens, per head: for
+    each of ``layer_indices`` (resolved, from 0), ``(B, heads, h, w)``, the
+    weight it gives each image token (on itself left out: rows sum to <= 1).
 
     A hook on each chosen block's :class:`SelfAttention` runs its fused
     attention on its own q, k and scale with the identity as values: the
     output rows are the softmax rows, with no re-implemented softmax.
-
-    Returns:
-        Dict[int, torch.Tensor]: For each of ``layer_indices`` (resolved,
-        from 0), ``(B, heads, h, w)``: the weight the class token gives each
-        image token (its weight on itself left out: rows sum to at most 1).
     """
     if not backbone.with_cls_token:
         raise ValueError(
