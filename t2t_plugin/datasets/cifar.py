@@ -16,9 +16,8 @@ from .safe_pickle import load_data_pickle
 
 
 class _LocalCIFARMixin:
-    """Reads ``data_root/cifar-10-batches-py/{data_batch_1..5, test_batch}``
-    or ``data_root/cifar-100-python/{train, test}`` with
-    :func:`load_data_pickle`; class names come from ``METAINFO``."""
+    """Reads the split's files with :func:`load_data_pickle`; class names
+    come from ``METAINFO``."""
 
     def __init__(self, data_root: str, split: str = 'train', **kwargs) -> None:
         super().__init__(

@@ -7,12 +7,9 @@ from mmpretrain.registry import DATASETS
 
 @DATASETS.register_module()
 class DigitsDataset(BaseDataset):
-    """The handwritten digits bundled with scikit-learn, as 8x8 images.
-
-    ``sklearn.datasets.load_digits``: 1,797 images, 17 grey levels (0-16),
-    10 classes, nothing to download (the dataset of the embedded demo). A
-    fixed permutation drawn from ``seed`` splits them into ``train`` and
-    ``val``; each sample is a ``uint8`` (8, 8) image rescaled to 0-255.
+    """The 1,797 handwritten digits of ``sklearn.datasets.load_digits`` as
+    8x8 ``uint8`` images (0-255), nothing to download (the embedded demo's
+    dataset); a fixed permutation from ``seed`` splits train and val.
 
     Args:
         split (str): ``'train'``, ``'val'`` or ``'all'``. Defaults to
@@ -55,12 +52,8 @@ class DigitsDataset(BaseDataset):
         images = np.round(digits.images * (255 / 16)).astype(np.uint8)
         order = np.random.default_rng(self.seed).permutation(len(images))
         num_val = int(round(len(images) * self.val_ratio))
-        if self.split == 'val':
-            order = np.sort(order[:num_val])
-        elif self.split == 'train':
-            order = np.sort(order[num_val:])
-        else:
-            order = np.arange(len(images))
+        splits = dict(val=order[:num_val], train=order[num_val:], all=order)
         return [
-            dict(img=images[i], gt_label=int(digits.target[i])) for i in order
+            dict(img=images[i], gt_label=int(digits.target[i]))
+            for i in np.sort(splits[self.split])
         ]

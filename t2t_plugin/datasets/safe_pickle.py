@@ -1,11 +1,7 @@
-"""Reading pickled and YAML data files without running code from them.
-
-``pickle.load`` calls whatever global a file names, and mmengine's ``load``
-(``ann_file``) reads ``.pkl`` with it and ``.yaml`` honouring
-``!!python/...`` tags. Here pickles go through an allow-list of the globals
-that rebuild data (torch's ``weights_only`` one is for checkpoints, and
-global state), YAML through ``yaml.SafeLoader``.
-"""
+"""Reading pickled and YAML data files without running code from them:
+mmengine's ``load`` (``ann_file``) reads ``.pkl`` with ``pickle.load``,
+which calls whatever global a file names, and ``.yaml`` honouring
+``!!python/...`` tags."""
 
 import _compat_pickle
 import codecs
@@ -31,10 +27,8 @@ except ImportError:
 
 
 class UnsafePickleError(pickle.UnpicklingError, ValueError):
-    """A pickled data file names a global that data files do not need.
-
-    Also a ValueError: the tools report it as a user mistake, in one line.
-    """
+    """A pickled data file names a global that data files do not need (a
+    ValueError too: the tools report it as a user mistake, in one line)."""
 
 
 class UnsafeDataFileError(UnsafePickleError):
@@ -74,11 +68,8 @@ class AllowListUnpickler(pickle.Unpickler):
 def load_data_pickle(file: BinaryIO, path: str = '') -> Any:
     """Unpickle an open data file that may hold only data: containers, str,
     bytes, numbers and numpy arrays (Python 2 strings as latin-1 ``str``,
-    the encoding of the CIFAR files). ``path`` names it in the error.
-
-    Raises:
-        UnsafePickleError: The file names a global outside the allow-list.
-    """
+    as in the CIFAR files); any other global raises
+    :class:`UnsafePickleError`, naming ``path``."""
     try:
         return AllowListUnpickler(file, encoding='latin1').load()
     except UnsafePickleError as error:

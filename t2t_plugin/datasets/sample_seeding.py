@@ -1,12 +1,10 @@
 """Random augmentation drawn from a seed of each sample, not of a worker.
 
-mmengine seeds each data-loader worker once (``seed + worker_id``): workers
-that do not persist replay the same numbers every epoch, persistent ones
-draw numbers no checkpoint holds. Here the sampler gives each index the
-seed of its sample, a hash of (run seed, epoch, rank, place in the epoch,
-index), and the dataset reseeds ``random``, numpy and torch from it before
-the sample's pipeline runs: a resumed run draws what the uninterrupted one
-does, whatever the workers.
+mmengine seeds each data-loader worker once: workers replay the same numbers
+every epoch, or draw numbers no checkpoint holds. Here each index carries a
+hash of (run seed, epoch, rank, place in the epoch, index), from which the
+dataset reseeds ``random``, numpy and torch: a resumed run draws what the
+uninterrupted one does, whatever the workers.
 """
 
 import hashlib
@@ -53,12 +51,9 @@ def sample_seed(
 
 @DATA_SAMPLERS.register_module()
 class SampleSeedSampler(Sampler):
-    """Sampler wrapper that gives every index it yields the seed of
-    :func:`sample_seed`, used by :class:`SampleSeededDataset`.
-
-    The wrapped sampler decides the order; the epoch reaches persistent
-    workers with the indices. :class:`~t2t_plugin.engine.SampleSeededRunner`
-    wraps the training sampler of a config in it.
+    """Sampler wrapper that gives every index of the wrapped sampler the
+    seed of :func:`sample_seed`, for :class:`SampleSeededDataset` (the epoch
+    reaches persistent workers with the indices).
 
     Args:
         sampler (dict | Sampler): The sampler, or its config (built with
@@ -172,12 +167,11 @@ def sample_seeded_loader(dataloader: dict) -> dict:
 def own_generator(loader: Any) -> Any:
     """Give a built data loader a generator of its own (in place; returned).
 
-    torch's loader draws the workers' base seed from its ``generator``, by
-    default the training process's, each time it starts its workers: once
-    per run for persistent workers, so a resumed run would draw once more
-    than the uninterrupted one and every later dropout mask would differ.
-    Set on the built loader: mmengine deep-copies loader configs, and
-    torch < 2.4 cannot copy a generator.
+    torch's loader draws the workers' base seed from its ``generator`` (by
+    default the training process's) each time it starts them: once per run
+    for persistent workers, so a resumed run would draw once more and every
+    later dropout mask differ. Set on the built loader, as mmengine
+    deep-copies loader configs and torch < 2.4 cannot copy a generator.
     """
     if loader.generator is None:
         loader.generator = torch.Generator()

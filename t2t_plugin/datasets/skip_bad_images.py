@@ -23,14 +23,12 @@ class SkipBadImages:
     """The pipeline of a dataset, replacing a sample that cannot be used by
     the next usable one.
 
-    An unreadable image, one the backbone's strides cannot tile, or one
-    with the wrong number of channels would otherwise end a run (a bad
-    validation image after a whole epoch), and the rerun dies at the same
-    image. Such a sample is reported as one warning line and replaced by
-    the next usable sample (not a random one: the random generators stay
-    as they were, for an exact resume). ``BadImageHook`` puts it in front
-    of the pipeline of every dataset of a run, gathers the reports from
-    the data-loader workers and stops the run past its limit.
+    An unreadable image, one the backbone's strides cannot tile or with
+    the wrong channels would otherwise end a run, and its rerun would die
+    at the same image. It is reported in one warning line and replaced by
+    the next sample (not a random one: the generators stay as they were,
+    for an exact resume). ``BadImageHook`` wraps every dataset of a run,
+    gathers the reports from the workers and stops the run past its limit.
 
     Args:
         dataset: The dataset whose pipeline is wrapped.

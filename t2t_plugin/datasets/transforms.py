@@ -13,14 +13,11 @@ class ConvertImage(BaseTransform):
     """Make ``results['img']`` an 8-bit image of ``channels`` channels.
 
     mmpretrain's ``ImageClassificationInferencer`` reads every file in
-    colour (dropping ``color_type='grayscale'``) and passes arrays on as
-    they are. Placed first in a test pipeline, this transform makes files
-    and arrays of every kind reach the model as the dataset's images do:
-    16-bit images are scaled to 8 bits (``round(v / 257)``, as OpenCV
-    reads a 16-bit file in colour), alpha is dropped, colour becomes grey
-    (OpenCV's BGR weights) for ``channels=1`` and grey is repeated for
-    ``channels=3``; an empty image, or one of another type or shape, is
-    refused with a message that says what was expected.
+    colour and passes arrays on as they are. First in a test pipeline, this
+    makes every file and array reach the model as the dataset's images do:
+    16 bits scaled to 8 (``round(v / 257)``, as OpenCV reads them), alpha
+    dropped, colour made grey (OpenCV's weights) or grey repeated; other
+    types and shapes are refused with a message saying what was expected.
 
     Required keys: ``img``. Modified keys: ``img``, ``img_shape``.
 
@@ -34,8 +31,7 @@ class ConvertImage(BaseTransform):
         self.channels = channels
 
     def transform(self, results: dict) -> Optional[dict]:
-        """Convert ``results['img']`` to ``(H, W)`` or ``(H, W, 3)`` BGR
-        ``uint8``."""
+        """Convert ``results['img']`` (see :meth:`convert`)."""
         results['img'] = self.convert(results['img'])
         results['img_shape'] = results['img'].shape[:2]
         return results
