@@ -22,7 +22,6 @@ from mmpretrain.datasets import remove_transform
 from mmpretrain.registry import TRANSFORMS
 from PIL import Image
 from rich.console import Console
-from rich.progress import track
 from torch import nn
 
 from ..analysis.token_maps import default_block_indices, resolve_block_indices
@@ -33,7 +32,7 @@ from ..engine.checkpoint import (
     read_checkpoint,
 )
 from ..engine.config import load_config
-from .reporting import LOAD_ERRORS, one_line
+from .reporting import LOAD_ERRORS, one_line, progress
 
 IMAGE_SUFFIXES = ('.jpg', '.jpeg', '.png', '.bmp', '.webp', '.tif', '.tiff')
 # 64x64 tokens, a 1024x1024 image at stride 16: attention memory grows with
@@ -268,15 +267,8 @@ def for_each_image(
     """Run ``work`` on every image (with a progress bar on ``console``);
     the exit code: 1 if any image failed, each failure and their count
     reported in one line on stderr."""
-    failed, steps = [], images
-    if console is not None:
-        steps = track(
-            images,
-            description='Drawing',
-            console=console,
-            transient=True,
-            disable=len(images) == 1 or not console.is_terminal,
-        )
+    failed = []
+    steps = images if console is None else progress(images, 'Drawing', console)
     for image in steps:
         try:
             work(image)

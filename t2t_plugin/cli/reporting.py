@@ -6,13 +6,15 @@ import errno
 import os
 import os.path as osp
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from typing import Any, Callable, Optional
 
 from mmengine.config import Config
 from mmengine.registry import RUNNERS
 from mmengine.runner import Runner
 from mmpretrain.registry import DATASETS
+from rich.console import Console
+from rich.progress import track
 
 from .. import doc_pages
 from ..engine.checkpoint import CheckpointError, CheckpointMismatchError
@@ -114,6 +116,20 @@ def find_missing_inputs(
         if '://' not in path:
             report(path, 'Checkpoint', checkpoint_doc)
     return messages
+
+
+def progress(
+    items: Sequence, description: str, console: Console, always: bool = False
+) -> Iterable:
+    """``items`` with a transient bar on ``console`` where someone watches:
+    a terminal, and several items unless ``always``."""
+    return track(
+        items,
+        description=description,
+        console=console,
+        transient=True,
+        disable=not console.is_terminal or (len(items) == 1 and not always),
+    )
 
 
 def one_line(error: BaseException) -> str:

@@ -15,7 +15,6 @@ from typing import Optional
 import torch
 from mmpretrain.registry import MODELS
 from rich.console import Console
-from rich.progress import track
 from rich.table import Table
 
 import t2t_plugin  # noqa: F401  (registers the models)
@@ -26,7 +25,7 @@ from t2t_plugin.analysis.speed import (
     time_steps,
 )
 from t2t_plugin.cli.arguments import add_cfg_options
-from t2t_plugin.cli.reporting import one_line
+from t2t_plugin.cli.reporting import one_line, progress
 from t2t_plugin.engine import load_config
 
 
@@ -85,13 +84,8 @@ def measure(args: argparse.Namespace, console: Console) -> list[dict]:
     in_channels = cfg.model.get('backbone', {}).get('in_channels', 3)
     images = torch.randn(args.batch_size, in_channels, side, side).to(device)
     rows = []
-    for mode, dtype in track(
-        [(mode, dtype) for mode in args.modes for dtype in args.dtypes],
-        description='Measuring',
-        console=console,
-        transient=True,
-        disable=not console.is_terminal,
-    ):
+    steps = [(mode, dtype) for mode in args.modes for dtype in args.dtypes]
+    for mode, dtype in progress(steps, 'Measuring', console, always=True):
         step = StepRunner(model, images, mode == 'train', dtype)
         for _ in range(max(args.warmup, 1)):
             step()

@@ -15,13 +15,12 @@ import torch
 from mmengine.config import Config
 from mmpretrain.registry import MODELS
 from rich.console import Console
-from rich.progress import track
 from rich.table import Table
 
 import t2t_plugin  # noqa: F401  (registers the models)
 from t2t_plugin.analysis import PAPER_MACS, ModelComplexity, count_complexity
 from t2t_plugin.cli.arguments import add_cfg_options
-from t2t_plugin.cli.reporting import LOAD_ERRORS
+from t2t_plugin.cli.reporting import LOAD_ERRORS, progress
 from t2t_plugin.engine import load_config
 from t2t_plugin.models import T2TViT
 
@@ -78,13 +77,8 @@ def run_all(console: Console) -> None:
     ours = ('input', 'params', 'MACs', 'of which attention')
     for column in (*ours, 'paper MACs', 'ours vs paper'):
         table.add_column(column, justify='right')
-    for (arch, side), paper in track(
-        list(PAPER_MACS.items()),
-        description='Counting',
-        console=console,
-        transient=True,
-        disable=not console.is_terminal,
-    ):
+    archs = list(PAPER_MACS.items())
+    for (arch, side), paper in progress(archs, 'Counting', console, True):
         result = count_complexity(build_classifier(arch, side), (side, side))
         table.add_row(
             arch,

@@ -11,8 +11,8 @@ from typing import Optional
 import torch
 from mmpretrain.datasets.categories import IMAGENET_CATEGORIES
 from rich.console import Console
-from rich.progress import track
 
+from t2t_plugin.cli.reporting import progress
 from t2t_plugin.converters import (
     convert_official_checkpoint,
     describe_arch,
@@ -132,14 +132,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         errors.print(f'error: {error}', markup=False, highlight=False)
         return 1
     failed = 0
-    # a bar only where someone watches: a terminal, several files
-    for src, dst in track(
-        jobs,
-        description='Converting',
-        console=console,
-        transient=True,
-        disable=len(jobs) == 1 or not console.is_terminal,
-    ):
+    for src, dst in progress(jobs, 'Converting', console):
         try:
             line = convert_file(src, dst, args.num_heads, args.trust_pickle)
             console.print(line, markup=False, highlight=False)
