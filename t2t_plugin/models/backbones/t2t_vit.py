@@ -8,6 +8,7 @@ import torch.utils.checkpoint as cp
 from mmengine.logging import MMLogger
 from mmengine.model import BaseModule, ModuleList, weight_init
 from mmengine.runner import CheckpointLoader
+from mmpretrain.models.utils import resize_pos_embed
 from mmpretrain.registry import MODELS
 from torch import nn
 
@@ -21,11 +22,7 @@ from ..checkpoint_checks import (
     check_supplied_weights,
     checkpoint_name,
 )
-from ..layers import (
-    TransformerLayer,
-    resize_pos_embed,
-    sinusoid_position_table,
-)
+from ..layers import TransformerLayer, sinusoid_position_table
 from ..t2t import T2TModule
 
 # name: token layer, embed_dims, encoder layers, heads, mlp ratio
