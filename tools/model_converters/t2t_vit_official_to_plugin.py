@@ -125,11 +125,10 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     args = parse_args(argv)
     # soft wrapping keeps every message on one line
     console = Console(soft_wrap=True)
-    errors = Console(stderr=True, soft_wrap=True)
     try:
         jobs = collect_jobs(args.src, args.dst)
     except (OSError, ValueError) as error:
-        errors.print(f'error: {error}', markup=False, highlight=False)
+        print(f'error: {error}', file=sys.stderr)
         return 1
     failed = 0
     for src, dst in progress(jobs, 'Converting', console):
@@ -139,7 +138,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         except (OSError, ValueError) as error:
             # one unreadable or unwritable file does not stop the rest
             failed += 1
-            errors.print(f'error: {error}', markup=False, highlight=False)
+            print(f'error: {error}', file=sys.stderr)
     return 1 if failed else 0
 
 
