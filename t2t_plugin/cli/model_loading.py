@@ -19,6 +19,7 @@ from mmengine.config import Config
 from mmengine.dataset import Compose, pseudo_collate
 from mmpretrain.apis import ModelHub, get_model
 from mmpretrain.datasets import remove_transform
+from mmpretrain.datasets.categories import IMAGENET_CATEGORIES
 from mmpretrain.registry import TRANSFORMS
 from PIL import Image
 from rich.console import Console
@@ -87,8 +88,6 @@ def load_model(
 def _match_class_names(model: nn.Module) -> None:
     """ImageNet's class names, or none, for a head whose number of classes
     is not that of the test dataset's names, which get_model gives."""
-    from mmpretrain.datasets.categories import IMAGENET_CATEGORIES
-
     num_classes = getattr(getattr(model, 'head', None), 'num_classes', None)
     classes = (model._dataset_meta or {}).get('classes')
     if num_classes is None or (classes and len(classes) == num_classes):
