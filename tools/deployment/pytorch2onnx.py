@@ -88,18 +88,17 @@ def check_inputs(model, args) -> dict[str, torch.Tensor]:
     inputs = {
         f'random {batch}x{size[0]}x{size[1]}': torch.randn(
             batch, model.in_channels, *size, generator=generator
-        ),
-        f'real {batch}x{size[0]}x{size[1]}': sample_images(batch, size, *norm),
+        )
     }
-    other_batch = batch if args.static_batch else batch + 1
     other_size = (
         size
         if args.static_size
         else (size[0] + model.stride, size[1] + 2 * model.stride)
     )
-    if (other_batch, other_size) != (batch, size):
-        inputs[f'real {other_batch}x{other_size[0]}x{other_size[1]}'] = (
-            sample_images(other_batch, other_size, *norm)
+    other = (batch if args.static_batch else batch + 1, other_size)
+    for count, (height, width) in dict.fromkeys([(batch, size), other]):
+        inputs[f'real {count}x{height}x{width}'] = sample_images(
+            count, (height, width), *norm
         )
     return inputs
 
