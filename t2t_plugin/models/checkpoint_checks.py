@@ -1,10 +1,6 @@
-"""What the models' load-state-dict hooks check, in one place.
-
-Every way a checkpoint reaches a model (``load_checkpoint``, ``load_from``,
-``Pretrained``, ``get_model``, ``load_state_dict``) ends in the modules'
-load pre-hooks. The backbone and the head check their weights there, so
-that wrong shapes, NaN, missing weights or another model's checkpoint are
-one line through every door, not a warning and a partly random model.
+"""What the models' load pre-hooks check, in one place: every door a
+checkpoint takes ends there, so that a wrong checkpoint is one line, not a
+warning and a partly random model.
 """
 
 import weakref
@@ -69,22 +65,18 @@ def mark_checkpoint_file(checkpoint: Any, path: str) -> Any:
     whole) in an ``OrderedDict``, which can carry ``_metadata``."""
     if not isinstance(checkpoint, Mapping):
         return checkpoint
-    holder = (
-        'state_dict'
-        if isinstance(checkpoint.get('state_dict'), Mapping)
-        else None
-    )
-    weights = checkpoint[holder] if holder else checkpoint
+    nested = isinstance(checkpoint.get('state_dict'), Mapping)
+    weights = checkpoint['state_dict'] if nested else checkpoint
     named = OrderedDict(weights)
     named._metadata = _FileNamingMetadata(
         getattr(weights, '_metadata', None) or {}, path
     )
     # every tensor, also those of other entries (an EMA copy of the weights)
     _remember_tensors(checkpoint, path)
-    if holder is None:
+    if not nested:
         return named
     checkpoint = OrderedDict(checkpoint)
-    checkpoint[holder] = named
+    checkpoint['state_dict'] = named
     return checkpoint
 
 
@@ -115,25 +107,18 @@ def check_supplied_weights(
     advice: str = 'use the config the checkpoint was trained or converted for',
     local_metadata: Optional[Mapping] = None,
 ) -> tuple[int, list[str]]:
-    """Refuse a load that would leave a module partly random or broken.
+    """Refuse a load that would leave a module partly random or broken
+    (none of its weights, some missing, of another shape or not finite);
+    return how many tensors it supplies and the optional keys left as built.
 
     Args:
         owner (str): The module, for the messages (``'T2TViT'``).
         own (Mapping): The module's state dict (``keep_vars=True``).
-        state_dict (Mapping): The weights being loaded, keys with
-            ``prefix``.
+        state_dict (Mapping): The weights being loaded, keys with ``prefix``.
         prefix (str): Where the module sits in the model being loaded.
         optional (Iterable[str]): Own keys a checkpoint may leave out.
         advice (str): What to do when no weight of the module is there.
         local_metadata (Mapping, optional): The hook's ``local_metadata``.
-
-    Returns:
-        tuple: How many of the module's tensors the load supplies, and the
-        optional keys it leaves as built.
-
-    Raises:
-        CheckpointMismatchError: If none of the module's weights is there,
-            some are missing, of another shape, or not finite.
     """
     optional = set(optional)
     name = checkpoint_name(state_dict, local_metadata)

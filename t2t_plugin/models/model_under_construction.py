@@ -1,10 +1,8 @@
 """The parts a model has built before the neck or head it is building.
 
-OpenMMLab models build backbone, neck and head from separate configs and
-pass the later parts nothing of the backbone, which exists by then in the
-frame of the model's ``__init__``. Widths are needed at construction (lazy
-modules would miss the optimizer, DDP and checkpoint loading), so the
-model is looked for in the frames of the calls leading to the part.
+OpenMMLab models pass a neck or head nothing of the backbone, whose widths
+are needed at construction (lazy modules would miss the optimizer, DDP and
+checkpoint loading), so it is looked for in the frames of the calls.
 """
 
 import sys

@@ -27,14 +27,12 @@ class T2TClsHead(VisionTransformerClsHead):
     """The T2T-ViT classifier: one linear layer on the class token, or on
     the tokens pooled.
 
-    mmpretrain's :class:`VisionTransformerClsHead` (``hidden_dim=None``,
-    same keys) with the official trunc-normal initialisation (upstream
-    starts from zeros), a check that the input is what the backbone's
-    ``out_type`` should hand over, and a load hook that takes the official
-    ``head.*`` keys and refuses a classifier of another number of classes.
-    ``pool='attention'`` is the sequence pooling of compact transformers
-    (CCT): a linear score per token, softmax over the tokens, weighted sum;
-    it reads ``out_type='raw'`` or ``'featmap'`` outputs.
+    mmpretrain's :class:`VisionTransformerClsHead` (same keys) with the
+    official trunc-normal init (upstream starts from zeros), an input check,
+    and a load hook that takes the official ``head.*`` keys and refuses
+    another number of classes. ``pool='attention'`` is CCT's sequence
+    pooling (softmax over a linear score per token) of ``out_type='raw'``
+    or ``'featmap'`` outputs.
 
     Args:
         num_classes (int): Number of classes.
@@ -110,8 +108,6 @@ class T2TClsHead(VisionTransformerClsHead):
     def _prepare_checkpoint(
         self, state_dict: dict, prefix: str, *args, **kwargs
     ) -> None:
-        """Official classifier names -> ours; refuse a classifier that
-        does not fit."""
         for name in ('weight', 'bias'):
             official, ours = prefix + name, f'{prefix}layers.head.{name}'
             if official in state_dict and ours not in state_dict:
@@ -137,8 +133,6 @@ class T2TClsHead(VisionTransformerClsHead):
         )
 
     def pre_logits(self, feats: Sequence[torch.Tensor]) -> torch.Tensor:
-        """The class token (or the pooled tokens) of the last backbone
-        output, ``(B, C)``."""
         feat = feats[-1]
         if self.pool == 'attention':
             if feat.dim() == 4:  # (B, C, h, w) -> (B, h*w, C)

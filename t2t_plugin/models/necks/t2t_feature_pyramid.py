@@ -123,11 +123,8 @@ class T2TFeaturePyramid(BaseModule):
 
     @staticmethod
     def backbone_widths(backbone: nn.Module) -> Optional[tuple[int, ...]]:
-        """The widths of a ``T2TViT``'s outputs, None for another backbone.
-
-        Raises:
-            ValueError: For a ``T2TViT`` that does not return maps.
-        """
+        """The widths of a ``T2TViT``'s outputs (ValueError if they are no
+        maps), None for another backbone."""
         t2t = getattr(backbone, 'tokens_to_token', None)
         if t2t is None or not hasattr(backbone, 'out_indices'):
             return None

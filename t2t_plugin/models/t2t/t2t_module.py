@@ -25,12 +25,9 @@ def soft_split_sizes(
     strides: Sequence[int],
     paddings: Sequence[int],
 ) -> list[tuple[int, int]]:
-    """Token grids after each soft split for an ``(H, W)`` input; a pure
-    function, so that runtimes of exported models refuse the same sizes.
-
-    Raises:
-        ValueError: If a split does not tile its input exactly.
-    """
+    """Token grids after each soft split of an ``(H, W)`` input (ValueError
+    where a split does not tile its input); pure, so that runtimes of
+    exported models refuse the same sizes."""
     if min(size) < 1:
         raise ValueError(
             f'T2T-ViT needs a non-empty image, got a '
