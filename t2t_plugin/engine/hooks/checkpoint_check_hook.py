@@ -24,11 +24,9 @@ def is_intact(path: str) -> bool:
 
 
 def newest_intact_checkpoint(work_dir: str) -> Optional[str]:
-    """The checkpoint ``--resume`` (auto) should continue from, or None.
-
-    ``last_checkpoint`` when it names an intact file; otherwise the newest
-    intact ``epoch_N.pth`` / ``iter_N.pth`` of the work dir.
-    """
+    """The checkpoint ``--resume`` (auto) continues from: the one named in
+    ``last_checkpoint`` if intact, else the newest intact ``epoch_N.pth`` /
+    ``iter_N.pth`` of the work dir, or None."""
     record = osp.join(work_dir, 'last_checkpoint')
     if osp.isfile(record):
         with open(record) as f:
