@@ -73,7 +73,7 @@ OLD_VENV_GB := 6
 ONEDL_VENV_GB := 7
 
 .PHONY: install install-tests install-dense test test-pinned test-torch2.1 \
-	test-onedl test-slurm test-dev-scripts lint demo gpu-check gpu-wheels
+	test-onedl test-slurm slurm-packages test-dev-scripts lint demo gpu-check gpu-wheels
 
 # A failed `venv` (Debian without python3-venv) must not leave a half-made
 # environment behind for the next run to trust.
@@ -122,9 +122,14 @@ install-dense: install
 	$(EDITABLE) '.[dense]'
 
 # Lint and the whole suite on the pinned stack, then the stack tests on the
-# torch 2.1 stack and on the onedl stack, then the Slurm test (it installs
-# Slurm where it may: root on Debian).
-test: lint test-pinned test-torch2.1 test-onedl test-slurm
+# torch 2.1 stack and on the onedl stack, then the Slurm test. The other two
+# environments and Slurm's packages install while the pinned environment
+# installs and lints: downloads and unpacking, mostly waits on the network
+# and the disk (each install's output is shown when it ends).
+test:
+	$(MAKE) --no-print-directory -j 4 --output-sync=target lint \
+		$(OLD_VENV)/installed $(ONEDL_VENV)/installed slurm-packages
+	$(MAKE) --no-print-directory test-pinned test-torch2.1 test-onedl test-slurm
 
 # Two processes: run as one, the interpreter once crashed (SIGSEGV) in a
 # data-loader test after the mmdet/mmseg, runtime and docs tests, which
@@ -176,12 +181,14 @@ test-onedl: $(ONEDL_VENV)/installed
 
 # Slurm (slurmctld, slurmd, munge) on this machine, started by the test
 # itself; it skips in one line where it cannot run (not root, no apt-get).
-test-slurm: install-tests
+slurm-packages:
 	@if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null && \
 		! command -v slurmctld >/dev/null; then \
 		{ apt-get update -q && DEBIAN_FRONTEND=noninteractive \
 			apt-get install -y -q slurm-wlm munge; } || \
 		echo "apt-get could not install slurm-wlm and munge: the Slurm test skips"; fi
+
+test-slurm: install-tests slurm-packages
 	$(PYTHON) -m pytest tests -m slurm -rsP $(PYTEST_ARGS)
 
 lint: install-tests

@@ -1,3 +1,5 @@
+import gc
+
 import pytest
 import torch
 
@@ -7,6 +9,46 @@ def _seed():
     """Every test starts from the same random state."""
     torch.manual_seed(0)
     yield
+
+
+def pytest_collection_finish(session):
+    """The objects made so far (torch, the toolboxes, the test modules) are
+    left out of later collections: mmengine's datasets run ``gc.collect()``
+    at every build, which otherwise walks them all each time (a third of a
+    second per dataset in a worker that imported mmdet and mmseg)."""
+    gc.collect()
+    gc.freeze()
+
+
+@pytest.fixture(autouse=True, scope='session')
+def _format_each_config_once():
+    """mmengine formats the whole config with yapf (``Config.pretty_text``)
+    when a Runner starts and at every checkpoint it saves: the same text,
+    a second or more of each short training in this suite. yapf's
+    ``FormatCode`` gives the same output for the same arguments, so a
+    process keeps what it formatted; logs and checkpoints are unchanged."""
+    import mmengine.config.config as config_module
+    from yapf.yapflib import yapf_api
+
+    format_code = yapf_api.FormatCode
+    formatted = {}
+
+    def format_once(text, **kwargs):
+        key = (text, repr(sorted(kwargs.items())))
+        if key not in formatted:
+            formatted[key] = format_code(text, **kwargs)
+        return formatted[key]
+
+    # mmengine 0.10.7 imports it at module level, onedl-mmengine in
+    # pretty_text
+    patched = [yapf_api]
+    if getattr(config_module, 'FormatCode', None) is format_code:
+        patched.append(config_module)
+    for module in patched:
+        module.FormatCode = format_once
+    yield
+    for module in patched:
+        module.FormatCode = format_code
 
 
 @pytest.fixture(autouse=True)
