@@ -32,6 +32,7 @@ from ..helpers import (
     ROOT,
     evaluate_in_process,
     load_tool,
+    run_main,
     run_tool,
     tool_env,
 )
@@ -104,8 +105,8 @@ def interrupted_run(tmp_path_factory):
     killed_mid_run = first.poll() is None
     first.send_signal(signal.SIGKILL)
     first.wait()
-    resumed = run_tool(
-        'tools/train.py',
+    resumed = run_main(
+        'train',
         DEMO,
         '--work-dir',
         str(work_dir),
@@ -165,8 +166,8 @@ def test_test_tool_reports_top1_top5(interrupted_run, tmp_path):
     work_dir, _ = interrupted_run
     out = tmp_path / 'metrics.json'
     checkpoint = str(work_dir / 'epoch_3.pth')
-    result = run_tool(
-        'tools/test.py',
+    result = run_main(
+        'test',
         DEMO,
         checkpoint,
         '--work-dir',
@@ -226,8 +227,8 @@ def test_test_tool_scores_the_averaged_weights_of_ema_checkpoints(
     )
 
     out = tmp_path / 'metrics.json'
-    result = run_tool(
-        'tools/test.py',
+    result = run_main(
+        'test',
         str(config),
         str(ema_checkpoint),
         '--work-dir',
