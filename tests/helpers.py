@@ -172,14 +172,17 @@ TINY_ARCH = dict(
 
 
 def forget_visualizers() -> None:
-    """Drop the visualizers earlier runs of this process made, as a fresh
-    process would start. mmengine keeps them by name for the process, and
-    the OpenMMLab configs all name theirs ``'visualizer'``: a second run
-    would get the first one back (drawing into the first run's folder),
-    and ``Visualizer.get_current_instance()`` may return one of another
-    toolbox."""
+    """Drop the visualizers and loggers earlier runs of this process made,
+    as a fresh process would start. mmengine keeps them by name for the
+    process, and the OpenMMLab configs all name theirs ``'visualizer'``: a
+    second run would get the first one back (drawing into the first run's
+    folder), and ``Visualizer.get_current_instance()`` may return one of
+    another toolbox. A logger writes to the stdout of the test that made it
+    (capsys's, closed once that test ended)."""
+    from mmengine.logging import MMLogger
     from mmengine.visualization import Visualizer
 
+    MMLogger._instance_dict.clear()
     classes = [Visualizer]
     while classes:
         cls = classes.pop()
