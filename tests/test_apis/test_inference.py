@@ -242,7 +242,9 @@ def test_infer_tool_prints_ranked_classes(tmp_path, capsys):
         infer.main([str(image), str(config), str(checkpoint), '--topk', '2'])
         == 0
     )
-    lines = capsys.readouterr().out.strip().splitlines()
+    # mmengine's log of the weights loaded comes first, as in a terminal
+    log, *lines = capsys.readouterr().out.strip().splitlines()
+    assert ' - mmengine - INFO - T2TViT: ' in log
     assert lines[0] == f'{image}:'
     assert len(lines) == 3
     assert lines[1].lstrip().startswith('1.') and '(class ' in lines[1]
@@ -254,7 +256,7 @@ def test_infer_tool_prints_ranked_classes(tmp_path, capsys):
         )
         == 0
     )
-    lines = capsys.readouterr().out.strip().splitlines()
+    _, *lines = capsys.readouterr().out.strip().splitlines()
     assert lines == [
         f'{tmp_path / "other.jpg"}:',
         lines[1],
