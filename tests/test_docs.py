@@ -11,8 +11,11 @@ before its fence, which also tells the reader what stands in for what:
     Run it. Tool commands (``python tools/...`` or ``.dev_scripts/...``)
     run in this process through their ``main``, with ``ARGS`` appended
     (the tiny sizes: argparse lets the last value of an option win), and
-    must exit 0. Python snippets run in order in one namespace per page,
-    from the repository root. ``slow`` marks the run slow.
+    must exit 0. Comment lines under a command are the sample of its
+    output shown to the reader: each must be a line it prints (without
+    ``ARGS``, which change the sizes). Python snippets run in order in one
+    namespace per page, from the repository root. ``slow`` marks the run
+    slow.
 ``<!-- doc-test: config [BASE] [dataset] -->``
     The Python block is a config file in ``configs/`` (``BASE``: the
     ``_base_`` it is a fragment of): written into a copy of ``configs/``,
@@ -131,6 +134,19 @@ def shell_commands(body: str) -> list[list[str]]:
     return commands
 
 
+def commands_and_samples(body: str) -> list[tuple[list[str], list[str]]]:
+    """The commands of a shell block, each with the comment lines under it
+    (its output sample, without the ``# ``)."""
+    found: list[tuple[list[str], list[str]]] = []
+    for line in body.replace('\\\n', ' ').splitlines():
+        if line.lstrip().startswith('#'):
+            if found:
+                found[-1][1].append(line.lstrip()[1:].strip())
+        elif shell_commands(line):
+            found.append((shell_commands(line)[0], []))
+    return found
+
+
 def _tool_path(words: list[str]) -> Optional[Path]:
     if (
         words[0] in ('python', 'python3')
@@ -209,7 +225,7 @@ def dry_run_command(words: list[str], monkeypatch) -> None:
         parse_with_the_tool(tool, args, monkeypatch)
 
 
-def run_command(words: list[str], extra: list[str], monkeypatch) -> None:
+def run_command(words: list[str], extra: list[str], monkeypatch) -> str:
     tool = _tool_path(words)
     assert tool is not None, f'not a tool command: {words}'
     monkeypatch.syspath_prepend(str(tool.parent))
@@ -226,6 +242,7 @@ def run_command(words: list[str], extra: list[str], monkeypatch) -> None:
     assert result.returncode in (0, None), (
         f'exit {result.returncode}: {result.stderr[-2000:]}'
     )
+    return result.stdout
 
 
 def check_python(block: Block) -> None:
@@ -314,8 +331,15 @@ def test_block(block, monkeypatch, tmp_path):
         namespace = _NAMESPACES.setdefault(block.page, {})
         exec(compile(block.body, block.id, 'exec'), namespace)
     elif block.mode == 'run':
-        for words in shell_commands(block.body):
-            run_command(words, block.extra, monkeypatch)
+        for words, sample in commands_and_samples(block.body):
+            printed = run_command(words, block.extra, monkeypatch)
+            if sample and not block.extra:
+                lines = [line.strip() for line in printed.splitlines()]
+                missing = [line for line in sample if line not in lines]
+                assert not missing, (
+                    f'{" ".join(words)} does not print {missing}; it '
+                    f'printed:\n{printed}'
+                )
     elif block.mode in ('dry-run', 'dry'):
         if block.lang == 'python':
             check_python(block)
