@@ -53,17 +53,17 @@ def _format_each_config_once():
 
 @pytest.fixture(autouse=True)
 def _no_runner_globals():
-    """Every test starts without a default registry scope and without
-    visualizers: a Runner (or a failed mmdet build) leaves its scope as the
+    """Every test starts without a default registry scope, visualizers or
+    loggers: a Runner (or a failed mmdet build) leaves its scope as the
     current one, and a later ``MODELS.build`` would then look in that
-    toolbox's registry; see ``helpers.forget_visualizers`` for the
-    visualizers."""
+    toolbox's registry; see ``helpers.forget_visualizers_and_loggers`` for
+    the others."""
     from mmengine.registry import DefaultScope
 
-    from .helpers import forget_visualizers
+    from .helpers import forget_visualizers_and_loggers
 
     DefaultScope._instance_dict.clear()
-    forget_visualizers()
+    forget_visualizers_and_loggers()
     yield
 
 

@@ -171,7 +171,7 @@ TINY_ARCH = dict(
 )
 
 
-def forget_visualizers() -> None:
+def forget_visualizers_and_loggers() -> None:
     """Drop the visualizers and loggers earlier runs of this process made,
     as a fresh process would start. mmengine keeps them by name for the
     process, and the OpenMMLab configs all name theirs ``'visualizer'``: a
@@ -206,7 +206,7 @@ def run_main(tool: str, *args) -> subprocess.CompletedProcess:
     argv = [str(arg) for arg in args]
     takes_argv = bool(inspect.signature(module.main).parameters)
     out, err = io.StringIO(), io.StringIO()
-    forget_visualizers()
+    forget_visualizers_and_loggers()
     with (
         contextlib.redirect_stdout(out),
         contextlib.redirect_stderr(err),

@@ -118,11 +118,16 @@ def blocks() -> list[Block]:
     return found
 
 
-def shell_commands(body: str) -> list[list[str]]:
+def commands_and_samples(body: str) -> list[tuple[list[str], list[str]]]:
     """The commands of a shell block, continuation lines joined, comments
-    and environment assignments dropped."""
-    commands = []
+    and environment assignments dropped; each with the comment lines under
+    it (its output sample, without the ``# ``)."""
+    found: list[tuple[list[str], list[str]]] = []
     for line in body.replace('\\\n', ' ').splitlines():
+        if line.lstrip().startswith('#'):
+            if found:
+                found[-1][1].append(line.lstrip()[1:].strip())
+            continue
         try:
             words = shlex.split(line, comments=True)
         except ValueError:  # an unbalanced quote in a prose-like line
@@ -130,21 +135,12 @@ def shell_commands(body: str) -> list[list[str]]:
         while words and re.match(r'^\[?[A-Z_]+=', words[0]):
             words.pop(0)
         if words:
-            commands.append(words)
-    return commands
-
-
-def commands_and_samples(body: str) -> list[tuple[list[str], list[str]]]:
-    """The commands of a shell block, each with the comment lines under it
-    (its output sample, without the ``# ``)."""
-    found: list[tuple[list[str], list[str]]] = []
-    for line in body.replace('\\\n', ' ').splitlines():
-        if line.lstrip().startswith('#'):
-            if found:
-                found[-1][1].append(line.lstrip()[1:].strip())
-        elif shell_commands(line):
-            found.append((shell_commands(line)[0], []))
+            found.append((words, []))
     return found
+
+
+def shell_commands(body: str) -> list[list[str]]:
+    return [words for words, _ in commands_and_samples(body)]
 
 
 def _tool_path(words: list[str]) -> Optional[Path]:
