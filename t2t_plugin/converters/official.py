@@ -150,9 +150,13 @@ def detect_official_arch(
     The shapes give all but the heads: ``num_heads``, else the ``arch_zoo``
     entry of the same shapes (``'14'`` unless ``num_heads=32`` or a
     ``file_name`` with ``resnext`` says ``'14-resnext'``), else
-    ``embed_dims // 64``. ``same_shapes`` lists ``(name, heads)`` of zoo
-    archs of these shapes and other heads; ``num_classes`` is 0 without
-    a head.
+    ``embed_dims // 64``.
+
+    Returns ``arch`` (zoo name or None), ``token_layer``, ``embed_dims``,
+    ``num_layers``, ``num_heads``, ``heads_given``, ``heads_from_name``,
+    ``same_shapes`` (``(name, heads)`` of zoo archs of these shapes and
+    other heads), ``feedforward_channels``, ``token_dims``, ``img_size``
+    and ``num_classes`` (0 without a head).
     """
     _check_layout(state_dict)
     token_layer = _token_layer(state_dict)
