@@ -212,3 +212,15 @@ def test_fused_attention_counts_both_products():
 def test_norms_are_not_counted_as_the_paper_does_not():
     model = nn.Sequential(nn.Linear(4, 3), nn.LayerNorm(3))
     assert flop_analyzer(model, (torch.ones(2, 4),)).total() == 2 * 4 * 3
+
+
+def test_counting_by_shape_gives_what_the_real_kernel_gives(tiny_t2t_vit):
+    model = tiny_t2t_vit('transformer')
+    kernel = F.scaled_dot_product_attention
+    result = count_complexity(model, (32, 32))
+    assert F.scaled_dot_product_attention is kernel
+    # traced with the real kernel, which the aten handle counts
+    real = flop_analyzer(model, (torch.randn(1, 3, 32, 32),))
+    total, attention = expected_macs('transformer', 32, 32, 2, 64, 16, 0)
+    assert result.macs == real.total() == total
+    assert result.attention_macs == attention
