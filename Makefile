@@ -17,7 +17,7 @@ PIP := $(PYTHON) -m pip
 # Dependencies install with uv (tools/install/uv_install.py gives it pip's
 # indexes, constraints and certificates): parallel downloads, and one
 # unpacked cache that every environment links from. Here, from an empty
-# cache and with .pyc files written, the torch 2.1 environment installed in
+# cache and with .pyc files written, the torch 2.1 environment installs in
 # ~40 s instead of pip's ~140 s, the onedl one in ~30 s instead of ~150 s.
 # The editable installs stay with pip (EDITABLE).
 UV_PIN := uv==0.13.9
@@ -150,23 +150,16 @@ STACK_TESTS := tests/test_models tests/test_engine tests/test_datasets \
 	tests/test_tools/test_training.py tests/test_tools/test_test_tool_outputs.py \
 	tests/test_configs/test_custom_data.py tests/test_packaging.py
 STACK_MARKS := 'not dense and not slurm and (not slow or mim)'
-# The two environments serve these tests alone: they install without .pyc
-# files, and their suites run with PYTHONDONTWRITEBYTECODE unset, so that
-# Python writes the .pyc of the modules it imports. Compiling all 13,500
-# files at install took ~60 s of CPU per environment; the pinned one,
-# which make install also makes for the tools, keeps them.
-SUITE_ONLY := --no-compile-bytecode
-WRITE_PYC := env -u PYTHONDONTWRITEBYTECODE
 
 $(OLD_VENV)/installed: Makefile setup.py | $(OLD_VENV)/bin/python
 	$(OLD_VENV)/bin/python -c 'import torch' 2>/dev/null || \
 		$(NEED_SPACE) $(OLD_VENV) $(OLD_VENV_GB) "the torch 2.1 environment $(OLD_VENV)"
-	$(call UV_INSTALL,$(OLD_VENV)/bin/python) $(SUITE_ONLY) $(OLD_PINS) \
-		pytest $(XDIST_PIN) wheel -e '.[openmmlab]'
+	$(call UV_INSTALL,$(OLD_VENV)/bin/python) $(OLD_PINS) pytest $(XDIST_PIN) \
+		wheel -e '.[openmmlab]'
 	touch $@
 
 test-torch2.1: $(OLD_VENV)/installed
-	$(WRITE_PYC) $(call PYTEST,$(OLD_VENV)/bin/python) $(STACK_TESTS) -m $(STACK_MARKS) $(PYTEST_ARGS)
+	$(call PYTEST,$(OLD_VENV)/bin/python) $(STACK_TESTS) -m $(STACK_MARKS) $(PYTEST_ARGS)
 
 # torch comes from the registry (or the local disk it mirrors), the two
 # source distributions from uv's cache once built. The onedl environment
@@ -176,12 +169,12 @@ test-torch2.1: $(OLD_VENV)/installed
 $(ONEDL_VENV)/installed: Makefile setup.py | $(ONEDL_VENV)/bin/python
 	$(ONEDL_VENV)/bin/python -c 'import torch' 2>/dev/null || \
 		$(NEED_SPACE) $(ONEDL_VENV) $(ONEDL_VENV_GB) "the onedl environment $(ONEDL_VENV)"
-	$(call UV_INSTALL,$(ONEDL_VENV)/bin/python) $(SUITE_ONLY) $(ONEDL_PINS) \
-		$(ONEDL_MIM_PIN) $(XDIST_PIN) -e '.[onedl,tests]' pytest wheel
+	$(call UV_INSTALL,$(ONEDL_VENV)/bin/python) $(ONEDL_PINS) $(ONEDL_MIM_PIN) \
+		$(XDIST_PIN) -e '.[onedl,tests]' pytest wheel
 	touch $@
 
 test-onedl: $(ONEDL_VENV)/installed
-	$(WRITE_PYC) $(call PYTEST,$(ONEDL_VENV)/bin/python) $(STACK_TESTS) -m $(STACK_MARKS) $(PYTEST_ARGS)
+	$(call PYTEST,$(ONEDL_VENV)/bin/python) $(STACK_TESTS) -m $(STACK_MARKS) $(PYTEST_ARGS)
 
 # Slurm (slurmctld, slurmd, munge) on this machine, started by the test
 # itself; it skips in one line where it cannot run (not root, no apt-get).
