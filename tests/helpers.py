@@ -190,19 +190,25 @@ def forget_visualizers_and_loggers() -> None:
         classes.extend(cls.__subclasses__())
 
 
-def run_main(tool: str, *args) -> subprocess.CompletedProcess:
-    """``tools/<tool>.py``'s ``main`` run in this process: its exit code,
-    stdout (with mmengine's log) and stderr. ``main(argv)`` gets the
-    arguments; a ``main()`` without parameters reads them from
-    ``sys.argv``, set for the call. Own streams rather than capsys: the
-    loggers mmengine creates keep them, and these stay open for the tests
-    that follow."""
+def run_main(tool, *args) -> subprocess.CompletedProcess:
+    """A tool's ``main`` run in this process as the interpreter would run
+    the script: its exit code, stdout (with mmengine's log) and stderr, an
+    uncaught exception as its traceback on stderr and exit code 1. ``tool``
+    is a name under ``tools/`` (``'train'``, ``'analysis_tools/get_flops'``)
+    or the path of a script (mmpretrain's tools among them). ``main(argv)``
+    gets the arguments; a ``main()`` without parameters reads them from
+    ``sys.argv``, set for the call, as are the environment variables it
+    sets (mmpretrain's tools set ``LOCAL_RANK``). Own streams rather than
+    capsys: the loggers mmengine creates keep them, and these stay open for
+    the tests that follow."""
     import contextlib
     import inspect
     import io
+    import traceback
     from unittest import mock
 
-    module = load_tool(f'tools/{tool}.py')
+    path = str(tool) if str(tool).endswith('.py') else f'tools/{tool}.py'
+    module = load_tool(path)
     argv = [str(arg) for arg in args]
     takes_argv = bool(inspect.signature(module.main).parameters)
     out, err = io.StringIO(), io.StringIO()
@@ -210,14 +216,18 @@ def run_main(tool: str, *args) -> subprocess.CompletedProcess:
     with (
         contextlib.redirect_stdout(out),
         contextlib.redirect_stderr(err),
-        mock.patch.object(sys, 'argv', [f'{tool}.py', *argv]),
+        mock.patch.object(sys, 'argv', [path, *argv]),
+        mock.patch.dict(os.environ),
     ):
         try:
             code = module.main(argv) if takes_argv else module.main()
         except SystemExit as exit_info:  # argparse errors
             code = exit_info.code
+        except Exception:
+            traceback.print_exc()
+            code = 1
     return subprocess.CompletedProcess(
-        args, code, out.getvalue(), err.getvalue()
+        args, code or 0, out.getvalue(), err.getvalue()
     )
 
 
@@ -229,8 +239,9 @@ MMPRETRAIN_TOOLS = (
 
 
 def run_mmpretrain_tool(tool: str, *args) -> subprocess.CompletedProcess:
-    """mmpretrain's own ``tools/<tool>.py`` in a process of its own."""
-    return run_tool(str(MMPRETRAIN_TOOLS / f'{tool}.py'), *map(str, args))
+    """mmpretrain's own ``tools/<tool>.py`` (``'train'``,
+    ``'analysis_tools/confusion_matrix'``) with :func:`run_main`."""
+    return run_main(MMPRETRAIN_TOOLS / f'{tool}.py', *args)
 
 
 def last_line(text: str) -> str:

@@ -20,7 +20,7 @@ from mmpretrain.registry import MODELS
 import t2t_plugin  # noqa: F401
 from t2t_plugin.model_index import NAME_SUFFIX
 
-from ..helpers import ROOT, load_tool
+from ..helpers import ROOT, load_tool, run_main, run_mmpretrain_tool
 
 converter = load_tool('tools/model_converters/t2t_vit_official_to_plugin.py')
 
@@ -347,18 +347,8 @@ def ModelHubConfig(arch):  # noqa: N802
     return ModelHub.get(f't2t-vit-{arch}_8xb64_in1k{NAME_SUFFIX}').config
 
 
-def run_tool(path, *args):
-    """``main()`` of a tool script, in this process, with ``args``."""
-    tool = load_tool(str(path))
-    sys.argv = [str(path)] + [str(arg) for arg in args]
-    return tool.main()
-
-
 def test_mmpretrain_analysis_tools_read_test_predictions(tmp_path):
     """mmpretrain's analyze_results.py / confusion_matrix.py on our --out."""
-    import mmpretrain
-
-    tools = Path(mmpretrain.__file__).parent / '.mim' / 'tools'
     config = tiny_config(tmp_path, 'performer')
     checkpoint = tmp_path / 'weights.pth'
     cfg = Config.fromfile(str(config))
@@ -366,41 +356,28 @@ def test_mmpretrain_analysis_tools_read_test_predictions(tmp_path):
         dict(state_dict=random_classifier(cfg).state_dict()), checkpoint
     )
     out = tmp_path / 'pred.pkl'
-    assert (
-        run_tool(
-            ROOT / 'tools/test.py',
-            config,
-            checkpoint,
-            '--out',
-            out,
-            '--work-dir',
-            tmp_path / 'work',
-        )
-        == 0
-    )
+    tested = run_main(
+        'test', config, checkpoint, '--out', out,
+        '--work-dir', tmp_path / 'work',
+    )  # fmt: skip
+    assert tested.returncode == 0, tested.stderr[-3000:]
     with open(out, 'rb') as f:
         predictions = pickle.load(f)
     labels = torch.tensor([int(p['gt_label']) for p in predictions])
     guesses = torch.stack([p['pred_label'] for p in predictions]).flatten()
-    run_tool(
-        tools / 'analysis_tools/confusion_matrix.py',
-        config,
-        out,
-        '--out',
-        tmp_path / 'cm.pkl',
-    )
+    done = run_mmpretrain_tool(
+        'analysis_tools/confusion_matrix', config, out,
+        '--out', tmp_path / 'cm.pkl',
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
     with open(tmp_path / 'cm.pkl', 'rb') as f:
         matrix = pickle.load(f)
     assert int(matrix.sum()) == len(predictions)
     assert int(matrix.diag().sum()) == int((labels == guesses).sum())
-    run_tool(
-        tools / 'analysis_tools/analyze_results.py',
-        config,
-        out,
-        '--out-dir',
-        tmp_path / 'analysis',
-        '--topk',
-        2,
-    )
+    done = run_mmpretrain_tool(
+        'analysis_tools/analyze_results', config, out,
+        '--out-dir', tmp_path / 'analysis', '--topk', 2,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
     drawn = list((tmp_path / 'analysis').rglob('*.png'))
     assert 0 < len(drawn) <= 4

@@ -8,9 +8,6 @@ install-dense``); without them these tests are skipped.
 
 import importlib
 import json
-import os
-import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -23,6 +20,8 @@ from mmengine.optim import build_optim_wrapper
 from mmengine.registry import DefaultScope, init_default_scope
 
 from t2t_plugin.models import T2TViT
+
+from ..helpers import run_main
 
 CONFIGS = Path(__file__).parents[2] / 'configs'
 pytestmark = pytest.mark.dense
@@ -446,20 +445,7 @@ def test_train_tool_runs_a_detection_config(tmp_path):
         )
     )
     work_dir = tmp_path / 'work'
-    result = subprocess.run(
-        [
-            sys.executable,
-            str(CONFIGS.parent / 'tools' / 'train.py'),
-            str(config),
-            '--work-dir',
-            str(work_dir),
-            '--no-validate',
-        ],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        env=dict(os.environ, OMP_NUM_THREADS='1'),
-    )
+    result = run_main('train', config, '--work-dir', work_dir, '--no-validate')
     assert result.returncode == 0, result.stderr[-3000:]
     assert (work_dir / 'epoch_1.pth').is_file()
     assert (work_dir / 'curves.png').stat().st_size > 0

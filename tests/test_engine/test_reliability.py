@@ -55,7 +55,6 @@ from ..helpers import (
     last_line,
     run_main,
     run_mmpretrain_tool,
-    run_tool,
 )
 
 CUSTOM = str(ROOT / 'configs' / 't2t-vit-7_1xb64_custom-64px.py')
@@ -914,11 +913,7 @@ def test_frozen_rank_ends_the_run_naming_it():
 
 
 @pytest.mark.parametrize(
-    'tool',
-    [
-        'tools/analysis_tools/get_flops.py',
-        'tools/visualization/vis_features.py',
-    ],
+    'tool', ['analysis_tools/get_flops', 'visualization/vis_features']
 )
 def test_broken_config_is_one_line_in_other_tools(tool, tmp_path):
     config = tmp_path / 'broken.py'
@@ -929,7 +924,7 @@ def test_broken_config_is_one_line_in_other_tools(tool, tmp_path):
         if 'get_flops' in tool
         else [str(image), str(config), str(config)]
     )
-    result = run_tool(tool, *args)
+    result = run_main(tool, *args)
     assert result.returncode == 1
     assert one_line(result.stderr).startswith('error: ')
     assert 'never closed' in result.stderr

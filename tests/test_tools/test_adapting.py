@@ -3,9 +3,6 @@ warning, the layer-decay range in the log and get_flops' default input
 size."""
 
 import logging
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -19,7 +16,7 @@ from t2t_plugin.engine import AutocastOptimWrapper
 from t2t_plugin.engine.optim_wrapper import cpu_has_fast_bf16
 from t2t_plugin.models import T2TViT
 
-from ..helpers import load_tool
+from ..helpers import load_tool, run_main
 
 ROOT = Path(__file__).resolve().parents[2]
 CONFIGS = ROOT / 'configs'
@@ -78,23 +75,12 @@ def test_a_wrong_arch_is_one_line_listing_the_names(wrong):
 def test_train_tool_reports_a_wrong_arch_in_one_line(tmp_path):
     for split in ('train', 'val'):
         (tmp_path / split / 'a').mkdir(parents=True)
-    result = subprocess.run(
-        [
-            sys.executable,
-            str(ROOT / 'tools' / 'train.py'),
-            str(CONFIGS / 't2t-vit-7_1xb64_custom-64px.py'),
-            '--work-dir',
-            str(tmp_path),
-            '--cfg-options',
-            'model.backbone.arch=13',
-            f'train_dataloader.dataset.data_root={tmp_path}',
-            f'val_dataloader.dataset.data_root={tmp_path}',
-        ],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        env=dict(os.environ, PYTHONWARNINGS='ignore'),
-    )
+    result = run_main(
+        'train', CONFIGS / 't2t-vit-7_1xb64_custom-64px.py',
+        '--work-dir', tmp_path, '--cfg-options', 'model.backbone.arch=13',
+        f'train_dataloader.dataset.data_root={tmp_path}',
+        f'val_dataloader.dataset.data_root={tmp_path}',
+    )  # fmt: skip
     assert result.returncode != 0
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and "Unknown T2T-ViT arch '13'" in lines[0]

@@ -3,10 +3,8 @@ outputs (also by a Runner of the config); the demo config under
 mmpretrain's own tools/train.py."""
 
 import pickle
-import sys
 from pathlib import Path
 
-import mmpretrain
 import pytest
 import torch
 from mmengine.config import Config
@@ -17,21 +15,9 @@ import t2t_plugin  # noqa: F401
 from t2t_plugin.engine import CheckpointMismatchError
 from t2t_plugin.engine.hooks import RunCheckError
 
-from ..helpers import ROOT, load_tool
+from ..helpers import ROOT, run_main, run_mmpretrain_tool
 
 DEMO = ROOT / 'configs/t2t-vit-mini_1xb64_digits.py'
-MMPRETRAIN_TOOLS = Path(mmpretrain.__file__).parent / '.mim' / 'tools'
-
-
-def run_tool(path, *args):
-    """``main()`` of a tool script, in this process, with ``args``: ours
-    take them, mmpretrain's read ``sys.argv``."""
-    tool = load_tool(str(path))
-    args = [str(arg) for arg in args]
-    if Path(path).parent == ROOT / 'tools':
-        return tool.main(args)
-    sys.argv = [str(path), *args]
-    return tool.main()
 
 
 def demo_weights(folder, change=None):
@@ -79,19 +65,11 @@ def test_tta_averages_the_scores_of_the_image_and_its_flip(tmp_path):
         ('tta', DEMO, ['--tta']),
     ):
         out = tmp_path / f'{name}.pkl'
-        assert (
-            run_tool(
-                ROOT / 'tools/test.py',
-                config,
-                weights,
-                '--out',
-                out,
-                '--work-dir',
-                tmp_path / 'work',
-                *extra,
-            )
-            == 0
-        )
+        tested = run_main(
+            'test', config, weights, '--out', out,
+            '--work-dir', tmp_path / 'work', *extra,
+        )  # fmt: skip
+        assert tested.returncode == 0, tested.stderr[-3000:]
         with open(out, 'rb') as f:
             scores[name] = torch.stack(
                 [p['pred_score'] for p in pickle.load(f)]
@@ -106,22 +84,14 @@ def test_tta_averages_the_scores_of_the_image_and_its_flip(tmp_path):
     )
 
 
-def test_non_finite_weights_are_refused_in_one_line(tmp_path, capsys):
+def test_non_finite_weights_are_refused_in_one_line(tmp_path):
     def poison(state):
         state['head.layers.head.weight'][0, 0] = float('nan')
 
     weights = demo_weights(tmp_path, poison)
-    assert (
-        run_tool(
-            ROOT / 'tools/test.py',
-            DEMO,
-            weights,
-            '--work-dir',
-            tmp_path / 'work',
-        )
-        == 1
-    )
-    err = capsys.readouterr().err.strip().splitlines()
+    tested = run_main('test', DEMO, weights, '--work-dir', tmp_path / 'work')
+    assert tested.returncode == 1
+    err = tested.stderr.strip().splitlines()
     assert len(err) == 1
     # the head's own load hook: the same line through every loader
     assert err[0] == (
@@ -134,22 +104,14 @@ def test_non_finite_weights_are_refused_in_one_line(tmp_path, capsys):
     assert str(info.value) == err[0]
 
 
-def test_non_finite_outputs_are_flagged(tmp_path, capsys):
+def test_non_finite_outputs_are_flagged(tmp_path):
     def overflow(state):  # finite weights, features that overflow
         state['backbone.norm.weight'].fill_(3e38)
 
     weights = demo_weights(tmp_path, overflow)
-    assert (
-        run_tool(
-            ROOT / 'tools/test.py',
-            DEMO,
-            weights,
-            '--work-dir',
-            tmp_path / 'work',
-        )
-        == 1
-    )
-    err = capsys.readouterr().err.strip().splitlines()
+    tested = run_main('test', DEMO, weights, '--work-dir', tmp_path / 'work')
+    assert tested.returncode == 1
+    err = tested.stderr.strip().splitlines()
     assert err[-1] == (
         '359 of 359 predictions hold NaN or infinite values: '
         'the metrics above are not meaningful.'
@@ -160,13 +122,9 @@ def test_non_finite_outputs_are_flagged(tmp_path, capsys):
 
 
 def test_demo_config_trains_under_mmpretrain_train_tool(tmp_path):
-    run_tool(
-        MMPRETRAIN_TOOLS / 'train.py',
-        DEMO,
-        '--work-dir',
-        tmp_path,
-        '--cfg-options',
-        'train_cfg.max_epochs=1',
-        'train_dataloader.batch_size=512',
-    )
+    trained = run_mmpretrain_tool(
+        'train', DEMO, '--work-dir', tmp_path, '--cfg-options',
+        'train_cfg.max_epochs=1', 'train_dataloader.batch_size=512',
+    )  # fmt: skip
+    assert trained.returncode == 0, trained.stderr[-3000:]
     assert (tmp_path / 'epoch_1.pth').is_file()

@@ -389,22 +389,12 @@ def test_test_tool_build_errors_are_one_line(tmp_path, monkeypatch):
     assert err.strip().endswith(' (set T2T_DEBUG=1 for the traceback)')
 
 
-def test_t2t_debug_keeps_the_traceback(tmp_path):
-    env = dict(tool_env(), T2T_DEBUG='1')
-    result = subprocess.run(
-        [
-            sys.executable,
-            'tools/train.py',
-            config_without_model(tmp_path),
-            '--work-dir',
-            str(tmp_path / 'work'),
-        ],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+def test_t2t_debug_keeps_the_traceback(tmp_path, monkeypatch):
+    monkeypatch.setenv('T2T_DEBUG', '1')
+    result = run_main(
+        'train', config_without_model(tmp_path),
+        '--work-dir', tmp_path / 'work',
+    )  # fmt: skip
     assert result.returncode == 1
     assert 'Traceback' in result.stderr
     assert result.stderr.strip().endswith("KeyError: 'model'")
