@@ -62,10 +62,12 @@ PYTEST_ARGS ?=
 # it started; a file's tests stay in one process (its module fixtures are
 # made once: scheduled test by test, both workers made them, and the
 # second half of the pinned suite took 761 s against 685 s). A file's
-# slow runs are split into files to spread them (test_resume*.py).
+# slow runs are split into files to spread them (test_resume*.py), and the
+# files go out in tests/conftest.py's order, those with slow tests first.
 # PYTEST_WORKERS=0 runs it in this process.
 PYTEST_WORKERS ?= 2
-PARALLEL = $(if $(filter 0,$(PYTEST_WORKERS)),,-n $(PYTEST_WORKERS) --dist loadfile)
+PARALLEL = $(if $(filter 0,$(PYTEST_WORKERS)),,-n $(PYTEST_WORKERS) \
+	--dist loadfile --no-loadscope-reorder)
 PYTEST = OMP_NUM_THREADS=1 $(1) -m pytest $(PARALLEL)
 # Disk each step takes, measured with everything installed (GB, rounded up).
 VENV_GB := 7

@@ -11,6 +11,26 @@ def _seed():
     yield
 
 
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(items):
+    """The files with the most slow tests first, then those with the most
+    tests: pytest-xdist hands out whole files (``--dist loadfile``) in this
+    order (``--no-loadscope-reorder``). Its own order, by number of tests
+    alone, leaves the files of one long run (a kill and resume, torchrun)
+    to the end, where one worker runs them while the other has nothing
+    left. After deselection (``-m``): the order of the tests that run."""
+    by_file: dict[str, list] = {}
+    for item in items:
+        by_file.setdefault(item.nodeid.split('::')[0], []).append(item)
+
+    def weight(tests: list) -> tuple[int, int]:
+        slow = sum(t.get_closest_marker('slow') is not None for t in tests)
+        return slow, len(tests)
+
+    files = sorted(by_file.values(), key=weight, reverse=True)
+    items[:] = [item for tests in files for item in tests]
+
+
 def pytest_collection_finish(session):
     """The objects made so far (torch, the toolboxes, the test modules) are
     left out of later collections: mmengine's datasets run ``gc.collect()``

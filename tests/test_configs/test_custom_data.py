@@ -192,6 +192,7 @@ def write_coco(root: Path, num_images: int = 2, size: int = 96) -> None:
         )
 
 
+@pytest.mark.slow
 def test_detection_on_coco_format_data(tmp_path):
     require('mmdet')
     root = tmp_path / 'data'
@@ -268,6 +269,7 @@ def write_label_pngs(root: Path, num_images: int = 3) -> None:
             )
 
 
+@pytest.mark.slow
 def test_segmentation_on_label_pngs(tmp_path):
     require('mmseg')
     root = tmp_path / 'data'

@@ -429,6 +429,7 @@ default_hooks = dict(logger=dict(interval=1))
 """
 
 
+@pytest.mark.slow
 def test_train_tool_runs_a_detection_config(tmp_path):
     """tools/train.py takes mmdet configs (default_scope='mmdet')."""
     toolbox('mmdet')
@@ -551,6 +552,7 @@ def test_arch_is_the_only_edit_through_models_build(path, scope, arch, widths):
     assert model.backbone.embed_dims == widths
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     'path',
     [
@@ -616,6 +618,7 @@ val_evaluator = None
 """
 
 
+@pytest.mark.slow
 def test_anchor_strides_that_miss_the_pyramid_stop_before_training(tmp_path):
     """The neck snippet of a Mask R-CNN (FPN from stride 4) under
     RetinaNet's anchors (strides 8-128), through mmdet's Runner."""

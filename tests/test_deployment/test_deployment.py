@@ -115,6 +115,7 @@ def exported(tmp_path_factory):
     return get
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     'token_layer', ['performer', 'transformer', 'convolution']
 )
@@ -141,6 +142,7 @@ def test_scores_output_is_softmax(tmp_path):
     assert (scores > 0).all()
 
 
+@pytest.mark.slow
 def test_pyramid_backbone_levels_match_pytorch(tmp_path):
     cfg = _pyramid_cfg()
     reference = build_exportable(cfg, None)
@@ -221,6 +223,7 @@ def _digits_classifier():
     return model, images[1000:], labels[1000:].numpy()
 
 
+@pytest.mark.slow
 def test_int8_quantisation_keeps_the_top_1_of_a_trained_model(tmp_path):
     """int8 is judged by what a user reads from it, the predicted class: the
     logits themselves move by up to 0.06 (0.03 with VNNI), depending on the
@@ -258,6 +261,7 @@ def digits_checkpoint(tmp_path_factory):
     return path
 
 
+@pytest.mark.slow
 def test_tool_exports_and_verifies(tool, digits_checkpoint, tmp_path, capsys):
     out = tmp_path / 'digits.onnx'
     code = tool.main(
