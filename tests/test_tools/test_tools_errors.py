@@ -22,7 +22,14 @@ from t2t_plugin.engine import (
     remove_stale_temp_files,
 )
 
-from ..helpers import DEMO, ROOT, load_tool, run_main, tool_env
+from ..helpers import (
+    DEMO,
+    ROOT,
+    evaluate_in_process,
+    load_tool,
+    run_main,
+    tool_env,
+)
 
 ONE_EPOCH = [
     '--cfg-options',
@@ -108,11 +115,14 @@ def test_demo_runs_end_to_end(tmp_path):
     )
     assert result.returncode == 0, result.stderr[-2000:]
     summary = result.stdout[result.stdout.index('T2T-ViT digits demo') :]
-    top1 = float(summary.split('val top-1:')[1].split('%')[0])
-    assert 0 <= top1 <= 100
+    paths = {}
     for line in ('train log:', 'checkpoint:', 'curves:'):
-        path = summary.split(line)[1].split('\n')[0].strip()
-        assert (ROOT / path).is_file(), line
+        paths[line] = summary.split(line)[1].split('\n')[0].strip()
+        assert (ROOT / paths[line]).is_file(), line
+    # the printed top-1 is that of the checkpoint it names
+    top1 = float(summary.split('val top-1:')[1].split('%')[0])
+    expected, _ = evaluate_in_process(str(ROOT / paths['checkpoint:']))
+    assert top1 == pytest.approx(expected, abs=0.01)
 
 
 def test_demo_clears_new_empty_and_earlier_demo_folders(tmp_path):
