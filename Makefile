@@ -127,10 +127,10 @@ install-dense: install
 # Lint and the whole suite on the pinned stack; then, side by side, the
 # torch 2.1 stack (its install, its stack tests, then the Slurm test) and
 # the onedl stack (its install, its stack tests), each suite in one worker
-# process. One after the other, each with two workers, these took 490 s
-# from a fresh clone: every worker imports and collects anew, the last
-# file of a suite leaves a core idle, and the installs' source builds and
-# apt-get leave one idle too. (The three environments installed at once,
+# process. From a fresh clone here this part took 319 s against 355 s one
+# after the other with two workers each: every worker imports and
+# collects anew, the last file of a suite leaves a core idle, and the
+# installs' source builds and apt-get leave one idle too. (The three environments installed at once,
 # with make -j, took 255 s against 242 s one after the other, from an
 # empty uv cache: the downloads share one connection and the bytecode
 # compilation the two cores.) Each side's output comes when it ends.
