@@ -130,10 +130,11 @@ install-dense: install
 # process. From a fresh clone here this part took 319 s against 355 s one
 # after the other with two workers each: every worker imports and
 # collects anew, the last file of a suite leaves a core idle, and the
-# installs' source builds and apt-get leave one idle too. (The three environments installed at once,
-# with make -j, took 255 s against 242 s one after the other, from an
-# empty uv cache: the downloads share one connection and the bytecode
-# compilation the two cores.) Each side's output comes when it ends.
+# installs' source builds and apt-get leave one idle too. (The three
+# environments installed at once, with make -j, took 255 s against 242 s
+# one after the other, from an empty uv cache: the downloads share one
+# connection and the bytecode compilation the two cores.) Each side's
+# output comes when it ends.
 # The onedl environment installs after the torch 2.1 one: both editable
 # installs rewrite the checkout's t2t_plugin.egg-info.
 test: lint test-pinned

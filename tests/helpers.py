@@ -221,8 +221,11 @@ def run_main(tool, *args) -> subprocess.CompletedProcess:
     ):
         try:
             code = module.main(argv) if takes_argv else module.main()
-        except SystemExit as exit_info:  # argparse errors
+        except SystemExit as exit_info:  # argparse errors, sys.exit(...)
             code = exit_info.code
+            if isinstance(code, str):  # printed, exit code 1
+                print(code, file=sys.stderr)
+                code = 1
         except Exception:
             traceback.print_exc()
             code = 1

@@ -21,9 +21,9 @@ from mmengine.registry import DefaultScope, init_default_scope
 
 from t2t_plugin.models import T2TViT
 
-from ..helpers import run_main
+from ..helpers import ROOT, run_main
 
-CONFIGS = Path(__file__).parents[2] / 'configs'
+CONFIGS = ROOT / 'configs'
 pytestmark = pytest.mark.dense
 
 # The COCO and ADE20K configs; tests/test_configs/test_custom_data.py runs

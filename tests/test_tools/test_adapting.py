@@ -3,7 +3,6 @@ warning, the layer-decay range in the log and get_flops' default input
 size."""
 
 import logging
-from pathlib import Path
 
 import pytest
 import torch
@@ -16,9 +15,8 @@ from t2t_plugin.engine import AutocastOptimWrapper
 from t2t_plugin.engine.optim_wrapper import cpu_has_fast_bf16
 from t2t_plugin.models import T2TViT
 
-from ..helpers import load_tool, run_main
+from ..helpers import ROOT, load_tool, run_main
 
-ROOT = Path(__file__).resolve().parents[2]
 CONFIGS = ROOT / 'configs'
 
 
