@@ -87,6 +87,22 @@ def _no_runner_globals():
     yield
 
 
+@pytest.fixture(autouse=True)
+def _stop_loader_workers():
+    """The worker processes that an in-process run leaves running
+    (persistent workers) are stopped after its test. torch stops them when
+    the loader is collected, but a Runner holds its loaders in reference
+    cycles, and the garbage collector (mmengine runs it at every dataset
+    build) may close a loader's queues before it tells the workers to
+    stop: each worker then waits out torch's 5 s timeout, 15 s after one
+    custom-data training here (``helpers.run_main`` stops them after
+    each tool run)."""
+    from .helpers import stop_loader_workers
+
+    yield
+    stop_loader_workers()
+
+
 # Shared fixtures. Their names are stable: test files of every part of the
 # suite use them.
 #

@@ -7,6 +7,7 @@ import importlib.util
 import os
 import subprocess
 import sys
+import weakref
 from pathlib import Path
 from types import ModuleType
 
@@ -16,6 +17,7 @@ from mmengine.config import Config
 from mmengine.runner import load_checkpoint
 from mmpretrain.registry import DATASETS, MODELS
 from PIL import Image
+from torch.utils.data.dataloader import _MultiProcessingDataLoaderIter
 
 import t2t_plugin  # noqa: F401  registers the models and datasets
 
@@ -190,6 +192,27 @@ def forget_visualizers_and_loggers() -> None:
         classes.extend(cls.__subclasses__())
 
 
+# The data-loader iterators made in this process (stop_loader_workers).
+_loader_iterators = weakref.WeakSet()
+_make_loader_iterator = _MultiProcessingDataLoaderIter.__init__
+
+
+def _recorded_loader_iterator(self, *args, **kwargs):
+    _make_loader_iterator(self, *args, **kwargs)
+    _loader_iterators.add(self)
+
+
+_MultiProcessingDataLoaderIter.__init__ = _recorded_loader_iterator
+
+
+def stop_loader_workers() -> None:
+    """Stop the worker processes of the data loaders made in this process
+    that are still running (conftest's ``_stop_loader_workers`` says
+    why)."""
+    for iterator in list(_loader_iterators):
+        iterator._shutdown_workers()
+
+
 def run_main(tool, *args) -> subprocess.CompletedProcess:
     """A tool's ``main`` run in this process as the interpreter would run
     the script: its exit code, stdout (with mmengine's log) and stderr, an
@@ -229,6 +252,8 @@ def run_main(tool, *args) -> subprocess.CompletedProcess:
         except Exception:
             traceback.print_exc()
             code = 1
+        finally:
+            stop_loader_workers()
     return subprocess.CompletedProcess(
         args, code or 0, out.getvalue(), err.getvalue()
     )
