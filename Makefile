@@ -135,11 +135,11 @@ install-dense: install
 # one after the other, from an empty uv cache: the downloads share one
 # connection and the bytecode compilation the two cores.) Each side's
 # output comes when it ends.
-# The onedl environment installs after the torch 2.1 one (both editable
-# installs rewrite the checkout's t2t_plugin.egg-info); apt-get installs
-# Slurm meanwhile.
+# The checkout's editable install into the onedl environment waits for the
+# torch 2.1 one (both rewrite the checkout's t2t_plugin.egg-info); the
+# rest of both installs and apt-get's install of Slurm run at once.
 test: lint test-pinned
-	$(MAKE) --no-print-directory -j2 --output-sync=target PYTEST_WORKERS=1 \
+	$(MAKE) --no-print-directory -j3 --output-sync=target PYTEST_WORKERS=1 \
 		ONEDL_INSTALL_AFTER='$(OLD_VENV)/installed slurm-packages' \
 		test-torch2.1-then-slurm test-onedl
 
@@ -180,13 +180,22 @@ test-torch2.1: $(OLD_VENV)/installed
 # source distributions from uv's cache once built. The onedl environment
 # keeps a PEP 660 editable install: onedl-mim reads it
 # (`mim train t2t-plugin configs/NAME.py`; given a name only, it searches
-# the whole checkout, work_dirs and environments included).
+# the whole checkout, work_dirs and environments included). The pins
+# install first; the checkout, with the rest of its requirements, once
+# ONEDL_INSTALL_AFTER is made (make test: the torch 2.1 install, which
+# rewrites the same egg-info), so that the downloads and builds of both
+# environments run at once.
+ONEDL_INSTALL = $(call UV_INSTALL,$(ONEDL_VENV)/bin/python) $(ONEDL_PINS) \
+	$(ONEDL_MIM_PIN) $(XDIST_PIN) pytest wheel
 ONEDL_INSTALL_AFTER ?=
-$(ONEDL_VENV)/installed: Makefile setup.py | $(ONEDL_VENV)/bin/python $(ONEDL_INSTALL_AFTER)
+$(ONEDL_VENV)/pins: Makefile | $(ONEDL_VENV)/bin/python
 	$(ONEDL_VENV)/bin/python -c 'import torch' 2>/dev/null || \
 		$(NEED_SPACE) $(ONEDL_VENV) $(ONEDL_VENV_GB) "the onedl environment $(ONEDL_VENV)"
-	$(call UV_INSTALL,$(ONEDL_VENV)/bin/python) $(ONEDL_PINS) $(ONEDL_MIM_PIN) \
-		$(XDIST_PIN) -e '.[onedl,tests]' pytest wheel
+	$(ONEDL_INSTALL)
+	touch $@
+
+$(ONEDL_VENV)/installed: $(ONEDL_VENV)/pins setup.py | $(ONEDL_INSTALL_AFTER)
+	$(ONEDL_INSTALL) -e '.[onedl,tests]'
 	touch $@
 
 # The compiled-backbone tests are left out: this stack's torch is the
