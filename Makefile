@@ -138,6 +138,12 @@ install-dense: install
 # The checkout's editable install into the onedl environment waits for the
 # torch 2.1 one (both rewrite the checkout's t2t_plugin.egg-info); the
 # rest of both installs and apt-get's install of Slurm run at once.
+# The suite's processes write the .pyc files of what they import, once,
+# into the environments and the checkout: where PYTHONDONTWRITEBYTECODE
+# is set, installing would compile all 13,000-17,000 files of each
+# environment (about 55 CPU-s each here; tools/install/uv_install.py),
+# and the suite imports a third of them.
+test: export PYTHONDONTWRITEBYTECODE :=
 test: lint test-pinned
 	$(MAKE) --no-print-directory -j3 --output-sync=target PYTEST_WORKERS=1 \
 		ONEDL_INSTALL_AFTER='$(OLD_VENV)/installed slurm-packages' \

@@ -6,6 +6,8 @@ import subprocess
 import sys
 import zipfile
 
+import pytest
+
 from ..helpers import ROOT, load_tool
 
 uv_install = load_tool('tools/install/uv_install.py')
@@ -22,7 +24,11 @@ user.constraint='/not/a/pip/install/section'
 """
 
 
-def test_pip_settings_later_sections_override():
+@pytest.mark.parametrize('no_bytecode', ['1', ''])
+def test_pip_settings_later_sections_override(no_bytecode, monkeypatch):
+    """With PYTHONDONTWRITEBYTECODE set, uv writes the .pyc files, as pip
+    does; without it the interpreter writes them when it imports."""
+    monkeypatch.setenv('PYTHONDONTWRITEBYTECODE', no_bytecode)
     settings = uv_install.pip_settings(LISTED)
     assert settings == {
         'cert': '/etc/ssl/certs/ca-certificates.crt',
@@ -34,7 +40,7 @@ def test_pip_settings_later_sections_override():
     assert uv_install.uv_options(settings) == [
         '--index-strategy',
         'unsafe-best-match',
-        '--compile-bytecode',
+        *(['--compile-bytecode'] if no_bytecode else []),
         '--index-url',
         'https://install.example/simple',
         '--extra-index-url',
