@@ -133,7 +133,7 @@ install-dense: install
 # environment's editable install of the checkout waits for the torch 2.1
 # one (both rewrite the checkout's t2t_plugin.egg-info). From a fresh
 # clone here this part took 255 s, the installs 43 s of it (the onedl
-# side had waited 90 s before its tests when it installed after).
+# side waited over 100 s for its tests when it installed after).
 # The suite's processes write the .pyc files of what they import, once,
 # into the environments and the checkout: where PYTHONDONTWRITEBYTECODE
 # is set, installing would compile all 13,000-17,000 files of each
