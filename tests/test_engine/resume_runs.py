@@ -113,17 +113,52 @@ def logged(work_dir: Path) -> tuple:
     return losses, top1
 
 
+def warnings_logged(work_dir: Path) -> list:
+    """The WARNING lines of every start's mmengine log."""
+    return [
+        line.strip()
+        for path in sorted(work_dir.glob('*/*.log'))
+        for line in path.read_text().splitlines()
+        if 'WARNING' in line
+    ]
+
+
+def assert_same_run(
+    whole: Path, broken: Path, iterations: list, epochs: int
+) -> None:
+    """The killed-and-resumed run logged the uninterrupted run's loss at
+    each of ``iterations`` and its top-1 after each of ``epochs``; a
+    mismatch names the iterations that differ and the runs' warnings."""
+    whole_losses, whole_top1 = logged(whole)
+    broken_losses, broken_top1 = logged(broken)
+    assert sorted(whole_losses) == iterations
+    differ = {
+        step: (whole_losses.get(step), broken_losses.get(step))
+        for step in sorted(set(whole_losses) | set(broken_losses))
+        if whole_losses.get(step) != broken_losses.get(step)
+    }
+    assert not differ, (
+        f'losses (uninterrupted, killed and resumed) differ: {differ}; '
+        f'warnings: {warnings_logged(whole) + warnings_logged(broken)}; '
+        'the killed process wrote: '
+        + broken.with_name(broken.name + '-killed.txt').read_text()[-2000:]
+    )
+    assert broken_top1 == whole_top1 and len(whole_top1) == epochs
+
+
 def run_killed_and_resumed(
     work_dir: Path, options: list, kill_at_iter: int, config: Path = DIGITS
 ) -> str:
     """Start training, SIGKILL it once it logged ``kill_at_iter``, resume;
     the resumed run's output."""
+    # its output beside the work dir, for assert_same_run's message
+    output = work_dir.with_name(work_dir.name + '-killed.txt').open('wb')
     process = subprocess.Popen(
         [sys.executable, str(ROOT / 'tools' / 'train.py')]
         + train_arguments(work_dir, options, resume=False, config=config),
         env=dict(os.environ, PYTHONPATH=str(ROOT), OMP_NUM_THREADS='1'),
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
+        stdout=output,
+        stderr=subprocess.STDOUT,
     )
     deadline = time.time() + 600
     try:
@@ -135,4 +170,5 @@ def run_killed_and_resumed(
         os.kill(process.pid, signal.SIGKILL)
     finally:
         process.wait()
+        output.close()
     return train(work_dir, options, resume=True, config=config)

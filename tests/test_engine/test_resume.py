@@ -9,8 +9,8 @@ import pytest
 
 from .resume_runs import (  # noqa: F401  one_thread is autouse
     DIGITS,
+    assert_same_run,
     digits_options,
-    logged,
     one_thread,
     run_killed_and_resumed,
     train,
@@ -51,8 +51,4 @@ def test_killed_and_resumed_run_equals_uninterrupted(
     # resumed from epoch_1.pth
     run_killed_and_resumed(broken, options, kill_at_iter=8, config=config)
     assert (broken / 'epoch_1.pth').is_file()
-    whole_losses, whole_top1 = logged(whole)
-    broken_losses, broken_top1 = logged(broken)
-    assert sorted(whole_losses) == list(range(2, 13, 2))
-    assert broken_losses == whole_losses
-    assert broken_top1 == whole_top1 and len(whole_top1) == 2
+    assert_same_run(whole, broken, list(range(2, 13, 2)), epochs=2)

@@ -5,8 +5,8 @@ import pytest
 
 from .resume_runs import (  # noqa: F401  one_thread is autouse
     CUSTOM,
+    assert_same_run,
     custom_options,
-    logged,
     one_thread,
     run_killed_and_resumed,
     train,
@@ -29,8 +29,4 @@ def test_custom_data_with_persistent_workers_resumes_exactly(tmp_path):
     assert 'random' not in ' '.join(
         line for line in output.splitlines() if 'WARNING' in line
     )
-    whole_losses, whole_top1 = logged(whole)
-    broken_losses, broken_top1 = logged(broken)
-    assert sorted(whole_losses) == list(range(1, 7))
-    assert broken_losses == whole_losses
-    assert broken_top1 == whole_top1 and len(whole_top1) == 2
+    assert_same_run(whole, broken, list(range(1, 7)), epochs=2)
