@@ -5,6 +5,8 @@ its checkpoint and images written to a folder."""
 import copy
 import importlib.util
 import os
+import random
+import socket
 import subprocess
 import sys
 import weakref
@@ -53,6 +55,28 @@ def load_tool_package(relative_path: str) -> ModuleType:
 
 
 DEMO = str(ROOT / 'configs' / 't2t-vit-mini_1xb64_digits.py')
+
+
+def free_port() -> int:
+    """A TCP port of 127.0.0.1 free now, below the kernel's range for
+    outgoing connections: a port from that range (what binding to port 0
+    gives) can become the source port of any process's connection before
+    the test's server binds it (EADDRINUSE, seen with two torchrun-like
+    tests at once)."""
+    port_range = Path('/proc/sys/net/ipv4/ip_local_port_range')
+    low = (
+        int(port_range.read_text().split()[0])
+        if port_range.exists()
+        else 32768
+    )
+    for port in random.SystemRandom().sample(range(low // 2, low), 100):
+        with socket.socket() as sock:
+            try:
+                sock.bind(('127.0.0.1', port))
+            except OSError:
+                continue
+            return port
+    raise RuntimeError(f'No free port between {low // 2} and {low}.')
 
 
 def tool_env() -> dict:

@@ -52,6 +52,7 @@ from t2t_plugin.engine.hooks.run_check_hook import pipeline_problem
 from ..helpers import (
     DEMO,
     ROOT,
+    free_port,
     last_line,
     run_main,
     run_mmpretrain_tool,
@@ -871,12 +872,6 @@ except RuntimeError as error:
     print(dist_failure_message(error, Config(cfg)), file=sys.stderr)
     sys.exit(1)
 """
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(('127.0.0.1', 0))
-        return sock.getsockname()[1]
 
 
 def test_frozen_rank_ends_the_run_naming_it():

@@ -3,24 +3,23 @@ the data is split between the ranks and the distributed evaluation equals a
 single-process one."""
 
 import json
-import socket
 import subprocess
 import sys
 
 import pytest
 
-from ..helpers import DEMO, ROOT, evaluate_in_process, tool_env
-
-
-def free_port() -> str:
-    with socket.socket() as sock:
-        sock.bind(('127.0.0.1', 0))
-        return str(sock.getsockname()[1])
+from ..helpers import (
+    DEMO,
+    ROOT,
+    evaluate_in_process,
+    free_port,
+    tool_env,
+)
 
 
 def run_script(script: str, *args: str) -> subprocess.CompletedProcess:
     env = tool_env()
-    env.update(PORT=free_port(), PYTHON=sys.executable)
+    env.update(PORT=str(free_port()), PYTHON=sys.executable)
     return subprocess.run(
         ['bash', f'tools/{script}', *args],
         cwd=ROOT,

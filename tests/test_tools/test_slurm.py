@@ -21,7 +21,13 @@ from pathlib import Path
 
 import pytest
 
-from ..helpers import DEMO, ROOT, evaluate_in_process, tool_env
+from ..helpers import (
+    DEMO,
+    ROOT,
+    evaluate_in_process,
+    free_port,
+    tool_env,
+)
 
 pytestmark = [pytest.mark.slurm, pytest.mark.slow]
 
@@ -74,12 +80,6 @@ def skip_reason() -> str:
             'apt-get install slurm-wlm munge, or make test-slurm as root)'
         )
     return ''
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(('127.0.0.1', 0))
-        return sock.getsockname()[1]
 
 
 def memory_mb() -> int:
