@@ -33,7 +33,11 @@ from mmengine.runner import checkpoint as mmengine_checkpoint
 
 from ..compat import HAS_ADD_SAFE_GLOBALS, safe_globals
 from ..converters.official import official_to_plugin, strip_module_prefix
-from ..datasets.safe_pickle import AllowListUnpickler, UnsafePickleError
+from ..datasets.safe_pickle import (
+    AllowListUnpickler,
+    UnsafePickleError,
+    multiarray,
+)
 from ..models.checkpoint_checks import (
     CheckpointError,
     CheckpointMismatchError,
@@ -67,12 +71,6 @@ def _history_buffer_attribute(owner: type, name: str) -> Callable:
 def checkpoint_safe_globals() -> list[Union[object, tuple[object, str]]]:
     """The globals of mmengine training checkpoints, none of which runs
     code a file could choose, as ``add_safe_globals`` takes them."""
-    # numpy 2 moved the pickling helpers to ``numpy._core``; a file names
-    # the module of the numpy that wrote it.
-    try:
-        from numpy._core import multiarray
-    except ImportError:
-        from numpy.core import multiarray
     # numpy >= 1.25 gives each dtype its own class (``Float64DType``, ...)
     dtype_classes = {
         type(np.dtype(code))

@@ -40,10 +40,8 @@ def newest_intact_checkpoint(work_dir: str) -> Optional[str]:
         match = re.fullmatch(r'(epoch|iter)_(\d+)\.pth', name)
         if match:
             found.append((int(match.group(2)), osp.join(work_dir, name)))
-    for _, path in sorted(found, reverse=True):
-        if is_intact(path):
-            return path
-    return None
+    found.sort(reverse=True)
+    return next((path for _, path in found if is_intact(path)), None)
 
 
 def init_checkpoints(node: object) -> Iterator[str]:

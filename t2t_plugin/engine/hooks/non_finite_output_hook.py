@@ -1,11 +1,11 @@
 from collections.abc import Sequence
 from typing import Any, Optional
 
-import torch
 from mmengine.hooks import Hook
 from mmengine.registry import HOOKS
 
-from .run_checks import RunCheckError
+from ..checkpoint import non_finite_weights
+from .run_checks import RunCheckError, dotted_getattr
 
 # The fields that carry a prediction in mmpretrain, mmdet and mmseg.
 _PREDICTION_FIELDS = (
@@ -14,17 +14,6 @@ _PREDICTION_FIELDS = (
     'pred_instances.bboxes',
     'seg_logits.data',
 )
-
-
-def _outputs_of(sample: Any) -> list[torch.Tensor]:
-    found = []
-    for path in _PREDICTION_FIELDS:
-        value = sample
-        for name in path.split('.'):
-            value = getattr(value, name, None)  # None stays None
-        if isinstance(value, torch.Tensor) and value.is_floating_point():
-            found.append(value)
-    return found
 
 
 @HOOKS.register_module()
@@ -55,10 +44,8 @@ class NonFiniteOutputHook(Hook):
     ) -> None:
         for sample in outputs or ():
             self.total += 1
-            if any(
-                not bool(torch.isfinite(value).all())
-                for value in _outputs_of(sample)
-            ):
+            found = {p: dotted_getattr(sample, p) for p in _PREDICTION_FIELDS}
+            if non_finite_weights(found):
                 self.count += 1
 
     def after_test_epoch(self, runner, metrics: Optional[dict] = None) -> None:

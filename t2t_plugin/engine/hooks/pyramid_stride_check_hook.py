@@ -3,7 +3,15 @@ from mmengine.hooks import Hook
 from mmengine.registry import HOOKS
 from torch import nn
 
-from .run_checks import TrainingStopped, bare_model
+from .run_checks import TrainingStopped, bare_model, dotted_getattr
+
+# Where mmdet's heads state the strides of the maps they read.
+_STRIDES = (
+    'bbox_head.prior_generator.strides',
+    'rpn_head.prior_generator.strides',
+    'roi_head.bbox_roi_extractor.featmap_strides',
+    'roi_head.mask_roi_extractor.featmap_strides',
+)
 
 
 class PyramidStrideError(TrainingStopped):
@@ -90,19 +98,7 @@ class PyramidStrideCheckHook(Hook):
     ) -> dict[str, list[tuple[int, int]]]:
         """``{'bbox_head.prior_generator.strides': [(8, 8), ...], ...}``
         for each head of ``model`` that states strides."""
-        roi_head = getattr(model, 'roi_head', None)
-        places = {
-            f'{head}.prior_generator.strides': getattr(
-                getattr(getattr(model, head, None), 'prior_generator', None),
-                'strides',
-                None,
-            )
-            for head in ('bbox_head', 'rpn_head')
-        }
-        for name in ('bbox_roi_extractor', 'mask_roi_extractor'):
-            places[f'roi_head.{name}.featmap_strides'] = getattr(
-                getattr(roi_head, name, None), 'featmap_strides', None
-            )
+        places = {where: dotted_getattr(model, where) for where in _STRIDES}
         # mmdet stores a stride as an int or a (w, h) pair
         return {
             where: [

@@ -125,12 +125,9 @@ class RandomStateHook(Hook):
         self._loaded: Optional[dict] = None
         self._before_val: Optional[dict] = None
 
-    def _gather(self) -> None:
-        self._states = all_gather_object(get_random_state())
-
     def after_train_epoch(self, runner) -> None:
         """Take every rank's state before CheckpointHook saves."""
-        self._gather()
+        self._states = all_gather_object(get_random_state())
 
     def after_train_iter(
         self, runner, batch_idx: int, data_batch=None, outputs=None
@@ -142,7 +139,7 @@ class RandomStateHook(Hook):
         if saver.every_n_train_iters(
             runner, saver.interval, saver.save_begin
         ) or saver.is_last_train_iter(runner):
-            self._gather()
+            self._states = all_gather_object(get_random_state())
 
     def before_val(self, runner) -> None:
         """Remember the generators: validation must not move them."""

@@ -35,19 +35,17 @@ class RankHeartbeatHook(Hook):
 
     def __init__(self) -> None:
         self._stop = threading.Event()
-        self._thread = None
 
     def before_train(self, runner) -> None:
         """Start the heartbeat thread."""
         if not (torch_dist.is_available() and torch_dist.is_initialized()):
             return
         store = torch_dist.distributed_c10d._get_default_store()
-        self._thread = threading.Thread(
+        threading.Thread(
             target=_beat,
             args=(store, heartbeat_key(torch_dist.get_rank()), self._stop),
             daemon=True,
-        )
-        self._thread.start()
+        ).start()
 
     def after_train(self, runner) -> None:
         """Stop the heartbeat thread."""

@@ -33,6 +33,13 @@ def bare_model(runner) -> Any:
     return getattr(runner.model, 'module', runner.model)
 
 
+def dotted_getattr(obj: Any, path: str) -> Any:
+    """``obj.a.b`` for ``path='a.b'``; None where an attribute is missing."""
+    for name in path.split('.'):
+        obj = getattr(obj, name, None)
+    return obj
+
+
 def t2t_module(runner) -> Optional[Any]:
     """The backbone's T2T module, or None for another backbone."""
     backbone = getattr(bare_model(runner), 'backbone', None)
@@ -58,10 +65,8 @@ def resumed_name(runner) -> str:
     return f'checkpoint {resumed}' if resumed else 'checkpoint'
 
 
-def few(names, limit: int = 5) -> str:
-    """At most ``limit`` names, then how many more."""
+def few(names) -> str:
+    """At most five names, then how many more."""
     names = [str(name) for name in names]
-    shown = ', '.join(names[:limit])
-    return shown + (
-        f' and {len(names) - limit} more' if len(names) > limit else ''
-    )
+    more = len(names) - 5
+    return ', '.join(names[:5]) + (f' and {more} more' if more > 0 else '')

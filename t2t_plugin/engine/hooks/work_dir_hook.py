@@ -156,7 +156,6 @@ class WorkDirHook(Hook):
     def _lock(self, work_dir: str) -> None:
         path = osp.join(work_dir, LOCK_FILE)
         host = socket.gethostname()
-        owner = dict(pid=os.getpid(), host=host)
         try:
             fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
         except FileExistsError:
@@ -179,7 +178,7 @@ class WorkDirHook(Hook):
             # a run that ended without unlocking: take its lock over
             fd = os.open(path, os.O_WRONLY | os.O_TRUNC)
         with os.fdopen(fd, 'w') as f:
-            json.dump(owner, f)
+            json.dump(dict(pid=os.getpid(), host=host), f)
         self.lock = path
         _HELD.add(path)
 
