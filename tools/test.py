@@ -17,7 +17,6 @@ from mmengine.runner import Runner
 
 from t2t_plugin import doc_pages
 from t2t_plugin.cli import (
-    add_launch_arguments,
     close_dist,
     configure_run,
     enable_show,
@@ -78,8 +77,7 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
         ('--no-pin-memory', 'turn off pin_memory in the test dataloader'),
     ):
         parser.add_argument(flag, action='store_true', help=text)
-    add_launch_arguments(parser, 'test_dataloader.batch_size=32')
-    return parse_launch_args(parser, argv)
+    return parse_launch_args(parser, 'test_dataloader.batch_size=32', argv)
 
 
 def merge_args(cfg: Config, args: argparse.Namespace) -> Config:

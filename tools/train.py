@@ -13,7 +13,6 @@ from mmengine.config import Config
 from mmengine.runner import Runner
 
 from t2t_plugin.cli import (
-    add_launch_arguments,
     close_dist,
     configure_run,
     find_missing_inputs,
@@ -52,20 +51,18 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
         ('--no-persistent-workers', 'turn off persistent_workers too'),
     ):
         parser.add_argument(flag, action='store_true', help=text)
-    add_launch_arguments(
-        parser, 'train_cfg.max_epochs=10 "model.backbone.arch=t-14"'
+    return parse_launch_args(
+        parser, 'train_cfg.max_epochs=10 "model.backbone.arch=t-14"', argv
     )
-    return parse_launch_args(parser, argv)
 
 
 def set_resume(cfg: Config, resume: str) -> None:
     """Resume from ``resume`` or, for ``'auto'``, the work dir's newest
     intact checkpoint; with none, start from ``load_from`` if any (jobs
     that always pass ``--resume`` keep their pretrained weights)."""
-    if resume != 'auto':
-        cfg.resume, cfg.load_from = True, resume
-        return
-    latest = newest_intact_checkpoint(cfg.work_dir)
+    latest = (
+        newest_intact_checkpoint(cfg.work_dir) if resume == 'auto' else resume
+    )
     if latest is not None:
         cfg.resume, cfg.load_from = True, latest
         return
@@ -119,10 +116,8 @@ def build_runner(cfg: Config) -> Runner:
 
 
 def _problems(cfg: Config, args: argparse.Namespace) -> list[str]:
-    loaders = ['train_dataloader'] + (
-        [] if args.no_validate else ['val_dataloader']
-    )
-    missing = find_missing_inputs(cfg, loaders)
+    # --no-validate has set val_dataloader to None, which is not checked
+    missing = find_missing_inputs(cfg, ['train_dataloader', 'val_dataloader'])
     problem = output_problem(cfg.work_dir, '--work-dir')
     return missing or ([problem] if problem else [])
 

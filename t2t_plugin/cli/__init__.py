@@ -3,7 +3,6 @@ the CPU distributed launch, model loading); library code never imports
 it."""
 
 from .arguments import (
-    add_launch_arguments,
     enable_show,
     enable_tta,
     merge_options,
@@ -20,7 +19,6 @@ from .reporting import (
 )
 
 __all__ = [
-    'add_launch_arguments',
     'close_dist',
     'configure_run',
     'enable_show',

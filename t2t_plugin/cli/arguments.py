@@ -38,11 +38,14 @@ def add_cfg_options(
     )
 
 
-def add_launch_arguments(
-    parser: argparse.ArgumentParser, cfg_example: str
-) -> None:
+def parse_launch_args(
+    parser: argparse.ArgumentParser,
+    cfg_example: str,
+    argv: Optional[Sequence[str]] = None,
+) -> argparse.Namespace:
     """Add ``--cfg-options`` (``cfg_example`` in its help), ``--launcher``
-    and ``--local_rank``."""
+    and ``--local_rank``, then parse the command line; unparsable
+    ``--cfg-options`` are a usage error, not a traceback."""
     add_cfg_options(parser, cfg_example)
     parser.add_argument(
         '--launcher',
@@ -52,13 +55,6 @@ def add_launch_arguments(
     )
     # torch.distributed.launch passes --local_rank (or --local-rank).
     parser.add_argument('--local_rank', '--local-rank', type=int, default=0)
-
-
-def parse_launch_args(
-    parser: argparse.ArgumentParser, argv: Optional[Sequence[str]] = None
-) -> argparse.Namespace:
-    """Parse the command line; unparsable ``--cfg-options`` are a usage
-    error, not a traceback."""
     try:
         args = parser.parse_args(argv)
     except (AssertionError, RecursionError, ValueError, SyntaxError):
@@ -75,7 +71,7 @@ def merge_options(cfg: Config, options: Optional[dict]) -> None:
     """Merge ``--cfg-options``, refusing (ValueError) a key whose top level
     neither the config nor the Runner knows: mmengine would add a misspelt
     ``train_dataloder.batch_size=8`` silently."""
-    known = set(cfg.keys()) | set(_RUNNER_KEYS)
+    known = set(cfg.keys()) | _RUNNER_KEYS
     for key in options or {}:
         top = key.split('.')[0]
         if top in known:
@@ -173,10 +169,7 @@ def enable_tta(cfg: Config) -> None:
         cfg.setdefault('tta_model', dict(type='mmpretrain.AverageClsScoreTTA'))
         if 'tta_pipeline' not in cfg:
             pipeline = copy.deepcopy(cfg.test_dataloader.dataset.pipeline)
-            flips = [
-                dict(type='RandomFlip', prob=1.0),
-                dict(type='RandomFlip', prob=0.0),
-            ]
+            flips = [dict(type='RandomFlip', prob=p) for p in (1.0, 0.0)]
             pipeline[-1] = dict(
                 type='TestTimeAug', transforms=[flips, [pipeline[-1]]]
             )

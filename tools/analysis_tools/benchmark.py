@@ -17,7 +17,6 @@ from mmpretrain.registry import MODELS
 from rich.console import Console
 from rich.table import Table
 
-import t2t_plugin  # noqa: F401  (registers the models)
 from t2t_plugin.analysis.speed import (
     DTYPES,
     StepRunner,

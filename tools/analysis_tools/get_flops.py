@@ -17,7 +17,6 @@ from mmpretrain.registry import MODELS
 from rich.console import Console
 from rich.table import Table
 
-import t2t_plugin  # noqa: F401  (registers the models)
 from t2t_plugin.analysis import PAPER_MACS, ModelComplexity, count_complexity
 from t2t_plugin.cli.arguments import add_cfg_options
 from t2t_plugin.cli.reporting import LOAD_ERRORS, progress
@@ -136,8 +135,7 @@ def config_test_shape(cfg: Config) -> Optional[tuple[int, int]]:
     pipeline's last resize or crop (a keep-ratio ``Resize``: the landscape
     box it fits images into) padded to the preprocessor's size divisor."""
     preprocessor = cfg.model.get('data_preprocessor') or {}
-    fixed = _pair_hw(preprocessor.get('size'))
-    if fixed:
+    if fixed := _pair_hw(preprocessor.get('size')):
         return fixed
     dataset = cfg.get('test_dataloader', {}).get('dataset', {})
     while 'dataset' in dataset:  # RepeatDataset and other wrappers
