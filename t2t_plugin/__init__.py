@@ -19,17 +19,15 @@ if _MISSING:
         '(the onedl-* continuation); see docs/install.md.'
     )
 
-# Set before the imports below. mmengine 0.10 resolves ``mmpretrain::``
-# bases with pkg_resources, which warns on every run; our pin keeps it.
-warnings.filterwarnings(
-    'ignore', message='pkg_resources is deprecated', category=UserWarning
-)
-# mmcv-lite lacks the deformable-attention op, which no model here uses.
-warnings.filterwarnings(
-    'ignore',
-    message='Fail to import ``MultiScaleDeformableAttention``',
-    category=UserWarning,
-)
+# Set before the imports below.
+for _message in (
+    # mmengine 0.10 resolves ``mmpretrain::`` bases with pkg_resources,
+    # which warns on every run; our pin keeps it
+    'pkg_resources is deprecated',
+    # mmcv-lite lacks the deformable-attention op, which no model here uses
+    'Fail to import ``MultiScaleDeformableAttention``',
+):
+    warnings.filterwarnings('ignore', message=_message, category=UserWarning)
 
 
 def _import_mmpretrain_datasets() -> None:

@@ -51,8 +51,7 @@ def add_safe_globals(safe_globals: Iterable) -> bool:
     before torch 2.4, where the checkpoint reader uses its own allow-list."""
     if HAS_ADD_SAFE_GLOBALS:
         torch.serialization.add_safe_globals(list(safe_globals))
-        return True
-    return False
+    return HAS_ADD_SAFE_GLOBALS
 
 
 def safe_globals(allowed: Iterable) -> AbstractContextManager:

@@ -85,7 +85,6 @@ _LIBRARY.impl(
 
 @contextmanager
 def _attention_by_shape() -> Iterator[None]:
-    """``F.scaled_dot_product_attention`` as ``attention_shape`` inside."""
     kernel = F.scaled_dot_product_attention
     F.scaled_dot_product_attention = (
         lambda query, key, value, *args, **kwargs: (
@@ -149,13 +148,11 @@ def count_complexity(
     e.g. the data samples a detector needs. ``parts`` names submodules
     (``'backbone'``) whose own counts the same trace gives, in ``parts``.
     """
-    params = sum(param.numel() for param in model.parameters())
     device = next(model.parameters()).device
     images = torch.randn(1, in_channels, *input_shape, device=device)
     was_training = model.training
     model.eval()
-    prefix = ''
-    traced: nn.Module = model
+    traced, prefix = model, ''
     if forward_kwargs:
         traced, prefix = _ModelInputs(model, forward_kwargs), 'model.'
     try:
@@ -182,7 +179,7 @@ def count_complexity(
             tuple(input_shape),
         )
     return ModelComplexity(
-        params,
+        sum(param.numel() for param in model.parameters()),
         analyzer.total(),
         sum(attention.values()),
         tuple(input_shape),

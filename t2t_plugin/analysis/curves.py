@@ -66,8 +66,7 @@ def plot_curves(
         }
     )
     fig = Figure(figsize=(15, 4))
-    axes = fig.subplots(1, 3)
-    ax_loss, ax_lr, ax_metric = axes
+    ax_loss, ax_lr, ax_metric = axes = fig.subplots(1, 3)
     for key in loss_keys:
         points = [(r['step'], r[key]) for r in train if key in r]
         ax_loss.plot(*zip(*points), label=key)

@@ -43,8 +43,7 @@ class StepRunner:
         model.train(train)
         # gradients of an earlier step would count as live memory of this one
         model.zero_grad(set_to_none=True)
-        self.optimizer = None
-        self.scaler = None
+        self.optimizer = self.scaler = None
         if train:
             params = [p for p in model.parameters() if p.requires_grad]
             self.optimizer = torch.optim.AdamW(params, lr=0.0)

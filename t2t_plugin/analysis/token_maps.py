@@ -39,7 +39,6 @@ def _forward_with_hooks(
     images: torch.Tensor,
     hooks: Sequence[tuple[nn.Module, Callable]],
 ) -> None:
-    """Run ``backbone`` once with forward hooks, removed afterwards."""
     handles = [module.register_forward_hook(hook) for module, hook in hooks]
     try:
         backbone(images)

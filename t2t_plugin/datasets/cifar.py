@@ -16,9 +16,6 @@ from .safe_pickle import load_data_pickle
 
 
 class _LocalCIFARMixin:
-    """Reads the split's files with :func:`load_data_pickle`; class names
-    come from ``METAINFO``."""
-
     def __init__(self, data_root: str, split: str = 'train', **kwargs) -> None:
         super().__init__(
             data_root=data_root, split=split, download=False, **kwargs

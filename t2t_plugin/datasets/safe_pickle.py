@@ -134,8 +134,7 @@ class SafePickleHandler(PickleHandler):
             raise _refuse(path, f'the Python global {error}') from None
 
     def load_from_path(self, filepath, **kwargs):
-        with open(filepath, 'rb') as f:
-            return self.load_from_fileobj(f, path=str(filepath), **kwargs)
+        return super().load_from_path(filepath, path=str(filepath), **kwargs)
 
 
 # libyaml's parser where PyYAML has it, as mmengine's own handler: an

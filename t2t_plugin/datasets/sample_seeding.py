@@ -179,7 +179,6 @@ def own_generator(loader: Any) -> Any:
 
 
 def _is_type(part: Any, cls: type) -> bool:
-    """Whether ``part`` is a ``cls`` or the config of one."""
     if isinstance(part, cls):
         return True
     kind = part.get('type') if isinstance(part, dict) else None

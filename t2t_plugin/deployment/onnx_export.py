@@ -168,8 +168,6 @@ def _build_pyramid(
 def _load_parts(
     parts: dict[str, nn.Module], checkpoint: Optional[Union[str, Path]]
 ) -> None:
-    """Load the ``prefix*`` weights of the checkpoint into each part (or
-    initialise the parts without a checkpoint)."""
     if checkpoint is None:
         for part in parts.values():
             part.init_weights()
@@ -254,12 +252,8 @@ def export_onnx(
 
     # a bare backbone exports too (.dev_scripts' deployed copies)
     t2t = getattr(model.module, 'backbone', model.module).tokens_to_token
-    tiling = dict(
-        in_channels=t2t.in_channels,
-        kernel_sizes=list(t2t.kernel_sizes),
-        strides=list(t2t.strides),
-        paddings=list(t2t.paddings),
-    )
+    names = ('in_channels', 'kernel_sizes', 'strides', 'paddings')
+    tiling = {name: getattr(t2t, name) for name in names}
     onnx_model = onnx.load(str(path), load_external_data=False)
     onnx.helper.set_model_props(onnx_model, {TILING_KEY: json.dumps(tiling)})
     onnx.save(onnx_model, str(path))

@@ -536,9 +536,7 @@ class T2TViT(BaseModule):
         name = (
             param_name[len(prefix) :] if param_name.startswith(prefix) else ''
         )
-        if name in ('cls_token', 'pos_embed') or name.startswith(
-            'tokens_to_token'
-        ):
+        if name.startswith(('cls_token', 'pos_embed', 'tokens_to_token')):
             return 0, num_depths
         match = re.match(r'encoder\.(\d+)\.', name)
         depth = int(match.group(1)) + 1 if match else num_depths - 1
