@@ -2,6 +2,7 @@
 dependencies (``pip install t2t-plugin[deploy]``) imported when a session
 is opened."""
 
+import functools
 import json
 import tempfile
 from collections.abc import Sequence
@@ -31,6 +32,18 @@ def _import(name: str):
             f'{name} is not installed; install the deployment extras with '
             "pip install -e '.[deploy]'."
         ) from None
+
+
+@functools.cache
+def _openvino_core():
+    """One OpenVINO ``Core`` for the process. Each Core loads a CPU plugin
+    of its own, which points the calling thread's alternate signal stack
+    at a buffer of its own, and at unloading back at the one it found,
+    possibly an earlier plugin's freed buffer (OpenVINO 2026.4): the next
+    signal handled on that thread, such as a data-loader worker's SIGCHLD
+    in a training after an export, then ends the process with SIGSEGV.
+    One Core loads the plugin once and keeps it."""
+    return _import('openvino').Core()
 
 
 def quantize_int8(src: Union[str, Path], dst: Union[str, Path]) -> Path:
@@ -122,7 +135,6 @@ class RuntimeSession:
             name = session.get_inputs()[0].name
             self._run = lambda images: session.run(None, {name: images})
             return
-        ov = _import('openvino')
         # OpenVINO computes in bf16 by default on CPUs that have it
         hint = 'bf16' if precision == 'bf16' else 'f32'
         config = {
@@ -131,7 +143,7 @@ class RuntimeSession:
         }
         if threads is not None:
             config['INFERENCE_NUM_THREADS'] = threads
-        compiled = ov.Core().compile_model(str(path), 'CPU', config)
+        compiled = _openvino_core().compile_model(str(path), 'CPU', config)
         request = compiled.create_infer_request()
         outputs = list(compiled.outputs)
 

@@ -5,6 +5,8 @@ in float32, to 1e-4, at the size of the capture and at another batch and
 (non-square) size. No timing is asserted.
 """
 
+import ctypes
+import gc
 import json
 
 import numpy as np
@@ -186,6 +188,41 @@ def test_openvino_matches_pytorch(exported):
     for batch, size in ((2, (32, 32)), (3, (48, 16))):
         diffs = compare(model.module, session, _inputs(model, batch, size))
         assert max(diffs.values()) < ATOL, (batch, size, diffs)
+
+
+def _alternate_signal_stack() -> tuple[int, int]:
+    """Address and size of this thread's alternate signal stack."""
+
+    class Stack(ctypes.Structure):
+        _fields_ = [
+            ('sp', ctypes.c_void_p),
+            ('flags', ctypes.c_int),
+            ('size', ctypes.c_size_t),
+        ]
+
+    stack = Stack()
+    assert ctypes.CDLL(None).sigaltstack(None, ctypes.byref(stack)) == 0
+    return stack.sp, stack.size
+
+
+def test_openvino_sessions_keep_the_signal_stack(exported):
+    """OpenVINO's CPU plugin points the thread's alternate signal stack at
+    a buffer of its own, and an unloading plugin may leave it at a freed
+    one: a later signal (a data-loader worker's SIGCHLD) then crashed the
+    process. Sessions share one plugin, so the stack stays as the first
+    session left it, whichever session is dropped first."""
+    pytest.importorskip('openvino')
+    _, path = exported('performer')
+    first = RuntimeSession(path, 'openvino')
+    stack = _alternate_signal_stack()
+    second = RuntimeSession(path, 'openvino')
+    assert _alternate_signal_stack() == stack
+    del first
+    gc.collect()
+    assert _alternate_signal_stack() == stack
+    del second
+    gc.collect()
+    assert _alternate_signal_stack() == stack
 
 
 def _digits_classifier():
