@@ -60,8 +60,8 @@ PYTEST_ARGS ?=
 # The suite runs in PYTEST_WORKERS processes (pytest-xdist), one torch
 # thread each, so that 2 cores are both busy while a test waits for a tool
 # it started; a file's tests stay in one process (its module fixtures are
-# made once: scheduled test by test, both workers made them, and the
-# second half of the pinned suite took 761 s against 685 s). A file's
+# made once: scheduled test by test, both workers made them, and a part
+# of the pinned suite took 761 s against 685 s). A file's
 # slow runs are split into files to spread them (test_resume*.py), and the
 # files go out in tests/conftest.py's order, those with slow tests first.
 # PYTEST_WORKERS=0 runs it in this process.
@@ -146,15 +146,8 @@ test: lint test-pinned
 		ONEDL_INSTALL_AFTER='$(OLD_VENV)/installed slurm-packages' \
 		test-torch2.1-then-slurm test-onedl
 
-# Two processes: run as one, the interpreter once crashed (SIGSEGV) in a
-# data-loader test after the mmdet/mmseg, runtime and docs tests, which
-# neither half reproduces on its own.
-PINNED_FIRST := tests/test_apis tests/test_configs tests/test_datasets \
-	tests/test_deployment tests/test_docs.py
 test-pinned: install-tests install-dense
-	$(call PYTEST,$(PYTHON)) $(PINNED_FIRST) -m 'not slurm' $(PYTEST_ARGS)
-	$(call PYTEST,$(PYTHON)) tests $(addprefix --ignore=,$(PINNED_FIRST)) \
-		-m 'not slurm' $(PYTEST_ARGS)
+	$(call PYTEST,$(PYTHON)) tests -m 'not slurm' $(PYTEST_ARGS)
 
 # What the other two stacks run: the tests of the parts that call into
 # torch, mmengine and mmpretrain, whose behaviour differs between their
