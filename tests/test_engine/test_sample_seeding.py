@@ -2,6 +2,7 @@
 SampleSeededDataset, SampleSeededRunner): fresh draws every epoch, the
 same draws whatever the number of workers and whether they persist."""
 
+import json
 import random
 from collections import Counter
 from pathlib import Path
@@ -27,6 +28,7 @@ from t2t_plugin.engine import SampleSeededRunner
 ROOT = Path(__file__).resolve().parents[2]
 SAMPLES = 12
 SEED = 3
+DEMO_CONFIG = 't2t-vit-mini_1xb64_digits.py'
 KINDS = ('python', 'numpy', 'torch')
 
 
@@ -241,3 +243,56 @@ def test_iteration_based_run_without_seed_resumes_exactly(tmp_path):
     )
     assert len(whole) == 6 and len(resumed) == 3
     assert resumed == whole[3:]
+
+
+def test_runs_started_in_the_same_second_keep_their_own_logs(
+    tmp_path, monkeypatch
+):
+    """Two identical runs in one process, both started in the same second:
+    each writes its own log and scalars, and they log the same losses
+    (mmengine named both runs' logger, message hub and visualizer alike,
+    and the second got the first's)."""
+    import time
+
+    import mmengine.runner.runner as runner_module
+
+    start = time.time()
+
+    class FrozenClock:
+        def __getattr__(self, name):
+            return getattr(time, name)
+
+        @staticmethod
+        def time():
+            return start
+
+    monkeypatch.setattr(runner_module, 'time', FrozenClock())
+    losses = []
+    for run in ('first', 'second'):
+        cfg = Config.fromfile(
+            ROOT / 'configs' / 't2t-vit-mini_1xb64_digits.py'
+        )
+        cfg.merge_from_dict(
+            {
+                'work_dir': str(tmp_path / run),
+                'train_cfg.max_epochs': 1,
+                'train_dataloader.dataset.indices': 128,
+                'train_dataloader.batch_size': 32,
+                'default_hooks.logger.interval': 2,
+                'val_cfg': None,
+                'val_dataloader': None,
+                'val_evaluator': None,
+                'default_hooks.checkpoint.save_best': None,
+            }
+        )
+        RUNNERS.build(cfg).train()
+        (scalars,) = (tmp_path / run).glob('*/vis_data/scalars.json')
+        (log,) = (tmp_path / run).glob('*/*.log')
+        assert 'Epoch(train) [1][4/4]' in log.read_text()
+        losses.append(
+            [
+                json.loads(line)['loss']
+                for line in scalars.read_text().splitlines()
+            ]
+        )
+    assert losses[0] == losses[1] and len(losses[0]) == 2
