@@ -13,6 +13,7 @@ import numpy as np
 from mmengine.config import Config
 from mmengine.evaluator import DumpResults
 from mmengine.fileio import dump
+from mmengine.registry import RUNNERS
 from mmengine.runner import Runner
 
 from t2t_plugin import doc_pages
@@ -25,7 +26,6 @@ from t2t_plugin.cli import (
     merge_options,
     parse_launch_args,
     run_reported,
-    runner_from_cfg,
     set_default_work_dir,
 )
 from t2t_plugin.engine.hooks import output_problem
@@ -131,7 +131,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         return code
 
     def build() -> Runner:
-        runner = runner_from_cfg(cfg)
+        runner = RUNNERS.build(cfg)
         # The loop builds the test dataset: config mistakes show up here.
         metrics = runner.test_loop.evaluator.metrics
         if args.out and args.out_item != 'metrics':

@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from typing import Optional
 
 from mmengine.config import Config
+from mmengine.registry import RUNNERS
 from mmengine.runner import Runner
 
 from t2t_plugin.cli import (
@@ -19,7 +20,6 @@ from t2t_plugin.cli import (
     merge_options,
     parse_launch_args,
     run_reported,
-    runner_from_cfg,
     set_amp,
     set_default_work_dir,
 )
@@ -99,9 +99,10 @@ def merge_args(cfg: Config, args: argparse.Namespace) -> Config:
 
 
 def build_runner(cfg: Config) -> Runner:
-    """The Runner with its loops and optimizer built, so that a wrong config
-    fails before the run starts (``Runner.train`` keeps what is built)."""
-    runner = runner_from_cfg(cfg)
+    """The Runner (of the config's ``runner_type``, mmengine's without one)
+    with its loops and optimizer built, so that a wrong config fails before
+    the run starts (``Runner.train`` keeps what is built)."""
+    runner = RUNNERS.build(cfg)
     runner.train_loop  # noqa: B018  the properties build the loops
     if cfg.get('val_cfg') is not None and cfg.get('val_dataloader'):
         runner.val_loop  # noqa: B018

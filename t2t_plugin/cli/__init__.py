@@ -15,7 +15,6 @@ from .reporting import (
     configure_run,
     find_missing_inputs,
     run_reported,
-    runner_from_cfg,
 )
 
 __all__ = [
@@ -27,7 +26,6 @@ __all__ = [
     'merge_options',
     'parse_launch_args',
     'run_reported',
-    'runner_from_cfg',
     'set_amp',
     'set_default_work_dir',
 ]

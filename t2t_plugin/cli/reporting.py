@@ -10,8 +10,6 @@ from collections.abc import Iterable, Iterator, Sequence
 from typing import Any, Callable, Optional
 
 from mmengine.config import Config
-from mmengine.registry import RUNNERS
-from mmengine.runner import Runner
 from mmpretrain.registry import DATASETS
 from rich.console import Console
 from rich.progress import track
@@ -202,13 +200,6 @@ def configure_run(
         print(error, file=sys.stderr)
         return None, 2
     return cfg, 0
-
-
-def runner_from_cfg(cfg: Config) -> Runner:
-    """The Runner of a config, of its ``runner_type`` if it names one."""
-    if 'runner_type' in cfg:
-        return RUNNERS.build(cfg)
-    return Runner.from_cfg(cfg)
 
 
 def run_reported(
