@@ -12,7 +12,6 @@ from .run_checks import (
     bare_model,
     built_loaders,
     few,
-    is_training,
     resumed_name,
     t2t_module,
 )
@@ -201,11 +200,8 @@ class RunCheckHook(Hook):
             raise RunCheckError(
                 f'train_cfg.{name} must be a whole number >= 1, got {value!r}.'
             )
-        if (
-            is_training(runner)
-            and runner._resume
-            and loop.iter >= loop.max_iters
-        ):
+        # before_train: the run trains, and runner.train_loop is built
+        if runner._resume and loop.iter >= loop.max_iters:
             done = (
                 f'epoch {runner.epoch}'
                 if by_epoch
