@@ -338,8 +338,6 @@ def load_state_dict_strictly(
         CheckpointError: If the checkpoint holds no weights.
     """
     state_dict = checkpoint_state_dict(checkpoint, source)
-    if source != 'the checkpoint':
-        state_dict = mark_checkpoint_file(state_dict, source)
     try:
         result = model.load_state_dict(state_dict, strict=False)
     except CheckpointMismatchError:
