@@ -16,7 +16,6 @@ from .checkpoint import (
     non_finite_weights,
     read_checkpoint,
     remove_stale_temp_files,
-    strip_module_prefix,
 )
 from .config import ConfigError, load_config
 from .hooks import TrainingCurvesHook
@@ -46,5 +45,4 @@ __all__ = [
     'non_finite_weights',
     'read_checkpoint',
     'remove_stale_temp_files',
-    'strip_module_prefix',
 ]
