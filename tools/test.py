@@ -5,6 +5,7 @@ Prints the metrics; ``--out x.pkl`` saves the predictions as mmpretrain's
 """
 
 import argparse
+import os.path as osp
 import sys
 from collections.abc import Sequence
 from typing import Optional
@@ -125,8 +126,11 @@ def _problems(cfg: Config, args: argparse.Namespace) -> list[str]:
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
     args = parse_args(argv)
-    files = {'Config': args.config, 'Checkpoint': args.checkpoint}
-    cfg, code = configure_run(args, merge_args, files, _problems)
+    # a usage error (exit 2), before the config and the data are read
+    if '://' not in args.checkpoint and not osp.isfile(args.checkpoint):
+        print(f'Checkpoint not found: {args.checkpoint}', file=sys.stderr)
+        return 2
+    cfg, code = configure_run(args, merge_args, _problems)
     if cfg is None:
         return code
 

@@ -125,9 +125,7 @@ def _problems(cfg: Config, args: argparse.Namespace) -> list[str]:
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
     args = parse_args(argv)
-    cfg, code = configure_run(
-        args, merge_args, {'Config': args.config}, _problems
-    )
+    cfg, code = configure_run(args, merge_args, _problems)
     if cfg is None:
         return code
     code, runner = run_reported(

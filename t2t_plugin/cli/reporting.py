@@ -167,7 +167,6 @@ def os_error_line(error: OSError, cfg: Config) -> Optional[str]:
 def configure_run(
     args: Any,
     merge_args: Callable[[Config, Any], Config],
-    files: dict[str, str],
     problems: Callable[[Config, Any], list[str]],
 ) -> tuple[Optional[Config], int]:
     """The config of ``args.config`` with ``merge_args`` applied and the
@@ -176,16 +175,11 @@ def configure_run(
     Args:
         args: The parsed command line (``config``, ``launcher``).
         merge_args: Applies the options to the config.
-        files: The input files that must exist, by what they are.
         problems: The lines that stop the run before it is built.
     """
-    for what, path in files.items():
-        if '://' not in path and not osp.isfile(path):
-            print(f'{what} not found: {path}', file=sys.stderr)
-            return None, 2
     try:
         cfg = merge_args(load_config(args.config), args)
-    except ConfigError as error:  # the config itself
+    except ConfigError as error:  # the config itself, a missing file too
         print(error, file=sys.stderr)
         return None, 2
     except (ValueError, KeyError) as error:
