@@ -133,8 +133,6 @@ def build_exportable(
             parts['neck.0.' if listed else 'neck.'] = module.neck
         _load_parts(parts, checkpoint)
     backbone = module.backbone
-    # activation checkpointing only acts in training; export is eval
-    backbone.with_cp = backbone.tokens_to_token.with_cp = False
     stride = backbone.tokens_to_token.total_stride
     size = tuple(side * stride for side in backbone.patch_resolution)
     return ExportableModel(

@@ -49,7 +49,8 @@ def _openvino_core():
 def quantize_int8(src: Union[str, Path], dst: Union[str, Path]) -> Path:
     """onnxruntime's dynamic int8 quantisation of ``src`` into ``dst``:
     weights of matrix products become int8, activations are quantised per
-    batch at run time, everything else stays float32."""
+    batch at run time, everything else stays float32; onnxruntime's two
+    steps keep the metadata of ``src`` (its soft splits)."""
     ort = _import('onnxruntime')
     import onnx
     from onnxruntime.quantization import QuantType, quantize_dynamic
@@ -80,11 +81,6 @@ def quantize_int8(src: Union[str, Path], dst: Union[str, Path]) -> Path:
             weight_type=QuantType.QInt8,
             op_types_to_quantize=['MatMul', 'Gemm'],
         )
-    props = {prop.key: prop.value for prop in model.metadata_props}
-    if props:
-        quantised = onnx.load(str(dst))
-        onnx.helper.set_model_props(quantised, props)
-        onnx.save(quantised, str(dst))
     return dst
 
 
