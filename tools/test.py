@@ -119,7 +119,7 @@ def _problems(cfg: Config, args: argparse.Namespace) -> list[str]:
         cfg, ['test_dataloader'], check_load_from=False, check_init_cfg=False
     )
     problems.append(output_problem(cfg.work_dir, '--work-dir'))
-    if args.out:  # the metrics; a DumpResults metric checks itself
+    if args.out_item == 'metrics':  # WorkDirHook checks DumpResults' file
         problems.append(output_problem(args.out, '--out'))
     return list(filter(None, problems))[:1]
 
