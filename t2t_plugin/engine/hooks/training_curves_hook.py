@@ -1,5 +1,4 @@
 import os.path as osp
-from typing import Optional
 
 from mmengine.dist import master_only
 from mmengine.hooks import Hook
@@ -25,7 +24,6 @@ class TrainingCurvesHook(Hook):
 
     def __init__(self, out_file: str = 'curves.png') -> None:
         self.out_file = out_file
-        self.out_path: Optional[str] = None
 
     @master_only
     def after_train(self, runner) -> None:
@@ -39,10 +37,10 @@ class TrainingCurvesHook(Hook):
             )
             return
         train, val = load_scalars(files)
-        self.out_path = plot_curves(
+        out_path = plot_curves(
             train,
             val,
             osp.join(runner.work_dir, self.out_file),
             title=osp.basename(osp.normpath(runner.work_dir)),
         )
-        runner.logger.info(f'Training curves saved to {self.out_path}')
+        runner.logger.info(f'Training curves saved to {out_path}')
