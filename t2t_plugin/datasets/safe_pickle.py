@@ -11,7 +11,7 @@ import pickle
 import re
 import sys
 from collections.abc import Mapping
-from typing import Any, BinaryIO, Optional
+from typing import Any, BinaryIO
 
 import numpy as np
 import torch
@@ -105,18 +105,17 @@ class _AnnotationUnpickler(AllowListUnpickler):
     }
 
 
-def _refuse(path: Optional[str], what: str) -> UnsafeDataFileError:
-    if not path:
-        # mmengine's load hands its handlers an in-memory copy of the file:
-        # its name is the ``file`` argument of ``load`` up the stack
-        frame = sys._getframe(2)
-        while frame is not None and not (
-            frame.f_code.co_name == 'load'
-            and 'mmengine' in frame.f_code.co_filename
-        ):
-            frame = frame.f_back
-        file = frame.f_locals.get('file') if frame is not None else None
-        path = file if isinstance(file, str) else ''
+def _refuse(what: str) -> UnsafeDataFileError:
+    # mmengine's load hands its handlers an in-memory copy of the file: its
+    # name is the ``file`` argument of ``load`` up the stack
+    frame = sys._getframe(2)
+    while frame is not None and not (
+        frame.f_code.co_name == 'load'
+        and 'mmengine' in frame.f_code.co_filename
+    ):
+        frame = frame.f_back
+    file = frame.f_locals.get('file') if frame is not None else None
+    path = file if isinstance(file, str) else ''
     return UnsafeDataFileError(
         f'{path or "A data file"} holds {what}, which a data file does not '
         'need; refusing to load it: write it as JSON (.json), which holds '
@@ -127,14 +126,11 @@ def _refuse(path: Optional[str], what: str) -> UnsafeDataFileError:
 class SafePickleHandler(PickleHandler):
     """mmengine's pickle handler, reading through an allow-list."""
 
-    def load_from_fileobj(self, file, path: Optional[str] = None, **kwargs):
+    def load_from_fileobj(self, file, **kwargs):
         try:
             return _AnnotationUnpickler(file, **kwargs).load()
         except UnsafePickleError as error:
-            raise _refuse(path, f'the Python global {error}') from None
-
-    def load_from_path(self, filepath, **kwargs):
-        return super().load_from_path(filepath, path=str(filepath), **kwargs)
+            raise _refuse(f'the Python global {error}') from None
 
 
 # libyaml's parser where PyYAML has it, as mmengine's own handler: an
@@ -147,18 +143,14 @@ _SAFE_LOADER = getattr(yaml, 'CSafeLoader', yaml.SafeLoader)
 class SafeYamlHandler(YamlHandler):
     """mmengine's YAML handler, reading with PyYAML's safe loader."""
 
-    def load_from_fileobj(self, file, path: Optional[str] = None, **kwargs):
+    def load_from_fileobj(self, file, **kwargs):
         kwargs['Loader'] = _SAFE_LOADER
         try:
             return yaml.load(file, **kwargs)
         except yaml.constructor.ConstructorError as error:
             found = re.search(r"tag '([^']+)'", str(error.problem))
             tag = f'the YAML tag {found.group(1)}' if found else 'a YAML tag'
-            raise _refuse(path, tag) from None
-
-    def load_from_path(self, filepath, mode: str = 'r', **kwargs):
-        with open(filepath, mode) as f:
-            return self.load_from_fileobj(f, path=str(filepath), **kwargs)
+            raise _refuse(tag) from None
 
 
 # Process-wide on purpose: mmengine picks a file handler by the file's
