@@ -108,8 +108,6 @@ class RuntimeSession:
             raise ValueError(
                 f'{runtime} runs {PRECISIONS[runtime]}, not {precision!r}.'
             )
-        if not Path(path).is_file():
-            raise FileNotFoundError(f'ONNX file {path} does not exist.')
         import onnx
 
         self.runtime = runtime
