@@ -69,8 +69,7 @@ def load_model(
         metainfo = ModelHub.get(str(model))
         cfg = load_config(metainfo.config, cfg_options)
         checkpoint = checkpoint or metainfo.weights
-    # the checkpoint replaces whatever the config would initialise from
-    cfg.model.get('backbone', {}).pop('init_cfg', None)
+    # get_model builds without init_weights: init_cfg files are not read
     built = get_model(cfg, pretrained=False)
     if checkpoint:
         loaded = read_checkpoint(str(checkpoint))
