@@ -13,7 +13,7 @@ from .checkpoint import (
     checkpoint_safe_globals,
     checkpoint_state_dict,
     load_state_dict_strictly,
-    non_finite_weights,
+    non_finite_tensors,
     read_checkpoint,
     remove_stale_temp_files,
 )
@@ -42,7 +42,7 @@ __all__ = [
     'checkpoint_state_dict',
     'load_config',
     'load_state_dict_strictly',
-    'non_finite_weights',
+    'non_finite_tensors',
     'read_checkpoint',
     'remove_stale_temp_files',
 ]

@@ -42,6 +42,7 @@ from ..models.checkpoint_checks import (
     CheckpointError,
     CheckpointMismatchError,
     mark_checkpoint_file,
+    non_finite_tensors,
 )
 
 # The process umask can only be read by setting it; read it once, before
@@ -295,17 +296,6 @@ def checkpoint_state_dict(
     return strip_module_prefix(state_dict)
 
 
-def non_finite_weights(state_dict: Mapping[str, Any]) -> list[str]:
-    """Names of the floating-point tensors holding NaN or infinity."""
-    return [
-        name
-        for name, value in state_dict.items()
-        if isinstance(value, torch.Tensor)
-        and value.is_floating_point()
-        and not bool(torch.isfinite(value).all())
-    ]
-
-
 def check_finite_weights(
     state_dict: Mapping[str, Any], source: str = 'the checkpoint'
 ) -> None:
@@ -315,7 +305,7 @@ def check_finite_weights(
     Raises:
         CheckpointError: If any floating-point tensor is not finite.
     """
-    bad = non_finite_weights(state_dict)
+    bad = non_finite_tensors(state_dict)
     if bad:
         raise CheckpointError(
             f'Checkpoint {source} holds NaN or infinite weights in '

@@ -94,6 +94,19 @@ def checkpoint_name(
     return f'checkpoint {path}' if path else 'checkpoint'
 
 
+def non_finite_tensors(tensors: Mapping[str, Any]) -> list[str]:
+    """Names of the floating-point tensors (weights, predictions) holding
+    NaN or infinity; meta tensors (shape-only loads) have no values."""
+    return [
+        name
+        for name, value in tensors.items()
+        if isinstance(value, torch.Tensor)
+        and value.is_floating_point()
+        and not value.is_meta
+        and not bool(torch.isfinite(value).all())
+    ]
+
+
 def _examples(names: list[str], count: int = 2) -> str:
     return ', '.join(repr(name) for name in names[:count])
 
@@ -151,14 +164,7 @@ def check_supplied_weights(
             f'shapes than those of {owner}, e.g. '
             f'{"; ".join(other_shapes[:2])} (checkpoint vs model): {advice}.'
         )
-    not_finite = [
-        prefix + k
-        for k, v in tensors.items()
-        # meta tensors (shape-only loads) have no values to check
-        if v.is_floating_point()
-        and not v.is_meta
-        and not bool(torch.isfinite(v).all())
-    ]
+    not_finite = [prefix + k for k in non_finite_tensors(tensors)]
     if not_finite:
         raise CheckpointMismatchError(
             f'The {name} holds NaN or infinite values in '

@@ -5,7 +5,7 @@ import torch
 from mmengine.hooks import Hook
 from mmengine.registry import HOOKS
 
-from ..checkpoint import non_finite_weights
+from ...models.checkpoint_checks import non_finite_tensors
 from .run_checks import TrainingStopped
 
 # Runs after the optimizer step's hooks and before CheckpointHook
@@ -82,7 +82,7 @@ class NonFiniteGuardHook(Hook):
 
     @staticmethod
     def _check(state_dict: dict, epoch: int) -> None:
-        bad = non_finite_weights(state_dict)
+        bad = non_finite_tensors(state_dict)
         if bad:
             raise NonFiniteLossError(
                 f'Training stopped after epoch {epoch}: weight {bad[0]} is '

@@ -4,7 +4,7 @@ from typing import Any, Optional
 from mmengine.hooks import Hook
 from mmengine.registry import HOOKS
 
-from ..checkpoint import non_finite_weights
+from ...models.checkpoint_checks import non_finite_tensors
 from .run_checks import RunCheckError, dotted_getattr
 
 # The fields that carry a prediction in mmpretrain, mmdet and mmseg.
@@ -45,7 +45,7 @@ class NonFiniteOutputHook(Hook):
         for sample in outputs or ():
             self.total += 1
             found = {p: dotted_getattr(sample, p) for p in _PREDICTION_FIELDS}
-            if non_finite_weights(found):
+            if non_finite_tensors(found):
                 self.count += 1
 
     def after_test_epoch(self, runner, metrics: Optional[dict] = None) -> None:
