@@ -117,9 +117,14 @@ class SampleSeededDataset:
         return len(self.dataset)
 
     def __getattr__(self, name: str) -> Any:
-        # get_data_info, full_init, pipeline, ... of the wrapped dataset;
-        # 'dataset' itself is looked up here only while unpickling
-        if name == 'dataset':
+        # metainfo, get_data_info, get_gt_labels, ... of the wrapped dataset,
+        # read by mmengine's loops and the toolboxes' hooks and samplers.
+        # Not its pipeline: the wrapper has none, and a guard that took the
+        # dataset's for the wrapper's would set its own on the wrapper,
+        # where no sample passes (guards reach the dataset through
+        # ``dataset``, as through mmengine's wrappers). 'dataset' itself is
+        # looked up here only while unpickling.
+        if name in ('dataset', 'pipeline'):
             raise AttributeError(name)
         return getattr(self.dataset, name)
 
@@ -182,4 +187,7 @@ def _is_type(part: Any, cls: type) -> bool:
     if isinstance(part, cls):
         return True
     kind = part.get('type') if isinstance(part, dict) else None
-    return kind is cls or str(kind).split('.')[-1] == cls.__name__
+    if isinstance(kind, str):  # a registered name, scoped or not
+        registry = DATA_SAMPLERS if issubclass(cls, Sampler) else DATASETS
+        kind = registry.get(kind)
+    return kind is cls

@@ -9,14 +9,20 @@ from mmengine.logging import print_log
 
 def base_datasets(dataset: Any) -> Iterator[Any]:
     """The datasets that read samples, inside any wrappers
-    (``RepeatDataset``, ``ConcatDataset``, ``ClassBalancedDataset``, ...)."""
+    (``RepeatDataset``, ``ConcatDataset``, ``ClassBalancedDataset``,
+    ``SampleSeededDataset``, mmdet's ``MultiImageMixDataset``, ...).
+
+    A wrapper is looked through before its own attributes are: one that
+    forwards ``pipeline`` or has a pipeline of its own (a mix of samples
+    already loaded) would otherwise stand for the dataset that reads the
+    files, whatever the order of wrapping."""
     if hasattr(dataset, 'datasets'):
         for child in dataset.datasets:
             yield from base_datasets(child)
+    elif getattr(dataset, 'dataset', None) is not None:
+        yield from base_datasets(dataset.dataset)
     elif hasattr(dataset, 'pipeline') and hasattr(dataset, 'get_data_info'):
         yield dataset
-    elif hasattr(dataset, 'dataset'):
-        yield from base_datasets(dataset.dataset)
 
 
 class SkipBadImages:
@@ -29,6 +35,14 @@ class SkipBadImages:
     the next sample (not a random one: the generators stay as they were,
     for an exact resume). ``BadImageHook`` wraps every dataset of a run,
     gathers the reports from the workers and stops the run past its limit.
+
+    Not mmengine's ``BaseDataset(max_refetch=...)``: it replaces only a
+    sample whose pipeline returns None, while mmcv's ``LoadImageFromFile``
+    raises on an unreadable file (an ``AssertionError`` even with
+    ``ignore_empty=True`` for bytes it cannot decode); it raises in
+    ``test_mode`` (validation and test); it draws the replacement from
+    numpy's global generator, which a resume does not replay; and it says
+    nothing about what it skipped.
 
     Args:
         dataset: The dataset whose pipeline is wrapped.

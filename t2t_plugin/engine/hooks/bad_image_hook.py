@@ -2,7 +2,7 @@ from mmengine.hooks import Hook
 from mmengine.registry import HOOKS
 
 from ...datasets.skip_bad_images import SkipBadImages, base_datasets
-from .run_checks import TrainingStopped, built_loaders, t2t_module
+from .run_checks import TrainingStopped, t2t_module
 
 
 class TooManyBadImagesError(TrainingStopped):
@@ -13,8 +13,9 @@ class TooManyBadImagesError(TrainingStopped):
 class BadImageHook(Hook):
     """Skip the images a run cannot use, count them, and stop past a limit.
 
-    Before the run it puts :class:`~t2t_plugin.datasets.SkipBadImages` in
-    front of the pipeline of every dataset the run reads, with the
+    Before training, each validation and test it puts
+    :class:`~t2t_plugin.datasets.SkipBadImages` in front of the pipeline
+    of every dataset the loop reads (inside any dataset wrappers), with the
     backbone's channels and total stride, so that images the model cannot
     take are skipped too. One line per epoch, evaluation or test sums up
     the skipped images.
@@ -37,8 +38,9 @@ class BadImageHook(Hook):
         self.bad: set = set()
         self.reports: list[tuple[str, str]] = []
 
-    def before_run(self, runner) -> None:
-        """Wrap the pipelines of the run's datasets."""
+    def _wrap(self, runner, mode: str) -> None:
+        """Guard the pipelines of the datasets the loop of ``mode`` reads,
+        before its loader is first iterated (when workers copy them)."""
         # mmdet's and mmseg's data preprocessors pad any size and channels
         # are the model's business there: only classifiers are checked.
         scope = runner.cfg.get('default_scope', 'mmpretrain')
@@ -47,11 +49,23 @@ class BadImageHook(Hook):
             in_channels=getattr(t2t, 'in_channels', None),
             size_multiple=getattr(t2t, 'total_stride', None),
         )
-        for key, loader in built_loaders(runner).items():
-            self.wrappers[key] = [
-                SkipBadImages.wrap(dataset, **limits)
-                for dataset in base_datasets(loader.dataset)
-            ]
+        loader = getattr(runner, f'{mode}_dataloader')
+        self.wrappers[f'{mode}_dataloader'] = [
+            SkipBadImages.wrap(dataset, **limits)
+            for dataset in base_datasets(loader.dataset)
+        ]
+
+    def before_train(self, runner) -> None:
+        """Wrap the pipelines of the training datasets."""
+        self._wrap(runner, 'train')
+
+    def before_val(self, runner) -> None:
+        """Wrap the pipelines of the validation datasets."""
+        self._wrap(runner, 'val')
+
+    def before_test(self, runner) -> None:
+        """Wrap the pipelines of the test datasets."""
+        self._wrap(runner, 'test')
 
     def _after_iter(
         self, runner, batch_idx, data_batch=None, outputs=None, mode='train'

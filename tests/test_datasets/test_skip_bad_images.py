@@ -1,0 +1,122 @@
+"""SkipBadImages and the datasets it guards: an unusable image is skipped
+and counted, whatever wraps the dataset that reads it (the sample-seeding
+wrapper of our runner, mmengine's wrappers, in either order)."""
+
+import io
+from pathlib import Path
+
+import mmcv
+import numpy as np
+from mmengine.dataset import ConcatDataset, RepeatDataset
+from mmpretrain.registry import DATASETS
+from PIL import Image
+
+from t2t_plugin.datasets import SampleSeededDataset, SkipBadImages
+from t2t_plugin.datasets.skip_bad_images import base_datasets
+
+from ..helpers import ROOT, run_main, run_mmpretrain_tool
+
+LITE = str(ROOT / 'configs' / 't2t-vit-lite_1xb64_custom-32px.py')
+
+
+def write_jpeg(path: Path, seed: int) -> bytes:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    rng = np.random.default_rng(seed)
+    pixels = rng.integers(0, 256, (32, 32, 3), dtype=np.uint8)
+    buffer = io.BytesIO()
+    Image.fromarray(pixels).save(buffer, format='JPEG')
+    path.write_bytes(buffer.getvalue())
+    return buffer.getvalue()
+
+
+def class_folders(root: Path, classes: int = 3, per_class: int = 2) -> Path:
+    for split in ('train', 'val'):
+        for label in range(classes):
+            for index in range(per_class):
+                name = root / split / f'c{label}' / f'{index}.jpg'
+                write_jpeg(name, seed=100 * label + index)
+    return root
+
+
+def truncated_jpeg(path: Path) -> Path:
+    """The first half of a JPEG, as an interrupted copy leaves it."""
+    data = write_jpeg(path, seed=7)
+    path.write_bytes(data[: len(data) // 2])
+    # the loader of our configs (OpenCV through mmcv) cannot decode it
+    assert mmcv.imfrombytes(path.read_bytes()) is None
+    return path
+
+
+def lite_options(root: Path) -> list:
+    options = ['train_cfg.max_epochs=1', 'train_dataloader.batch_size=2']
+    for loader in ('train_dataloader', 'val_dataloader', 'test_dataloader'):
+        options.append(f'{loader}.dataset.data_root={root}')
+    return options
+
+
+def folder_dataset(root: Path) -> object:
+    return DATASETS.build(
+        dict(
+            type='CustomDataset',
+            data_root=str(root),
+            pipeline=[dict(type='LoadImageFromFile'), dict(type='PackInputs')],
+        )
+    )
+
+
+def test_wrappers_never_hide_the_dataset_that_reads_the_files(tmp_path):
+    one = folder_dataset(class_folders(tmp_path / 'one'))
+    two = folder_dataset(class_folders(tmp_path / 'two'))
+    concat = SampleSeededDataset(ConcatDataset([one, two]))
+    assert list(base_datasets(concat)) == [one, two]
+    # a guard put in before the seeding wrapper is found through it
+    guard = SkipBadImages.wrap(one)
+    repeat = SampleSeededDataset(RepeatDataset(one, times=2))
+    assert [SkipBadImages.wrap(d) for d in base_datasets(repeat)] == [guard]
+    # the wrapper has no pipeline of its own to be taken for the dataset's
+    assert not hasattr(SampleSeededDataset(one), 'pipeline')
+    assert SampleSeededDataset(one).metainfo == one.metainfo
+
+
+def test_a_bad_image_behind_the_sample_seeding_wrapper_is_skipped(tmp_path):
+    root = class_folders(tmp_path / 'data')
+    bad = truncated_jpeg(root / 'train' / 'c1' / 'bad.jpg')
+    dataset = SampleSeededDataset(folder_dataset(root / 'train'))
+    (wrapper,) = [SkipBadImages.wrap(d) for d in base_datasets(dataset)]
+    # c0/0 c0/1 c1/0 c1/1 c1/bad c2/0 c2/1: the bad one is replaced by the
+    # next image
+    names = [
+        Path(dataset[i]['data_samples'].img_path).relative_to(root / 'train')
+        for i in range(len(dataset))
+    ]
+    assert [str(name) for name in names] == [
+        'c0/0.jpg', 'c0/1.jpg', 'c1/0.jpg', 'c1/1.jpg',
+        'c2/0.jpg', 'c2/0.jpg', 'c2/1.jpg',
+    ]  # fmt: skip
+    assert wrapper.reports.get(timeout=5) == (
+        str(bad),
+        f'failed to load image: {bad}',
+    )
+
+
+def test_a_truncated_training_jpeg_is_skipped_through_every_door(tmp_path):
+    """Our config trains with SampleSeededRunner, which wraps the training
+    dataset: our tools/train.py and mmpretrain's, which builds the
+    config's runner_type, both train on and count the image."""
+    root = class_folders(tmp_path / 'data')
+    bad = truncated_jpeg(root / 'train' / 'c1' / 'bad.jpg')
+    summary = (
+        'Epoch 1: skipped 1 sample(s) from 1 image(s) that could not be '
+        f'used (each replaced by the next image): {bad}'
+    )
+    for name, run in (('ours', run_main), ('theirs', run_mmpretrain_tool)):
+        work_dir = tmp_path / name
+        done = run(
+            'train', LITE, '--work-dir', work_dir,
+            '--cfg-options', *lite_options(root),
+        )  # fmt: skip
+        assert done.returncode == 0, done.stderr[-3000:]
+        assert 'Traceback' not in done.stderr
+        assert f'Skipped {bad}: failed to load image: {bad}' in done.stdout
+        assert summary in done.stdout
+        assert (work_dir / 'epoch_1.pth').is_file()
