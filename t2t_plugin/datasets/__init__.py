@@ -3,7 +3,9 @@ per-sample seeding of random augmentation and safe readers of data files."""
 
 from .cifar import LocalCIFAR10, LocalCIFAR100
 from .digits import DigitsDataset
+from .label_checks import label_range_problem
 from .safe_pickle import (
+    DataFileError,
     SafePickleHandler,
     SafeYamlHandler,
     UnsafeDataFileError,
@@ -23,6 +25,7 @@ from .transforms import ConvertImage
 
 __all__ = [
     'ConvertImage',
+    'DataFileError',
     'DigitsDataset',
     'LocalCIFAR10',
     'LocalCIFAR100',
@@ -34,6 +37,7 @@ __all__ = [
     'SkipBadImages',
     'UnsafeDataFileError',
     'UnsafePickleError',
+    'label_range_problem',
     'load_data_pickle',
     'sample_seed',
     'own_generator',

@@ -7,9 +7,9 @@ import _compat_pickle
 import codecs
 import collections
 import io
+import os.path as osp
 import pickle
 import re
-import sys
 from collections.abc import Mapping
 from typing import Any, BinaryIO
 
@@ -31,8 +31,40 @@ class UnsafePickleError(pickle.UnpicklingError, ValueError):
     ValueError too: the tools report it as a user mistake, in one line)."""
 
 
-class UnsafeDataFileError(UnsafePickleError):
+class _PersistentIdError(UnsafePickleError):
+    """A pickle refers to an object kept outside the file (a persistent
+    id), which only the program that wrote it can resolve."""
+
+
+class DataFileError(ValueError):
+    """A data file that cannot be read as data: damaged, malformed, or
+    holding what would run code. The message is one line, starting with
+    the file's path where it is known (``path``, else ``'A data file'``).
+
+    Args:
+        problem (str): What is wrong and what to do, after the file's name.
+        path (str): The file. Defaults to '' (not known where raised).
+    """
+
+    def __init__(self, problem: str, path: str = '') -> None:
+        super().__init__(f'{path or "A data file"} {problem}')
+        self.problem = problem
+        self.path = path
+
+    def __reduce__(self) -> tuple:
+        # sent back from data-loader workers: both arguments, not args
+        return (type(self), (self.problem, self.path))
+
+    def naming(self, path: str) -> 'DataFileError':
+        """The same error, naming ``path``."""
+        return type(self)(self.problem, path)
+
+
+class UnsafeDataFileError(UnsafePickleError, DataFileError):
     """A data file that would run code when read; the message is one line."""
+
+    def __init__(self, problem: str, path: str = '') -> None:
+        DataFileError.__init__(self, problem, path)
 
 
 # (module, name) -> object: what rebuilds arrays, under the module names of
@@ -65,18 +97,60 @@ class AllowListUnpickler(pickle.Unpickler):
         return found
 
 
+class _DataUnpickler(AllowListUnpickler):
+    """Allowed globals, and no persistent ids: a data file refers to
+    nothing outside itself (pickle's own refusal is a bare
+    UnpicklingError). Not on :class:`AllowListUnpickler`: torch.load sets
+    its own ``persistent_load`` on the instance for checkpoints, which a
+    method of the class would override."""
+
+    def persistent_load(self, pid: Any) -> Any:
+        raise _PersistentIdError('a persistent id')
+
+
+# What a damaged or cut pickle raises while it is read: the C unpickler's
+# errors, and those of allowed constructors given garbage.
+_DAMAGED_PICKLE = (
+    pickle.UnpicklingError,
+    EOFError,
+    ValueError,
+    TypeError,
+    IndexError,
+    KeyError,
+    OverflowError,
+)
+
+
+def _refused(error: UnsafePickleError) -> str:
+    if isinstance(error, _PersistentIdError):
+        return 'a persistent id (a reference to an object outside the file)'
+    return f'the Python global {error}'
+
+
+def _damaged(error: Exception) -> str:
+    detail = ' '.join(str(error).split())[:120]
+    return type(error).__name__ + (f': {detail}' if detail else '')
+
+
 def load_data_pickle(file: BinaryIO, path: str = '') -> Any:
     """Unpickle an open data file that may hold only data: containers, str,
     bytes, numbers and numpy arrays (Python 2 strings as latin-1 ``str``,
-    as in the CIFAR files); any other global raises
-    :class:`UnsafePickleError`, naming ``path``."""
+    as in the CIFAR files). Any other global raises
+    :class:`UnsafePickleError`, a damaged file :class:`DataFileError`,
+    both naming ``path``."""
     try:
-        return AllowListUnpickler(file, encoding='latin1').load()
+        return _DataUnpickler(file, encoding='latin1').load()
     except UnsafePickleError as error:
         raise UnsafePickleError(
-            f'{path or "The pickle file"} holds {error}, which is not data; '
-            'refusing to load it (replace the file with a clean copy of the '
-            'dataset).'
+            f'{path or "The pickle file"} holds {_refused(error)}, which is '
+            'not data; refusing to load it (replace the file with a clean '
+            'copy of the dataset).'
+        ) from None
+    except _DAMAGED_PICKLE as error:
+        raise DataFileError(
+            f'is not a complete pickle file ({_damaged(error)}); replace it '
+            'with a clean copy of the dataset.',
+            path,
         ) from None
 
 
@@ -87,7 +161,7 @@ def _tensor_storage(data: bytes) -> Any:
     return torch.load(io.BytesIO(data), weights_only=True)
 
 
-class _AnnotationUnpickler(AllowListUnpickler):
+class _AnnotationUnpickler(_DataUnpickler):
     """Data globals plus the containers pickle names by global and what a
     pickled tensor needs, as mmengine's ``DumpResults`` writes them."""
 
@@ -105,21 +179,35 @@ class _AnnotationUnpickler(AllowListUnpickler):
     }
 
 
+# The file extensions of the handlers registered below.
+_HANDLED = ('.pkl', '.pickle', '.yaml', '.yml')
+
+
+def annotation_files(dataset: Any) -> list[str]:
+    """The ``ann_file`` paths of a dataset config (inside wrappers) that
+    mmengine's ``load`` reads through the handlers of this module, joined
+    to ``data_root`` as ``BaseDataset`` joins them."""
+    if not isinstance(dataset, Mapping):
+        return []
+    found = annotation_files(dataset.get('dataset'))
+    for child in dataset.get('datasets') or ():
+        found += annotation_files(child)
+    ann_file = dataset.get('ann_file')
+    if isinstance(ann_file, str) and ann_file.endswith(_HANDLED):
+        root = dataset.get('data_root') or ''
+        found.append(
+            ann_file if osp.isabs(ann_file) else osp.join(root, ann_file)
+        )
+    return found
+
+
 def _refuse(what: str) -> UnsafeDataFileError:
-    # mmengine's load hands its handlers an in-memory copy of the file: its
-    # name is the ``file`` argument of ``load`` up the stack
-    frame = sys._getframe(2)
-    while frame is not None and not (
-        frame.f_code.co_name == 'load'
-        and 'mmengine' in frame.f_code.co_filename
-    ):
-        frame = frame.f_back
-    file = frame.f_locals.get('file') if frame is not None else None
-    path = file if isinstance(file, str) else ''
+    # mmengine's load hands its handlers an in-memory copy of the file and
+    # no public way to its name: the refusal names the file where the
+    # dataset's ann_file is known (SampleSeededRunner.build_dataloader)
     return UnsafeDataFileError(
-        f'{path or "A data file"} holds {what}, which a data file does not '
-        'need; refusing to load it: write it as JSON (.json), which holds '
-        'data only.'
+        f'holds {what}, which a data file does not need; refusing to load '
+        'it: write it as JSON (.json), which holds data only.'
     )
 
 
@@ -130,7 +218,12 @@ class SafePickleHandler(PickleHandler):
         try:
             return _AnnotationUnpickler(file, **kwargs).load()
         except UnsafePickleError as error:
-            raise _refuse(f'the Python global {error}') from None
+            raise _refuse(_refused(error)) from None
+        except _DAMAGED_PICKLE as error:
+            raise DataFileError(
+                f'is not a complete pickle file ({_damaged(error)}); '
+                'replace it with a clean copy, or write it as JSON (.json).'
+            ) from None
 
 
 # libyaml's parser where PyYAML has it, as mmengine's own handler: an
@@ -151,6 +244,19 @@ class SafeYamlHandler(YamlHandler):
             found = re.search(r"tag '([^']+)'", str(error.problem))
             tag = f'the YAML tag {found.group(1)}' if found else 'a YAML tag'
             raise _refuse(tag) from None
+        except yaml.YAMLError as error:
+            raise DataFileError(
+                f'is not valid YAML ({_yaml_problem(error)}); fix the file, '
+                'or write it as JSON (.json).'
+            ) from None
+
+
+def _yaml_problem(error: yaml.YAMLError) -> str:
+    problem = getattr(error, 'problem', None) or type(error).__name__
+    mark = getattr(error, 'problem_mark', None)
+    if mark is None:
+        return problem
+    return f'{problem} at line {mark.line + 1}, column {mark.column + 1}'
 
 
 # Process-wide on purpose: mmengine picks a file handler by the file's

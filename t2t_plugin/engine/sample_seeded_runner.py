@@ -1,8 +1,10 @@
-from typing import Union
+from typing import Optional, Union
 
 from mmengine.registry import RUNNERS
 from mmengine.runner import BaseLoop, Runner
+from torch.utils.data import DataLoader
 
+from ..datasets.safe_pickle import DataFileError, annotation_files
 from ..datasets.sample_seeding import own_generator, sample_seeded_loader
 
 # The timestamps of the runs this process has started.
@@ -36,6 +38,26 @@ class SampleSeededRunner(Runner):
             count += 1
             self._timestamp = f'{timestamp}_{count}'
         _STARTED.add(self._timestamp)
+
+    @staticmethod
+    def build_dataloader(
+        dataloader: Union[DataLoader, dict],
+        seed: Optional[int] = None,
+        diff_rank_seed: bool = False,
+    ) -> DataLoader:
+        """mmengine's, with an annotation file that cannot be read named in
+        the error (mmengine's ``load`` gives the file handlers no name)."""
+        try:
+            return Runner.build_dataloader(dataloader, seed, diff_rank_seed)
+        except DataFileError as error:
+            found = (
+                annotation_files(dataloader.get('dataset'))
+                if isinstance(dataloader, dict)
+                else []
+            )
+            if error.path or not found:
+                raise
+            raise error.naming(' or '.join(found)) from None
 
     def build_train_loop(self, loop: Union[BaseLoop, dict]) -> BaseLoop:
         """Build the training loop with a per-sample seeded loader."""

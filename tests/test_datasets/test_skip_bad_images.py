@@ -2,40 +2,17 @@
 and counted, whatever wraps the dataset that reads it (the sample-seeding
 wrapper of our runner, mmengine's wrappers, in either order)."""
 
-import io
 from pathlib import Path
 
 import mmcv
-import numpy as np
 from mmengine.dataset import ConcatDataset, RepeatDataset
 from mmpretrain.registry import DATASETS
-from PIL import Image
 
 from t2t_plugin.datasets import SampleSeededDataset, SkipBadImages
 from t2t_plugin.datasets.skip_bad_images import base_datasets
 
-from ..helpers import ROOT, run_main, run_mmpretrain_tool
-
-LITE = str(ROOT / 'configs' / 't2t-vit-lite_1xb64_custom-32px.py')
-
-
-def write_jpeg(path: Path, seed: int) -> bytes:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    rng = np.random.default_rng(seed)
-    pixels = rng.integers(0, 256, (32, 32, 3), dtype=np.uint8)
-    buffer = io.BytesIO()
-    Image.fromarray(pixels).save(buffer, format='JPEG')
-    path.write_bytes(buffer.getvalue())
-    return buffer.getvalue()
-
-
-def class_folders(root: Path, classes: int = 3, per_class: int = 2) -> Path:
-    for split in ('train', 'val'):
-        for label in range(classes):
-            for index in range(per_class):
-                name = root / split / f'c{label}' / f'{index}.jpg'
-                write_jpeg(name, seed=100 * label + index)
-    return root
+from ..helpers import run_main, run_mmpretrain_tool
+from .image_folders import LITE, class_folders, lite_options, write_jpeg
 
 
 def truncated_jpeg(path: Path) -> Path:
@@ -45,13 +22,6 @@ def truncated_jpeg(path: Path) -> Path:
     # the loader of our configs (OpenCV through mmcv) cannot decode it
     assert mmcv.imfrombytes(path.read_bytes()) is None
     return path
-
-
-def lite_options(root: Path) -> list:
-    options = ['train_cfg.max_epochs=1', 'train_dataloader.batch_size=2']
-    for loader in ('train_dataloader', 'val_dataloader', 'test_dataloader'):
-        options.append(f'{loader}.dataset.data_root={root}')
-    return options
 
 
 def folder_dataset(root: Path) -> object:

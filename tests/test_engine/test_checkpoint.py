@@ -20,7 +20,6 @@ from pathlib import Path
 
 import pytest
 import torch
-import yaml
 from mmengine.config import Config
 from mmengine.logging import MMLogger
 from mmengine.runner import Runner, load_checkpoint
@@ -537,77 +536,6 @@ def test_resnet_checkpoint_loads_the_same_with_and_without_the_plugin(
 
 
 # --- data files -----------------------------------------------------------
-
-
-@pytest.mark.parametrize('suffix', ['pkl', 'yaml'])
-def test_annotation_files_never_run_code(suffix, tmp_path):
-    from mmengine.dataset import BaseDataset
-    from mmengine.fileio import load
-    from mmpretrain.datasets import BaseDataset as PretrainDataset
-
-    marker = tmp_path / 'marker'
-    path = tmp_path / f'ann.{suffix}'
-    if suffix == 'pkl':
-        with open(path, 'wb') as f:
-            pickle.dump({'metainfo': {}, 'data_list': [_RunsCode(marker)]}, f)
-        found = 'the Python global posix.system'
-    else:
-        path.write_text(
-            'metainfo: {}\ndata_list: !!python/object/apply:os.system '
-            f'["touch {marker}"]\n'
-        )
-        found = 'the YAML tag tag:yaml.org,2002:python/object/apply:os.system'
-    message = (
-        f'{path} holds {found}, which a data file does not need; refusing '
-        'to load it: write it as JSON (.json), which holds data only.'
-    )
-    with pytest.raises(ValueError) as error:
-        BaseDataset(ann_file=str(path))
-    assert str(error.value) == message
-    with pytest.raises(ValueError) as error:
-        PretrainDataset(ann_file=str(path), pipeline=[])
-    assert str(error.value) == message
-    with pytest.raises(ValueError) as error:
-        load(str(path))
-    assert str(error.value) == message
-    assert not marker.exists()
-
-
-@pytest.mark.parametrize('suffix', ['pkl', 'yaml'])
-def test_annotation_files_of_data_still_load(suffix, tmp_path):
-    from mmengine.dataset import BaseDataset
-    from mmengine.fileio import dump
-
-    data = {
-        'metainfo': {'classes': ['a', 'b']},
-        'data_list': [{'img_path': 'x.png', 'gt_label': 1}],
-    }
-    path = tmp_path / f'ann.{suffix}'
-    dump(data, str(path))
-    dataset = BaseDataset(ann_file=str(path), serialize_data=False)
-    assert dataset.metainfo['classes'] == ['a', 'b']
-    assert dataset[0]['gt_label'] == 1
-    assert dataset[0]['img_path'] == 'x.png'
-
-
-@pytest.mark.skipif(not yaml.__with_libyaml__, reason='no libyaml')
-def test_yaml_files_are_parsed_by_libyaml(tmp_path, monkeypatch):
-    """The safe YAML handler keeps libyaml's parser, as mmengine's own
-    does: an ``mmdet::`` config base reads thousands of model-index
-    files through it."""
-    from mmengine.fileio import load
-
-    def python_scanner(*args, **kwargs):
-        raise AssertionError('parsed by the pure-Python scanner')
-
-    monkeypatch.setattr(
-        yaml.scanner.Scanner, 'fetch_more_tokens', python_scanner
-    )
-    path = tmp_path / 'metafile.yml'
-    path.write_text('Models:\n  - Name: a\n    Config: configs/a.py\n')
-    assert load(str(path)) == {
-        'Models': [{'Name': 'a', 'Config': 'configs/a.py'}]
-    }
 
 
 CIFAR_FILES = {

@@ -1,0 +1,53 @@
+"""Checks of the labels a dataset gives, before a model trains on them."""
+
+from typing import Any, Optional
+
+import numpy as np
+
+
+def label_range_problem(dataset: Any, num_classes: Any) -> Optional[str]:
+    """Why the labels of a single-label classification dataset do not fit
+    a head of ``num_classes`` classes, in one line naming the annotation
+    file, the first label out of range and its sample; None if they fit.
+
+    Without this, a label out of range ends the run at the loss (an
+    assertion or a CUDA device-side error), after the model is built, and
+    with a negative label some losses train on it silently.
+
+    Args:
+        dataset: The dataset (mmpretrain's ``get_gt_labels`` is used;
+            datasets without it, or with multi-label lists, are not
+            checked).
+        num_classes: The head's ``num_classes`` (anything but an int: not
+            checked).
+    """
+    get_gt_labels = getattr(dataset, 'get_gt_labels', None)
+    if not isinstance(num_classes, int) or get_gt_labels is None:
+        return None
+    try:
+        labels = np.asarray(get_gt_labels())
+    except ValueError:  # lists of different lengths: multi-label
+        return None
+    if labels.ndim != 1 or labels.dtype.kind not in 'iu':
+        return None
+    wrong = np.flatnonzero((labels < 0) | (labels >= num_classes))
+    if not wrong.size:
+        return None
+    first = int(wrong[0])
+    label = int(labels[first])
+    info = dataset.get_data_info(first)
+    sample = info.get('img_path') if isinstance(info, dict) else None
+    source = getattr(dataset, 'ann_file', '') or 'the dataset'
+    fix = 'fix the labels'
+    if label >= 0 and labels.min() >= 0:
+        fix += (
+            ', or set model.head.num_classes (and '
+            f'data_preprocessor.num_classes) to {int(labels.max()) + 1}'
+        )
+    return (
+        f'{source}: label {label} of sample {first}'
+        + (f' ({sample})' if sample else '')
+        + f' is outside 0 to {num_classes - 1}, the classes of '
+        f'model.head.num_classes={num_classes} ({wrong.size} label(s) in '
+        f'all); {fix}.'
+    )
