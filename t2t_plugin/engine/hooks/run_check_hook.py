@@ -7,6 +7,7 @@ from mmengine.hooks import Hook
 from mmengine.registry import HOOKS
 from mmengine.runner import EpochBasedTrainLoop
 
+from ...datasets.label_checks import label_range_problem
 from .run_checks import (
     RunCheckError,
     bare_model,
@@ -151,6 +152,9 @@ class RunCheckHook(Hook):
             classes = getattr(loader.dataset, 'metainfo', {}).get('classes')
             if classes is not None and isinstance(num_classes, int):
                 self._check_count(key, list(classes), num_classes, dataset)
+            problem = label_range_problem(dataset, num_classes)
+            if problem:
+                raise RunCheckError(f'{key}: {problem}')
             if classes is not None:
                 if first is None:
                     first = (key, list(classes))

@@ -1,0 +1,95 @@
+"""Labels of an annotation file outside the head's classes are refused
+before training, in one line naming the file, the label and
+num_classes (RunCheckHook), through our tools and mmpretrain's."""
+
+import json
+from pathlib import Path
+
+import pytest
+from mmpretrain.registry import DATASETS
+
+from t2t_plugin.datasets import label_range_problem
+
+from ..helpers import last_line, run_main, run_mmpretrain_tool
+from .image_folders import LITE, class_folders, lite_options
+
+
+def json_annotations(path: Path, labels: list) -> Path:
+    """mmengine's annotation format: one sample per label."""
+    path.write_text(
+        json.dumps(
+            {
+                'metainfo': {'classes': ['c0', 'c1', 'c2']},
+                'data_list': [
+                    {'img_path': f'{i}.jpg', 'gt_label': label}
+                    for i, label in enumerate(labels)
+                ],
+            }
+        )
+    )
+    return path
+
+
+def test_labels_outside_the_classes_are_named(tmp_path):
+    path = json_annotations(tmp_path / 'ann.json', [0, 2, 5, 1, 9, -1])
+    dataset = DATASETS.build(
+        dict(type='BaseDataset', ann_file=str(path), data_prefix='/img')
+    )
+    assert label_range_problem(dataset, 3) == (
+        f'{path}: label 5 of sample 2 (/img/2.jpg) is outside 0 to 2, the '
+        'classes of model.head.num_classes=3 (3 label(s) in all); fix the '
+        'labels.'
+    )
+    assert label_range_problem(dataset, 10) == (
+        f'{path}: label -1 of sample 5 (/img/5.jpg) is outside 0 to 9, the '
+        'classes of model.head.num_classes=10 (1 label(s) in all); fix the '
+        'labels.'
+    )
+    above = json_annotations(tmp_path / 'above.json', [0, 3, 1])
+    dataset = DATASETS.build(dict(type='BaseDataset', ann_file=str(above)))
+    assert label_range_problem(dataset, 3) == (
+        f'{above}: label 3 of sample 1 (1.jpg) is outside 0 to 2, the '
+        'classes of model.head.num_classes=3 (1 label(s) in all); fix the '
+        'labels, or set model.head.num_classes (and '
+        'data_preprocessor.num_classes) to 4.'
+    )
+    assert label_range_problem(dataset, 4) is None
+    assert label_range_problem(dataset, None) is None
+
+
+@pytest.mark.parametrize('label', [7, -1])
+def test_a_label_out_of_range_stops_the_run_before_training(label, tmp_path):
+    root = class_folders(tmp_path / 'data')
+    # mmpretrain's CustomDataset list: 'path label' per line
+    ann_file = root / 'train.txt'
+    ann_file.write_text(f'c0/0.jpg 0\nc1/0.jpg {label}\nc2/0.jpg 2\n')
+    options = lite_options(
+        root,
+        f'train_dataloader.dataset.ann_file={ann_file}',
+        f'train_dataloader.dataset.data_prefix={root}/train',
+    )
+    fix = 'fix the labels' + (
+        ', or set model.head.num_classes (and '
+        'data_preprocessor.num_classes) to 8'
+        if label > 0
+        else ''
+    )
+    expected = (
+        f'train_dataloader: {ann_file}: label {label} of sample 1 '
+        f'({root}/train/c1/0.jpg) is outside 0 to 2, the classes of '
+        f'model.head.num_classes=3 (1 label(s) in all); {fix}.'
+    )
+    ours = run_main(
+        'train', LITE, '--work-dir', tmp_path / 'ours',
+        '--cfg-options', *options,
+    )  # fmt: skip
+    assert ours.returncode == 1
+    assert ours.stderr.strip() == expected
+    assert 'Epoch(train)' not in ours.stdout
+    theirs = run_mmpretrain_tool(
+        'train', LITE, '--work-dir', tmp_path / 'theirs',
+        '--cfg-options', *options,
+    )  # fmt: skip
+    assert theirs.returncode == 1
+    assert last_line(theirs.stderr).endswith(': ' + expected)
+    assert 'Epoch(train)' not in theirs.stdout
