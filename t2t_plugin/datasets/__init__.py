@@ -2,8 +2,8 @@
 per-sample seeding of random augmentation and safe readers of data files."""
 
 from .cifar import LocalCIFAR10, LocalCIFAR100
+from .dataset_checks import label_range_problem, linked_folders_problem
 from .digits import DigitsDataset
-from .label_checks import label_range_problem
 from .safe_pickle import (
     DataFileError,
     SafePickleHandler,
@@ -38,6 +38,7 @@ __all__ = [
     'UnsafeDataFileError',
     'UnsafePickleError',
     'label_range_problem',
+    'linked_folders_problem',
     'load_data_pickle',
     'sample_seed',
     'own_generator',

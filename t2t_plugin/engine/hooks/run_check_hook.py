@@ -7,7 +7,10 @@ from mmengine.hooks import Hook
 from mmengine.registry import HOOKS
 from mmengine.runner import EpochBasedTrainLoop
 
-from ...datasets.label_checks import label_range_problem
+from ...datasets.dataset_checks import (
+    label_range_problem,
+    linked_folders_problem,
+)
 from .run_checks import (
     RunCheckError,
     bare_model,
@@ -171,6 +174,15 @@ class RunCheckHook(Hook):
             problem = t2t and pipeline_problem(pipeline.get('pipeline'), t2t)
             if problem:
                 raise RunCheckError(f'{key}.dataset.pipeline: {problem}')
+        loaders = built_loaders(runner)
+        if 'train_dataloader' in loaders and 'val_dataloader' in loaders:
+            problem = linked_folders_problem(
+                _base(loaders['train_dataloader'].dataset),
+                _base(loaders['val_dataloader'].dataset),
+                'val_dataloader',
+            )
+            if problem:
+                raise RunCheckError(problem)
 
     @staticmethod
     def _check_count(key, classes, num_classes, dataset) -> None:

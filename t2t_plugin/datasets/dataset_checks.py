@@ -1,5 +1,7 @@
-"""Checks of the labels a dataset gives, before a model trains on them."""
+"""Checks of what datasets give a model, before it trains on them: labels
+within its classes, validation images that are not training images."""
 
+import os.path as osp
 from typing import Any, Optional
 
 import numpy as np
@@ -50,4 +52,51 @@ def label_range_problem(dataset: Any, num_classes: Any) -> Optional[str]:
         + f' is outside 0 to {num_classes - 1}, the classes of '
         f'model.head.num_classes={num_classes} ({wrong.size} label(s) in '
         f'all); {fix}.'
+    )
+
+
+def _folders(dataset: Any) -> dict[str, str]:
+    """Real path -> path as the dataset reads it, of the folders holding
+    the dataset's images."""
+    get_data_info = getattr(dataset, 'get_data_info', None)
+    if get_data_info is None:
+        return {}
+    seen = set()
+    for index in range(len(dataset)):
+        info = get_data_info(index)
+        path = info.get('img_path') if isinstance(info, dict) else None
+        if not isinstance(path, str) or '://' in path:
+            return {}
+        seen.add(osp.dirname(osp.abspath(path)))
+    return {osp.realpath(folder): folder for folder in sorted(seen)}
+
+
+def linked_folders_problem(
+    train: Any, other: Any, other_key: str
+) -> Optional[str]:
+    """Why ``other`` (a validation or test set) is not unseen by a model
+    trained on ``train``: folders of images that the two read under other
+    names, through a symbolic link (a class folder holding a link to the
+    val folder); None if there are none.
+
+    Folders both sets name alike are left alone: a config that gives the
+    same folder twice says so where a reader sees it.
+    """
+    train_folders = _folders(train)
+    if not train_folders:
+        return None
+    other_folders = _folders(other)
+    shared = [
+        (train_folders[real], other_folders[real])
+        for real in train_folders
+        if real in other_folders and train_folders[real] != other_folders[real]
+    ]
+    if not shared:
+        return None
+    seen, there = shared[0]
+    return (
+        f'train_dataloader reads {len(shared)} folder(s) of {other_key} '
+        f'through symbolic links, e.g. {seen} is {there}: those images '
+        'would be trained on and then evaluated as unseen; remove the links '
+        'from the training folders.'
     )

@@ -1,6 +1,7 @@
-"""Labels of an annotation file outside the head's classes are refused
-before training, in one line naming the file, the label and
-num_classes (RunCheckHook), through our tools and mmpretrain's."""
+"""What RunCheckHook refuses about the data before training, in one line
+through our tools and mmpretrain's: labels of an annotation file outside
+the head's classes (naming the file, the label and num_classes), and
+training folders that reach the validation images through a link."""
 
 import json
 from pathlib import Path
@@ -8,7 +9,7 @@ from pathlib import Path
 import pytest
 from mmpretrain.registry import DATASETS
 
-from t2t_plugin.datasets import label_range_problem
+from t2t_plugin.datasets import label_range_problem, linked_folders_problem
 
 from ..helpers import last_line, run_main, run_mmpretrain_tool
 from .image_folders import LITE, class_folders, lite_options
@@ -93,3 +94,49 @@ def test_a_label_out_of_range_stops_the_run_before_training(label, tmp_path):
     assert theirs.returncode == 1
     assert last_line(theirs.stderr).endswith(': ' + expected)
     assert 'Epoch(train)' not in theirs.stdout
+
+
+def test_a_link_to_the_val_folder_in_a_class_folder_is_refused(tmp_path):
+    root = class_folders(tmp_path / 'data')
+    (root / 'train' / 'c0' / 'leak').symlink_to(root / 'val')
+    options = lite_options(root)
+    expected = (
+        'train_dataloader reads 3 folder(s) of val_dataloader through '
+        f'symbolic links, e.g. {root}/train/c0/leak/c0 is {root}/val/c0: '
+        'those images would be trained on and then evaluated as unseen; '
+        'remove the links from the training folders.'
+    )
+    ours = run_main(
+        'train', LITE, '--work-dir', tmp_path / 'ours',
+        '--cfg-options', *options,
+    )  # fmt: skip
+    assert ours.returncode == 1
+    assert ours.stderr.strip() == expected
+    assert 'Epoch(train)' not in ours.stdout
+    theirs = run_mmpretrain_tool(
+        'train', LITE, '--work-dir', tmp_path / 'theirs',
+        '--cfg-options', *options,
+    )  # fmt: skip
+    assert theirs.returncode == 1
+    assert last_line(theirs.stderr).endswith(': ' + expected)
+
+
+def test_the_same_folder_named_twice_is_left_to_the_config(tmp_path):
+    root = class_folders(tmp_path / 'data')
+    train = DATASETS.build(
+        dict(type='CustomDataset', data_root=str(root), data_prefix='val')
+    )
+    val = DATASETS.build(
+        dict(type='CustomDataset', data_root=str(root), data_prefix='val')
+    )
+    assert linked_folders_problem(train, val, 'val_dataloader') is None
+    (root / 'alias').symlink_to(root / 'val')
+    linked = DATASETS.build(
+        dict(type='CustomDataset', data_root=str(root), data_prefix='alias')
+    )
+    assert linked_folders_problem(linked, val, 'val_dataloader') == (
+        'train_dataloader reads 3 folder(s) of val_dataloader through '
+        f'symbolic links, e.g. {root}/alias/c0 is {root}/val/c0: those '
+        'images would be trained on and then evaluated as unseen; remove '
+        'the links from the training folders.'
+    )
