@@ -1,10 +1,12 @@
 import logging
 import multiprocessing
+import os.path as osp
 from collections.abc import Iterator
 from typing import Any, Callable, Optional
 
 import torch
 from mmengine.logging import print_log
+from PIL import Image
 
 
 def base_datasets(dataset: Any) -> Iterator[Any]:
@@ -25,11 +27,44 @@ def base_datasets(dataset: Any) -> Iterator[Any]:
         yield dataset
 
 
+def oversized_image(path: Any) -> Optional[str]:
+    """Why a local image file is too large to decode, from its header
+    alone: more pixels than ``PIL.Image.MAX_IMAGE_PIXELS``, the limit
+    tools/infer.py refuses above too. None for a file of fewer pixels, one
+    Pillow cannot identify (the pipeline's reader decides) or a path that
+    is not a local file.
+
+    OpenCV, mmcv's default decoder, decodes up to 2**30 pixels: a
+    20000x20000 PNG of a few hundred kilobytes takes gigabytes before any
+    resize of the pipeline.
+    """
+    limit = Image.MAX_IMAGE_PIXELS
+    if not limit or not isinstance(path, str) or not osp.isfile(path):
+        return None
+    try:
+        # the limit is checked here, with a message of ours
+        Image.MAX_IMAGE_PIXELS = None
+        with Image.open(path) as image:
+            width, height = image.size
+    except (OSError, SyntaxError, ValueError):
+        return None
+    finally:
+        Image.MAX_IMAGE_PIXELS = limit
+    if width * height <= limit:
+        return None
+    return (
+        f'{width}x{height} pixels, above the {limit} that are decoded at '
+        'most (PIL.Image.MAX_IMAGE_PIXELS); resize the image'
+    )
+
+
 class SkipBadImages:
     """The pipeline of a dataset, replacing a sample that cannot be used by
     the next usable one.
 
-    An unreadable image, one the backbone's strides cannot tile or with
+    An unreadable image, one of more pixels than Pillow decodes at most
+    (read from its header, before it is decoded), one the backbone's
+    strides cannot tile or with
     the wrong channels would otherwise end a run, and its rerun would die
     at the same image. It is reported in one warning line and replaced by
     the next sample (not a random one: the generators stay as they were,
@@ -96,8 +131,10 @@ class SkipBadImages:
         for _ in range(size):
             path = str(data_info.get('img_path') or f'sample {index}')
             try:
-                sample = self.pipeline(data_info)
-                problem = self._problem(sample)
+                problem = oversized_image(data_info.get('img_path'))
+                if problem is None:
+                    sample = self.pipeline(data_info)
+                    problem = self._problem(sample)
             # Readers fail with any type (OSError, cv2.error, an assertion
             # of mmcv's loader, a transform's ValueError on a tiny image);
             # the message goes into the report, the run goes on.

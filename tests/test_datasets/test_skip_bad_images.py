@@ -7,9 +7,10 @@ from pathlib import Path
 import mmcv
 from mmengine.dataset import ConcatDataset, RepeatDataset
 from mmpretrain.registry import DATASETS
+from PIL import Image
 
 from t2t_plugin.datasets import SampleSeededDataset, SkipBadImages
-from t2t_plugin.datasets.skip_bad_images import base_datasets
+from t2t_plugin.datasets.skip_bad_images import base_datasets, oversized_image
 
 from ..helpers import run_main, run_mmpretrain_tool
 from .image_folders import LITE, class_folders, lite_options, write_jpeg
@@ -90,3 +91,55 @@ def test_a_truncated_training_jpeg_is_skipped_through_every_door(tmp_path):
         assert f'Skipped {bad}: failed to load image: {bad}' in done.stdout
         assert summary in done.stdout
         assert (work_dir / 'epoch_1.pth').is_file()
+
+
+def png_header(path: Path, width: int, height: int) -> Path:
+    """A PNG file whose header gives ``width`` x ``height`` grey pixels
+    and whose data holds one row: what a decoder reads before it
+    allocates the image."""
+    import struct
+    import zlib
+
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        body = kind + data
+        return (
+            struct.pack('>I', len(data))
+            + body
+            + struct.pack('>I', zlib.crc32(body))
+        )
+
+    header = struct.pack('>IIBBBBB', width, height, 8, 0, 0, 0, 0)
+    row = zlib.compress(b'\0' * (width + 1))
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(
+        b'\x89PNG\r\n\x1a\n'
+        + chunk(b'IHDR', header)
+        + chunk(b'IDAT', row)
+        + chunk(b'IEND', b'')
+    )
+    return path
+
+
+def test_an_image_too_large_to_decode_is_skipped_from_its_header(tmp_path):
+    root = class_folders(tmp_path / 'data')
+    huge = png_header(root / 'val' / 'c2' / 'huge.png', 20000, 20000)
+    limit = Image.MAX_IMAGE_PIXELS  # Pillow's default: 89478485
+    assert limit < 20000 * 20000
+    problem = (
+        f'20000x20000 pixels, above the {limit} that are decoded at most '
+        '(PIL.Image.MAX_IMAGE_PIXELS); resize the image'
+    )
+    assert oversized_image(str(huge)) == problem
+    assert oversized_image(str(root / 'val' / 'c2' / '0.jpg')) is None
+    options = lite_options(root, 'train_cfg.val_interval=1')
+    for name, run in (('ours', run_main), ('theirs', run_mmpretrain_tool)):
+        done = run(
+            'train', LITE, '--work-dir', tmp_path / name,
+            '--cfg-options', *options,
+        )  # fmt: skip
+        assert done.returncode == 0, done.stderr[-3000:]
+        assert f'Skipped {huge}: {problem}' in done.stdout
+        assert (
+            'Evaluation: skipped 1 sample(s) from 1 image(s) that could not '
+            f'be used (each replaced by the next image): {huge}'
+        ) in done.stdout
