@@ -6,6 +6,7 @@ from torch.utils.data import DataLoader
 
 from ..datasets.safe_pickle import DataFileError, annotation_files
 from ..datasets.sample_seeding import own_generator, sample_seeded_loader
+from .hooks.bad_image_hook import BadImageHook
 
 # The timestamps of the runs this process has started.
 _STARTED: set[str] = set()
@@ -60,11 +61,22 @@ class SampleSeededRunner(Runner):
             raise error.naming(' or '.join(found)) from None
 
     def build_train_loop(self, loop: Union[BaseLoop, dict]) -> BaseLoop:
-        """Build the training loop with a per-sample seeded loader."""
+        """Build the training loop with a per-sample seeded loader, which
+        the run's :class:`BadImageHook` guards first: an iteration-based
+        loop starts the loader's workers when it is built, before any hook
+        is called, and the workers keep the datasets as they were then."""
         if isinstance(self._train_dataloader, dict):
-            self._train_dataloader = sample_seeded_loader(
-                self._train_dataloader
+            randomness = self.cfg.get('randomness') or {}
+            self._train_dataloader = self.build_dataloader(
+                sample_seeded_loader(self._train_dataloader),
+                seed=self.seed,
+                diff_rank_seed=randomness.get('diff_rank_seed', False),
             )
+            for hook in self.hooks:
+                if isinstance(hook, BadImageHook):
+                    hook.guard(
+                        self, self._train_dataloader, 'train_dataloader'
+                    )
         loop = super().build_train_loop(loop)
         own_generator(loop.dataloader)
         return loop

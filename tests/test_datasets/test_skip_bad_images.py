@@ -143,3 +143,47 @@ def test_an_image_too_large_to_decode_is_skipped_from_its_header(tmp_path):
             'Evaluation: skipped 1 sample(s) from 1 image(s) that could not '
             f'be used (each replaced by the next image): {huge}'
         ) in done.stdout
+
+
+ITERATION_BASED = """
+_base_ = [{lite!r}]
+train_cfg = dict(
+    _delete_=True, type='IterBasedTrainLoop', max_iters=6, val_interval=6
+)
+param_scheduler = []
+default_hooks = dict(checkpoint=dict(by_epoch=False, interval=6))
+train_dataloader = dict(
+    num_workers=2,
+    persistent_workers=True,
+    sampler=dict(type='InfiniteSampler', shuffle=True),
+)
+"""
+
+
+def test_an_iteration_based_run_with_workers_skips_bad_images(tmp_path):
+    """Such a loop starts its loader's workers when it is built, before
+    any hook runs: the guard must be in the datasets by then."""
+    root = class_folders(tmp_path / 'data')
+    bad = root / 'train' / 'c1' / 'bad.jpg'
+    bad.write_bytes(b'not a JPEG')
+    config = tmp_path / 'iteration_based.py'
+    config.write_text(ITERATION_BASED.format(lite=LITE))
+    options = [
+        f'{loader}.dataset.data_root={root}'
+        for loader in ('train_dataloader', 'val_dataloader')
+    ] + ['train_dataloader.batch_size=2']
+    for name, run in (('ours', run_main), ('theirs', run_mmpretrain_tool)):
+        done = run(
+            'train', config, '--work-dir', tmp_path / name,
+            '--cfg-options', *options,
+        )  # fmt: skip
+        assert done.returncode == 0, done.stderr[-3000:]
+        summary = next(
+            line for line in done.stdout.splitlines() if 'Training: ' in line
+        )
+        assert summary.endswith(
+            'image(s) that could not be used (each replaced by the next '
+            f'image): {bad}'
+        )
+        assert ' from 1 image(s) ' in summary
+        assert (tmp_path / name / 'iter_6.pth').is_file()

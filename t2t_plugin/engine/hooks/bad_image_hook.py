@@ -1,5 +1,6 @@
 from mmengine.hooks import Hook
 from mmengine.registry import HOOKS
+from mmengine.runner import EpochBasedTrainLoop
 
 from ...datasets.skip_bad_images import SkipBadImages, base_datasets
 from .run_checks import TrainingStopped, t2t_module
@@ -15,7 +16,9 @@ class BadImageHook(Hook):
 
     Before training, each validation and test it puts
     :class:`~t2t_plugin.datasets.SkipBadImages` in front of the pipeline
-    of every dataset the loop reads (inside any dataset wrappers), with the
+    of every dataset the loop reads (inside any dataset wrappers;
+    ``SampleSeededRunner`` has it guard the training loader before an
+    iteration-based loop starts the loader's workers), with the
     backbone's channels and total stride, so that images the model cannot
     take are skipped too. One line per epoch, evaluation or test sums up
     the skipped images.
@@ -36,11 +39,14 @@ class BadImageHook(Hook):
         self.max_bad_images = max_bad_images
         self.wrappers: dict[str, list[SkipBadImages]] = {}
         self.bad: set = set()
-        self.reports: list[tuple[str, str]] = []
+        # by mode: an iteration-based run validates before its one
+        # after_train_epoch, which sums up the training's reports
+        self.reports: dict[str, list[tuple[str, str]]] = {}
 
-    def _wrap(self, runner, mode: str) -> None:
-        """Guard the pipelines of the datasets the loop of ``mode`` reads,
-        before its loader is first iterated (when workers copy them)."""
+    def guard(self, runner, loader, key: str) -> None:
+        """Guard the pipelines of the datasets ``loader`` reads (the
+        ``key`` loader of the run), before it is first iterated: its
+        workers copy the datasets when they start."""
         # mmdet's and mmseg's data preprocessors pad any size and channels
         # are the model's business there: only classifiers are checked.
         scope = runner.cfg.get('default_scope', 'mmpretrain')
@@ -49,11 +55,14 @@ class BadImageHook(Hook):
             in_channels=getattr(t2t, 'in_channels', None),
             size_multiple=getattr(t2t, 'total_stride', None),
         )
-        loader = getattr(runner, f'{mode}_dataloader')
-        self.wrappers[f'{mode}_dataloader'] = [
+        self.wrappers[key] = [
             SkipBadImages.wrap(dataset, **limits)
             for dataset in base_datasets(loader.dataset)
         ]
+
+    def _wrap(self, runner, mode: str) -> None:
+        loader = getattr(runner, f'{mode}_dataloader')
+        self.guard(runner, loader, f'{mode}_dataloader')
 
     def before_train(self, runner) -> None:
         """Wrap the pipelines of the training datasets."""
@@ -73,7 +82,7 @@ class BadImageHook(Hook):
         """Collect the skipped images; stop past the limit."""
         for wrapper in self.wrappers.get(f'{mode}_dataloader', ()):
             reports = wrapper.drain()
-            self.reports.extend(reports)
+            self.reports.setdefault(mode, []).extend(reports)
             self.bad.update(path for path, _ in reports)
         if len(self.bad) > self.max_bad_images:
             where = (
@@ -91,14 +100,17 @@ class BadImageHook(Hook):
 
     def _after_epoch(self, runner, mode: str = 'train') -> None:
         """Sum up the images skipped since the last line."""
-        if not self.reports:
+        reports = self.reports.pop(mode, [])
+        if not reports:
             return
         what = dict(val='Evaluation', test='Test').get(mode)
-        paths = sorted({path for path, _ in self.reports})
+        if what is None:
+            by_epoch = isinstance(runner.train_loop, EpochBasedTrainLoop)
+            what = f'Epoch {runner.epoch + 1}' if by_epoch else 'Training'
+        paths = sorted({path for path, _ in reports})
         shown = ', '.join(paths[:10]) + (' ...' if len(paths) > 10 else '')
         runner.logger.warning(
-            f'{what or f"Epoch {runner.epoch + 1}"}: skipped '
-            f'{len(self.reports)} sample(s) from {len(paths)} image(s) that '
+            f'{what}: skipped '
+            f'{len(reports)} sample(s) from {len(paths)} image(s) that '
             f'could not be used (each replaced by the next image): {shown}'
         )
-        self.reports = []
