@@ -35,7 +35,7 @@ def oversized_image(path: Any) -> Optional[str]:
     is not a local file.
 
     OpenCV, mmcv's default decoder, decodes up to 2**30 pixels: a
-    20000x20000 PNG of a few hundred kilobytes takes gigabytes before any
+    20000x20000 PNG of about a megabyte takes gigabytes before any
     resize of the pipeline.
     """
     limit = Image.MAX_IMAGE_PIXELS
@@ -64,9 +64,8 @@ class SkipBadImages:
 
     An unreadable image, one of more pixels than Pillow decodes at most
     (read from its header, before it is decoded), one the backbone's
-    strides cannot tile or with
-    the wrong channels would otherwise end a run, and its rerun would die
-    at the same image. It is reported in one warning line and replaced by
+    strides cannot tile or with the wrong channels would otherwise end a
+    run, and its rerun would die at the same image. It is reported in one warning line and replaced by
     the next sample (not a random one: the generators stay as they were,
     for an exact resume). ``BadImageHook`` wraps every dataset of a run,
     gathers the reports from the workers and stops the run past its limit.
