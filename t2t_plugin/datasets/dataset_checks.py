@@ -8,9 +8,10 @@ import numpy as np
 
 
 def label_range_problem(dataset: Any, num_classes: Any) -> Optional[str]:
-    """Why the labels of a single-label classification dataset do not fit
-    a head of ``num_classes`` classes, in one line naming the annotation
-    file, the first label out of range and its sample; None if they fit.
+    """Why the labels that an annotation file gives a single-label
+    classification dataset do not fit a head of ``num_classes`` classes,
+    in one line naming the file, the first label out of range and its
+    sample; None if they fit.
 
     Without this, a label out of range ends the run at the loss (an
     assertion or a CUDA device-side error), after the model is built, and
@@ -18,13 +19,19 @@ def label_range_problem(dataset: Any, num_classes: Any) -> Optional[str]:
 
     Args:
         dataset: The dataset (mmpretrain's ``get_gt_labels`` is used;
-            datasets without it, or with multi-label lists, are not
-            checked).
+            datasets without it or without an ``ann_file``, and
+            multi-label lists, are not checked).
         num_classes: The head's ``num_classes`` (anything but an int: not
             checked).
     """
     get_gt_labels = getattr(dataset, 'get_gt_labels', None)
-    if not isinstance(num_classes, int) or get_gt_labels is None:
+    # a folder dataset's labels are its folders' indices: the count of its
+    # classes is checked against num_classes
+    if (
+        not isinstance(num_classes, int)
+        or get_gt_labels is None
+        or not getattr(dataset, 'ann_file', '')
+    ):
         return None
     try:
         labels = np.asarray(get_gt_labels())
@@ -82,6 +89,10 @@ def linked_folders_problem(
     Folders both sets name alike are left alone: a config that gives the
     same folder twice says so where a reader sees it.
     """
+    # only where the samples were found by walking folders, which follows
+    # links: a list file names its paths where a reader sees them
+    if getattr(train, 'ann_file', ''):
+        return None
     train_folders = _folders(train)
     if not train_folders:
         return None

@@ -65,10 +65,11 @@ class SkipBadImages:
     An unreadable image, one of more pixels than Pillow decodes at most
     (read from its header, before it is decoded), one the backbone's
     strides cannot tile or with the wrong channels would otherwise end a
-    run, and its rerun would die at the same image. It is reported in one warning line and replaced by
-    the next sample (not a random one: the generators stay as they were,
-    for an exact resume). ``BadImageHook`` wraps every dataset of a run,
-    gathers the reports from the workers and stops the run past its limit.
+    run, and its rerun would die at the same image. It is reported in one
+    warning line and replaced by the next sample (not a random one: the
+    generators stay as they were, for an exact resume). ``BadImageHook``
+    wraps every dataset of a run, gathers the reports from the workers and
+    stops the run past its limit.
 
     Not mmengine's ``BaseDataset(max_refetch=...)``: it replaces only a
     sample whose pipeline returns None, while mmcv's ``LoadImageFromFile``
