@@ -111,6 +111,38 @@ def _examples(names: list[str], count: int = 2) -> str:
     return ', '.join(repr(name) for name in names[:count])
 
 
+def check_tensors(
+    owner: str,
+    own: Mapping[str, torch.Tensor],
+    state_dict: Mapping[str, Any],
+    prefix: str,
+    name: str,
+) -> None:
+    """Refuse entries for the weights of a module that are not tensors:
+    torch skips them with a warning, leaving those weights as built.
+
+    Args:
+        owner (str): The module, for the message (``'T2TViT'``).
+        own (Mapping): The module's state dict (``keep_vars=True``).
+        state_dict (Mapping): The weights being loaded, keys with ``prefix``.
+        prefix (str): Where the module sits in the model being loaded.
+        name (str): The checkpoint, as :func:`checkpoint_name` gives it.
+    """
+    wrong = [
+        (prefix + key, type(state_dict[prefix + key]).__name__)
+        for key in own
+        if prefix + key in state_dict
+        and not isinstance(state_dict[prefix + key], torch.Tensor)
+    ]
+    if wrong:
+        raise CheckpointMismatchError(
+            f'The {name} holds {len(wrong)} weight(s) of {owner} that are '
+            f'not tensors, e.g. {wrong[0][0]!r} (a {wrong[0][1]}); it was '
+            'not saved from model.state_dict(): save one with '
+            "torch.save({'state_dict': model.state_dict()}, path)."
+        )
+
+
 def check_supplied_weights(
     owner: str,
     own: Mapping[str, torch.Tensor],
@@ -119,10 +151,14 @@ def check_supplied_weights(
     optional: Iterable[str] = (),
     advice: str = 'use the config the checkpoint was trained or converted for',
     local_metadata: Optional[Mapping] = None,
+    droppable: Iterable[str] = (),
+    whole_model: bool = False,
 ) -> tuple[int, list[str]]:
     """Refuse a load that would leave a module partly random or broken
-    (none of its weights, some missing, of another shape or not finite);
-    return how many tensors it supplies and the optional keys left as built.
+    (none of its weights, some missing, not tensors, of another shape or
+    not finite) or that would leave entries of the checkpoint under the
+    module's ``prefix`` unused (another depth, another head); return how
+    many tensors it supplies and the optional keys left as built.
 
     Args:
         owner (str): The module, for the messages (``'T2TViT'``).
@@ -132,9 +168,16 @@ def check_supplied_weights(
         optional (Iterable[str]): Own keys a checkpoint may leave out.
         advice (str): What to do when no weight of the module is there.
         local_metadata (Mapping, optional): The hook's ``local_metadata``.
+        droppable (Iterable[str]): Keys a checkpoint may hold that the
+            module knowingly leaves unused (a class token of a model built
+            without one).
+        whole_model (bool): Every entry of ``state_dict`` is meant for this
+            module, loaded as the whole model. Otherwise only the entries
+            under a non-empty ``prefix`` must be used. Defaults to False.
     """
     optional = set(optional)
     name = checkpoint_name(state_dict, local_metadata)
+    check_tensors(owner, own, state_dict, prefix, name)
     given = {
         k: state_dict[prefix + k] for k in own if prefix + k in state_dict
     }
@@ -152,10 +195,24 @@ def check_supplied_weights(
             f'The {name} lacks {len(missing)} of the {len(own)} weights '
             f'of {owner} (e.g. {_examples(missing)}): {advice}.'
         )
-    tensors = {k: v for k, v in given.items() if isinstance(v, torch.Tensor)}
+    droppable = set(droppable)
+    unused = [
+        str(key)
+        for key in state_dict
+        if (prefix or whole_model)
+        and str(key).startswith(prefix)
+        and str(key)[len(prefix) :] not in own
+        and str(key)[len(prefix) :] not in droppable
+    ]
+    if unused:
+        raise CheckpointMismatchError(
+            f'The {name} holds {len(unused)} entries under {prefix!r} that '
+            f'{owner} does not have (e.g. {_examples(unused)}), which would '
+            f'be left unused: {advice}.'
+        )
     other_shapes = [
         f'{prefix + k} {tuple(v.shape)} vs {tuple(own[k].shape)}'
-        for k, v in tensors.items()
+        for k, v in given.items()
         if v.shape != own[k].shape
     ]
     if other_shapes:
@@ -164,7 +221,7 @@ def check_supplied_weights(
             f'shapes than those of {owner}, e.g. '
             f'{"; ".join(other_shapes[:2])} (checkpoint vs model): {advice}.'
         )
-    not_finite = [prefix + k for k in non_finite_tensors(tensors)]
+    not_finite = [prefix + k for k in non_finite_tensors(given)]
     if not_finite:
         raise CheckpointMismatchError(
             f'The {name} holds NaN or infinite values in '

@@ -399,6 +399,187 @@ def test_pretrained_prefix_the_file_lacks_is_one_line(case, tmp_path):
     assert 'Epoch(train)' not in result.stdout
 
 
+# --- what every weight and entry must be ----------------------------------
+
+
+def _demo_arch(**arch):
+    cfg = Config.fromfile(DEMO)
+    cfg.model.backbone.arch.update(arch)
+    return MODELS.build(cfg.model).backbone.arch_settings
+
+
+def _refused_by_both_doors(path, expected, **options):
+    """``tools/test.py`` (exit 1, the one line on stderr) and mmpretrain's
+    ``get_model`` (the same line) refuse the checkpoint at ``path``;
+    ``options`` are ``--cfg-options``."""
+    from ..helpers import run_main
+
+    cfg = Config.fromfile(DEMO)
+    cfg.merge_from_dict(options)
+    with pytest.raises((CheckpointError, CheckpointMismatchError)) as error:
+        get_model(cfg, pretrained=str(path))
+    assert str(error.value) == expected
+    pairs = [f'{key}={value}' for key, value in options.items()]
+    args = ['--cfg-options', *pairs] if pairs else []
+    result = run_main('test', DEMO, path, '--work-dir', path.parent, *args)
+    assert result.returncode == 1
+    assert result.stderr.strip() == expected
+    assert 'top1' not in result.stdout
+
+
+def test_weights_that_are_not_tensors_are_refused(tmp_path):
+    state = _demo_classifier().state_dict()
+    encoder = [key for key in state if key.startswith('backbone.encoder.')]
+    for key in encoder:
+        state[key] = 0.5
+    path = tmp_path / 'floats.pth'
+    torch.save({'state_dict': state}, path)
+    expected = (
+        f'The checkpoint {path} holds {len(encoder)} weight(s) of T2TViT '
+        f"that are not tensors, e.g. '{encoder[0]}' (a float); it was not "
+        "saved from model.state_dict(): save one with torch.save({'state_"
+        "dict': model.state_dict()}, path)."
+    )
+    _refused_by_both_doors(path, expected)
+
+
+@pytest.mark.parametrize('saved,built', [(4, 2), (2, 4)])
+def test_another_depth_is_another_arch(saved, built, tmp_path):
+    cfg = Config.fromfile(DEMO)
+    cfg.model.backbone.arch.num_layers = saved
+    path = tmp_path / f'{saved}_layers.pth'
+    torch.save({'state_dict': MODELS.build(cfg.model).state_dict()}, path)
+    expected = (
+        f'The checkpoint {path} has {saved} encoder layers, this T2T-ViT '
+        f'has {built} (arch {_demo_arch(num_layers=built)}). Use the arch '
+        'the checkpoint was trained with.'
+    )
+    options = {} if built == 4 else {'model.backbone.arch.num_layers': built}
+    _refused_by_both_doors(path, expected, **options)
+
+
+def test_entries_the_model_does_not_have_are_refused(tmp_path):
+    state = _demo_classifier().state_dict()
+    state['backbone.encoder.0.attn.rel_pos'] = torch.zeros(3)
+    state['head.layers.pre_logits.weight'] = torch.zeros(2, 64)
+    path = tmp_path / 'extra.pth'
+    torch.save({'state_dict': state}, path)
+    with pytest.raises(CheckpointMismatchError) as error:
+        get_model(DEMO, pretrained=str(path))
+    assert str(error.value) == (
+        f"The checkpoint {path} holds 1 entries under 'backbone.' that "
+        "T2TViT does not have (e.g. 'backbone.encoder.0.attn.rel_pos'), "
+        'which would be left unused: use the config the checkpoint was '
+        'trained or converted for; to start only the backbone from a '
+        'classifier or detector checkpoint, set backbone.init_cfg=dict('
+        "type='Pretrained', checkpoint=FILE, prefix='backbone.')."
+    )
+    del state['backbone.encoder.0.attn.rel_pos']
+    torch.save({'state_dict': state}, path)
+    with pytest.raises(CheckpointMismatchError) as error:
+        get_model(DEMO, pretrained=str(path))
+    assert str(error.value) == (
+        f"The checkpoint {path} holds 1 entries under 'head.' that "
+        "T2TClsHead does not have (e.g. 'head.layers.pre_logits.weight'), "
+        f'which would be left unused: {FINE_TUNE}.'
+    )
+
+
+def test_entries_a_model_knowingly_leaves_unused_still_load(tmp_path):
+    """A classifier's final norm and class token, loaded into a backbone
+    built without them."""
+    source = _demo_classifier()
+    path = tmp_path / 'classifier.pth'
+    torch.save({'state_dict': source.state_dict()}, path)
+    cfg = Config.fromfile(DEMO)
+    cfg.model.backbone.update(final_norm=False)
+    loaded = get_model(cfg, pretrained=str(path))
+    for key, value in loaded.backbone.state_dict().items():
+        assert torch.equal(value, source.backbone.state_dict()[key]), key
+    # a bare backbone started from the classifier: the head is dropped
+    backbone = copy.deepcopy(cfg.model.backbone)
+    backbone.update(init_cfg=dict(type='Pretrained', checkpoint=str(path)))
+    built = MODELS.build(backbone)
+    built.init_weights()
+    assert 'norm.weight' not in built.state_dict()
+
+
+def _malformed(case):
+    state = _demo_classifier().state_dict()
+    if case == 'list':
+        return {'state_dict': [1, 2, 3]}, (
+            "The 'state_dict' of {path} is a list, not a dict of weights; "
+            'save model.state_dict() there.'
+        )
+    if case == 'int_keys':
+        return {'state_dict': {**state, 7: torch.zeros(1)}}, (
+            'The weights of {path} are not all named by strings (a key 7); '
+            'save model.state_dict(), whose keys are the weight names.'
+        )
+    if case == 'meta_str':
+        return {'state_dict': state, 'meta': 'hello'}, (
+            "The 'meta' of {path} is a str, not a dict; save a dict there "
+            "(mmengine's meta) or leave it out."
+        )
+    if case == 'dataset_meta_list':
+        return {'state_dict': state, 'meta': {'dataset_meta': [1]}}, (
+            "The meta['dataset_meta'] of {path} is a list, not a dict; save "
+            "the dataset's metainfo there or leave it out."
+        )
+    meta = {'dataset_meta': {'classes': 5}}
+    return {'state_dict': state, 'meta': meta}, (
+        "The meta['dataset_meta']['classes'] of {path} is 5, not a list of "
+        'class names; save the names there or leave it out.'
+    )
+
+
+@pytest.mark.parametrize(
+    'case', ['list', 'int_keys', 'meta_str', 'dataset_meta_list', 'classes']
+)
+def test_malformed_checkpoints_are_one_line(case, tmp_path):
+    checkpoint, problem = _malformed(case)
+    path = tmp_path / f'{case}.pth'
+    torch.save(checkpoint, path)
+    _refused_by_both_doors(path, problem.format(path=path))
+
+
+class _GetattrOfHistoryBuffer:
+    """Unpickled, a getattr of a HistoryBuffer method that is no
+    statistic (the allow-list's getattr stand-in refuses it)."""
+
+    def __reduce__(self):
+        from mmengine.logging import HistoryBuffer
+
+        return (getattr, (HistoryBuffer, '__init__'))
+
+
+@pytest.mark.parametrize('case', ['getattr', 'object_array'])
+def test_refused_objects_are_named_not_called_damage(case, tmp_path):
+    import numpy as np
+
+    if case == 'getattr':
+        payload = _GetattrOfHistoryBuffer()
+        refused = "GLOBAL builtins.getattr(HistoryBuffer, '__init__')"
+    else:
+        payload = np.array([1, 'a'], dtype=object)
+        refused = 'a numpy.dtypes.ObjectDType object'
+    path = tmp_path / f'{case}.pth'
+    torch.save({'state_dict': {'x': torch.zeros(1)}, 'extra': payload}, path)
+    expected = (
+        f'Cannot read checkpoint {path}: it holds Python objects that '
+        f"torch's safe loader refuses ({refused}); save the weights alone "
+        '(state_dict + meta), or convert it with '
+        'tools/model_converters/t2t_vit_official_to_plugin.py '
+        '--trust-pickle if it comes from a source you trust.'
+    )
+    with pytest.raises(CheckpointError) as error:
+        read_checkpoint(path)
+    assert str(error.value) == expected
+    with pytest.raises(CheckpointError) as error:
+        get_model(DEMO, pretrained=str(path))
+    assert str(error.value) == expected
+
+
 # --- official layout, through the hooks -----------------------------------
 
 

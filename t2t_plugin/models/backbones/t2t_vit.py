@@ -20,6 +20,7 @@ from ...converters.official import (
 from ..checkpoint_checks import (
     CheckpointMismatchError,
     check_supplied_weights,
+    check_tensors,
     checkpoint_name,
 )
 from ..layers import TransformerLayer, sinusoid_position_table
@@ -363,6 +364,9 @@ class T2TViT(BaseModule):
         # loaded as the whole model, the backbone takes an official release
         # or a classifier's checkpoint as it is
         dropped = self._adopt_layout(state_dict) if not prefix else 0
+        own = self.state_dict(keep_vars=True)
+        name = checkpoint_name(state_dict, local_metadata)
+        check_tensors(type(self).__name__, own, state_dict, prefix, name)
         self._check_arch(state_dict, prefix, local_metadata)
         # the fixed sinusoidal table: the model's own serves as well; and a
         # model without a class token (its table has no cls position)
@@ -377,9 +381,13 @@ class T2TViT(BaseModule):
         ):
             optional.append('cls_token')
         self._resize_checkpoint_pos_embed(state_dict, prefix, local_metadata)
+        # what a model built without them knowingly leaves unused
+        droppable = [] if self.with_cls_token else ['cls_token']
+        if not self.final_norm:
+            droppable += ['norm.weight', 'norm.bias']
         loaded, left = check_supplied_weights(
             type(self).__name__,
-            self.state_dict(keep_vars=True),
+            own,
             state_dict,
             prefix,
             optional=optional,
@@ -390,6 +398,8 @@ class T2TViT(BaseModule):
                 "'Pretrained', checkpoint=FILE, prefix='backbone.')"
             ),
             local_metadata=local_metadata,
+            droppable=droppable,
+            whole_model=not prefix,
         )
         self._load_report = (loaded, left, dropped)
 
@@ -433,12 +443,32 @@ class T2TViT(BaseModule):
         table = state_dict.get(
             prefix + 'cls_token', state_dict.get(prefix + 'pos_embed')
         )
-        width = None if table is None else table.shape[-1]
+        width = (
+            table.shape[-1]
+            if isinstance(table, torch.Tensor) and table.dim()
+            else None
+        )
         if width is not None and width != self.embed_dims:
             name = checkpoint_name(state_dict, local_metadata)
             raise CheckpointMismatchError(
                 f'The {name} has embed_dims={width}, this T2T-ViT has '
                 f'{self.embed_dims} (arch {self.arch_settings}). Use the arch '
+                'the checkpoint was trained with.'
+            )
+        layers = {
+            int(match.group(1))
+            for match in (
+                re.match(re.escape(prefix) + r'encoder\.(\d+)\.', str(k))
+                for k in state_dict
+            )
+            if match
+        }
+        depth = max(layers) + 1 if layers else self.num_layers
+        if depth != self.num_layers:
+            name = checkpoint_name(state_dict, local_metadata)
+            raise CheckpointMismatchError(
+                f'The {name} has {depth} encoder layers, this T2T-ViT has '
+                f'{self.num_layers} (arch {self.arch_settings}). Use the arch '
                 'the checkpoint was trained with.'
             )
         token_layer = self.tokens_to_token.token_layer
@@ -468,7 +498,8 @@ class T2TViT(BaseModule):
         if pos_key not in state_dict:
             return
         ckpt_pos = state_dict[pos_key]
-        if ckpt_pos.shape == self.pos_embed.shape:
+        # a table of another rank is refused with the other shapes
+        if ckpt_pos.dim() != 3 or ckpt_pos.shape == self.pos_embed.shape:
             return
         # a table without a cls position comes from a with_cls_token=False
         # model; its grid part is what gets resized
