@@ -205,10 +205,11 @@ def check_supplied_weights(
         and str(key)[len(prefix) :] not in droppable
     ]
     if unused:
+        under = f' under {prefix!r}' if prefix else ''
         raise CheckpointMismatchError(
-            f'The {name} holds {len(unused)} entries under {prefix!r} that '
-            f'{owner} does not have (e.g. {_examples(unused)}), which would '
-            f'be left unused: {advice}.'
+            f'The {name} holds {len(unused)} entries{under} that {owner} '
+            f'does not have (e.g. {_examples(unused)}), which would be left '
+            f'unused: {advice}.'
         )
     other_shapes = [
         f'{prefix + k} {tuple(v.shape)} vs {tuple(own[k].shape)}'

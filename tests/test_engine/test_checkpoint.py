@@ -605,6 +605,45 @@ def test_official_release_loads_into_a_bare_backbone(tmp_path):
             assert torch.equal(backbone.state_dict()[key], value), key
 
 
+def test_official_names_are_converted_by_the_reader_alone(
+    tmp_path, monkeypatch
+):
+    """One conversion, the reader's: a load_state_dict call of official
+    names is refused in one line that says which loaders convert them."""
+    from t2t_plugin.engine import checkpoint as reader
+
+    from ..test_apis.test_model_zoo import official_keys
+
+    source = _demo_classifier()
+    raw = official_keys(source.state_dict(), 'performer')
+    cfg = Config.fromfile(DEMO)
+    with pytest.raises(CheckpointMismatchError) as error:
+        MODELS.build(cfg.model.backbone).load_state_dict(raw)
+    assert str(error.value) == (
+        'The checkpoint holds the official T2T-ViT names (blocks.N, '
+        'tokens_to_token.attention1, ...), which a load_state_dict call '
+        "does not convert: load the file with mmengine's load_checkpoint, "
+        'init_cfg=Pretrained or t2t_plugin.engine.read_checkpoint, which '
+        'convert them, or convert it with '
+        'tools/model_converters/t2t_vit_official_to_plugin.py.'
+    )
+    calls = []
+
+    def counted(checkpoint):
+        calls.append(checkpoint)
+        return official_to_plugin(checkpoint)
+
+    monkeypatch.setattr(reader, 'official_to_plugin', counted)
+    path = tmp_path / 'official.pth.tar'
+    torch.save({'state_dict_ema': raw}, path)
+    cfg.model.backbone.init_cfg = dict(type='Pretrained', checkpoint=str(path))
+    backbone = MODELS.build(cfg.model.backbone)
+    backbone.init_weights()
+    assert len(calls) == 1
+    for key, value in source.backbone.state_dict().items():
+        assert torch.equal(backbone.state_dict()[key], value), key
+
+
 def test_the_converter_is_a_leaf():
     tree = ast.parse(Path(official_module.__file__).read_text())
     imported = {

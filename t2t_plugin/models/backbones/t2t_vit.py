@@ -13,7 +13,7 @@ from mmpretrain.registry import MODELS
 from torch import nn
 
 from ...converters.official import (
-    official_to_plugin,
+    is_official,
     strip_module_prefix,
     unwrap_checkpoint,
 )
@@ -361,8 +361,19 @@ class T2TViT(BaseModule):
     def _prepare_checkpoint(
         self, state_dict: dict, prefix: str, local_metadata: dict, *args
     ) -> None:
-        # loaded as the whole model, the backbone takes an official release
-        # or a classifier's checkpoint as it is
+        # loaded as the whole model, the backbone takes a classifier's
+        # checkpoint as it is (official releases come converted by the
+        # checkpoint reader, the one place that converts them)
+        if not prefix and is_official(state_dict):
+            raise CheckpointMismatchError(
+                f'The {checkpoint_name(state_dict, local_metadata)} holds '
+                'the official T2T-ViT names (blocks.N, tokens_to_token.'
+                'attention1, ...), which a load_state_dict call does not '
+                "convert: load the file with mmengine's load_checkpoint, "
+                'init_cfg=Pretrained or t2t_plugin.engine.read_checkpoint, '
+                'which convert them, or convert it with '
+                'tools/model_converters/t2t_vit_official_to_plugin.py.'
+            )
         dropped = self._adopt_layout(state_dict) if not prefix else 0
         own = self.state_dict(keep_vars=True)
         name = checkpoint_name(state_dict, local_metadata)
@@ -420,13 +431,9 @@ class T2TViT(BaseModule):
 
     @staticmethod
     def _adopt_layout(state_dict: dict) -> int:
-        # in place: containers, ``module.``, official names and
-        # ``backbone.`` undone; returns how many other entries it dropped
-        official = official_to_plugin(state_dict)
-        if official is not None:
-            weights = official['state_dict']
-        else:
-            weights = strip_module_prefix(unwrap_checkpoint(state_dict))
+        # in place: containers, ``module.`` and ``backbone.`` undone;
+        # returns how many other entries it dropped
+        weights = strip_module_prefix(unwrap_checkpoint(state_dict))
         ours = {
             k.removeprefix('backbone.'): v
             for k, v in weights.items()
