@@ -391,8 +391,9 @@ def load_state_dict_strictly(
     state_dict = checkpoint_state_dict(checkpoint, source)
     try:
         result = model.load_state_dict(state_dict, strict=False)
-    except CheckpointMismatchError:
-        raise  # a load hook's line, which names the file
+    except CheckpointMismatchError as error:
+        # a load hook's line; the weights come without the file's name
+        raise error.naming(source) from None
     except ValueError as error:
         raise CheckpointMismatchError(
             f'{source} does not fit the model: {error}'

@@ -504,6 +504,27 @@ def test_entries_a_model_knowingly_leaves_unused_still_load(tmp_path):
     assert 'norm.weight' not in built.state_dict()
 
 
+def test_the_ema_copy_of_the_weights_names_the_file(tmp_path):
+    """mmengine's EMAHook loads a deep copy of the weights before the
+    model's own load: its refusal names the file all the same."""
+    cfg = Config.fromfile(DEMO)
+    cfg.model.backbone.arch.num_layers = 2
+    path = tmp_path / '2_layers.pth'
+    torch.save({'state_dict': MODELS.build(cfg.model).state_dict()}, path)
+    cfg = Config.fromfile(DEMO)
+    cfg.custom_hooks = [*cfg.get('custom_hooks', []), dict(type='EMAHook')]
+    cfg.work_dir = str(tmp_path / 'work')
+    cfg.load_from = str(path)
+    runner = Runner.from_cfg(cfg)
+    with pytest.raises(CheckpointMismatchError) as error:
+        runner.test()
+    assert str(error.value) == (
+        f'The checkpoint {path} has 2 encoder layers, this T2T-ViT has 4 '
+        f'(arch {_demo_arch()}). Use the arch the checkpoint was trained '
+        'with.'
+    )
+
+
 def _malformed(case):
     state = _demo_classifier().state_dict()
     if case == 'list':

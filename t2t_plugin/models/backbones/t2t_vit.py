@@ -18,10 +18,11 @@ from ...converters.official import (
     unwrap_checkpoint,
 )
 from ..checkpoint_checks import (
+    CHECKPOINT,
     CheckpointMismatchError,
     check_supplied_weights,
     check_tensors,
-    checkpoint_name,
+    mismatch,
 )
 from ..layers import TransformerLayer, sinusoid_position_table
 from ..t2t import T2TModule
@@ -299,18 +300,32 @@ class T2TViT(BaseModule):
             if message is None:
                 raise
             raise CheckpointMismatchError(message) from None
+        except CheckpointMismatchError as error:
+            # mmengine's Pretrained with a prefix hands the load hooks the
+            # weights without the file's name: the init_cfg has it
+            files = {cfg['checkpoint'] for cfg in self._pretrained_cfgs()}
+            if len(files) != 1:
+                raise
+            raise error.naming(files.pop()) from None
 
-    def _missing_prefix_message(self, error: str) -> Optional[str]:
-        # mmengine asserts that some key of a Pretrained file starts with
-        # its prefix: say what the file holds and which prefix would do
+    def _pretrained_cfgs(self) -> list[Mapping]:
         configs = (
             self.init_cfg
             if isinstance(self.init_cfg, list)
             else [self.init_cfg]
         )
-        for cfg in configs:
-            prefix = cfg.get('prefix') if isinstance(cfg, Mapping) else None
-            if not prefix or cfg.get('type') != 'Pretrained':
+        return [
+            cfg
+            for cfg in configs
+            if isinstance(cfg, Mapping) and cfg.get('type') == 'Pretrained'
+        ]
+
+    def _missing_prefix_message(self, error: str) -> Optional[str]:
+        # mmengine asserts that some key of a Pretrained file starts with
+        # its prefix: say what the file holds and which prefix would do
+        for cfg in self._pretrained_cfgs():
+            prefix = cfg.get('prefix')
+            if not prefix:
                 continue
             full = prefix if prefix.endswith('.') else prefix + '.'
             if error != f'{full} is not in the pretrained model':
@@ -365,19 +380,21 @@ class T2TViT(BaseModule):
         # checkpoint as it is (official releases come converted by the
         # checkpoint reader, the one place that converts them)
         if not prefix and is_official(state_dict):
-            raise CheckpointMismatchError(
-                f'The {checkpoint_name(state_dict, local_metadata)} holds '
-                'the official T2T-ViT names (blocks.N, tokens_to_token.'
-                'attention1, ...), which a load_state_dict call does not '
-                "convert: load the file with mmengine's load_checkpoint, "
-                'init_cfg=Pretrained or t2t_plugin.engine.read_checkpoint, '
-                'which convert them, or convert it with '
-                'tools/model_converters/t2t_vit_official_to_plugin.py.'
+            raise mismatch(
+                f'The {CHECKPOINT} holds the official T2T-ViT names '
+                '(blocks.N, tokens_to_token.attention1, ...), which a '
+                'load_state_dict call does not convert: load the file with '
+                "mmengine's load_checkpoint, init_cfg=Pretrained or "
+                't2t_plugin.engine.read_checkpoint, which convert them, or '
+                'convert it with '
+                'tools/model_converters/t2t_vit_official_to_plugin.py.',
+                local_metadata,
             )
         dropped = self._adopt_layout(state_dict) if not prefix else 0
         own = self.state_dict(keep_vars=True)
-        name = checkpoint_name(state_dict, local_metadata)
-        check_tensors(type(self).__name__, own, state_dict, prefix, name)
+        check_tensors(
+            type(self).__name__, own, state_dict, prefix, local_metadata
+        )
         self._check_arch(state_dict, prefix, local_metadata)
         # the fixed sinusoidal table: the model's own serves as well; and a
         # model without a class token (its table has no cls position)
@@ -456,11 +473,11 @@ class T2TViT(BaseModule):
             else None
         )
         if width is not None and width != self.embed_dims:
-            name = checkpoint_name(state_dict, local_metadata)
-            raise CheckpointMismatchError(
-                f'The {name} has embed_dims={width}, this T2T-ViT has '
+            raise mismatch(
+                f'The {CHECKPOINT} has embed_dims={width}, this T2T-ViT has '
                 f'{self.embed_dims} (arch {self.arch_settings}). Use the arch '
-                'the checkpoint was trained with.'
+                'the checkpoint was trained with.',
+                local_metadata,
             )
         layers = {
             int(match.group(1))
@@ -472,11 +489,11 @@ class T2TViT(BaseModule):
         }
         depth = max(layers) + 1 if layers else self.num_layers
         if depth != self.num_layers:
-            name = checkpoint_name(state_dict, local_metadata)
-            raise CheckpointMismatchError(
-                f'The {name} has {depth} encoder layers, this T2T-ViT has '
-                f'{self.num_layers} (arch {self.arch_settings}). Use the arch '
-                'the checkpoint was trained with.'
+            raise mismatch(
+                f'The {CHECKPOINT} has {depth} encoder layers, this T2T-ViT '
+                f'has {self.num_layers} (arch {self.arch_settings}). Use the '
+                'arch the checkpoint was trained with.',
+                local_metadata,
             )
         token_layer = self.tokens_to_token.token_layer
         found = [
@@ -490,12 +507,12 @@ class T2TViT(BaseModule):
         ]
         if any(kind != token_layer for kind in found):
             found = found[0]
-            name = checkpoint_name(state_dict, local_metadata)
-            raise CheckpointMismatchError(
-                f'The {name} has {found} T2T layers, this T2T-ViT has '
+            raise mismatch(
+                f'The {CHECKPOINT} has {found} T2T layers, this T2T-ViT has '
                 f'{token_layer} ones. Pick the matching arch: performer '
                 "archs are '7'...'24', transformer ones 't-14', 't-19', "
-                "'t-24'."
+                "'t-24'.",
+                local_metadata,
             )
 
     def _resize_checkpoint_pos_embed(
@@ -521,13 +538,13 @@ class T2TViT(BaseModule):
             if side > 0 and side * side == length - extra:
                 break
         else:
-            name = checkpoint_name(state_dict, local_metadata)
-            raise CheckpointMismatchError(
-                f'The position table of the {name} has {length} positions, '
-                'which is no square token grid (with or without a cls '
-                'position), so its grid is unknown. Build the model with the '
-                "checkpoint's img_size, or drop `pos_embed` from the "
-                "checkpoint to keep this model's own sinusoidal table."
+            raise mismatch(
+                f'The position table of the {CHECKPOINT} has {length} '
+                'positions, which is no square token grid (with or without '
+                'a cls position), so its grid is unknown. Build the model '
+                "with the checkpoint's img_size, or drop `pos_embed` from "
+                "the checkpoint to keep this model's own sinusoidal table.",
+                local_metadata,
             )
         MMLogger.get_current_instance().info(
             f'Resize the position table from {tuple(ckpt_pos.shape)} to '
