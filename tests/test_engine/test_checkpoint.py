@@ -665,6 +665,33 @@ def test_official_names_are_converted_by_the_reader_alone(
         assert torch.equal(backbone.state_dict()[key], value), key
 
 
+def test_is_official_tells_the_names_wherever_they_are_kept():
+    from t2t_plugin.converters import is_official
+
+    names = {
+        'tokens_to_token.project.weight': 0,
+        'blocks.0.attn.qkv.weight': 0,
+    }
+    assert is_official(names)
+    assert is_official({'state_dict_ema': {f'module.{k}': 0 for k in names}})
+    assert not is_official({'backbone.tokens_to_token.project.weight': 0})
+    assert not is_official([1, 2])
+
+
+def test_an_unnamed_refusal_is_named_by_the_caller_that_knows_the_file():
+    from t2t_plugin.models.checkpoint_checks import CHECKPOINT, mismatch
+
+    template = f'The {CHECKPOINT} has {{4}} layers'
+    unnamed = mismatch(template)
+    assert str(unnamed) == 'The checkpoint has {4} layers'
+    assert (
+        str(unnamed.naming('a.pth')) == 'The checkpoint a.pth has {4} layers'
+    )
+    named = mismatch(template, {'checkpoint_file': 'b.pth'})
+    assert str(named) == 'The checkpoint b.pth has {4} layers'
+    assert named.naming('a.pth') is named
+
+
 def test_the_converter_is_a_leaf():
     tree = ast.parse(Path(official_module.__file__).read_text())
     imported = {
