@@ -104,20 +104,26 @@ def convert_official_checkpoint(
     return dict(state_dict=converted, meta=meta)
 
 
+def is_official(checkpoint: Any) -> bool:
+    """Whether ``checkpoint`` holds official T2T-ViT names (also under
+    ``module.`` or in ``CONTAINER_KEYS``)."""
+    if not isinstance(checkpoint, Mapping):
+        return False
+    weights = unwrap_checkpoint(checkpoint)
+    names = strip_module_prefix({k: 0 for k in weights if isinstance(k, str)})
+    return all(key in names for key in _OFFICIAL_KEYS)
+
+
 def official_to_plugin(
     checkpoint: Mapping[str, Any],
 ) -> Optional[dict[str, Any]]:
-    """An official checkpoint (told by its keys, also under ``module.``
-    or in ``CONTAINER_KEYS``) as ``{'state_dict': ImageClassifier keys}``,
-    None for any other: the step every loader applies (ValueError for
-    official names with keys the official model lacks)."""
-    if not isinstance(checkpoint, Mapping):
+    """An official checkpoint (:func:`is_official`) as ``{'state_dict':
+    ImageClassifier keys}``, None for any other: the step the checkpoint
+    reader applies, once (ValueError for official names with keys the
+    official model lacks)."""
+    if not is_official(checkpoint):
         return None
-    weights = unwrap_checkpoint(checkpoint)
-    names = strip_module_prefix({k: 0 for k in weights if isinstance(k, str)})
-    if not all(key in names for key in _OFFICIAL_KEYS):
-        return None
-    weights = strip_module_prefix(weights)
+    weights = strip_module_prefix(unwrap_checkpoint(checkpoint))
     return dict(state_dict=_rename_all(weights, _token_layer(weights)))
 
 

@@ -62,9 +62,10 @@ def _history_buffer_attribute(owner: type, name: str) -> Callable:
     """``getattr`` while unpickling, limited to the statistics methods a
     pickled :class:`HistoryBuffer` names (the real one reaches anything)."""
     if owner is not HistoryBuffer or name not in _HISTORY_BUFFER_STATS:
+        owner_name = getattr(owner, '__qualname__', type(owner).__name__)
         raise pickle.UnpicklingError(
-            f'Refusing getattr({owner!r}, {name!r}) while loading a '
-            'checkpoint: only HistoryBuffer statistics methods are allowed.'
+            f'GLOBAL builtins.getattr({owner_name}, {name!r}) is refused: '
+            'only HistoryBuffer statistics methods are allowed.'
         )
     return getattr(HistoryBuffer, name)
 
@@ -200,18 +201,11 @@ def _torch_load(
     # A damaged file fails anywhere in torch's readers, with any type.
     except Exception as error:
         text = str(error)
-        # torch names the refused global as 'GLOBAL x.y' or 'Unsupported
-        # global: GLOBAL x.y was not ...', depending on the version.
-        found = re.search(r'GLOBAL ([\w.]+)', text)
-        blocked = (
-            text
-            if isinstance(error, UnsafePickleError)
-            else found and found.group(1)
-        )
+        blocked = _refused_object(error)
         if blocked:
             raise CheckpointError(
                 f'Cannot read checkpoint {path}: it holds Python objects '
-                f"that torch's safe loader refuses (GLOBAL {blocked}); save "
+                f"that torch's safe loader refuses ({blocked}); save "
                 'the weights alone (state_dict + meta), or convert it with '
                 'tools/model_converters/t2t_vit_official_to_plugin.py '
                 '--trust-pickle if it comes from a source you trust.'
@@ -223,6 +217,27 @@ def _torch_load(
             f'Cannot read checkpoint {path}: not a complete PyTorch '
             f'checkpoint ({detail}){damaged_hint}.'
         ) from None
+
+
+def _refused_object(error: Exception) -> Optional[str]:
+    """The object that the safe loader refused, as ``'GLOBAL x.y'`` or
+    ``'a x.y object'``, or None when ``error`` is no refusal (a damaged
+    file)."""
+    text = str(error)
+    if isinstance(error, UnsafePickleError):  # torch < 2.4: ours
+        return f'GLOBAL {text}'
+    # torch names a refused global 'GLOBAL x.y' or 'Unsupported global:
+    # GLOBAL x.y was not ...', depending on the version; the getattr
+    # stand-in adds its arguments
+    found = re.search(r'GLOBAL ([\w.]+(?:\([^)]*\))?)', text)
+    if found:
+        return f'GLOBAL {found.group(1)}'
+    # an allowed constructor (numpy's dtype) made an object of a type that
+    # torch's loader does not build: 'Can only build ..., but got <class>'
+    found = re.search(r"but got <class '([\w.]+)'>", text)
+    if found:
+        return f'a {found.group(1)} object'
+    return None
 
 
 def read_checkpoint(
@@ -246,7 +261,8 @@ def read_checkpoint(
 
     Raises:
         CheckpointError: If the file is missing, damaged, holds objects the
-            safe loader refuses, or is not a dict.
+            safe loader refuses, or is not a dict of the parts
+            :func:`check_structure` checks.
     """
     path = str(path_or_url)
     if path.startswith(('http://', 'https://')):
@@ -264,6 +280,7 @@ def read_checkpoint(
             f'{type(checkpoint).__name__}, not a checkpoint dict; save one '
             "with torch.save({'state_dict': model.state_dict()}, path)."
         )
+    check_structure(checkpoint, path)
     if convert_official:
         try:
             converted = official_to_plugin(checkpoint)
@@ -277,6 +294,56 @@ def read_checkpoint(
     return mark_checkpoint_file(checkpoint, path)
 
 
+def check_structure(
+    checkpoint: Mapping[str, Any], source: str = 'the checkpoint'
+) -> None:
+    """Refuse the parts of a checkpoint dict that mmengine and mmpretrain
+    read without a check (a traceback later, or class names taken from a
+    number); ``source`` names it.
+
+    Raises:
+        CheckpointError: If its weights are no dict named by strings, or
+            its meta, dataset meta or class names are of another type.
+    """
+    weights = checkpoint.get('state_dict', checkpoint)
+    if not isinstance(weights, Mapping):
+        raise CheckpointError(
+            f"The 'state_dict' of {source} is a {type(weights).__name__}, "
+            'not a dict of weights; save model.state_dict() there.'
+        )
+    keys = [key for key in weights if not isinstance(key, str)]
+    if keys:
+        raise CheckpointError(
+            f'The weights of {source} are not all named by strings (a key '
+            f'{keys[0]!r}); save model.state_dict(), whose keys are the '
+            'weight names.'
+        )
+    meta = checkpoint.get('meta', {})
+    if not isinstance(meta, Mapping):
+        raise CheckpointError(
+            f"The 'meta' of {source} is a {type(meta).__name__}, not a dict; "
+            "save a dict there (mmengine's meta) or leave it out."
+        )
+    dataset_meta = meta.get('dataset_meta', {})
+    if not isinstance(dataset_meta, Mapping):
+        raise CheckpointError(
+            f"The meta['dataset_meta'] of {source} is a "
+            f"{type(dataset_meta).__name__}, not a dict; save the dataset's "
+            'metainfo there or leave it out.'
+        )
+    classes = dataset_meta.get('classes', [])
+    if not isinstance(classes, (list, tuple)) or not all(
+        isinstance(name, str) for name in classes
+    ):
+        shown = repr(classes)
+        shown = shown if len(shown) <= 40 else shown[:37] + '...'
+        raise CheckpointError(
+            f"The meta['dataset_meta']['classes'] of {source} is {shown}, "
+            'not a list of class names; save the names there or leave it '
+            'out.'
+        )
+
+
 def checkpoint_state_dict(
     checkpoint: Mapping[str, Any], source: str = 'the checkpoint'
 ) -> 'OrderedDict[str, torch.Tensor]':
@@ -284,16 +351,10 @@ def checkpoint_state_dict(
     ``module.`` prefixes; ``source`` names it in errors.
 
     Raises:
-        CheckpointError: If it holds no dict of weights.
+        CheckpointError: As :func:`check_structure`.
     """
-    state_dict = checkpoint.get('state_dict', checkpoint)
-    if not isinstance(state_dict, Mapping):
-        raise CheckpointError(
-            f"The 'state_dict' of {source} is a "
-            f'{type(state_dict).__name__}, not a dict of weights; save '
-            'model.state_dict() there.'
-        )
-    return strip_module_prefix(state_dict)
+    check_structure(checkpoint, source)
+    return strip_module_prefix(checkpoint.get('state_dict', checkpoint))
 
 
 def check_finite_weights(
@@ -330,8 +391,9 @@ def load_state_dict_strictly(
     state_dict = checkpoint_state_dict(checkpoint, source)
     try:
         result = model.load_state_dict(state_dict, strict=False)
-    except CheckpointMismatchError:
-        raise  # a load hook's line, which names the file
+    except CheckpointMismatchError as error:
+        # a load hook's line; the weights come without the file's name
+        raise error.naming(source) from None
     except ValueError as error:
         raise CheckpointMismatchError(
             f'{source} does not fit the model: {error}'

@@ -398,6 +398,208 @@ def test_pretrained_prefix_the_file_lacks_is_one_line(case, tmp_path):
     assert 'Epoch(train)' not in result.stdout
 
 
+# --- what every weight and entry must be ----------------------------------
+
+
+def _demo_arch(**arch):
+    cfg = Config.fromfile(DEMO)
+    cfg.model.backbone.arch.update(arch)
+    return MODELS.build(cfg.model).backbone.arch_settings
+
+
+def _refused_by_both_doors(path, expected, **options):
+    """``tools/test.py`` (exit 1, the one line on stderr) and mmpretrain's
+    ``get_model`` (the same line) refuse the checkpoint at ``path``;
+    ``options`` are ``--cfg-options``."""
+    from ..helpers import run_main
+
+    cfg = Config.fromfile(DEMO)
+    cfg.merge_from_dict(options)
+    with pytest.raises((CheckpointError, CheckpointMismatchError)) as error:
+        get_model(cfg, pretrained=str(path))
+    assert str(error.value) == expected
+    pairs = [f'{key}={value}' for key, value in options.items()]
+    args = ['--cfg-options', *pairs] if pairs else []
+    result = run_main('test', DEMO, path, '--work-dir', path.parent, *args)
+    assert result.returncode == 1
+    assert result.stderr.strip() == expected
+    assert 'top1' not in result.stdout
+
+
+def test_weights_that_are_not_tensors_are_refused(tmp_path):
+    state = _demo_classifier().state_dict()
+    encoder = [key for key in state if key.startswith('backbone.encoder.')]
+    for key in encoder:
+        state[key] = 0.5
+    path = tmp_path / 'floats.pth'
+    torch.save({'state_dict': state}, path)
+    expected = (
+        f'The checkpoint {path} holds {len(encoder)} weight(s) of T2TViT '
+        f"that are not tensors, e.g. '{encoder[0]}' (a float); it was not "
+        "saved from model.state_dict(): save one with torch.save({'state_"
+        "dict': model.state_dict()}, path)."
+    )
+    _refused_by_both_doors(path, expected)
+
+
+@pytest.mark.parametrize('saved,built', [(4, 2), (2, 4)])
+def test_another_depth_is_another_arch(saved, built, tmp_path):
+    cfg = Config.fromfile(DEMO)
+    cfg.model.backbone.arch.num_layers = saved
+    path = tmp_path / f'{saved}_layers.pth'
+    torch.save({'state_dict': MODELS.build(cfg.model).state_dict()}, path)
+    expected = (
+        f'The checkpoint {path} has {saved} encoder layers, this T2T-ViT '
+        f'has {built} (arch {_demo_arch(num_layers=built)}). Use the arch '
+        'the checkpoint was trained with.'
+    )
+    options = {} if built == 4 else {'model.backbone.arch.num_layers': built}
+    _refused_by_both_doors(path, expected, **options)
+
+
+def test_entries_the_model_does_not_have_are_refused(tmp_path):
+    state = _demo_classifier().state_dict()
+    state['backbone.encoder.0.attn.rel_pos'] = torch.zeros(3)
+    state['head.layers.pre_logits.weight'] = torch.zeros(2, 64)
+    path = tmp_path / 'extra.pth'
+    torch.save({'state_dict': state}, path)
+    with pytest.raises(CheckpointMismatchError) as error:
+        get_model(DEMO, pretrained=str(path))
+    assert str(error.value) == (
+        f"The checkpoint {path} holds 1 entries under 'backbone.' that "
+        "T2TViT does not have (e.g. 'backbone.encoder.0.attn.rel_pos'), "
+        'which would be left unused: use the config the checkpoint was '
+        'trained or converted for; to start only the backbone from a '
+        'classifier or detector checkpoint, set backbone.init_cfg=dict('
+        "type='Pretrained', checkpoint=FILE, prefix='backbone.')."
+    )
+    del state['backbone.encoder.0.attn.rel_pos']
+    torch.save({'state_dict': state}, path)
+    with pytest.raises(CheckpointMismatchError) as error:
+        get_model(DEMO, pretrained=str(path))
+    assert str(error.value) == (
+        f"The checkpoint {path} holds 1 entries under 'head.' that "
+        "T2TClsHead does not have (e.g. 'head.layers.pre_logits.weight'), "
+        f'which would be left unused: {FINE_TUNE}.'
+    )
+
+
+def test_entries_a_model_knowingly_leaves_unused_still_load(tmp_path):
+    """A classifier's final norm and class token, loaded into a backbone
+    built without them."""
+    source = _demo_classifier()
+    path = tmp_path / 'classifier.pth'
+    torch.save({'state_dict': source.state_dict()}, path)
+    cfg = Config.fromfile(DEMO)
+    cfg.model.backbone.update(final_norm=False)
+    loaded = get_model(cfg, pretrained=str(path))
+    for key, value in loaded.backbone.state_dict().items():
+        assert torch.equal(value, source.backbone.state_dict()[key]), key
+    # a bare backbone started from the classifier: the head is dropped
+    backbone = copy.deepcopy(cfg.model.backbone)
+    backbone.update(init_cfg=dict(type='Pretrained', checkpoint=str(path)))
+    built = MODELS.build(backbone)
+    built.init_weights()
+    assert 'norm.weight' not in built.state_dict()
+
+
+def test_the_ema_copy_of_the_weights_names_the_file(tmp_path):
+    """mmengine's EMAHook loads a deep copy of the weights before the
+    model's own load: its refusal names the file all the same."""
+    cfg = Config.fromfile(DEMO)
+    cfg.model.backbone.arch.num_layers = 2
+    path = tmp_path / '2_layers.pth'
+    torch.save({'state_dict': MODELS.build(cfg.model).state_dict()}, path)
+    cfg = Config.fromfile(DEMO)
+    cfg.custom_hooks = [*cfg.get('custom_hooks', []), dict(type='EMAHook')]
+    cfg.work_dir = str(tmp_path / 'work')
+    cfg.load_from = str(path)
+    runner = Runner.from_cfg(cfg)
+    with pytest.raises(CheckpointMismatchError) as error:
+        runner.test()
+    assert str(error.value) == (
+        f'The checkpoint {path} has 2 encoder layers, this T2T-ViT has 4 '
+        f'(arch {_demo_arch()}). Use the arch the checkpoint was trained '
+        'with.'
+    )
+
+
+def _malformed(case):
+    state = _demo_classifier().state_dict()
+    if case == 'list':
+        return {'state_dict': [1, 2, 3]}, (
+            "The 'state_dict' of {path} is a list, not a dict of weights; "
+            'save model.state_dict() there.'
+        )
+    if case == 'int_keys':
+        return {'state_dict': {**state, 7: torch.zeros(1)}}, (
+            'The weights of {path} are not all named by strings (a key 7); '
+            'save model.state_dict(), whose keys are the weight names.'
+        )
+    if case == 'meta_str':
+        return {'state_dict': state, 'meta': 'hello'}, (
+            "The 'meta' of {path} is a str, not a dict; save a dict there "
+            "(mmengine's meta) or leave it out."
+        )
+    if case == 'dataset_meta_list':
+        return {'state_dict': state, 'meta': {'dataset_meta': [1]}}, (
+            "The meta['dataset_meta'] of {path} is a list, not a dict; save "
+            "the dataset's metainfo there or leave it out."
+        )
+    meta = {'dataset_meta': {'classes': 5}}
+    return {'state_dict': state, 'meta': meta}, (
+        "The meta['dataset_meta']['classes'] of {path} is 5, not a list of "
+        'class names; save the names there or leave it out.'
+    )
+
+
+@pytest.mark.parametrize(
+    'case', ['list', 'int_keys', 'meta_str', 'dataset_meta_list', 'classes']
+)
+def test_malformed_checkpoints_are_one_line(case, tmp_path):
+    checkpoint, problem = _malformed(case)
+    path = tmp_path / f'{case}.pth'
+    torch.save(checkpoint, path)
+    _refused_by_both_doors(path, problem.format(path=path))
+
+
+class _GetattrOfHistoryBuffer:
+    """Unpickled, a getattr of a HistoryBuffer method that is no
+    statistic (the allow-list's getattr stand-in refuses it)."""
+
+    def __reduce__(self):
+        from mmengine.logging import HistoryBuffer
+
+        return (getattr, (HistoryBuffer, '__init__'))
+
+
+@pytest.mark.parametrize('case', ['getattr', 'object_array'])
+def test_refused_objects_are_named_not_called_damage(case, tmp_path):
+    import numpy as np
+
+    if case == 'getattr':
+        payload = _GetattrOfHistoryBuffer()
+        refused = "GLOBAL builtins.getattr(HistoryBuffer, '__init__')"
+    else:
+        payload = np.array([1, 'a'], dtype=object)
+        refused = 'a numpy.dtypes.ObjectDType object'
+    path = tmp_path / f'{case}.pth'
+    torch.save({'state_dict': {'x': torch.zeros(1)}, 'extra': payload}, path)
+    expected = (
+        f'Cannot read checkpoint {path}: it holds Python objects that '
+        f"torch's safe loader refuses ({refused}); save the weights alone "
+        '(state_dict + meta), or convert it with '
+        'tools/model_converters/t2t_vit_official_to_plugin.py '
+        '--trust-pickle if it comes from a source you trust.'
+    )
+    with pytest.raises(CheckpointError) as error:
+        read_checkpoint(path)
+    assert str(error.value) == expected
+    with pytest.raises(CheckpointError) as error:
+        get_model(DEMO, pretrained=str(path))
+    assert str(error.value) == expected
+
+
 # --- official layout, through the hooks -----------------------------------
 
 
@@ -421,6 +623,72 @@ def test_official_release_loads_into_a_bare_backbone(tmp_path):
             backbone.load_state_dict(checkpoint['state_dict'], strict=True)
         for key, value in source.backbone.state_dict().items():
             assert torch.equal(backbone.state_dict()[key], value), key
+
+
+def test_official_names_are_converted_by_the_reader_alone(
+    tmp_path, monkeypatch
+):
+    """One conversion, the reader's: a load_state_dict call of official
+    names is refused in one line that says which loaders convert them."""
+    from t2t_plugin.engine import checkpoint as reader
+
+    from ..test_apis.test_model_zoo import official_keys
+
+    source = _demo_classifier()
+    raw = official_keys(source.state_dict(), 'performer')
+    cfg = Config.fromfile(DEMO)
+    with pytest.raises(CheckpointMismatchError) as error:
+        MODELS.build(cfg.model.backbone).load_state_dict(raw)
+    assert str(error.value) == (
+        'The checkpoint holds the official T2T-ViT names (blocks.N, '
+        'tokens_to_token.attention1, ...), which a load_state_dict call '
+        "does not convert: load the file with mmengine's load_checkpoint, "
+        'init_cfg=Pretrained or t2t_plugin.engine.read_checkpoint, which '
+        'convert them, or convert it with '
+        'tools/model_converters/t2t_vit_official_to_plugin.py.'
+    )
+    calls = []
+
+    def counted(checkpoint):
+        calls.append(checkpoint)
+        return official_to_plugin(checkpoint)
+
+    monkeypatch.setattr(reader, 'official_to_plugin', counted)
+    path = tmp_path / 'official.pth.tar'
+    torch.save({'state_dict_ema': raw}, path)
+    cfg.model.backbone.init_cfg = dict(type='Pretrained', checkpoint=str(path))
+    backbone = MODELS.build(cfg.model.backbone)
+    backbone.init_weights()
+    assert len(calls) == 1
+    for key, value in source.backbone.state_dict().items():
+        assert torch.equal(backbone.state_dict()[key], value), key
+
+
+def test_is_official_tells_the_names_wherever_they_are_kept():
+    from t2t_plugin.converters import is_official
+
+    names = {
+        'tokens_to_token.project.weight': 0,
+        'blocks.0.attn.qkv.weight': 0,
+    }
+    assert is_official(names)
+    assert is_official({'state_dict_ema': {f'module.{k}': 0 for k in names}})
+    assert not is_official({'backbone.tokens_to_token.project.weight': 0})
+    assert not is_official([1, 2])
+
+
+def test_an_unnamed_refusal_is_named_by_the_caller_that_knows_the_file():
+    from t2t_plugin.models.checkpoint_checks import CHECKPOINT, mismatch
+
+    template = f'The {CHECKPOINT} has {{4}} layers'
+    unnamed = mismatch(template)
+    assert str(unnamed) == 'The checkpoint has {4} layers'
+    assert (
+        str(unnamed.naming('a.pth')) == 'The checkpoint a.pth has {4} layers'
+    )
+    named = mismatch(template, {'checkpoint_file': 'b.pth'})
+    assert str(named) == 'The checkpoint b.pth has {4} layers'
+    assert named.naming('a.pth') is named
 
 
 def test_the_converter_is_a_leaf():

@@ -13,14 +13,16 @@ from mmpretrain.registry import MODELS
 from torch import nn
 
 from ...converters.official import (
-    official_to_plugin,
+    is_official,
     strip_module_prefix,
     unwrap_checkpoint,
 )
 from ..checkpoint_checks import (
+    CHECKPOINT,
     CheckpointMismatchError,
     check_supplied_weights,
-    checkpoint_name,
+    check_tensors,
+    mismatch,
 )
 from ..layers import TransformerLayer, sinusoid_position_table
 from ..t2t import T2TModule
@@ -298,18 +300,32 @@ class T2TViT(BaseModule):
             if message is None:
                 raise
             raise CheckpointMismatchError(message) from None
+        except CheckpointMismatchError as error:
+            # mmengine's Pretrained with a prefix hands the load hooks the
+            # weights without the file's name: the init_cfg has it
+            files = {cfg['checkpoint'] for cfg in self._pretrained_cfgs()}
+            if len(files) != 1:
+                raise
+            raise error.naming(files.pop()) from None
 
-    def _missing_prefix_message(self, error: str) -> Optional[str]:
-        # mmengine asserts that some key of a Pretrained file starts with
-        # its prefix: say what the file holds and which prefix would do
+    def _pretrained_cfgs(self) -> list[Mapping]:
         configs = (
             self.init_cfg
             if isinstance(self.init_cfg, list)
             else [self.init_cfg]
         )
-        for cfg in configs:
-            prefix = cfg.get('prefix') if isinstance(cfg, Mapping) else None
-            if not prefix or cfg.get('type') != 'Pretrained':
+        return [
+            cfg
+            for cfg in configs
+            if isinstance(cfg, Mapping) and cfg.get('type') == 'Pretrained'
+        ]
+
+    def _missing_prefix_message(self, error: str) -> Optional[str]:
+        # mmengine asserts that some key of a Pretrained file starts with
+        # its prefix: say what the file holds and which prefix would do
+        for cfg in self._pretrained_cfgs():
+            prefix = cfg.get('prefix')
+            if not prefix:
                 continue
             full = prefix if prefix.endswith('.') else prefix + '.'
             if error != f'{full} is not in the pretrained model':
@@ -360,9 +376,25 @@ class T2TViT(BaseModule):
     def _prepare_checkpoint(
         self, state_dict: dict, prefix: str, local_metadata: dict, *args
     ) -> None:
-        # loaded as the whole model, the backbone takes an official release
-        # or a classifier's checkpoint as it is
+        # loaded as the whole model, the backbone takes a classifier's
+        # checkpoint as it is (official releases come converted by the
+        # checkpoint reader, the one place that converts them)
+        if not prefix and is_official(state_dict):
+            raise mismatch(
+                f'The {CHECKPOINT} holds the official T2T-ViT names '
+                '(blocks.N, tokens_to_token.attention1, ...), which a '
+                'load_state_dict call does not convert: load the file with '
+                "mmengine's load_checkpoint, init_cfg=Pretrained or "
+                't2t_plugin.engine.read_checkpoint, which convert them, or '
+                'convert it with '
+                'tools/model_converters/t2t_vit_official_to_plugin.py.',
+                local_metadata,
+            )
         dropped = self._adopt_layout(state_dict) if not prefix else 0
+        own = self.state_dict(keep_vars=True)
+        check_tensors(
+            type(self).__name__, own, state_dict, prefix, local_metadata
+        )
         self._check_arch(state_dict, prefix, local_metadata)
         # the fixed sinusoidal table: the model's own serves as well; and a
         # model without a class token (its table has no cls position)
@@ -377,9 +409,13 @@ class T2TViT(BaseModule):
         ):
             optional.append('cls_token')
         self._resize_checkpoint_pos_embed(state_dict, prefix, local_metadata)
+        # what a model built without them knowingly leaves unused
+        droppable = [] if self.with_cls_token else ['cls_token']
+        if not self.final_norm:
+            droppable += ['norm.weight', 'norm.bias']
         loaded, left = check_supplied_weights(
             type(self).__name__,
-            self.state_dict(keep_vars=True),
+            own,
             state_dict,
             prefix,
             optional=optional,
@@ -390,6 +426,8 @@ class T2TViT(BaseModule):
                 "'Pretrained', checkpoint=FILE, prefix='backbone.')"
             ),
             local_metadata=local_metadata,
+            droppable=droppable,
+            whole_model=not prefix,
         )
         self._load_report = (loaded, left, dropped)
 
@@ -410,13 +448,9 @@ class T2TViT(BaseModule):
 
     @staticmethod
     def _adopt_layout(state_dict: dict) -> int:
-        # in place: containers, ``module.``, official names and
-        # ``backbone.`` undone; returns how many other entries it dropped
-        official = official_to_plugin(state_dict)
-        if official is not None:
-            weights = official['state_dict']
-        else:
-            weights = strip_module_prefix(unwrap_checkpoint(state_dict))
+        # in place: containers, ``module.`` and ``backbone.`` undone;
+        # returns how many other entries it dropped
+        weights = strip_module_prefix(unwrap_checkpoint(state_dict))
         ours = {
             k.removeprefix('backbone.'): v
             for k, v in weights.items()
@@ -433,13 +467,33 @@ class T2TViT(BaseModule):
         table = state_dict.get(
             prefix + 'cls_token', state_dict.get(prefix + 'pos_embed')
         )
-        width = None if table is None else table.shape[-1]
+        width = (
+            table.shape[-1]
+            if isinstance(table, torch.Tensor) and table.dim()
+            else None
+        )
         if width is not None and width != self.embed_dims:
-            name = checkpoint_name(state_dict, local_metadata)
-            raise CheckpointMismatchError(
-                f'The {name} has embed_dims={width}, this T2T-ViT has '
+            raise mismatch(
+                f'The {CHECKPOINT} has embed_dims={width}, this T2T-ViT has '
                 f'{self.embed_dims} (arch {self.arch_settings}). Use the arch '
-                'the checkpoint was trained with.'
+                'the checkpoint was trained with.',
+                local_metadata,
+            )
+        layers = {
+            int(match.group(1))
+            for match in (
+                re.match(re.escape(prefix) + r'encoder\.(\d+)\.', str(k))
+                for k in state_dict
+            )
+            if match
+        }
+        depth = max(layers) + 1 if layers else self.num_layers
+        if depth != self.num_layers:
+            raise mismatch(
+                f'The {CHECKPOINT} has {depth} encoder layers, this T2T-ViT '
+                f'has {self.num_layers} (arch {self.arch_settings}). Use the '
+                'arch the checkpoint was trained with.',
+                local_metadata,
             )
         token_layer = self.tokens_to_token.token_layer
         found = [
@@ -453,12 +507,12 @@ class T2TViT(BaseModule):
         ]
         if any(kind != token_layer for kind in found):
             found = found[0]
-            name = checkpoint_name(state_dict, local_metadata)
-            raise CheckpointMismatchError(
-                f'The {name} has {found} T2T layers, this T2T-ViT has '
+            raise mismatch(
+                f'The {CHECKPOINT} has {found} T2T layers, this T2T-ViT has '
                 f'{token_layer} ones. Pick the matching arch: performer '
                 "archs are '7'...'24', transformer ones 't-14', 't-19', "
-                "'t-24'."
+                "'t-24'.",
+                local_metadata,
             )
 
     def _resize_checkpoint_pos_embed(
@@ -468,7 +522,8 @@ class T2TViT(BaseModule):
         if pos_key not in state_dict:
             return
         ckpt_pos = state_dict[pos_key]
-        if ckpt_pos.shape == self.pos_embed.shape:
+        # a table of another rank is refused with the other shapes
+        if ckpt_pos.dim() != 3 or ckpt_pos.shape == self.pos_embed.shape:
             return
         # a table without a cls position comes from a with_cls_token=False
         # model; its grid part is what gets resized
@@ -483,13 +538,13 @@ class T2TViT(BaseModule):
             if side > 0 and side * side == length - extra:
                 break
         else:
-            name = checkpoint_name(state_dict, local_metadata)
-            raise CheckpointMismatchError(
-                f'The position table of the {name} has {length} positions, '
-                'which is no square token grid (with or without a cls '
-                'position), so its grid is unknown. Build the model with the '
-                "checkpoint's img_size, or drop `pos_embed` from the "
-                "checkpoint to keep this model's own sinusoidal table."
+            raise mismatch(
+                f'The position table of the {CHECKPOINT} has {length} '
+                'positions, which is no square token grid (with or without '
+                'a cls position), so its grid is unknown. Build the model '
+                "with the checkpoint's img_size, or drop `pos_embed` from "
+                "the checkpoint to keep this model's own sinusoidal table.",
+                local_metadata,
             )
         MMLogger.get_current_instance().info(
             f'Resize the position table from {tuple(ckpt_pos.shape)} to '

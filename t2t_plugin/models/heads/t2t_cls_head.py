@@ -8,9 +8,9 @@ from torch import nn
 
 from ..backbones import T2TViT
 from ..checkpoint_checks import (
-    CheckpointMismatchError,
+    CHECKPOINT,
     check_supplied_weights,
-    checkpoint_name,
+    mismatch,
 )
 from ..model_under_construction import built_before
 
@@ -106,7 +106,7 @@ class T2TClsHead(VisionTransformerClsHead):
         return in_channels
 
     def _prepare_checkpoint(
-        self, state_dict: dict, prefix: str, *args, **kwargs
+        self, state_dict: dict, prefix: str, local_metadata: dict, *args
     ) -> None:
         for name in ('weight', 'bias'):
             official, ours = prefix + name, f'{prefix}layers.head.{name}'
@@ -118,11 +118,11 @@ class T2TClsHead(VisionTransformerClsHead):
             and weight.dim() == 2
             and weight.shape[0] != self.num_classes
         ):
-            raise CheckpointMismatchError(
-                f'The {checkpoint_name(state_dict)} classifies '
-                f"{weight.shape[0]} classes, this model's head "
-                f'{self.num_classes} (num_classes); '
-                f'{FINE_TUNE_ADVICE}.'
+            raise mismatch(
+                f'The {CHECKPOINT} classifies {weight.shape[0]} classes, '
+                f"this model's head {self.num_classes} (num_classes); "
+                f'{FINE_TUNE_ADVICE}.',
+                local_metadata,
             )
         check_supplied_weights(
             type(self).__name__,
@@ -130,6 +130,7 @@ class T2TClsHead(VisionTransformerClsHead):
             state_dict,
             prefix,
             advice=FINE_TUNE_ADVICE,
+            local_metadata=local_metadata,
         )
 
     def pre_logits(self, feats: Sequence[torch.Tensor]) -> torch.Tensor:
