@@ -572,10 +572,8 @@ def test_another_arch_through_models_build(path, scope, arch, widths):
     assert str(error.value).startswith(f'{line}model.neck.in_channels=')
     # the option as the line writes it, through mmengine's parser
     options = argparse.Namespace()
-    DictAction(None, 'cfg_options')(
-        None, options, [f'{key[len("model.") :]}=[64,64,{widths}]']
-    )
-    cfg.model.merge_from_dict(options.cfg_options)
+    DictAction(None, 'cfg_options')(None, options, [f'{key}=[64,64,{widths}]'])
+    cfg.merge_from_dict(options.cfg_options)
     model = build_model(cfg, scope)
     assert width_problem(model) is None
     with torch.no_grad():
