@@ -797,6 +797,37 @@ def training_checkpoint(path: Path, **backbone) -> Path:
     return path
 
 
+def test_resume_auto_falls_back_on_load_from(one_epoch, tmp_path):
+    """resume='auto' (tools/train.py --resume with load_from set): the work
+    dir's checkpoint where there is one, else load_from; mmengine's own
+    Runner would resume load_from, and says so in one line."""
+    work_dir = tmp_path / 'w'
+    shutil.copytree(one_epoch, work_dir)
+    (work_dir / 'last_checkpoint').write_text(str(work_dir / 'epoch_1.pth'))
+    pretrained = save_checkpoint(tmp_path / 'pretrained.pth', DIGIT_CLASSES)
+    options = dict(resume='auto', load_from=str(pretrained))
+
+    def runner_in(folder: Path):
+        cfg = Config.fromfile(DEMO)
+        cfg.merge_from_dict(dict(options, work_dir=str(folder)))
+        return RUNNERS.build(cfg)
+
+    runner = runner_in(work_dir)
+    assert (runner.load_from, runner.resumes) == (
+        str(work_dir / 'epoch_1.pth'),
+        True,
+    )
+    runner = runner_in(tmp_path / 'fresh')
+    assert (runner.load_from, runner.resumes) == (str(pretrained), False)
+    assert runner.cfg.resume is False
+    assert str(door(DEMO, options, tmp_path / 'door')) == (
+        "resume='auto' is SampleSeededRunner's: mmengine's Runner would "
+        f'resume the run of load_from={pretrained} instead of the work '
+        "dir's; set runner_type = 'SampleSeededRunner' or leave load_from "
+        'out.'
+    )
+
+
 @pytest.mark.parametrize('case', ['slim', 'other_model', 'missing'])
 def test_resume_mistakes_are_one_line(case, tmp_path):
     if case == 'slim':
