@@ -78,6 +78,8 @@ class SampleSeededRunner(Runner):
     """
 
     def __init__(self, *args, **kwargs) -> None:
+        """mmengine's arguments; a resume without a file (or ``'auto'``)
+        is resolved here, before mmengine's Runner sees it."""
         bound = inspect.signature(Runner.__init__).bind(None, *args, **kwargs)
         arguments = bound.arguments
         load_from = arguments.get('load_from')

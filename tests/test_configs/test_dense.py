@@ -451,6 +451,19 @@ def test_train_tool_runs_a_detection_config(tmp_path):
             root=str(tmp_path / 'coco'),
         )
     )
+    # another width of the backbone: one line naming the key, before the
+    # stride probe or the first step
+    wider = run_main(
+        'train', config, '--work-dir', tmp_path / 'wider', '--no-validate',
+        '--cfg-options', 'model.backbone.arch.embed_dims=48',
+    )  # fmt: skip
+    assert wider.returncode == 1
+    assert wider.stderr.strip() == (
+        f'T2TFeaturePyramid has in_channels=({TOKEN_DIMS}, {TOKEN_DIMS}, '
+        f'64), but the backbone outputs have widths ({TOKEN_DIMS}, '
+        f'{TOKEN_DIMS}, 48); set model.neck.0.in_channels=[{TOKEN_DIMS},'
+        f'{TOKEN_DIMS},48].'
+    )
     work_dir = tmp_path / 'work'
     result = run_main('train', config, '--work-dir', work_dir, '--no-validate')
     assert result.returncode == 0, result.stderr[-3000:]
