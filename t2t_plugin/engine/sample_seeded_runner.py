@@ -131,11 +131,12 @@ class SampleSeededRunner(Runner):
     def setup_env(self, env_cfg: dict) -> None:
         """mmengine's, then a timestamp no earlier run of this process had."""
         super().setup_env(env_cfg)
-        timestamp, count = self._timestamp, 1
-        while self._timestamp in _STARTED:
+        timestamp, count = self.timestamp, 1
+        while self.timestamp in _STARTED:
             count += 1
+            # mmengine sets the timestamp here and offers no setter
             self._timestamp = f'{timestamp}_{count}'
-        _STARTED.add(self._timestamp)
+        _STARTED.add(self.timestamp)
 
     def build_train_loop(self, loop: Union[BaseLoop, dict]) -> BaseLoop:
         """Build the training loop with a per-sample seeded loader."""
