@@ -28,6 +28,7 @@ model = dict(
     head=dict(
         type='T2TClsHead',
         num_classes=num_classes,
+        in_channels=256,  # the backbone's embed dims
         loss=dict(
             type='LabelSmoothLoss', label_smooth_val=0.1, mode='original'
         ),

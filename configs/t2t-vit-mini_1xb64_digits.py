@@ -30,6 +30,7 @@ model = dict(
     head=dict(
         type='T2TClsHead',
         num_classes=10,
+        in_channels=64,  # the backbone's embed dims
         loss=dict(
             type='LabelSmoothLoss', label_smooth_val=0.1, mode='original'
         ),

@@ -25,7 +25,6 @@ from t2t_plugin.cli import (
 )
 from t2t_plugin.engine.hooks import (
     RunCheckError,
-    newest_intact_checkpoint,
     output_problem,
     release_locks,
 )
@@ -57,18 +56,15 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
 
 
 def set_resume(cfg: Config, resume: str) -> None:
-    """Resume from ``resume`` or, for ``'auto'``, the work dir's newest
-    intact checkpoint; with none, start from ``load_from`` if any (jobs
-    that always pass ``--resume`` keep their pretrained weights)."""
-    latest = (
-        newest_intact_checkpoint(cfg.work_dir) if resume == 'auto' else resume
-    )
-    if latest is not None:
-        cfg.resume, cfg.load_from = True, latest
-        return
-    cfg.resume = False
-    start = f'load_from={cfg.load_from}' if cfg.get('load_from') else 'scratch'
-    print(f'No checkpoint in {cfg.work_dir} to resume; starting from {start}.')
+    """Resume from ``resume`` or, for ``'auto'``, from what the Runner
+    chooses: the work dir's newest intact checkpoint, or without one
+    ``load_from`` if any (jobs that always pass ``--resume`` keep their
+    pretrained weights)."""
+    if resume != 'auto':
+        cfg.resume, cfg.load_from = True, resume
+    else:
+        # SampleSeededRunner's resume='auto' keeps load_from to fall back on
+        cfg.resume = 'auto' if cfg.get('load_from') else True
 
 
 def merge_args(cfg: Config, args: argparse.Namespace) -> Config:
@@ -118,7 +114,12 @@ def build_runner(cfg: Config) -> Runner:
 
 def _problems(cfg: Config, args: argparse.Namespace) -> list[str]:
     # --no-validate has set val_dataloader to None, which is not checked
-    missing = find_missing_inputs(cfg, ['train_dataloader', 'val_dataloader'])
+    missing = find_missing_inputs(
+        cfg,
+        ['train_dataloader', 'val_dataloader'],
+        # the Runner resumes the work dir's checkpoint if there is one
+        check_load_from=cfg.get('resume') != 'auto',
+    )
     problem = output_problem(cfg.work_dir, '--work-dir')
     return missing or ([problem] if problem else [])
 

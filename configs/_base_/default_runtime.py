@@ -25,12 +25,12 @@ default_hooks = dict(
     random_state=dict(type='RandomStateHook'),
     # work_dirs/<config>/curves.png (loss, lr, accuracy) after training.
     curves=dict(type='TrainingCurvesHook'),
-    # Checks before the first step: classes vs num_classes, empty class
-    # folders, sizes the strides cannot tile, loop settings, a resume past
-    # the end (see docs/troubleshooting.md).
+    # Checks before the first step: head and neck widths vs the backbone,
+    # classes vs num_classes, empty class folders, sizes the strides cannot
+    # tile, loop settings, a resume past the end (docs/troubleshooting.md).
     run_check=dict(type='RunCheckHook'),
-    # Resume from the newest intact checkpoint; refuse another model's or
-    # other classes' checkpoint, or NaN weights under test.
+    # Checkpoints exist; refuse another model's or other classes'
+    # checkpoint, or NaN weights under test.
     checkpoint_check=dict(type='CheckpointCheckHook'),
     # One training per work dir (train.lock); writable --out / --show-dir;
     # room on disk for each checkpoint.
@@ -60,5 +60,6 @@ resume = False
 randomness = dict(seed=None, deterministic=False)
 # The training data's random augmentation drawn from a seed of (seed, epoch,
 # rank, sample): new every epoch, the same whatever the workers, and
-# reproduced by a resume (docs/training.md#resume).
+# reproduced by a resume (docs/training.md#resume); a resume without a file
+# continues from the newest intact checkpoint of the work dir.
 runner_type = 'SampleSeededRunner'

@@ -1,8 +1,9 @@
 # Mask R-CNN with a T2T-ViT-t-14 backbone on COCO, 1x schedule (12 epochs),
 # 8 GPUs x 2 images. mmdet's ResNet-50 Mask R-CNN with the backbone swapped:
 # T2T-ViT -> T2TFeaturePyramid (strides 4, 8, 16, 32) -> FPN (P2-P6).
-# Another arch is one option: --cfg-options model.backbone.arch=7 (the
-# pyramid reads its input widths off the backbone, through any tool).
+# Another arch is the arch and the pyramid's input widths (the T2T maps'
+# 64, then the embed dims), e.g. --cfg-options model.backbone.arch=7
+# model.neck.0.in_channels=[64,64,256].
 _base_ = [
     'mmdet::_base_/models/mask-rcnn_r50_fpn.py',
     'mmdet::_base_/datasets/coco_instance.py',
@@ -42,6 +43,7 @@ model = dict(
     neck=[
         dict(
             type='mmpretrain.T2TFeaturePyramid',
+            in_channels=(64, 64, 384),
             out_channels=(96, 192, 384, 768),
         ),
         dict(

@@ -16,10 +16,14 @@ num_classes = 2
 # docs/custom_data.md, "Weights"); init_cfg=None trains from scratch.
 checkpoint = 'checkpoints/t2t-vit-7_in1k.pth'
 
-# The pyramid neck reads its input widths off the backbone, so the arch is
-# the only model change.
+# The pyramid's input widths are the T2T maps' 64 channels, then
+# T2T-ViT-7's embed dims.
 model = dict(
     backbone=dict(arch='7', init_cfg=dict(checkpoint=checkpoint)),
+    neck=[
+        dict(_base_.model.neck[0], in_channels=(64, 64, 256)),
+        _base_.model.neck[1],
+    ],
     bbox_head=dict(num_classes=num_classes),
 )
 

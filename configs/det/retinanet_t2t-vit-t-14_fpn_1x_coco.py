@@ -1,8 +1,9 @@
 # RetinaNet with a T2T-ViT-t-14 backbone on COCO, 1x schedule (12 epochs),
 # 8 GPUs x 2 images. mmdet's ResNet-50 RetinaNet with the backbone swapped:
 # T2T-ViT -> T2TFeaturePyramid (strides 8, 16, 32) -> FPN (P3-P7).
-# Another arch is one option: --cfg-options model.backbone.arch=7 (the
-# pyramid reads its input widths off the backbone, through any tool).
+# Another arch is the arch and the pyramid's input widths (the T2T maps'
+# 64, then the embed dims), e.g. --cfg-options model.backbone.arch=7
+# model.neck.0.in_channels=[64,64,256].
 _base_ = [
     'mmdet::_base_/models/retinanet_r50_fpn.py',
     'mmdet::_base_/datasets/coco_detection.py',
@@ -44,6 +45,7 @@ model = dict(
         # RetinaNet reads strides 8-128, so the stride-4 level is not built.
         dict(
             type='mmpretrain.T2TFeaturePyramid',
+            in_channels=(64, 64, 384),
             out_channels=(192, 384, 768),
             out_indices=(1, 2, 3),
         ),

@@ -21,11 +21,12 @@ num_classes = 3
 checkpoint = 'checkpoints/t2t-vit-7_in1k.pth'
 
 crop_size = (256, 256)
-# The pyramid neck reads its input widths off the backbone, so the arch is
-# the only backbone change.
+# The pyramid's input widths are the T2T maps' 64 channels, then
+# T2T-ViT-7's embed dims.
 model = dict(
     data_preprocessor=dict(size=crop_size),
     backbone=dict(arch='7', init_cfg=dict(checkpoint=checkpoint)),
+    neck=dict(in_channels=(64, 64, 256)),
     decode_head=dict(num_classes=num_classes),
     auxiliary_head=dict(num_classes=num_classes),
 )

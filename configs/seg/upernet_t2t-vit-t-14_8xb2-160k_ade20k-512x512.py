@@ -1,8 +1,9 @@
 # UPerNet with a T2T-ViT-t-14 backbone on ADE20K, 512x512 crops, 160k
 # iterations, 8 GPUs x 2 images. mmseg's ResNet-50 UPerNet with the backbone
 # swapped: T2T-ViT -> T2TFeaturePyramid (strides 4, 8, 16, 32) -> UPerHead.
-# Another arch is one option: --cfg-options model.backbone.arch=7 (the
-# pyramid reads its input widths off the backbone, through any tool).
+# Another arch is the arch and the pyramid's input widths (the T2T maps'
+# 64, then the embed dims), e.g. --cfg-options model.backbone.arch=7
+# model.neck.in_channels=[64,64,256].
 _base_ = [
     'mmseg::_base_/models/upernet_r50.py',
     'mmseg::_base_/datasets/ade20k.py',
@@ -48,6 +49,7 @@ model = dict(
     ),
     neck=dict(
         type='mmpretrain.T2TFeaturePyramid',
+        in_channels=(64, 64, 384),
         out_channels=(96, 192, 384, 768),
     ),
     decode_head=dict(in_channels=[96, 192, 384, 768], num_classes=150),

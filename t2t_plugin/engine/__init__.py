@@ -21,7 +21,7 @@ from .config import ConfigError, load_config
 from .hooks import TrainingCurvesHook
 from .optim_constructor import BackboneLayerDecayOptimWrapperConstructor
 from .optim_wrapper import AutocastOptimWrapper
-from .sample_seeded_runner import SampleSeededRunner
+from .sample_seeded_runner import SampleSeededRunner, newest_intact_checkpoint
 
 # Resume, ``load_from`` and ``Pretrained`` initialisation all go through
 # ``torch.load``; configs import this package before any of them runs.
@@ -42,6 +42,7 @@ __all__ = [
     'checkpoint_state_dict',
     'load_config',
     'load_state_dict_strictly',
+    'newest_intact_checkpoint',
     'non_finite_tensors',
     'read_checkpoint',
     'remove_stale_temp_files',

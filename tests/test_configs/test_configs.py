@@ -343,6 +343,7 @@ def test_imagenet_model(name):
         head=dict(
             type='T2TClsHead',
             num_classes=1000,
+            in_channels=EMBED_DIMS[arch],
             loss=dict(
                 type='LabelSmoothLoss', label_smooth_val=0.1, mode='original'
             ),
@@ -514,27 +515,30 @@ def test_where_test_pipelines_have_convert_image(path):
         assert 'ConvertImage' not in steps
 
 
-# Another arch is one edit: the head's width follows the backbone.
+# Another arch is the arch and the head's width, stated as mmpretrain's
+# configs state it; a width that does not fit is one line naming the key.
 
 CUSTOM = CONFIG_DIR / 't2t-vit-7_1xb64_custom-64px.py'
 
 
 @pytest.mark.parametrize('arch', ['12', '14', 't-19'])
-def test_another_arch_is_one_edit(arch):
+def test_another_arch_is_the_arch_and_the_head_width(arch):
     from mmpretrain import get_model
 
     # MODELS.build, as mmpretrain's tools build the model
     cfg = Config.fromfile(CUSTOM)
     cfg.model.backbone.arch = arch
+    cfg.model.head.in_channels = EMBED_DIMS[arch]
     model = MODELS.build(cfg.model).eval()
-    assert model.head.in_channels == EMBED_DIMS[arch]
     assert model.head.layers.head.in_features == EMBED_DIMS[arch]
     with torch.no_grad():
         logits = model(torch.randn(1, 3, 64, 64), mode='tensor')
     assert logits.shape == (1, cfg.model.head.num_classes)
     # mmpretrain's get_model with a model override
     model = get_model(
-        str(CONFIG_DIR / 't2t-vit-7_8xb64_in1k.py'), backbone=dict(arch=arch)
+        str(CONFIG_DIR / 't2t-vit-7_8xb64_in1k.py'),
+        backbone=dict(arch=arch),
+        head=dict(in_channels=EMBED_DIMS[arch]),
     )
     assert model.head.layers.head.in_features == EMBED_DIMS[arch]
 
@@ -543,36 +547,24 @@ def test_a_head_width_that_does_not_fit_the_arch_is_one_line():
     from mmpretrain import get_model
 
     expected = (
-        'T2TClsHead in_channels=256 does not match the T2TViT backbone, '
-        'whose embed_dims is 384; set model.head.in_channels=384, or leave '
-        'in_channels out of the head config: it follows the backbone.'
+        'T2TClsHead has in_channels=256, but the backbone gives features of '
+        'width 384; set model.head.in_channels=384.'
     )
     cfg = Config.fromfile(CUSTOM)
     cfg.model.backbone.arch = '14'
-    cfg.model.head.in_channels = 256
-    with pytest.raises(ValueError) as error:
-        MODELS.build(cfg.model)
+    model = MODELS.build(cfg.model).eval()
+    with pytest.raises(ValueError) as error, torch.no_grad():
+        model(torch.randn(1, 3, 64, 64), mode='tensor')
     assert str(error.value) == expected
-    with pytest.raises(ValueError) as error:
-        get_model(
-            str(CONFIG_DIR / 't2t-vit-7_8xb64_in1k.py'),
-            backbone=dict(arch='14'),
-            head=dict(in_channels=256),
-        )
-    assert str(error.value) == expected
-    # built on its own, the head has no backbone to follow
-    with pytest.raises(ValueError) as error:
-        MODELS.build(dict(type='T2TClsHead', num_classes=3))
-    assert str(error.value) == (
-        'T2TClsHead needs in_channels, the width of the features it '
-        "classifies (the backbone's embed_dims, e.g. 384 for T2T-ViT-14); it "
-        'takes it from the backbone only when a model builds it right after '
-        "a T2TViT backbone, with no neck between them (as mmpretrain's "
-        'ImageClassifier does).'
+    model = get_model(
+        str(CONFIG_DIR / 't2t-vit-7_8xb64_in1k.py'), backbone=dict(arch='14')
     )
+    with pytest.raises(ValueError) as error, torch.no_grad():
+        model(torch.randn(1, 3, 224, 224), mode='tensor')
+    assert str(error.value) == expected
 
 
-def test_arch_option_through_the_training_tool(tmp_path):
+def test_arch_option_through_the_training_tools(tmp_path):
     options = [
         '--cfg-options',
         'model.backbone.arch=7',
@@ -580,25 +572,29 @@ def test_arch_option_through_the_training_tool(tmp_path):
         'train_dataloader.dataset.indices=32',
         'val_dataloader.dataset.indices=16',
     ]
-    result = helpers.run_main(
+    expected = (
+        'T2TClsHead has in_channels=64, but the backbone gives features of '
+        'width 256; set model.head.in_channels=256.'
+    )
+    ours = helpers.run_main(
         'train', helpers.DEMO, '--work-dir', tmp_path / 'w', *options
     )
-    assert result.returncode == 0, result.stderr[-2000:]
-    state = torch.load(tmp_path / 'w' / 'epoch_1.pth', weights_only=False)
-    assert state['state_dict']['head.layers.head.weight'].shape == (10, 256)
+    assert ours.returncode == 1
+    assert ours.stderr.strip() == expected
+    theirs = helpers.run_mmpretrain_tool(
+        'train', helpers.DEMO, '--work-dir', tmp_path / 'w', *options
+    )
+    assert theirs.returncode == 1
+    assert helpers.last_line(theirs.stderr).endswith(': ' + expected)
+    # with the key the line names, it trains
     result = helpers.run_main(
         'train',
         helpers.DEMO,
         '--work-dir',
         tmp_path / 'w2',
         *options,
-        'model.head.in_channels=64',
+        'model.head.in_channels=256',
     )
-    assert result.returncode == 1
-    assert result.stderr.strip() == (
-        f'{helpers.DEMO}: ValueError: T2TClsHead in_channels=64 does not '
-        'match the T2TViT backbone, whose embed_dims is 256; set '
-        'model.head.in_channels=256, or leave in_channels out of the head '
-        'config: it follows the backbone. (set T2T_DEBUG=1 for the '
-        'traceback)'
-    )
+    assert result.returncode == 0, result.stderr[-2000:]
+    state = torch.load(tmp_path / 'w2' / 'epoch_1.pth', weights_only=False)
+    assert state['state_dict']['head.layers.head.weight'].shape == (10, 256)

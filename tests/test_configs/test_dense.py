@@ -6,6 +6,7 @@ label maps for UPerNet. ``make test`` installs both toolboxes (``make
 install-dense``); without them these tests are skipped.
 """
 
+import argparse
 import importlib
 import json
 import time
@@ -14,11 +15,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from mmengine.config import Config
+from mmengine.config import Config, DictAction
 from mmengine.dataset import pseudo_collate
 from mmengine.optim import build_optim_wrapper
 from mmengine.registry import DefaultScope, init_default_scope
 
+from t2t_plugin.engine.hooks.run_checks import width_problem
 from t2t_plugin.models import T2TViT
 
 from ..helpers import ROOT, run_main
@@ -88,6 +90,9 @@ def load_config(path: Path, tiny: bool) -> Config:
         backbone.t2t_cfg = dict(token_dims=TOKEN_DIMS)
         backbone.drop_path_rate = 0.0
         backbone.init_cfg = None
+        necks = cfg.model.neck
+        pyramid = necks[0] if isinstance(necks, list) else necks
+        pyramid.in_channels = (TOKEN_DIMS, TOKEN_DIMS, TINY_ARCH['embed_dims'])
     return cfg
 
 
@@ -410,6 +415,7 @@ model = dict(
         init_cfg=None),
     neck=[
         dict(type='mmpretrain.T2TFeaturePyramid',
+             in_channels=({token_dims}, {token_dims}, {arch[embed_dims]}),
              out_channels=(192, 384, 768), out_indices=(1, 2, 3)),
         dict(type='FPN', in_channels=[192, 384, 768], out_channels=256,
              start_level=0, add_extra_convs='on_input', num_outs=5),
@@ -444,6 +450,19 @@ def test_train_tool_runs_a_detection_config(tmp_path):
             token_dims=TOKEN_DIMS,
             root=str(tmp_path / 'coco'),
         )
+    )
+    # another width of the backbone: one line naming the key, before the
+    # stride probe or the first step
+    wider = run_main(
+        'train', config, '--work-dir', tmp_path / 'wider', '--no-validate',
+        '--cfg-options', 'model.backbone.arch.embed_dims=48',
+    )  # fmt: skip
+    assert wider.returncode == 1
+    assert wider.stderr.strip() == (
+        f'T2TFeaturePyramid has in_channels=({TOKEN_DIMS}, {TOKEN_DIMS}, '
+        f'64), but the backbone outputs have widths ({TOKEN_DIMS}, '
+        f'{TOKEN_DIMS}, 48); set model.neck.0.in_channels=[{TOKEN_DIMS},'
+        f'{TOKEN_DIMS},48].'
     )
     work_dir = tmp_path / 'work'
     result = run_main('train', config, '--work-dir', work_dir, '--no-validate')
@@ -538,9 +557,10 @@ def test_missing_coco_points_to_the_dense_readme_section(tmp_path):
         ),
     ],
 )
-def test_arch_is_the_only_edit_through_models_build(path, scope, arch, widths):
+def test_another_arch_through_models_build(path, scope, arch, widths):
     """As mmdet's and mmseg's own tools build a model: MODELS.build on
-    cfg.model, no tool of ours in between."""
+    cfg.model, no tool of ours in between. The arch alone is refused at the
+    first forward in one line naming the key; with it, the model runs."""
     toolbox(scope)
     cfg = Config.fromfile(str(CONFIGS / path))
     cfg.merge_from_dict(
@@ -548,8 +568,30 @@ def test_arch_is_the_only_edit_through_models_build(path, scope, arch, widths):
     )
     model = build_model(cfg, scope)
     pyramid = model.neck[0] if scope == 'mmdet' else model.neck
-    assert pyramid.in_channels == (64, 64, widths)
-    assert model.backbone.embed_dims == widths
+    stated = pyramid.in_channels
+    key = (
+        'model.neck.0.in_channels'
+        if scope == 'mmdet'
+        else ('model.neck.in_channels')
+    )
+    line = (
+        f'T2TFeaturePyramid has in_channels={stated}, but the backbone '
+        f'outputs have widths (64, 64, {widths}); set '
+    )
+    assert width_problem(model) == f'{line}{key}=[64,64,{widths}].'
+    images = torch.zeros(1, 3, 64, 64)
+    with pytest.raises(ValueError) as error, torch.no_grad():
+        model.extract_feat(images)
+    assert str(error.value).startswith(f'{line}model.neck.in_channels=')
+    # the option as the line writes it, through mmengine's parser
+    options = argparse.Namespace()
+    DictAction(None, 'cfg_options')(None, options, [f'{key}=[64,64,{widths}]'])
+    cfg.merge_from_dict(options.cfg_options)
+    model = build_model(cfg, scope)
+    assert width_problem(model) is None
+    with torch.no_grad():
+        feats = model.extract_feat(images)
+    assert feats[0].shape[0] == 1
 
 
 @pytest.mark.slow
@@ -597,6 +639,7 @@ model = dict(
         init_cfg=None),
     neck=[
         dict(type='mmpretrain.T2TFeaturePyramid',
+             in_channels=({token_dims}, {token_dims}, {arch[embed_dims]}),
              out_channels=(96, 192, 384, 768)),
         dict(type='FPN', in_channels=[96, 192, 384, 768], out_channels=256,
              num_outs=5),

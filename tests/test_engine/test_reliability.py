@@ -25,6 +25,7 @@ import pytest
 import torch
 from mmengine.config import Config, DictAction
 from mmengine.evaluator import DumpResults
+from mmengine.registry import RUNNERS
 from mmengine.runner import Runner
 from mmpretrain.registry import DATASETS, MODELS
 from PIL import Image
@@ -34,7 +35,11 @@ from t2t_plugin.datasets import (
     UnsafePickleError,
     load_data_pickle,
 )
-from t2t_plugin.engine import AtomicLocalBackend, CheckpointMismatchError
+from t2t_plugin.engine import (
+    AtomicLocalBackend,
+    CheckpointMismatchError,
+    newest_intact_checkpoint,
+)
 from t2t_plugin.engine.hooks import (
     BadImageHook,
     DiskFullError,
@@ -43,7 +48,6 @@ from t2t_plugin.engine.hooks import (
     RunCheckError,
     TooManyBadImagesError,
     class_mismatch,
-    newest_intact_checkpoint,
     release_locks,
     work_dir_hook,
 )
@@ -79,13 +83,20 @@ def one_line(err: str) -> str:
     return lines[0]
 
 
-def door(config: str, options: dict, work_dir: Path, mode: str = 'train'):
-    """What a Runner built from the config, as mmengine and every
-    OpenMMLab tool build it, raises (None if it runs through)."""
+def door(
+    config: str,
+    options: dict,
+    work_dir: Path,
+    mode: str = 'train',
+    build=Runner.from_cfg,
+):
+    """What a Runner built from the config raises (None if it runs
+    through): mmengine's own Runner, or with ``build=RUNNERS.build`` the
+    config's ``runner_type``, as the OpenMMLab tools build it."""
     cfg = Config.fromfile(config)
     cfg.merge_from_dict(options)
     cfg.work_dir = str(work_dir)
-    runner = Runner.from_cfg(cfg)
+    runner = build(cfg)
     try:
         getattr(runner, mode)()
     except Exception as error:
@@ -752,12 +763,20 @@ def test_resume_auto_takes_the_newest_intact_checkpoint(one_epoch, tmp_path):
         work_dir / 'epoch_1.pth'
     )
     assert newest_intact_checkpoint(str(tmp_path / 'none')) is None
-    # mmengine alone would resume from the truncated file last_checkpoint
-    # names; the hook takes the intact one
+    # mmengine's Runner would resume from the truncated file
+    # last_checkpoint names: refused in one line; the config's runner
+    # (SampleSeededRunner, as the OpenMMLab tools build it) takes the
+    # intact one
     (work_dir / 'last_checkpoint').write_text(str(work_dir / 'epoch_2.pth'))
     options = dict(as_dict(TINY_DEMO), resume=True)
     options['train_cfg.max_epochs'] = 2
-    assert door(DEMO, options, work_dir) is None
+    assert str(door(DEMO, options, work_dir)) == (
+        f'{work_dir / "epoch_2.pth"}, the checkpoint last_checkpoint names '
+        f"in {work_dir}, is cut short, and mmengine's Runner would resume "
+        'it; resume an intact one with --resume PATH, or set runner_type = '
+        "'SampleSeededRunner' (it takes the newest intact one)."
+    )
+    assert door(DEMO, options, work_dir, build=RUNNERS.build) is None
     assert (work_dir / 'epoch_2.pth').stat().st_size > len(whole) // 2
 
 
@@ -776,6 +795,37 @@ def training_checkpoint(path: Path, **backbone) -> Path:
         path,
     )
     return path
+
+
+def test_resume_auto_falls_back_on_load_from(one_epoch, tmp_path):
+    """resume='auto' (tools/train.py --resume with load_from set): the work
+    dir's checkpoint where there is one, else load_from; mmengine's own
+    Runner would resume load_from, and says so in one line."""
+    work_dir = tmp_path / 'w'
+    shutil.copytree(one_epoch, work_dir)
+    (work_dir / 'last_checkpoint').write_text(str(work_dir / 'epoch_1.pth'))
+    pretrained = save_checkpoint(tmp_path / 'pretrained.pth', DIGIT_CLASSES)
+    options = dict(resume='auto', load_from=str(pretrained))
+
+    def runner_in(folder: Path):
+        cfg = Config.fromfile(DEMO)
+        cfg.merge_from_dict(dict(options, work_dir=str(folder)))
+        return RUNNERS.build(cfg)
+
+    runner = runner_in(work_dir)
+    assert (runner.load_from, runner.resumes) == (
+        str(work_dir / 'epoch_1.pth'),
+        True,
+    )
+    runner = runner_in(tmp_path / 'fresh')
+    assert (runner.load_from, runner.resumes) == (str(pretrained), False)
+    assert runner.cfg.resume is False
+    assert str(door(DEMO, options, tmp_path / 'door')) == (
+        "resume='auto' is SampleSeededRunner's: mmengine's Runner would "
+        f'resume the run of load_from={pretrained} instead of the work '
+        "dir's; set runner_type = 'SampleSeededRunner' or leave load_from "
+        'out.'
+    )
 
 
 @pytest.mark.parametrize('case', ['slim', 'other_model', 'missing'])

@@ -296,3 +296,28 @@ def test_runs_started_in_the_same_second_keep_their_own_logs(
             ]
         )
     assert losses[0] == losses[1] and len(losses[0]) == 2
+
+
+def test_samplers_known_to_be_exact_are_found_by_class():
+    """The samplers whose order follows the seed and the epoch alone are
+    the classes themselves: a subclass may order otherwise and gets the
+    warning."""
+    from mmengine.dataset import DefaultSampler, InfiniteSampler
+
+    from t2t_plugin.engine.hooks.random_state_hook import _is_exact
+
+    dataset = NumberedDataset(pipeline=[])
+
+    class OwnOrderSampler(DefaultSampler):
+        pass
+
+    for exact in (
+        InfiniteSampler(dataset, seed=SEED),
+        torch.utils.data.RandomSampler(dataset),
+    ):
+        assert _is_exact(exact)
+    assert _is_exact(DefaultSampler(dataset, seed=SEED))
+    assert not _is_exact(OwnOrderSampler(dataset, seed=SEED))
+    assert not _is_exact(
+        SampleSeedSampler(dict(type='DefaultSampler'), dataset)
+    )

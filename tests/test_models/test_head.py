@@ -9,6 +9,7 @@ from mmpretrain.registry import MODELS
 from mmpretrain.structures import DataSample
 
 import t2t_plugin  # noqa: F401
+from t2t_plugin.engine.hooks.run_checks import width_problem
 
 
 def build_head(**kwargs):
@@ -144,3 +145,43 @@ def test_backbone_mean_of_tokens_without_class_token(tiny_t2t_vit):
     tokens = raw(images)[-1]
     assert tokens.shape == (2, 4, 32)
     torch.testing.assert_close(mean(images)[-1], tokens.mean(1))
+
+
+@pytest.mark.parametrize(
+    'pool, feats', [('token', (2, 12)), ('attention', (2, 4, 12))]
+)
+def test_width_of_another_arch_is_one_line_naming_the_key(pool, feats):
+    head = build_head(pool=pool)
+    with pytest.raises(ValueError) as error:
+        head((torch.randn(feats),))
+    assert str(error.value) == (
+        'T2TClsHead has in_channels=8, but the backbone gives features of '
+        'width 12; set model.head.in_channels=12.'
+    )
+
+
+def test_the_run_check_compares_the_head_with_the_backbone(tiny_arch):
+    """A config written for one arch, run with another: the check before
+    the run gives the line the first forward would."""
+    model = MODELS.build(
+        dict(
+            type='ImageClassifier',
+            backbone=dict(type='T2TViT', arch=tiny_arch(), img_size=32),
+            head=dict(type='T2TClsHead', num_classes=5, in_channels=384),
+        )
+    )
+    expected = (
+        'T2TClsHead has in_channels=384, but the backbone gives features of '
+        'width 32; set model.head.in_channels=32.'
+    )
+    assert width_problem(model) == expected
+    with pytest.raises(ValueError) as error:
+        model(torch.zeros(1, 3, 32, 32))
+    assert str(error.value) == expected
+    model.head.in_channels = 32
+    assert width_problem(model) is None
+
+
+def test_head_without_width_says_what_to_give():
+    with pytest.raises(TypeError, match="argument: 'in_channels'"):
+        MODELS.build(dict(type='T2TClsHead', num_classes=5))

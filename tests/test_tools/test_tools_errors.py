@@ -18,6 +18,7 @@ from mmpretrain.registry import MODELS
 
 from t2t_plugin.engine import (
     AtomicLocalBackend,
+    SampleSeededRunner,
     checkpoint_read_error,
     remove_stale_temp_files,
 )
@@ -169,8 +170,11 @@ def test_resume_auto_picks_the_latest_checkpoint(tmp_path):
     cfg = Config.fromfile(DEMO)
     cfg.load_from = 'pretrained.pth'
     cfg = train_tool.merge_args(cfg, resume_args(tmp_path))
-    assert cfg.resume is True
-    assert cfg.load_from == str(tmp_path / 'epoch_2.pth')
+    # the tool passes the choice on to the Runner, which every tool builds
+    assert (cfg.resume, cfg.load_from) == ('auto', 'pretrained.pth')
+    runner = SampleSeededRunner.from_cfg(cfg)
+    assert runner.load_from == str(tmp_path / 'epoch_2.pth')
+    assert runner.resumes
 
     cfg = train_tool.merge_args(
         Config.fromfile(DEMO), resume_args(tmp_path, 'given.pth')

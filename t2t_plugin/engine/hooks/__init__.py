@@ -3,11 +3,7 @@
 mmengine Runner from our configs gets them."""
 
 from .bad_image_hook import BadImageHook, TooManyBadImagesError
-from .checkpoint_check_hook import (
-    CheckpointCheckHook,
-    class_mismatch,
-    newest_intact_checkpoint,
-)
+from .checkpoint_check_hook import CheckpointCheckHook, class_mismatch
 from .non_finite_guard_hook import NonFiniteGuardHook, NonFiniteLossError
 from .non_finite_output_hook import NonFiniteOutputHook
 from .pyramid_stride_check_hook import (
@@ -44,7 +40,6 @@ __all__ = [
     'TrainingStopped',
     'WorkDirHook',
     'class_mismatch',
-    'newest_intact_checkpoint',
     'output_problem',
     'release_locks',
 ]

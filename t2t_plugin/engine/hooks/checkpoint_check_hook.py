@@ -1,7 +1,4 @@
-import os
 import os.path as osp
-import re
-import zipfile
 from collections.abc import Iterator
 from typing import Optional
 
@@ -10,38 +7,14 @@ from mmengine.registry import HOOKS
 
 from ... import doc_pages
 from ..checkpoint import CheckpointMismatchError
-from .run_checks import RunCheckError, built_loaders, few, is_training
-
-
-def is_intact(path: str) -> bool:
-    """Whether a checkpoint file is complete, without unpickling it: a zip
-    archive cut short by a kill or a full disk has no directory."""
-    try:
-        with zipfile.ZipFile(path) as archive:
-            return any(n.endswith('data.pkl') for n in archive.namelist())
-    except (OSError, zipfile.BadZipFile):
-        return False
-
-
-def newest_intact_checkpoint(work_dir: str) -> Optional[str]:
-    """The checkpoint ``--resume`` (auto) continues from: the one named in
-    ``last_checkpoint`` if intact, else the newest intact ``epoch_N.pth`` /
-    ``iter_N.pth`` of the work dir, or None."""
-    record = osp.join(work_dir, 'last_checkpoint')
-    if osp.isfile(record):
-        with open(record) as f:
-            named = f.read().strip()
-        if named and is_intact(named):
-            return named
-    if not osp.isdir(work_dir):
-        return None
-    found = []
-    for name in os.listdir(work_dir):
-        match = re.fullmatch(r'(epoch|iter)_(\d+)\.pth', name)
-        if match:
-            found.append((int(match.group(2)), osp.join(work_dir, name)))
-    found.sort(reverse=True)
-    return next((path for _, path in found if is_intact(path)), None)
+from ..sample_seeded_runner import SampleSeededRunner, is_intact
+from .run_checks import (
+    RunCheckError,
+    built_loaders,
+    few,
+    is_training,
+    started_from,
+)
 
 
 def init_checkpoints(node: object) -> Iterator[str]:
@@ -80,28 +53,24 @@ def class_mismatch(checkpoint: dict, classes, path: str) -> Optional[str]:
 class CheckpointCheckHook(Hook):
     """Check the checkpoints a run reads, when it reads them.
 
-    Before the run, ``load_from`` and the ``init_cfg`` checkpoints must
-    exist, and ``resume=True`` without a file continues from the newest
-    intact checkpoint (mmengine trusts ``last_checkpoint``, even one naming
-    a file cut short). As it loads, a resumed checkpoint must be a training
-    checkpoint of these classes, a tested one have the dataset's classes;
-    fine-tuning on other classes gets one warning line.
+    Before the run, the checkpoint it starts from and the ``init_cfg``
+    checkpoints must exist (``SampleSeededRunner`` chooses what a resume
+    without a file continues from; under mmengine's Runner, a checkpoint
+    ``last_checkpoint`` names that is cut short is refused). As it loads, a
+    resumed checkpoint must be a training checkpoint of these classes, a
+    tested one have the dataset's classes; fine-tuning on other classes gets
+    one warning line.
     """
 
     priority = 'VERY_HIGH'
 
     def before_run(self, runner) -> None:
-        """Check the files before they are read; choose what to resume."""
-        if is_training(runner) and runner._resume and not runner._load_from:
-            # Runner.load_or_resume reads _load_from after before_run.
-            runner._load_from = newest_intact_checkpoint(runner.work_dir)
-            if runner._load_from is None:
-                runner.logger.info(
-                    f'No checkpoint in {runner.work_dir} to resume; '
-                    'starting from scratch.'
-                )
-        paths = [runner._load_from] if runner._load_from else []
-        if is_training(runner) and not runner._resume:
+        """Check the files before they are read."""
+        load_from, resumes = started_from(runner)
+        if not isinstance(runner, SampleSeededRunner):
+            self._check_plain_resume(runner, load_from)
+        paths = [load_from] if load_from else []
+        if is_training(runner) and not resumes:
             paths += list(init_checkpoints(runner.cfg.get('model')))
         for path in paths:
             if '://' not in path and not osp.isfile(osp.expanduser(path)):
@@ -110,9 +79,35 @@ class CheckpointCheckHook(Hook):
                     f'{doc_pages.TRAINING}).'
                 )
 
+    @staticmethod
+    def _check_plain_resume(runner, load_from: Optional[str]) -> None:
+        """What mmengine's own Runner would resume wrongly."""
+        resume = runner.cfg.get('resume')
+        if resume == 'auto' and runner.cfg.get('load_from'):
+            raise RunCheckError(
+                "resume='auto' is SampleSeededRunner's: mmengine's Runner "
+                f'would resume the run of load_from={load_from} instead of '
+                "the work dir's; set runner_type = 'SampleSeededRunner' or "
+                'leave load_from out.'
+            )
+        if (
+            resume
+            and not runner.cfg.get('load_from')
+            and load_from
+            and osp.isfile(load_from)
+            and not is_intact(load_from)
+        ):
+            raise RunCheckError(
+                f'{load_from}, the checkpoint last_checkpoint names in '
+                f"{runner.work_dir}, is cut short, and mmengine's Runner "
+                'would resume it; resume an intact one with --resume PATH, '
+                "or set runner_type = 'SampleSeededRunner' (it takes the "
+                'newest intact one).'
+            )
+
     def after_load_checkpoint(self, runner, checkpoint: dict) -> None:
         """Check a checkpoint just read, before its weights are loaded."""
-        path = runner._load_from
+        path, resumes = started_from(runner)
         key = 'train_dataloader' if is_training(runner) else 'test_dataloader'
         dataset = getattr(built_loaders(runner).get(key), 'dataset', None)
         classes = getattr(dataset, 'metainfo', {}).get('classes')
@@ -126,7 +121,7 @@ class CheckpointCheckHook(Hook):
                     f'{mismatch}; the labels would not match (check the '
                     'dataset folders or the checkpoint).'
                 )
-        elif runner._resume:
+        elif resumes:
             meta = checkpoint.get('meta')
             if (
                 not isinstance(meta, dict)

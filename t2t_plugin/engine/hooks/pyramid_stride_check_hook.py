@@ -3,7 +3,12 @@ from mmengine.hooks import Hook
 from mmengine.registry import HOOKS
 from torch import nn
 
-from .run_checks import TrainingStopped, bare_model, dotted_getattr
+from .run_checks import (
+    TrainingStopped,
+    bare_model,
+    dotted_getattr,
+    width_problem,
+)
 
 # Where mmdet's heads state the strides of the maps they read.
 _STRIDES = (
@@ -68,7 +73,13 @@ class PyramidStrideCheckHook(Hook):
         """Raise PyramidStrideError when the strides differ."""
         model = bare_model(runner)
         expected = self.expected_strides(model)
-        if not expected or not hasattr(model, 'extract_feat'):
+        # a neck of other widths than the backbone's fails the probe:
+        # RunCheckHook (or the first forward) names the key to set
+        if (
+            not expected
+            or not hasattr(model, 'extract_feat')
+            or width_problem(model)
+        ):
             return
         largest = max(max(s) for strides in expected.values() for s in strides)
         measured = measure_strides(model, 2 * largest, self.in_channels)

@@ -3,36 +3,48 @@ from typing import Optional
 
 import numpy as np
 import torch
+from mmengine.dataset import DefaultSampler, InfiniteSampler
 from mmengine.dist import all_gather_object, get_rank, get_world_size
 from mmengine.hooks import Hook
 from mmengine.registry import HOOKS
+from torch.utils import data
 
 from ...datasets.sample_seeding import SampleSeededDataset, SampleSeedSampler
-from .run_checks import checkpoint_hook, resumed_name
+from .run_checks import checkpoint_hook, resumed_name, started_from
 
 # After every other hook of the end of an epoch (their random draws belong
 # to the epoch), before CheckpointHook (VERY_LOW, 90) saves.
 RANDOM_STATE_PRIORITY = 85
 
-# Samplers and batch samplers whose order follows the seed, the epoch and
-# the training process's saved generators only.
-EXACT_SAMPLERS = {
-    'mmengine': {'DefaultSampler', 'InfiniteSampler'},
-    'mmpretrain': {'RepeatAugSampler', 'SequentialSampler'},
-    'mmdet': {
-        'AspectRatioBatchSampler',
-        'ClassAwareSampler',
-        'GroupMultiSourceSampler',
-        'MultiDataAspectRatioBatchSampler',
-        'MultiSourceSampler',
-    },
-    'torch': {
-        'BatchSampler',
-        'DistributedSampler',
-        'RandomSampler',
-        'SequentialSampler',
-    },
-}
+
+def exact_samplers() -> tuple[type, ...]:
+    """Samplers and batch samplers whose order follows the seed, the epoch
+    and the training process's saved generators only (mmdet's where it is
+    installed)."""
+    from mmpretrain.datasets import samplers as mmpretrain_samplers
+
+    kinds = [
+        DefaultSampler,
+        InfiniteSampler,
+        mmpretrain_samplers.RepeatAugSampler,
+        mmpretrain_samplers.SequentialSampler,
+        data.BatchSampler,
+        data.DistributedSampler,
+        data.RandomSampler,
+        data.SequentialSampler,
+    ]
+    try:
+        from mmdet.datasets import samplers as mmdet_samplers
+    except ImportError:
+        return tuple(kinds)
+    return (
+        *kinds,
+        mmdet_samplers.AspectRatioBatchSampler,
+        mmdet_samplers.ClassAwareSampler,
+        mmdet_samplers.GroupMultiSourceSampler,
+        mmdet_samplers.MultiDataAspectRatioBatchSampler,
+        mmdet_samplers.MultiSourceSampler,
+    )
 
 
 def get_random_state() -> dict:
@@ -83,9 +95,8 @@ def set_random_state(state: dict) -> None:
 
 
 def _is_exact(sampler) -> bool:
-    kind = type(sampler)
-    package = kind.__module__.split('.')[0]
-    return kind.__name__ in EXACT_SAMPLERS.get(package, ())
+    # the classes themselves: a subclass may order otherwise
+    return type(sampler) in exact_samplers()
 
 
 def _samplers(loader) -> tuple:
@@ -96,7 +107,7 @@ def _samplers(loader) -> tuple:
     sampler = getattr(batch_sampler, 'sampler', None)
     if sampler is None:
         sampler = getattr(loader, 'sampler', None)
-    if type(batch_sampler).__name__ == 'BatchSampler':
+    if type(batch_sampler) is data.BatchSampler:
         batch_sampler = None  # torch's, made from batch_size
     if isinstance(sampler, SampleSeedSampler):
         return sampler, sampler.sampler, batch_sampler
@@ -169,7 +180,7 @@ class RandomStateHook(Hook):
         """Warn about inexact settings; restore the state when resuming."""
         self._warn_inexact(runner)
         loaded, self._loaded = self._loaded, None
-        if not runner._resume:
+        if not started_from(runner)[1]:
             return  # load_from starts a new run: its own random draws
         checkpoint = resumed_name(runner)
         if loaded is None:
@@ -204,8 +215,11 @@ class RandomStateHook(Hook):
             return
         # An iteration-based loop starts its loader when it is built, before
         # the resume: the first batches were asked for with the new seeds.
-        if type(sampler).__name__ == 'InfiniteSampler':
-            sampler.indices = sampler._indices_of_rank()
+        if isinstance(sampler, InfiniteSampler):
+            # its index stream, drawn anew from the restored seed
+            sampler.indices = InfiniteSampler(
+                sampler.dataset, sampler.shuffle, sampler.seed
+            ).indices
         elif not hasattr(sampler, 'set_epoch'):
             runner.logger.warning(
                 f'train_dataloader.sampler {type(sampler).__name__} made '

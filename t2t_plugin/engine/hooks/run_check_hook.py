@@ -17,7 +17,9 @@ from .run_checks import (
     built_loaders,
     few,
     resumed_name,
+    started_from,
     t2t_module,
+    width_problem,
 )
 
 # Pipeline transforms that give every sample one fixed size, and the
@@ -130,14 +132,20 @@ class RunCheckHook(Hook):
     mmengine finds such mistakes late or never: class folders that do not
     match the head's classes, an empty class folder (it shifts every label
     after it), a crop size the soft splits cannot tile, ``val_interval=0``
-    (a division by zero after a whole epoch). Each is refused here in one
+    (a division by zero after a whole epoch), a head or neck whose stated
+    ``in_channels`` are not the backbone's widths (mmengine's first forward
+    would fail deep in a traceback). Each is refused here in one
     :class:`RunCheckError` line.
     """
 
     priority = 'VERY_HIGH'
 
     def before_run(self, runner) -> None:
-        """Check the datasets of the loops the run has built."""
+        """Check the model's widths and the datasets of the loops the run
+        has built."""
+        problem = width_problem(bare_model(runner))
+        if problem:
+            raise RunCheckError(problem)
         head = getattr(bare_model(runner), 'head', None)
         num_classes = getattr(head, 'num_classes', None)
         t2t = t2t_module(runner)
@@ -202,7 +210,9 @@ class RunCheckHook(Hook):
         """Check the loop settings mmengine would fail on late."""
         loop = runner.train_loop
         interval = getattr(loop, 'val_interval', 1)
-        if getattr(runner, '_val_loop', None) is not None and (
+        # before_train: the loops of the run are built (val_loop is None
+        # without validation)
+        if runner.val_loop is not None and (
             not isinstance(interval, int) or interval < 1
         ):
             raise RunCheckError(
@@ -216,8 +226,8 @@ class RunCheckHook(Hook):
             raise RunCheckError(
                 f'train_cfg.{name} must be a whole number >= 1, got {value!r}.'
             )
-        # before_train: the run trains, and runner.train_loop is built
-        if runner._resume and loop.iter >= loop.max_iters:
+        _, resumes = started_from(runner)
+        if resumes and loop.iter >= loop.max_iters:
             done = (
                 f'epoch {runner.epoch}'
                 if by_epoch

@@ -1,9 +1,17 @@
-"""What the checking hooks share: their errors, the loops a run has built
-and the plugin's T2T module of its model."""
+"""What the checking hooks share: their errors, what the run does and
+starts from, the loops it has built and the plugin's modules of its
+model."""
 
 from typing import Any, Optional
 
-from mmengine.runner import BaseLoop
+from mmengine.hooks import CheckpointHook
+from mmengine.optim import BaseOptimWrapper
+from mmengine.runner import find_latest_checkpoint
+
+from ...models.backbones import T2TViT
+from ...models.heads import T2TClsHead
+from ...models.necks import T2TFeaturePyramid
+from ..sample_seeded_runner import SampleSeededRunner
 
 
 class TrainingStopped(RuntimeError):
@@ -17,15 +25,48 @@ class RunCheckError(ValueError):
     alone and exit with 1."""
 
 
+def run_mode(runner) -> str:
+    """``'train'``, ``'val'`` or ``'test'``: what the runner runs."""
+    if isinstance(runner, SampleSeededRunner) and runner.mode is not None:
+        return runner.mode
+    # mmengine's Runner keeps it private. Its train() builds the optimizer
+    # before the hooks' before_run, val() and test() never do; OpenMMLab's
+    # tools call test() alone.
+    if isinstance(runner.optim_wrapper, BaseOptimWrapper):
+        return 'train'
+    return 'test'
+
+
+def is_training(runner) -> bool:
+    """Whether the runner trains."""
+    return run_mode(runner) == 'train'
+
+
 def built_loaders(runner) -> dict[str, Any]:
-    """The dataloaders of the loops the runner has built, by config key
-    (the loop properties would build the others)."""
+    """The dataloaders of the loops the runner has built for what it runs,
+    by config key (the loop properties would build the others)."""
+    names = {'train': ('train', 'val'), 'val': ('val',), 'test': ('test',)}
     loaders = {}
-    for mode in ('train', 'val', 'test'):
-        loop = getattr(runner, f'_{mode}_loop', None)
-        if isinstance(loop, BaseLoop):
-            loaders[f'{mode}_dataloader'] = loop.dataloader
+    for name in names[run_mode(runner)]:
+        loop = getattr(runner, f'{name}_loop')
+        if loop is not None:
+            loaders[f'{name}_dataloader'] = loop.dataloader
     return loaders
+
+
+def started_from(runner) -> tuple[Optional[str], bool]:
+    """The checkpoint the run starts from (None without one) and whether
+    it resumes that checkpoint's training."""
+    if isinstance(runner, SampleSeededRunner):
+        return runner.load_from, runner.resumes
+    # mmengine's Runner keeps both private: what its config asks for
+    # (Runner.from_cfg passes both), and without a file the one its
+    # load_or_resume takes
+    load_from = runner.cfg.get('load_from')
+    resume = bool(runner.cfg.get('resume'))
+    if resume and not load_from:
+        load_from = find_latest_checkpoint(runner.work_dir)
+    return load_from, bool(resume and load_from)
 
 
 def bare_model(runner) -> Any:
@@ -46,22 +87,44 @@ def t2t_module(runner) -> Optional[Any]:
     return getattr(backbone, 'tokens_to_token', None)
 
 
-def is_training(runner) -> bool:
-    """Whether the runner has built a training loop."""
-    return isinstance(getattr(runner, '_train_loop', None), BaseLoop)
+def width_problem(model: Any) -> Optional[str]:
+    """One line when the stated ``in_channels`` of a T2TClsHead right
+    after a T2TViT, or of a T2TFeaturePyramid, are not the widths the
+    backbone gives (another arch than they were stated for), naming the
+    config key to set; None when they agree."""
+    backbone = getattr(model, 'backbone', None)
+    if not isinstance(backbone, T2TViT):
+        return None
+    for name, module in model.named_modules():
+        problem = None
+        if isinstance(module, T2TFeaturePyramid):
+            try:
+                widths = T2TFeaturePyramid.backbone_widths(backbone)
+            except ValueError:
+                continue  # no maps: the neck's first forward says what to do
+            problem = module.width_problem(widths, f'model.{name}.in_channels')
+        elif (
+            isinstance(module, T2TClsHead)
+            and name == 'head'
+            and getattr(model, 'neck', None) is None
+        ):
+            problem = module.width_problem(backbone.embed_dims)
+        if problem:
+            return problem
+    return None
 
 
-def checkpoint_hook(runner) -> Optional[Any]:
+def checkpoint_hook(runner) -> Optional[CheckpointHook]:
     """The run's ``CheckpointHook``, or None."""
     return next(
-        (h for h in runner.hooks if type(h).__name__ == 'CheckpointHook'),
+        (hook for hook in runner.hooks if isinstance(hook, CheckpointHook)),
         None,
     )
 
 
 def resumed_name(runner) -> str:
     """``'checkpoint FILE'`` of the file a run resumes, for messages."""
-    resumed = runner._load_from
+    resumed, _ = started_from(runner)
     return f'checkpoint {resumed}' if resumed else 'checkpoint'
 
 

@@ -6,13 +6,11 @@ from mmpretrain.models.heads import VisionTransformerClsHead
 from mmpretrain.registry import MODELS
 from torch import nn
 
-from ..backbones import T2TViT
 from ..checkpoint_checks import (
     CHECKPOINT,
     check_supplied_weights,
     mismatch,
 )
-from ..model_under_construction import built_before
 
 # what to do instead of loading a checkpoint with another classifier
 FINE_TUNE_ADVICE = (
@@ -34,10 +32,14 @@ class T2TClsHead(VisionTransformerClsHead):
     pooling (softmax over a linear score per token) of ``out_type='raw'``
     or ``'featmap'`` outputs.
 
+    The config states ``in_channels``, as mmpretrain's heads do; a width
+    that does not match the features is refused at the first forward, in
+    one line naming both and the key to set.
+
     Args:
         num_classes (int): Number of classes.
-        in_channels (int, optional): Input width. Defaults to None: the
-            ``embed_dims`` of the T2TViT backbone built before this head.
+        in_channels (int): Input width: the backbone's ``embed_dims``
+            (384 for T2T-ViT-14).
         pool (str): ``'token'`` (the (B, C) vector of the backbone) or
             ``'attention'``. Defaults to ``'token'``.
         init_cfg (dict, optional): Defaults to trunc-normal (std 0.02)
@@ -51,14 +53,13 @@ class T2TClsHead(VisionTransformerClsHead):
     def __init__(
         self,
         num_classes: int,
-        in_channels: Optional[int] = None,
+        in_channels: int,
         pool: str = 'token',
         init_cfg: Optional[dict] = dict(
             type='TruncNormal', layer='Linear', std=0.02, bias=0.0
         ),
         **kwargs,
     ) -> None:
-        in_channels = self._follow_backbone(in_channels)
         super().__init__(
             num_classes=num_classes,
             in_channels=in_channels,
@@ -75,35 +76,6 @@ class T2TClsHead(VisionTransformerClsHead):
             # one score per token; trunc-normal as the classifier (init_cfg)
             self.attention_pool = nn.Linear(in_channels, 1)
         self._register_load_state_dict_pre_hook(self._prepare_checkpoint)
-
-    def _follow_backbone(self, in_channels: Optional[int]) -> int:
-        """The width of the T2TViT backbone built before this head, checked
-        against ``in_channels`` where given: an arch change is one edit."""
-        backbone = built_before(self, 'backbone')
-        width = (
-            backbone.embed_dims
-            if isinstance(backbone, T2TViT)
-            and built_before(self, 'neck') is None
-            else None
-        )
-        if in_channels is None:
-            if width is None:
-                raise ValueError(
-                    'T2TClsHead needs in_channels, the width of the features '
-                    "it classifies (the backbone's embed_dims, e.g. 384 for "
-                    'T2T-ViT-14); it takes it from the backbone only when a '
-                    'model builds it right after a T2TViT backbone, with no '
-                    "neck between them (as mmpretrain's ImageClassifier does)."
-                )
-            return width
-        if width is not None and in_channels != width:
-            raise ValueError(
-                f'T2TClsHead in_channels={in_channels} does not match the '
-                f'T2TViT backbone, whose embed_dims is {width}; set '
-                f'model.head.in_channels={width}, or leave in_channels out of '
-                'the head config: it follows the backbone.'
-            )
-        return in_channels
 
     def _prepare_checkpoint(
         self, state_dict: dict, prefix: str, local_metadata: dict, *args
@@ -133,25 +105,45 @@ class T2TClsHead(VisionTransformerClsHead):
             local_metadata=local_metadata,
         )
 
+    def width_problem(
+        self, width: int, key: str = 'model.head.in_channels'
+    ) -> Optional[str]:
+        """One line when the features' ``width`` is not the stated
+        ``in_channels`` (a backbone of another arch than it was stated
+        for), naming the config ``key`` to set; None when they agree."""
+        if width == self.in_channels:
+            return None
+        return (
+            f'T2TClsHead has in_channels={self.in_channels}, but the '
+            f'backbone gives features of width {width}; set {key}={width}.'
+        )
+
+    def _check_width(self, width: int) -> None:
+        problem = self.width_problem(width)
+        if problem:
+            raise ValueError(problem)
+
     def pre_logits(self, feats: Sequence[torch.Tensor]) -> torch.Tensor:
         feat = feats[-1]
         if self.pool == 'attention':
             if feat.dim() == 4:  # (B, C, h, w) -> (B, h*w, C)
                 feat = feat.flatten(2).transpose(1, 2)
-            if feat.dim() != 3 or feat.shape[2] != self.in_channels:
+            if feat.dim() != 3:
                 raise ValueError(
                     "T2TClsHead with pool='attention' reads tokens (B, N, "
                     f'{self.in_channels}), got {tuple(feat.shape)}. Set '
                     "out_type='raw' (or 'featmap') in the backbone and "
                     'in_channels to its embed_dims.'
                 )
+            self._check_width(feat.shape[2])
             weights = self.attention_pool(feat).softmax(dim=1)  # (B, N, 1)
             return (weights.transpose(1, 2) @ feat).squeeze(1)
-        if feat.dim() != 2 or feat.shape[1] != self.in_channels:
+        if feat.dim() != 2:
             raise ValueError(
                 'T2TClsHead reads the class token (B, '
                 f'{self.in_channels}), got {tuple(feat.shape)}. Set '
                 "out_type='cls_token' (or 'avg_featmap') in the backbone and "
                 "in_channels to its embed_dims, or pool='attention' here."
             )
+        self._check_width(feat.shape[1])
         return super().pre_logits(feats)

@@ -7,8 +7,6 @@ from mmpretrain.models.utils import build_norm_layer
 from mmpretrain.registry import MODELS
 from torch import nn
 
-from ..model_under_construction import built_before
-
 
 @MODELS.register_module()
 class T2TFeaturePyramid(BaseModule):
@@ -29,11 +27,15 @@ class T2TFeaturePyramid(BaseModule):
     mmseg's ``UPerHead``. Leave out levels a head does not read with
     ``out_indices``, so that no parameter goes unused under DDP.
 
+    The config states ``in_channels``, as mmdet's and mmseg's necks do;
+    widths that do not match the backbone's outputs are refused at the
+    first forward, in one line naming both and the key to set.
+
     Args:
-        in_channels (Sequence[int], optional): Widths of the backbone
-            outputs: the two T2T maps, then the encoder maps, e.g.
-            ``(64, 64, 384)``. Defaults to None: those of the ``T2TViT``
-            built before as the same model's backbone.
+        in_channels (Sequence[int]): Widths of the backbone outputs: the
+            two T2T maps (the backbone's ``t2t_cfg.token_dims``, 64 for
+            every named arch), then the encoder maps (its ``embed_dims``),
+            e.g. ``(64, 64, 384)`` for T2T-ViT-14.
         out_channels (int | Sequence[int]): Width of each output level, or
             one for all. Defaults to 256.
         out_indices (Sequence[int]): Levels to build and output (0-3 for
@@ -47,7 +49,7 @@ class T2TFeaturePyramid(BaseModule):
 
     def __init__(
         self,
-        in_channels: Optional[Sequence[int]] = None,
+        in_channels: Sequence[int],
         out_channels: Union[int, Sequence[int]] = 256,
         out_indices: Sequence[int] = (0, 1, 2, 3),
         norm_cfg: dict = dict(type='LN2d', eps=1e-6),
@@ -56,7 +58,7 @@ class T2TFeaturePyramid(BaseModule):
         ),
     ) -> None:
         super().__init__(init_cfg=init_cfg)
-        in_channels = self._resolve_in_channels(in_channels)
+        in_channels = tuple(in_channels)
         if len(in_channels) < 3:
             raise ValueError(
                 'T2TFeaturePyramid needs the two T2T maps and at least one '
@@ -97,30 +99,6 @@ class T2TFeaturePyramid(BaseModule):
             for index, out_dims in zip(out_indices, out_channels)
         )
 
-    def _resolve_in_channels(
-        self, in_channels: Optional[Sequence[int]]
-    ) -> tuple[int, ...]:
-        backbone = built_before(self, 'backbone')
-        widths = None if backbone is None else self.backbone_widths(backbone)
-        if in_channels is None:
-            if widths is None:
-                raise ValueError(
-                    'T2TFeaturePyramid needs in_channels, the widths of the '
-                    'backbone outputs, e.g. (64, 64, 384) for T2T-ViT-14, '
-                    'unless it is built right after a T2TViT backbone of '
-                    'the same model (as mmdet and mmseg build them).'
-                )
-            return widths
-        in_channels = tuple(in_channels)
-        if widths is not None and len(widths) >= 3 and in_channels != widths:
-            raise ValueError(
-                f'T2TFeaturePyramid in_channels={in_channels} do not match '
-                f'the widths of the T2TViT backbone outputs, {widths}. '
-                'Leave in_channels out of the neck config: it follows the '
-                'backbone.'
-            )
-        return in_channels
-
     @staticmethod
     def backbone_widths(backbone: nn.Module) -> Optional[tuple[int, ...]]:
         """The widths of a ``T2TViT``'s outputs (ValueError if they are no
@@ -138,6 +116,28 @@ class T2TFeaturePyramid(BaseModule):
         if backbone.out_t2t_maps:
             widths = (t2t.token_dims,) * 2 + widths
         return widths
+
+    def width_problem(
+        self, widths: Sequence[int], key: Optional[str] = None
+    ) -> Optional[str]:
+        """One line when the backbone's output ``widths`` are not the
+        stated ``in_channels`` (a backbone of another arch than they were
+        stated for), naming the config ``key`` to set; None when they
+        agree or differ in number (the backbone returns other outputs)."""
+        widths = tuple(widths)
+        if len(widths) != len(self.in_channels) or widths == self.in_channels:
+            return None
+        stated = '[' + ','.join(str(width) for width in widths) + ']'
+        where = (
+            f'{key}={stated}'
+            if key
+            else f'model.neck.in_channels={stated} (model.neck.0.in_channels '
+            'where the config lists several necks)'
+        )
+        return (
+            f'T2TFeaturePyramid has in_channels={self.in_channels}, but the '
+            f'backbone outputs have widths {widths}; set {where}.'
+        )
 
     @staticmethod
     def _block(in_dims: int, out_dims: int, norm_cfg: dict) -> nn.Sequential:
@@ -167,7 +167,11 @@ class T2TFeaturePyramid(BaseModule):
 
     def _check_inputs(self, inputs: Sequence[torch.Tensor]) -> None:
         widths = tuple(x.shape[1] for x in inputs)
-        if widths != self.in_channels:
+        maps = all(x.dim() == 4 for x in inputs)
+        problem = maps and self.width_problem(widths)
+        if problem:
+            raise ValueError(problem)
+        if not maps or widths != self.in_channels:
             raise ValueError(
                 f'T2TFeaturePyramid expects inputs of widths '
                 f'{self.in_channels}, got {widths}. Make the backbone return '
