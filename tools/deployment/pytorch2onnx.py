@@ -23,6 +23,7 @@ from t2t_plugin.deployment import (
     check_input_size,
     compare,
     export_onnx,
+    external_data_file,
     sample_images,
 )
 
@@ -128,8 +129,15 @@ def run(args: argparse.Namespace, console: Console) -> int:
     if not args.static_size:
         dynamic += ['height', 'width']
         multiples = f' (H, W multiples of {model.stride})'
+    weights = external_data_file(args.out)
+    # above protobuf's 2 GB the weights cannot be inside the .onnx
+    beside = (
+        f' and its weights {weights} (above 2 GB: keep the two together)'
+        if weights
+        else ''
+    )
     print(
-        f'Wrote {args.out}: opset {args.opset}, input images '
+        f'Wrote {args.out}{beside}: opset {args.opset}, input images '
         f'(B, {model.in_channels}, H, W), outputs '
         f'{", ".join(model.output_names)}; dynamic axes: '
         f'{", ".join(dynamic) or "none"}{multiples}'
