@@ -132,6 +132,11 @@ class T2TClsHead(VisionTransformerClsHead):
             advice=FINE_TUNE_ADVICE,
         )
 
+    def attention_pool_weights(self, tokens: torch.Tensor) -> torch.Tensor:
+        """The weights ``(B, N, 1)`` that ``pool='attention'`` gives the
+        tokens ``(B, N, C)``: a softmax over the tokens."""
+        return self.attention_pool(tokens).softmax(dim=1)
+
     def pre_logits(self, feats: Sequence[torch.Tensor]) -> torch.Tensor:
         feat = feats[-1]
         if self.pool == 'attention':
@@ -144,7 +149,7 @@ class T2TClsHead(VisionTransformerClsHead):
                     "out_type='raw' (or 'featmap') in the backbone and "
                     'in_channels to its embed_dims.'
                 )
-            weights = self.attention_pool(feat).softmax(dim=1)  # (B, N, 1)
+            weights = self.attention_pool_weights(feat)
             return (weights.transpose(1, 2) @ feat).squeeze(1)
         if feat.dim() != 2 or feat.shape[1] != self.in_channels:
             raise ValueError(
