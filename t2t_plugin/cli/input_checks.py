@@ -21,6 +21,12 @@ DEFAULT_MAX_TOKENS = 4096
 IMAGE_SUFFIXES = ('.jpg', '.jpeg', '.png', '.bmp', '.webp', '.tif', '.tiff')
 
 
+class ArgumentRefused(ValueError):
+    """An option value refused after parsing (against the config or the
+    machine): tools report it as argparse does, in one line, exit code 2.
+    """
+
+
 def add_device_argument(parser: argparse.ArgumentParser) -> None:
     """``--device`` (default ``cpu``), checked by :func:`check_arguments`."""
     parser.add_argument(
@@ -56,7 +62,7 @@ def check_arguments(
             check_device(args.device)
         max_tokens = getattr(args, 'max_tokens', None)
         if max_tokens is not None and max_tokens < 1:
-            raise ValueError(
+            raise ArgumentRefused(
                 f'--max-tokens must be at least 1, got {max_tokens}'
             )
     except ValueError as error:
@@ -64,29 +70,29 @@ def check_arguments(
 
 
 def check_device(device: str) -> None:
-    """Refuse (ValueError) a device that torch does not know or that this
-    machine does not have, before a model is moved there."""
+    """Refuse (:class:`ArgumentRefused`) a device that torch does not know
+    or that this machine does not have, before a model is moved there."""
     try:
         parsed = torch.device(device)
     except RuntimeError:
-        raise ValueError(
+        raise ArgumentRefused(
             f"--device {device} is not a device; give 'cpu', 'cuda' or "
             "'cuda:N' (N from 0)."
         ) from None
     if parsed.type == 'cpu':
         return
     if parsed.type != 'cuda':
-        raise ValueError(
+        raise ArgumentRefused(
             f"--device {device}: the tools run on 'cpu' or 'cuda[:N]'."
         )
     if not torch.cuda.is_available():
-        raise ValueError(
+        raise ArgumentRefused(
             f'--device {device}: this machine has no CUDA device '
             '(torch.cuda.is_available() is False); use --device cpu.'
         )
     count = torch.cuda.device_count()
     if parsed.index is not None and parsed.index >= count:
-        raise ValueError(
+        raise ArgumentRefused(
             f'--device {device}: this machine has {count} CUDA device(s), '
             f'cuda:0 to cuda:{count - 1}.'
         )
@@ -113,12 +119,12 @@ def config_stride(cfg: Config) -> int:
 def check_shape_budget(
     shape: tuple[int, int], stride: int, max_tokens: int
 ) -> None:
-    """Refuse (ValueError) a ``--shape H W`` of more than ``max_tokens``
-    tokens, before a model is built and run at that size."""
+    """Refuse (:class:`ArgumentRefused`) a ``--shape H W`` of more than
+    ``max_tokens`` tokens, before a model is built and run at that size."""
     height, width = shape
     tokens = token_count(height, width, stride)
     if tokens > max_tokens:
-        raise ValueError(
+        raise ArgumentRefused(
             f'--shape {height} {width} is {tokens} tokens at stride '
             f'{stride}, above the budget of {max_tokens}; give a smaller '
             '--shape or raise --max-tokens.'
