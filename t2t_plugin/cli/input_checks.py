@@ -8,7 +8,7 @@ import inspect
 import math
 import sys
 from pathlib import Path
-from typing import NoReturn, Union
+from typing import NoReturn, Optional, Union
 
 import torch
 from mmengine.config import Config
@@ -117,17 +117,23 @@ def config_stride(cfg: Config) -> int:
 
 
 def check_shape_budget(
-    shape: tuple[int, int], stride: int, max_tokens: int
+    shape: tuple[int, int],
+    stride: int,
+    max_tokens: int,
+    option: Optional[str] = None,
 ) -> None:
-    """Refuse (:class:`ArgumentRefused`) a ``--shape H W`` of more than
-    ``max_tokens`` tokens, before a model is built and run at that size."""
+    """Refuse (:class:`ArgumentRefused`) an input size of more than
+    ``max_tokens`` tokens, before a model is built and run at that size;
+    ``option`` names it (default ``--shape H W``)."""
     height, width = shape
+    option = option or f'--shape {height} {width}'
     tokens = token_count(height, width, stride)
     if tokens > max_tokens:
+        flag = option.split()[0]
         raise ArgumentRefused(
-            f'--shape {height} {width} is {tokens} tokens at stride '
-            f'{stride}, above the budget of {max_tokens}; give a smaller '
-            '--shape or raise --max-tokens.'
+            f'{option} is {tokens} tokens at stride {stride}, above the '
+            f'budget of {max_tokens}; give a smaller {flag} or raise '
+            '--max-tokens.'
         )
 
 

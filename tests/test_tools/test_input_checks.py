@@ -12,6 +12,7 @@ DEMO = ROOT / 'configs/t2t-vit-mini_1xb64_digits.py'
 # positional arguments of each tool; the checkpoint does not exist, so a
 # tool that got as far as loading the model would say so instead
 TOOLS = {
+    'analysis_tools/benchmark': [str(DEMO)],
     'infer': ['{image}', str(DEMO), '{missing}'],
     'visualization/vis_attention': ['{image}', str(DEMO), '{missing}'],
     'visualization/vis_features': ['{image}', str(DEMO), '{missing}'],
@@ -92,3 +93,13 @@ def test_the_exporter_refuses_a_shape_above_the_token_budget(tmp_path):
         '--max-tokens.'
     ]
     assert not out.exists()
+
+
+def test_the_benchmark_refuses_a_side_above_the_token_budget():
+    done = run_main('analysis_tools/benchmark', DEMO, '--img-size', '200')
+    assert done.returncode == 2
+    assert done.stderr.strip().splitlines() == [
+        'benchmark.py: error: --img-size 200 is 10000 tokens at stride 2, '
+        'above the budget of 4096; give a smaller --img-size or raise '
+        '--max-tokens.'
+    ]
