@@ -207,13 +207,13 @@ def list_images(path: Union[str, Path]) -> list[Path]:
             and p.is_file()
             and not is_hidden(p, source)
         )
-        report_left_out(source)
         if not images:
             raise FileNotFoundError(
                 f'{source} is a folder without image files (names ending in '
                 f'{", ".join(IMAGE_SUFFIXES)}); give an image or a folder '
                 'of images.'
             )
+        report_left_out(source)
         return images
     if not source.is_file():
         raise FileNotFoundError(f'Image not found: {source}.')
@@ -306,7 +306,7 @@ def for_each_image(
 
 def add_image_arguments(parser: argparse.ArgumentParser, out_dir: str) -> None:
     """Positional image/config/checkpoint, ``--blocks``, ``--out-dir``,
-    ``--device``."""
+    ``--device``, ``--max-tokens``."""
     parser.add_argument(
         'image', help='image file, or a folder of images (or class folders)'
     )
