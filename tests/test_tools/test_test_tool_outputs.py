@@ -173,3 +173,25 @@ def test_show_dir_keeps_same_named_images_of_every_class_folder(tmp_path):
         f'{name}_{index}_0.png' for name in classes for index in range(8)
     ]
     assert {Image.open(path).size for path in drawn} == {(224, 224)}
+
+
+def test_readable_hook_under_mmpretrain_test_tool(tmp_path):
+    """A config that names the hook gets it through mmpretrain's own
+    tools/test.py --show-dir too."""
+    config = tmp_path / 'readable.py'
+    config.write_text(
+        f"_base_ = ['{DEMO}']\n"
+        'default_hooks = dict(visualization=dict('
+        "type='ReadableVisualizationHook'))\n"
+    )
+    weights = demo_weights(tmp_path)
+    tested = run_mmpretrain_tool(
+        'test', config, weights, '--work-dir', tmp_path / 'work',
+        '--show-dir', tmp_path / 'vis', '--interval', '50',
+    )  # fmt: skip
+    assert tested.returncode == 0, tested.stderr[-3000:]
+    drawn = sorted((tmp_path / 'vis').iterdir())
+    assert sorted(p.name for p in drawn) == sorted(
+        f'{index}_0.png' for index in range(0, 359, 50)
+    )
+    assert {Image.open(path).size for path in drawn} == {(224, 224)}
