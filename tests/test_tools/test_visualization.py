@@ -401,3 +401,19 @@ def test_tools_keep_to_the_token_budget_and_name_other_files(
     ]
     drawn = [line for line in captured.out.splitlines() if '.png' in line]
     assert drawn and all(Path(p).name.startswith('a_') for p in drawn)
+
+
+def test_figures_are_as_wide_as_their_title_and_labels(tmp_path):
+    from t2t_plugin.analysis.figures import save_panel_grid, upscale
+
+    panel = np.zeros((8, 8, 3), np.uint8)
+    assert upscale(panel).shape == (224, 224, 3)  # 28 times, pixels kept
+    assert upscale(panel[:, :4]).shape == (448, 224, 3)  # the short side
+    assert upscale(np.zeros((300, 500, 3), np.uint8)).shape == (300, 500, 3)
+    title = 'a title far wider than the one small panel below it'
+    label = 'a long label'
+    path = save_panel_grid([[(label, panel)]], tmp_path / 'f.png', title)
+    assert Image.open(path).size == (text_width(title) + 8, 22 + 16 + 8 + 8)
+    path = save_panel_grid([[(label, panel), ('b', panel)]], path)
+    # each column as wide as the widest label, 4 px gaps
+    assert Image.open(path).size == (3 * 4 + 2 * text_width(label), 16 + 8 + 8)
