@@ -5,6 +5,7 @@ from typing import Optional
 
 import numpy as np
 from mmengine.fileio import join_path
+from mmengine.runner import EpochBasedTrainLoop
 from mmengine.visualization import Visualizer
 from mmpretrain.engine.hooks import VisualizationHook
 from mmpretrain.registry import HOOKS
@@ -53,10 +54,8 @@ class ReadableVisualizationHook(VisualizationHook):
         data_batch: dict,
         outputs: Sequence[DataSample],
     ) -> None:
-        train_cfg = runner.cfg.get('train_cfg') or {}
-        by_epoch = train_cfg.get('by_epoch', True) and 'Iter' not in str(
-            train_cfg.get('type', '')
-        )
+        # the step of the training run, as upstream numbers its pictures
+        by_epoch = isinstance(runner.train_loop, EpochBasedTrainLoop)
         step = runner.epoch if by_epoch else runner.iter
         self.draw_batch(data_batch, outputs, step)
 
