@@ -195,3 +195,19 @@ def test_readable_hook_under_mmpretrain_test_tool(tmp_path):
         f'{index}_0.png' for index in range(0, 359, 50)
     )
     assert {Image.open(path).size for path in drawn} == {(224, 224)}
+
+
+def test_readable_hook_numbers_validation_pictures_by_epoch(tmp_path):
+    vis = tmp_path / 'vis'
+    trained = run_main(
+        'train', DEMO, '--work-dir', tmp_path / 'work', '--cfg-options',
+        'train_cfg.max_epochs=1', 'train_cfg.val_interval=1',
+        'default_hooks.visualization.type=ReadableVisualizationHook',
+        'default_hooks.visualization.enable=True',
+        'default_hooks.visualization.interval=100',
+        f'default_hooks.visualization.out_dir={vis}',
+    )  # fmt: skip
+    assert trained.returncode == 0, trained.stderr[-3000:]
+    assert sorted(p.name for p in vis.iterdir()) == [
+        f'{index}_1.png' for index in (0, 100, 200, 300)
+    ]
