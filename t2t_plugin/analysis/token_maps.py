@@ -15,7 +15,14 @@ def resolve_block_indices(
 ) -> list[int]:
     """Encoder block indices counted from 0, negative ones from the end (a
     ValueError for a block that does not exist)."""
-    num_layers = len(backbone.encoder)
+    return check_block_indices(len(backbone.encoder), layer_indices)
+
+
+def check_block_indices(
+    num_layers: int, layer_indices: Sequence[int]
+) -> list[int]:
+    """:func:`resolve_block_indices` for an encoder of ``num_layers``
+    blocks, e.g. read from a config before the model is built."""
     resolved = []
     for index in layer_indices:
         position = index + num_layers if index < 0 else index

@@ -116,6 +116,17 @@ def config_stride(cfg: Config) -> int:
     return math.prod(strides)
 
 
+def config_num_layers(cfg: Config) -> int:
+    """The encoder blocks of a config's T2T-ViT backbone, from its arch."""
+    from ..models import T2TViT
+
+    backbone = cfg.get('model', {}).get('backbone') or {}
+    arch = backbone.get(
+        'arch', inspect.signature(T2TViT).parameters['arch'].default
+    )
+    return T2TViT.resolve_arch(arch)['num_layers']
+
+
 def check_shape_budget(
     shape: tuple[int, int],
     stride: int,

@@ -24,7 +24,7 @@ from PIL import Image
 from rich.console import Console
 from torch import nn
 
-from ..analysis.token_maps import default_block_indices, resolve_block_indices
+from ..analysis.token_maps import check_block_indices, default_block_indices
 from ..engine.checkpoint import (
     check_finite_weights,
     checkpoint_state_dict,
@@ -37,6 +37,7 @@ from .input_checks import (
     add_device_argument,
     add_max_tokens_argument,
     check_arguments,
+    config_num_layers,
     is_hidden,
     report_left_out,
     token_count,
@@ -363,12 +364,12 @@ def draw_images(
         cfg = load_config(args.config)
         if check_config is not None:
             check_config(cfg, args)
-        model = load_model(cfg, args.checkpoint, args.device)
-        # checked once here, rather than failing on every image
-        blocks = resolve_block_indices(
-            model.backbone,
-            args.blocks or default_block_indices(len(model.backbone.encoder)),
+        # checked once here, before the weights are read
+        num_layers = config_num_layers(cfg)
+        blocks = check_block_indices(
+            num_layers, args.blocks or default_block_indices(num_layers)
         )
+        model = load_model(cfg, args.checkpoint, args.device)
     except LOAD_ERRORS as error:
         print(f'error: {error}', file=sys.stderr)
         return 1

@@ -170,17 +170,19 @@ def test_vis_attention_overlays_the_chosen_blocks(tiny, tmp_path, capsys):
     )
 
 
-def test_tools_report_user_mistakes_in_one_line(tiny, capsys):
-    config, checkpoint, images = tiny
+def test_tools_report_user_mistakes_in_one_line(tiny, tmp_path, capsys):
+    config, _, images = tiny
+    # read from the config: the (missing) checkpoint is never reached
+    missing = str(tmp_path / 'missing.pth')
     for tool, argv in (
         (vis_attention, ['--blocks', '5']),
         (vis_features, ['--blocks', '-3']),
     ):
-        assert (
-            tool.main([str(images), str(config), str(checkpoint)] + argv) == 1
-        )
-        err = capsys.readouterr().err.strip().splitlines()
-        assert len(err) == 1 and 'Block' in err[0]
+        assert tool.main([str(images), str(config), missing] + argv) == 1
+        assert capsys.readouterr().err.strip().splitlines() == [
+            f'error: Block {argv[1]} does not exist: the backbone has 2 '
+            'encoder blocks (0..1, or negative from the end).'
+        ]
 
 
 @pytest.mark.parametrize('tool', [vis_attention, vis_features])
