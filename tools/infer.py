@@ -2,6 +2,9 @@
 
 A thin wrapper of mmpretrain's ``ImageClassificationInferencer``; the model
 is a config file or a model name (``mmpretrain.list_models('*_t2tp')``).
+A folder is read with its class folders (``val/<class>/*.png``, as a
+dataset's); when their names are the model's classes, the top-1 accuracy
+of each class follows the predictions.
 """
 
 import argparse
@@ -16,9 +19,14 @@ import numpy as np
 from mmpretrain.apis import ImageClassificationInferencer
 
 from t2t_plugin.cli.arguments import add_cfg_options
+from t2t_plugin.cli.input_checks import (
+    add_device_argument,
+    add_max_tokens_argument,
+    check_arguments,
+)
 from t2t_plugin.cli.model_loading import (
-    DEFAULT_MAX_TOKENS,
     check_token_budget,
+    class_folder,
     for_each_image,
     list_images,
     load_model,
@@ -31,7 +39,9 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
         prog='infer.py', description=__doc__.splitlines()[0]
     )
-    parser.add_argument('image', help='image file, or a folder of images')
+    parser.add_argument(
+        'image', help='image file, or a folder of images (or class folders)'
+    )
     parser.add_argument(
         'model', help='config file, or a model name of list_models()'
     )
@@ -43,22 +53,13 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
     parser.add_argument(
         '--topk', type=int, default=5, help='classes to print (default 5)'
     )
-    parser.add_argument(
-        '--device', default='cpu', help="e.g. 'cpu' (default) or 'cuda:0'"
-    )
-    parser.add_argument(
-        '--max-tokens',
-        type=int,
-        default=DEFAULT_MAX_TOKENS,
-        help='refuse images that the test pipeline turns into more tokens '
-        f'(default {DEFAULT_MAX_TOKENS}, a 1024x1024 input at stride 16)',
-    )
+    add_device_argument(parser)
+    add_max_tokens_argument(parser)
     add_cfg_options(parser)
     args = parser.parse_args(argv)
     if args.topk < 1:
         parser.error(f'--topk must be at least 1, got {args.topk}')
-    if args.max_tokens < 1:
-        parser.error(f'--max-tokens must be at least 1, got {args.max_tokens}')
+    check_arguments(parser, args)
     return args
 
 
@@ -79,6 +80,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     # the same pipeline as the other tools: 1-channel models get grey levels
     inferencer.pipeline = test_pipeline(model._config)
 
+    top1: dict[Path, int] = {}
+
     def classify(image: Path) -> None:
         check_token_budget(model, image, args.max_tokens)
         # the inferencer draws a progress bar per call on stdout, where the
@@ -93,13 +96,64 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             )
         print(f'{image}:')
         classes = inferencer.classes
-        for rank, label in enumerate(
-            np.argsort(-scores, kind='stable')[: args.topk], 1
-        ):
+        ranked = np.argsort(-scores, kind='stable')
+        top1[image] = int(ranked[0])
+        for rank, label in enumerate(ranked[: args.topk], 1):
             name = classes[label] if classes else f'class {label}'
             print(f'{rank:>3}. {scores[label]:7.2%}  {name} (class {label})')
 
-    return for_each_image(images, classify)
+    code = for_each_image(images, classify)
+    report_class_accuracy(images, args.image, top1, inferencer.classes)
+    return code
+
+
+def report_class_accuracy(
+    images: Sequence[Path],
+    root: str,
+    top1: dict[Path, int],
+    classes: Optional[Sequence[str]],
+) -> None:
+    """The top-1 accuracy of each class folder of ``root`` and of them all
+    when the folders are named after the model's classes; else, if there
+    are class folders, one line saying why there is none."""
+    truth = {
+        image: folder
+        for image in images
+        if (folder := class_folder(image, root)) is not None
+    }
+    if not truth:
+        return
+    folders = sorted(set(truth.values()))
+    unknown = [name for name in folders if name not in (classes or ())]
+    if unknown:
+        why = (
+            f'{", ".join(unknown[:5])} are not among its '
+            f'{len(classes)} class names'
+            if classes
+            else 'it has no class names (the checkpoint meta gives them)'
+        )
+        print(
+            f'No accuracy: {root} has class folders, but the model does '
+            f'not know them: {why}.'
+        )
+        return
+    print(f'Top-1 accuracy by class folder of {root}:')
+    total = correct = 0
+    for name in folders:
+        judged = [
+            top1[image] == classes.index(name)
+            for image, folder in truth.items()
+            if folder == name and image in top1
+        ]
+        total, correct = total + len(judged), correct + sum(judged)
+        print(f'  {name}: {_share(sum(judged), len(judged))}')
+    print(f'  all: {_share(correct, total)}')
+
+
+def _share(correct: int, total: int) -> str:
+    if total == 0:
+        return 'no image read'
+    return f'{correct} of {total} ({correct / total:.2%})'
 
 
 if __name__ == '__main__':

@@ -55,8 +55,10 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
     parser.add_argument(
         '--show-dir',
         help='save images with their predictions drawn to this folder '
-        '(inside the work dir if relative); segmentation writes them to '
-        f'its vis_data/vis_image/ sub-folder ({doc_pages.CUSTOM_DATA})',
+        '(inside the work dir if relative); classification draws small '
+        'images at least 224 px wide, as <class folder>_<image>_0.png; '
+        'segmentation writes them to its vis_data/vis_image/ sub-folder '
+        f'({doc_pages.CUSTOM_DATA})',
     )
     parser.add_argument(
         '--wait-time',

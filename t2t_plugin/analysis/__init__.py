@@ -3,6 +3,7 @@
 from .complexity import PAPER_MACS, ModelComplexity, count_complexity
 from .curves import find_scalar_files, load_scalars, plot_curves
 from .token_maps import (
+    attention_pool_maps,
     cls_attention_maps,
     collect_token_maps,
     default_block_indices,
@@ -12,6 +13,7 @@ from .token_maps import (
 __all__ = [
     'PAPER_MACS',
     'ModelComplexity',
+    'attention_pool_maps',
     'cls_attention_maps',
     'collect_token_maps',
     'count_complexity',

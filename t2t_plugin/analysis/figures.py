@@ -15,6 +15,10 @@ from PIL import Image, ImageDraw, ImageFont
 GAP = 4
 LABEL_HEIGHT = 16
 TITLE_HEIGHT = 22
+FONT_SIZE = 11
+# pictures are drawn at least this wide and high: an 8 or 32 px input is
+# scaled up by a whole factor, so that its pixels stay square and visible
+MIN_PICTURE_SIDE = 224
 
 
 def colorize(
@@ -43,6 +47,25 @@ def resize_map(
     )[0, 0]
 
 
+def upscale(image: np.ndarray, min_side: int = MIN_PICTURE_SIDE) -> np.ndarray:
+    """An ``(h, w, C)`` image repeated by the smallest whole factor that
+    makes both sides at least ``min_side`` (nearest neighbour: the pixels
+    stay sharp); larger images unchanged."""
+    factor = -(-min_side // min(image.shape[:2]))
+    if factor <= 1:
+        return image
+    return image.repeat(factor, axis=0).repeat(factor, axis=1)
+
+
+def text_width(text: str) -> int:
+    """Width in pixels of ``text`` in the figures' font."""
+    return int(np.ceil(_font().getlength(text)))
+
+
+def _font() -> ImageFont.ImageFont:
+    return ImageFont.load_default(size=FONT_SIZE)
+
+
 def overlay(
     image: np.ndarray,
     heat: torch.Tensor,
@@ -63,13 +86,22 @@ def save_panel_grid(
 ) -> Path:
     """Write rows of ``(label, image)`` panels (``(h, w, 3)`` uint8, all
     of one size; short rows left-aligned) under an optional title line to
-    the PNG ``path`` (folders created; returned)."""
+    the PNG ``path`` (folders created; returned). Columns are widened to
+    their labels and the figure to its title."""
     height, width = panel_size = rows[0][0][1].shape[:2]
     cols = max(len(row) for row in rows)
+    # columns as wide as their widest label and the figure as wide as its
+    # title, so that no text is cut
+    column = max(
+        width, *(text_width(label) for row in rows for label, _ in row)
+    )
     canvas = Image.new(
         'RGB',
         (
-            cols * width + (cols + 1) * GAP,
+            max(
+                cols * column + (cols + 1) * GAP,
+                text_width(title or '') + 2 * GAP,
+            ),
             int(bool(title)) * TITLE_HEIGHT
             + len(rows) * (height + LABEL_HEIGHT)
             + (len(rows) + 1) * GAP,
@@ -77,7 +109,7 @@ def save_panel_grid(
         'white',
     )
     draw = ImageDraw.Draw(canvas)
-    font = ImageFont.load_default(size=11)
+    font = _font()
     top = GAP
     if title:
         draw.text((GAP, GAP), title, fill='black', font=font)
@@ -89,7 +121,7 @@ def save_panel_grid(
                     f'Panel {label!r} is {image.shape[:2]}, the others '
                     f'{panel_size}; give panels of one size.'
                 )
-            left = GAP + col * (width + GAP)
+            left = GAP + col * (column + GAP)
             draw.text((left, top), label, fill='black', font=font)
             canvas.paste(Image.fromarray(image), (left, top + LABEL_HEIGHT))
         top += LABEL_HEIGHT + height + GAP

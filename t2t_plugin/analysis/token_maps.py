@@ -15,7 +15,14 @@ def resolve_block_indices(
 ) -> list[int]:
     """Encoder block indices counted from 0, negative ones from the end (a
     ValueError for a block that does not exist)."""
-    num_layers = len(backbone.encoder)
+    return check_block_indices(len(backbone.encoder), layer_indices)
+
+
+def check_block_indices(
+    num_layers: int, layer_indices: Sequence[int]
+) -> list[int]:
+    """:func:`resolve_block_indices` for an encoder of ``num_layers``
+    blocks, e.g. read from a config before the model is built."""
     resolved = []
     for index in layer_indices:
         position = index + num_layers if index < 0 else index
@@ -124,3 +131,29 @@ def cls_attention_maps(
 
     _forward_with_hooks(backbone, images, [(attn, read) for attn in blocks])
     return captured
+
+
+@torch.no_grad()
+def attention_pool_maps(
+    classifier: nn.Module, images: torch.Tensor
+) -> torch.Tensor:
+    """The weight a ``T2TClsHead(pool='attention')`` gives each image
+    token when it pools them, ``(B, h, w)``: where a model without a class
+    token looks. The weights are the head's own
+    (``attention_pool_weights``) and sum to 1 over all its tokens."""
+    head = classifier.head
+    if getattr(head, 'pool', None) != 'attention':
+        raise ValueError(
+            "The pooling weights need a head with pool='attention' "
+            '(T2TClsHead).'
+        )
+    tokens = classifier.extract_feat(images)[-1]
+    if tokens.dim() == 4:  # (B, C, h, w) -> (B, h*w, C), as the head reads
+        tokens = tokens.flatten(2).transpose(1, 2)
+    backbone = classifier.backbone
+    height, width = backbone.tokens_to_token.output_sizes(
+        tuple(images.shape[-2:])
+    )[-1]
+    weights = head.attention_pool_weights(tokens)[..., 0]
+    # a class token, if any, comes first
+    return weights[:, -height * width :].reshape(-1, height, width).float()

@@ -147,6 +147,9 @@ def enable_show(
     common = dict(interval=interval, show=show, wait_time=wait_time)
     if scope == 'mmpretrain':
         hook.update(enable=True, out_dir=out_dir, **common)
+        if str(hook.get('type')).split('.')[-1] == 'VisualizationHook':
+            # the same hook, drawing small images at a readable size
+            hook.type = 'ReadableVisualizationHook'
         return
     hook.update(draw=True, **common)
     if out_dir and scope == 'mmseg':

@@ -3,7 +3,6 @@ refused if not finite and loaded strictly (``get_model`` only warns), a
 token budget per image, and one bad image not stopping the others."""
 
 import argparse
-import math
 import os
 import sys
 import tempfile
@@ -25,7 +24,7 @@ from PIL import Image
 from rich.console import Console
 from torch import nn
 
-from ..analysis.token_maps import default_block_indices, resolve_block_indices
+from ..analysis.token_maps import check_block_indices, default_block_indices
 from ..engine.checkpoint import (
     check_finite_weights,
     checkpoint_state_dict,
@@ -33,13 +32,18 @@ from ..engine.checkpoint import (
     read_checkpoint,
 )
 from ..engine.config import load_config
+from .input_checks import (
+    IMAGE_SUFFIXES,
+    add_device_argument,
+    add_max_tokens_argument,
+    check_arguments,
+    config_num_layers,
+    is_hidden,
+    report_left_out,
+    token_count,
+)
 from .reporting import LOAD_ERRORS, one_line, progress
 
-IMAGE_SUFFIXES = ('.jpg', '.jpeg', '.png', '.bmp', '.webp', '.tif', '.tiff')
-# 64x64 tokens, a 1024x1024 image at stride 16: attention memory grows with
-# the square of the tokens, so a huge image on a pipeline without a resize
-# is refused rather than left to exhaust the memory.
-DEFAULT_MAX_TOKENS = 4096
 # What a bad image file raises on decoding: OpenCV asserts (cv2.error) on
 # an empty or damaged buffer, instead of returning None.
 IMAGE_ERRORS = (OSError, ValueError, TypeError, cv2.error)
@@ -178,8 +182,9 @@ def check_token_budget(
     else:
         packed = test_pipeline(model._config)(read_image_input(image))
         height, width = packed['inputs'].shape[-2:]
-    stride = model.backbone.tokens_to_token.total_stride
-    tokens = math.ceil(height / stride) * math.ceil(width / stride)
+    tokens = token_count(
+        height, width, model.backbone.tokens_to_token.total_stride
+    )
     if tokens > max_tokens:
         raise ValueError(
             f'{image}: the test pipeline gives a {width}x{height} input, '
@@ -190,12 +195,18 @@ def check_token_budget(
 
 
 def list_images(path: Union[str, Path]) -> list[Path]:
-    """An image file, or the image files of a folder, sorted
-    (FileNotFoundError if there is none)."""
+    """An image file, or the image files of a folder and of its
+    sub-folders (class folders, as a dataset's ``val/<class>/``), sorted;
+    other files are named in one line on stderr, hidden ones skipped
+    (FileNotFoundError if there is no image)."""
     source = Path(path)
     if source.is_dir():
         images = sorted(
-            p for p in source.iterdir() if p.suffix.lower() in IMAGE_SUFFIXES
+            p
+            for p in source.rglob('*')
+            if p.suffix.lower() in IMAGE_SUFFIXES
+            and p.is_file()
+            and not is_hidden(p, source)
         )
         if not images:
             raise FileNotFoundError(
@@ -203,10 +214,19 @@ def list_images(path: Union[str, Path]) -> list[Path]:
                 f'{", ".join(IMAGE_SUFFIXES)}); give an image or a folder '
                 'of images.'
             )
+        report_left_out(source)
         return images
     if not source.is_file():
         raise FileNotFoundError(f'Image not found: {source}.')
     return [source]
+
+
+def class_folder(image: Path, root: Union[str, Path]) -> Optional[str]:
+    """The class folder of an image found by :func:`list_images` in
+    ``root``: the first folder below ``root``, None for an image directly
+    in it (or ``root`` itself)."""
+    parts = image.relative_to(root).parts if Path(root).is_dir() else ()
+    return parts[0] if len(parts) > 1 else None
 
 
 @torch.no_grad()
@@ -287,8 +307,10 @@ def for_each_image(
 
 def add_image_arguments(parser: argparse.ArgumentParser, out_dir: str) -> None:
     """Positional image/config/checkpoint, ``--blocks``, ``--out-dir``,
-    ``--device``."""
-    parser.add_argument('image', help='image file, or a folder of images')
+    ``--device``, ``--max-tokens``."""
+    parser.add_argument(
+        'image', help='image file, or a folder of images (or class folders)'
+    )
     parser.add_argument('config', help='model config file')
     parser.add_argument('checkpoint', help='checkpoint file')
     parser.add_argument(
@@ -298,39 +320,64 @@ def add_image_arguments(parser: argparse.ArgumentParser, out_dir: str) -> None:
         help='encoder blocks, from 0 (default: first, middle, last)',
     )
     parser.add_argument('--out-dir', default=out_dir, help='PNG folder')
-    parser.add_argument('--device', default='cpu', help="e.g. 'cuda:0'")
+    add_device_argument(parser)
+    add_max_tokens_argument(parser)
+
+
+def parse_image_arguments(
+    parser: argparse.ArgumentParser, argv: Optional[Sequence[str]]
+) -> argparse.Namespace:
+    """Parse the command line of a tool of :func:`add_image_arguments`,
+    with the shared checks (:func:`check_arguments`)."""
+    args = parser.parse_args(argv)
+    check_arguments(parser, args)
+    return args
+
+
+def image_stem(image: Path, root: Union[str, Path]) -> str:
+    """A name for the files drawn of ``image``, found by
+    :func:`list_images` in ``root``: its stem, after its folders below
+    ``root`` (``cat_001`` for ``root/cat/001.png``), so that images of one
+    name in two class folders do not overwrite each other's drawings."""
+    if not Path(root).is_dir():
+        return image.stem
+    relative = image.relative_to(root)
+    return '_'.join((*relative.parent.parts, relative.stem))
 
 
 def draw_images(
     args: argparse.Namespace,
     draw: Callable[..., Sequence[Path]],
-    needs_cls_token: bool = False,
+    check_config: Optional[
+        Callable[[Config, argparse.Namespace], None]
+    ] = None,
 ) -> int:
-    """Run ``draw(model, image, blocks, args)`` on every image of
-    ``args.image`` (:func:`add_image_arguments`) and print the PNG paths;
-    ``needs_cls_token`` refuses backbones without a class token. Returns
-    the exit code."""
+    """Run ``draw(model, image, blocks, args, stem)`` on every image of
+    ``args.image`` (:func:`add_image_arguments`; ``stem`` of
+    :func:`image_stem`) within the token budget, and print the PNG paths.
+    ``check_config(cfg, args)`` raises ValueError for a config the tool
+    cannot draw, before the model is loaded. Returns the exit code."""
     console = Console(soft_wrap=True)
     try:
         images = list_images(args.image)
         check_writable_folder(args.out_dir, '--out-dir')
-        model = load_model(args.config, args.checkpoint, args.device)
-        if needs_cls_token and not model.backbone.with_cls_token:
-            raise ValueError(
-                'The class-token attention needs a backbone '
-                'with with_cls_token=True.'
-            )
-        # checked once here, rather than failing on every image
-        blocks = resolve_block_indices(
-            model.backbone,
-            args.blocks or default_block_indices(len(model.backbone.encoder)),
+        cfg = load_config(args.config)
+        if check_config is not None:
+            check_config(cfg, args)
+        # checked once here, before the weights are read
+        num_layers = config_num_layers(cfg)
+        blocks = check_block_indices(
+            num_layers, args.blocks or default_block_indices(num_layers)
         )
+        model = load_model(cfg, args.checkpoint, args.device)
     except LOAD_ERRORS as error:
         print(f'error: {error}', file=sys.stderr)
         return 1
 
     def work(image: Path) -> None:
-        for path in draw(model, image, blocks, args):
+        check_token_budget(model, image, args.max_tokens)
+        stem = image_stem(image, args.image)
+        for path in draw(model, image, blocks, args, stem):
             console.print(str(path), markup=False, highlight=False)
 
     return for_each_image(images, work, console)

@@ -6,6 +6,8 @@ from .onnx_export import (
     build_exportable,
     check_input_size,
     export_onnx,
+    external_data_file,
+    tensor_bytes,
 )
 from .runtimes import (
     RuntimeSession,
@@ -23,7 +25,9 @@ __all__ = [
     'check_input_size',
     'compare',
     'export_onnx',
+    'external_data_file',
     'max_abs_diff',
     'quantize_int8',
     'sample_images',
+    'tensor_bytes',
 ]

@@ -28,6 +28,9 @@ OUTPUTS = ('logits', 'scores')
 # torch.export needs an upper bound for a symbolic size
 MAX_BATCH = 4096
 MAX_SIDE = 8192
+# protobuf refuses messages of 2 GiB or more; a model whose tensors leave
+# less than 64 MiB for the graph keeps its weights in a file beside it
+INLINE_LIMIT = 2**31 - 2**26
 
 
 class ModelForExport(nn.Module):
@@ -187,6 +190,29 @@ def _load_parts(
         load_state_dict_strictly(part, {'state_dict': own}, str(checkpoint))
 
 
+def tensor_bytes(module: nn.Module) -> int:
+    """Bytes of a module's parameters and buffers, each tensor once."""
+    tensors = {id(t): t for t in (*module.parameters(), *module.buffers())}
+    return sum(t.numel() * t.element_size() for t in tensors.values())
+
+
+def external_data_file(path: Union[str, Path]) -> Optional[Path]:
+    """The file beside an ONNX model that holds its weights, or None for
+    a self-contained model."""
+    import onnx
+    from onnx.external_data_helper import (
+        ExternalDataInfo,
+        uses_external_data,
+    )
+
+    path = Path(path)
+    graph = onnx.load(str(path), load_external_data=False).graph
+    for tensor in graph.initializer:
+        if uses_external_data(tensor):
+            return path.parent / ExternalDataInfo(tensor).location
+    return None
+
+
 def export_onnx(
     model: ExportableModel,
     path: Union[str, Path],
@@ -194,16 +220,25 @@ def export_onnx(
     dynamic_batch: bool = True,
     dynamic_size: bool = True,
     batch_size: int = 2,
+    external_data: Optional[bool] = None,
 ) -> Path:
     """Write ``model`` as an ONNX file with one input called ``images``.
 
     Batch, height and width (multiples of ``model.stride``) are symbolic
     unless made static; the graph is captured with a batch of
-    ``batch_size``, the file's batch when that axis is static. Raises
-    ValueError if the model cannot be captured.
+    ``batch_size``, the file's batch when that axis is static. The file
+    holds its weights (it loads alone from any folder) unless
+    ``external_data`` is True, or None and they exceed protobuf's 2 GB
+    limit: then they go to ``<path>.data`` beside it
+    (:func:`external_data_file`). Raises ValueError if the model cannot be
+    captured.
     """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
+    if external_data is None:
+        external_data = tensor_bytes(model.module) > INLINE_LIMIT
+    # the weights of an earlier export to this path would be left stale
+    path.with_name(path.name + '.data').unlink(missing_ok=True)
     axes: dict[int, object] = {}
     if dynamic_batch:
         axes[0] = torch.export.Dim('batch', min=1, max=MAX_BATCH)
@@ -227,6 +262,7 @@ def export_onnx(
                 input_names=['images'],
                 output_names=model.output_names,
                 dynamic_shapes=(axes,),
+                external_data=external_data,
                 # onnxscript's optimizer removes additions of constants
                 # that math.isclose(c, 0, abs_tol=1e-8) calls zero, among
                 # them the performer's `+ 1e-8` (no-op rule `add_0`), which

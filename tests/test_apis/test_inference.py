@@ -489,3 +489,59 @@ def test_offline_and_damaged_downloads_are_one_line(
     assert line.endswith(
         f'a damaged download of {url}: delete {cached} to download it again.'
     ), line
+
+
+def test_infer_tool_walks_class_folders_and_scores_each_class(
+    tmp_path, capsys
+):
+    infer = load_tool('tools/infer.py')
+    names = [f'c{index}' for index in range(10)]
+    config, checkpoint, _ = write_tiny_model(
+        tmp_path, extra=dict(dataset_meta=dict(classes=names))
+    )
+    val = tmp_path / 'val'
+    images = {}
+    for folder, seeds in (('c3', (0, 1, 2)), ('c7', (3, 4))):
+        (val / folder).mkdir(parents=True)
+        for seed in seeds:
+            images[write_image(val / folder / f'{seed}.png', seed=seed)] = (
+                folder
+            )
+    (val / 'c3' / 'anim.gif').write_bytes(b'GIF89a')
+    # the reference: mmpretrain's inferencer on each image
+    model = load_model(config, str(checkpoint))
+    top1 = {
+        image: names[int(scores(model, str(image)).argmax())]
+        for image in images
+    }
+    capsys.readouterr()
+
+    assert infer.main([str(val), str(config), str(checkpoint)]) == 0
+    captured = capsys.readouterr()
+    assert captured.err.strip().splitlines() == [
+        f'warning: 1 file(s) of {val} left out, not of an image kind read '
+        'here (.jpg, .jpeg, .png, .bmp, .webp, .tif, .tiff): c3/anim.gif'
+    ]
+    out = captured.out.splitlines()
+    assert [line for line in out if line.endswith('.png:')] == [
+        f'{image}:' for image in sorted(images)
+    ]
+    hits = {
+        folder: sum(top1[i] == folder for i in images if images[i] == folder)
+        for folder in ('c3', 'c7')
+    }
+    total = sum(hits.values())
+    assert out[-4:] == [
+        f'Top-1 accuracy by class folder of {val}:',
+        f'  c3: {hits["c3"]} of 3 ({hits["c3"] / 3:.2%})',
+        f'  c7: {hits["c7"]} of 2 ({hits["c7"] / 2:.2%})',
+        f'  all: {total} of 5 ({total / 5:.2%})',
+    ]
+
+    (val / 'cat').mkdir()
+    write_image(val / 'cat' / 'x.png')
+    assert infer.main([str(val), str(config), str(checkpoint)]) == 0
+    assert capsys.readouterr().out.splitlines()[-1] == (
+        f'No accuracy: {val} has class folders, but the model does not '
+        'know them: cat are not among its 10 class names.'
+    )

@@ -8,6 +8,7 @@ in float32, to 1e-4, at the size of the capture and at another batch and
 import ctypes
 import gc
 import json
+import shutil
 
 import numpy as np
 import pytest
@@ -19,6 +20,7 @@ from t2t_plugin.deployment import (
     build_exportable,
     compare,
     export_onnx,
+    external_data_file,
     quantize_int8,
     sample_images,
 )
@@ -330,6 +332,53 @@ def test_tool_exports_and_verifies(tool, digits_checkpoint, tmp_path, capsys):
     assert len(diffs) == (6 if _has('openvino') else 3)
     assert max(diffs) < ATOL
     assert out.stat().st_size > 0
+
+
+@pytest.mark.parametrize('above_limit', [False, True])
+def test_tool_writes_one_file_that_loads_from_another_folder(
+    tool, digits_checkpoint, tmp_path, capsys, monkeypatch, above_limit
+):
+    """Below protobuf's 2 GB the .onnx holds its weights; above it (a
+    limit of 0 bytes here) they go beside it and both paths are printed."""
+    from t2t_plugin.deployment import onnx_export
+
+    if above_limit:
+        monkeypatch.setattr(onnx_export, 'INLINE_LIMIT', 0)
+    config = str(ROOT / 'configs' / 't2t-vit-mini_1xb64_digits.py')
+    out = tmp_path / 'export' / 'digits.onnx'
+    # weights of an earlier export with external data must not linger
+    out.parent.mkdir()
+    (tmp_path / 'export' / 'digits.onnx.data').write_bytes(b'stale')
+    assert tool.main([config, str(digits_checkpoint), str(out)]) == 0
+    printed = [
+        line
+        for line in capsys.readouterr().out.splitlines()
+        if line.startswith('Wrote')
+    ]
+    data = tmp_path / 'export' / 'digits.onnx.data'
+    beside = (
+        f' and its weights {data} (above 2 GB: keep the two together)'
+        if above_limit
+        else ''
+    )
+    assert len(printed) == 1
+    assert printed[0].startswith(f'Wrote {out}{beside}: opset 18, ')
+    written = sorted(p.name for p in out.parent.iterdir())
+    assert written == ['digits.onnx'] + ['digits.onnx.data'] * above_limit
+    assert external_data_file(out) == (data if above_limit else None)
+
+    moved = tmp_path / 'elsewhere'
+    moved.mkdir()
+    for name in written:  # the .onnx alone, or with its weights
+        shutil.move(out.parent / name, moved / name)
+    shutil.rmtree(out.parent)
+    session = RuntimeSession(moved / 'digits.onnx', 'onnxruntime')
+    model = build_exportable(config, digits_checkpoint)
+    images = sample_images(
+        2, model.input_size, model.in_channels, model.mean, model.std
+    )
+    diffs = compare(model.module, session, {'real': images})
+    assert diffs['real'] < ATOL
 
 
 def _has(module):

@@ -224,3 +224,29 @@ def test_counting_by_shape_gives_what_the_real_kernel_gives(tiny_t2t_vit):
     total, attention = expected_macs('transformer', 32, 32, 2, 64, 16, 0)
     assert result.macs == real.total() == total
     assert result.attention_macs == attention
+
+
+def test_shapes_above_the_token_budget_are_refused_before_building(
+    capsys, monkeypatch
+):
+    def no_model(cfg):  # the check comes first: no model is built
+        raise AssertionError('a model was built')
+
+    monkeypatch.setattr(get_flops.MODELS, 'build', no_model)
+    config = str(ROOT / 'configs/t2t-vit-14_8xb64_in1k.py')
+    # 100000 / 16 = 6250 tokens a side at the soft splits' stride 16
+    assert get_flops.main([config, '--shape', '100000', '100000']) == 2
+    assert capsys.readouterr().err.strip().splitlines() == [
+        'get_flops.py: error: --shape 100000 100000 is 39062500 tokens at '
+        'stride 16, above the budget of 4096; give a smaller --shape or '
+        'raise --max-tokens.'
+    ]
+    # 65 x 64 tokens; the lite recipe's stride is 2 * 1 * 2 = 4
+    lite = str(ROOT / 'configs/t2t-vit-lite_1xb64_custom-32px.py')
+    for argv, tokens, stride in (
+        ([config, '--shape', '1040', '1024'], 4160, 16),
+        ([lite, '--shape', '260', '256'], 4160, 4),
+    ):
+        assert get_flops.main(argv) == 2
+        err = capsys.readouterr().err
+        assert f'is {tokens} tokens at stride {stride}, above' in err

@@ -1,6 +1,6 @@
 """tools/test.py as mmpretrain's: --tta, refused NaN weights, flagged NaN
-outputs (also by a Runner of the config); the demo config under
-mmpretrain's own tools/train.py."""
+outputs (also by a Runner of the config), --show-dir pictures; the demo
+config under mmpretrain's own tools/train.py."""
 
 import pickle
 from pathlib import Path
@@ -10,12 +10,13 @@ import torch
 from mmengine.config import Config
 from mmengine.runner import Runner
 from mmpretrain.registry import MODELS
+from PIL import Image
 
 import t2t_plugin  # noqa: F401
 from t2t_plugin.engine import CheckpointMismatchError
 from t2t_plugin.engine.hooks import RunCheckError
 
-from ..helpers import ROOT, run_main, run_mmpretrain_tool
+from ..helpers import ROOT, run_main, run_mmpretrain_tool, write_image
 
 DEMO = ROOT / 'configs/t2t-vit-mini_1xb64_digits.py'
 
@@ -128,3 +129,85 @@ def test_demo_config_trains_under_mmpretrain_train_tool(tmp_path):
     )  # fmt: skip
     assert trained.returncode == 0, trained.stderr[-3000:]
     assert (tmp_path / 'epoch_1.pth').is_file()
+
+
+def test_show_dir_draws_every_interval_th_demo_digit_readably(tmp_path):
+    """The 8x8 digits, without file names, drawn at 224x224: every 7th
+    of the 359, none overwritten by the smaller last batch (128, 128,
+    103)."""
+    weights = demo_weights(tmp_path)
+    tested = run_main(
+        'test', DEMO, weights, '--work-dir', tmp_path / 'work',
+        '--show-dir', 'vis', '--interval', '7',
+    )  # fmt: skip
+    assert tested.returncode == 0, tested.stderr[-3000:]
+    drawn = sorted((tmp_path / 'work' / 'vis').iterdir())
+    assert sorted(p.name for p in drawn) == sorted(
+        f'{index}_0.png' for index in range(0, 359, 7)
+    )
+    for path in drawn[:5]:
+        assert Image.open(path).size == (224, 224)  # 8 px x 28
+
+
+def test_show_dir_keeps_same_named_images_of_every_class_folder(tmp_path):
+    """The 32 px recipe on a 3-class folder with the same 8 file names in
+    each class: 24 pictures of 224x224, the class folder in their names."""
+    config = ROOT / 'configs/t2t-vit-lite_1xb64_custom-32px.py'
+    model = MODELS.build(Config.fromfile(str(config)).model)
+    weights = tmp_path / 'lite.pth'
+    torch.save(dict(state_dict=model.state_dict()), weights)
+    classes = ('ant', 'bee', 'cat')
+    for name in classes:
+        (tmp_path / 'data' / 'val' / name).mkdir(parents=True)
+        for index in range(8):
+            write_image(tmp_path / 'data' / 'val' / name / f'{index}.png')
+    tested = run_main(
+        'test', config, weights, '--work-dir', tmp_path / 'work',
+        '--show-dir', 'vis', '--cfg-options',
+        f'test_dataloader.dataset.data_root={tmp_path / "data"}',
+        'test_dataloader.batch_size=10',
+    )  # fmt: skip
+    assert tested.returncode == 0, tested.stderr[-3000:]
+    drawn = sorted((tmp_path / 'work' / 'vis').iterdir())
+    assert [p.name for p in drawn] == [
+        f'{name}_{index}_0.png' for name in classes for index in range(8)
+    ]
+    assert {Image.open(path).size for path in drawn} == {(224, 224)}
+
+
+def test_readable_hook_under_mmpretrain_test_tool(tmp_path):
+    """A config that names the hook gets it through mmpretrain's own
+    tools/test.py --show-dir too."""
+    config = tmp_path / 'readable.py'
+    config.write_text(
+        f"_base_ = ['{DEMO}']\n"
+        'default_hooks = dict(visualization=dict('
+        "type='ReadableVisualizationHook'))\n"
+    )
+    weights = demo_weights(tmp_path)
+    tested = run_mmpretrain_tool(
+        'test', config, weights, '--work-dir', tmp_path / 'work',
+        '--show-dir', tmp_path / 'vis', '--interval', '50',
+    )  # fmt: skip
+    assert tested.returncode == 0, tested.stderr[-3000:]
+    drawn = sorted((tmp_path / 'vis').iterdir())
+    assert sorted(p.name for p in drawn) == sorted(
+        f'{index}_0.png' for index in range(0, 359, 50)
+    )
+    assert {Image.open(path).size for path in drawn} == {(224, 224)}
+
+
+def test_readable_hook_numbers_validation_pictures_by_epoch(tmp_path):
+    vis = tmp_path / 'vis'
+    trained = run_main(
+        'train', DEMO, '--work-dir', tmp_path / 'work', '--cfg-options',
+        'train_cfg.max_epochs=1', 'train_cfg.val_interval=1',
+        'default_hooks.visualization.type=ReadableVisualizationHook',
+        'default_hooks.visualization.enable=True',
+        'default_hooks.visualization.interval=100',
+        f'default_hooks.visualization.out_dir={vis}',
+    )  # fmt: skip
+    assert trained.returncode == 0, trained.stderr[-3000:]
+    assert sorted(p.name for p in vis.iterdir()) == [
+        f'{index}_1.png' for index in (0, 100, 200, 300)
+    ]

@@ -6,12 +6,19 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from mmengine.config import Config
+from mmpretrain.registry import MODELS
 from PIL import Image
 
-from t2t_plugin.analysis import cls_attention_maps, collect_token_maps
+from t2t_plugin.analysis import (
+    attention_pool_maps,
+    cls_attention_maps,
+    collect_token_maps,
+)
+from t2t_plugin.analysis.figures import text_width
 from t2t_plugin.cli.model_loading import load_model, preprocess_image
 
-from ..helpers import load_tool, write_image, write_tiny_model
+from ..helpers import ROOT, load_tool, write_image, write_tiny_model
 
 vis_features = load_tool('tools/visualization/vis_features.py')
 vis_attention = load_tool('tools/visualization/vis_attention.py')
@@ -137,8 +144,9 @@ def test_vis_attention_overlays_the_chosen_blocks(tiny, tmp_path, capsys):
     )
     path = out_dir / 'a_attention.png'
     assert capsys.readouterr().out.split() == [str(path)]
-    # the 32 px input, then blocks 0 and 1 (first, middle and last of two)
-    assert _png(path) == (3 * 32 + 4 * 4, 22 + 16 + 32 + 2 * 4)
+    # the 32 px input scaled up 7 times to 224 px, then blocks 0 and 1
+    # (first, middle and last of two)
+    assert _png(path) == (3 * 224 + 4 * 4, 22 + 16 + 224 + 2 * 4)
 
     assert (
         vis_attention.main(
@@ -157,22 +165,24 @@ def test_vis_attention_overlays_the_chosen_blocks(tiny, tmp_path, capsys):
     )
     # rows: the input; block 1 as the head mean and its two heads
     assert _png(out_dir / 'b_attention.png') == (
-        3 * 32 + 4 * 4,
-        22 + 2 * 48 + 3 * 4,
+        3 * 224 + 4 * 4,
+        22 + 2 * (16 + 224) + 3 * 4,
     )
 
 
-def test_tools_report_user_mistakes_in_one_line(tiny, capsys):
-    config, checkpoint, images = tiny
+def test_tools_report_user_mistakes_in_one_line(tiny, tmp_path, capsys):
+    config, _, images = tiny
+    # read from the config: the (missing) checkpoint is never reached
+    missing = str(tmp_path / 'missing.pth')
     for tool, argv in (
         (vis_attention, ['--blocks', '5']),
         (vis_features, ['--blocks', '-3']),
     ):
-        assert (
-            tool.main([str(images), str(config), str(checkpoint)] + argv) == 1
-        )
-        err = capsys.readouterr().err.strip().splitlines()
-        assert len(err) == 1 and 'Block' in err[0]
+        assert tool.main([str(images), str(config), missing] + argv) == 1
+        assert capsys.readouterr().err.strip().splitlines() == [
+            f'error: Block {argv[1]} does not exist: the backbone has 2 '
+            'encoder blocks (0..1, or negative from the end).'
+        ]
 
 
 @pytest.mark.parametrize('tool', [vis_attention, vis_features])
@@ -249,3 +259,163 @@ def test_a_read_only_out_dir_is_refused_before_the_work(
         f'error: --out-dir {folder} cannot take files (Permission denied); '
         'give a writable folder.'
     ]
+
+
+LITE = ROOT / 'configs/t2t-vit-lite_1xb64_custom-32px.py'
+DEMO = ROOT / 'configs/t2t-vit-mini_1xb64_digits.py'
+
+
+def random_checkpoint(config, folder):
+    """A checkpoint of ``config``'s model with random weights."""
+    model = MODELS.build(Config.fromfile(str(config)).model)
+    with torch.no_grad():
+        for param in model.parameters():
+            param.normal_(0, 0.2)
+    path = Path(folder) / f'{Path(config).stem}.pth'
+    torch.save(dict(state_dict=model.state_dict()), path)
+    return path
+
+
+def test_pooling_weights_are_the_heads_softmax_over_tokens(tmp_path):
+    checkpoint = random_checkpoint(LITE, tmp_path)
+    model = load_model(str(LITE), str(checkpoint))
+    inputs, _ = preprocess_image(model, write_image(tmp_path / 'a.png'))
+    maps = attention_pool_maps(model, inputs)
+    assert maps.shape == (1, 8, 8)  # 32 px at stride 4
+    with torch.no_grad():
+        tokens = model.backbone(inputs)[-1]  # (1, 64, 128), no class token
+        pool = model.head.attention_pool
+        scores = (tokens @ pool.weight.t() + pool.bias)[..., 0]
+        expected = scores.exp() / scores.exp().sum(1, keepdim=True)
+    torch.testing.assert_close(maps.flatten(1), expected, atol=1e-6, rtol=0)
+    assert abs(maps.sum().item() - 1) < 1e-5
+
+
+@pytest.mark.parametrize('config, side', [(LITE, 32), (DEMO, 8)])
+def test_vis_attention_draws_small_inputs_readably(
+    tmp_path, capsys, config, side
+):
+    """The 32 px recipe without a class token: its pooling weights; the
+    8 px demo: its class token. Panels at least 224 px, titles whole."""
+    checkpoint = random_checkpoint(config, tmp_path)
+    images = tmp_path / 'images'
+    for folder in ('cat', 'dog'):  # one file name in two class folders
+        (images / folder).mkdir(parents=True)
+        write_image(images / folder / '001.png', (side, side), len(folder))
+    out_dir = tmp_path / 'out'
+    argv = [str(images), str(config), str(checkpoint), '--out-dir']
+    assert vis_attention.main([*argv, str(out_dir)]) == 0
+    # after mmengine's log of the weights loaded
+    printed = capsys.readouterr().out.splitlines()[-2:]
+    paths = [
+        out_dir / 'cat_001_attention.png',
+        out_dir / 'dog_001_attention.png',
+    ]
+    assert printed == [str(p) for p in paths]
+    panel = 224  # 32 px x 7, 8 px x 28
+    assert panel % side == 0
+    if config == LITE:
+        title = '001.png: weights of the attention-pooling head'
+        panels = 2  # the input and the pooling weights
+    else:
+        title = '001.png: class-token attention'
+        panels = 1 + 3  # the input, blocks 0, 2 and 3 of the demo's 4
+    width = max(panels * panel + (panels + 1) * 4, text_width(title) + 8)
+    for path in paths:
+        assert _png(path) == (width, 22 + 16 + panel + 2 * 4)
+
+
+def test_vis_attention_refuses_what_it_cannot_draw_before_loading(
+    tmp_path, capsys
+):
+    """Read from the config: the checkpoint (missing) is never reached."""
+    image = write_image(tmp_path / 'a.png')
+    missing = str(tmp_path / 'missing.pth')
+    assert (
+        vis_attention.main([str(image), str(LITE), missing, '--blocks', '0'])
+        == 1
+    )
+    assert capsys.readouterr().err.strip().splitlines() == [
+        f'error: {LITE}: --blocks and --per-head draw the class token, '
+        'which this backbone does not have; leave them out to draw the '
+        "weights of the head's attention pooling."
+    ]
+    pooled_by_mean = tmp_path / 'mean.py'
+    pooled_by_mean.write_text(
+        f"_base_ = ['{LITE}']\n"
+        "model = dict(backbone=dict(out_type='avg_featmap'), "
+        "head=dict(pool='token'))\n"
+    )
+    assert vis_attention.main([str(image), str(pooled_by_mean), missing]) == 1
+    assert capsys.readouterr().err.strip().splitlines() == [
+        f'error: {pooled_by_mean}: the backbone has no class token '
+        '(with_cls_token=False) and the head does not pool with attention '
+        "(pool='attention'): there is no attention to draw."
+    ]
+
+
+def header_only_png(path, width, height):
+    """A PNG whose header states ``width`` x ``height`` pixels and whose
+    data is empty: what a huge image costs to decode is never paid."""
+    import struct
+    import zlib
+
+    def chunk(kind, data):
+        crc = struct.pack('>I', zlib.crc32(kind + data))
+        return struct.pack('>I', len(data)) + kind + data + crc
+
+    header = struct.pack('>IIBBBBB', width, height, 8, 2, 0, 0, 0)
+    path.write_bytes(
+        b'\x89PNG\r\n\x1a\n'
+        + chunk(b'IHDR', header)
+        + chunk(b'IDAT', zlib.compress(b''))
+        + chunk(b'IEND', b'')
+    )
+    return path
+
+
+@pytest.mark.parametrize('tool', [vis_attention, vis_features])
+def test_tools_keep_to_the_token_budget_and_name_other_files(
+    tmp_path, capsys, tool
+):
+    """The demo's pipeline keeps the image size: a 9000x9000 image is
+    refused from its header; a .gif is named, not silently skipped."""
+    checkpoint = random_checkpoint(DEMO, tmp_path)
+    images = tmp_path / 'images'
+    images.mkdir()
+    write_image(images / 'a.png', size=(8, 8))
+    huge = header_only_png(images / 'huge.png', 9000, 9000)
+    (images / 'anim.gif').write_bytes(b'GIF89a')
+    out_dir = tmp_path / 'out'
+    code = tool.main(
+        [str(images), str(DEMO), str(checkpoint), '--out-dir', str(out_dir)]
+    )
+    captured = capsys.readouterr()
+    assert code == 1
+    # 9000 / 2 = 4500 tokens a side at the demo's stride 2
+    assert captured.err.strip().splitlines() == [
+        f'warning: 1 file(s) of {images} left out, not of an image kind '
+        'read here (.jpg, .jpeg, .png, .bmp, .webp, .tif, .tiff): anim.gif',
+        f'error: {huge}: the test pipeline gives a 9000x9000 input, '
+        '20250000 tokens, above the budget of 4096; resize the image, add '
+        'a Resize to the test pipeline, or raise --max-tokens.',
+        'error: 1 of 2 images failed: huge.png',
+    ]
+    drawn = [line for line in captured.out.splitlines() if '.png' in line]
+    assert drawn and all(Path(p).name.startswith('a_') for p in drawn)
+
+
+def test_figures_are_as_wide_as_their_title_and_labels(tmp_path):
+    from t2t_plugin.analysis.figures import save_panel_grid, upscale
+
+    panel = np.zeros((8, 8, 3), np.uint8)
+    assert upscale(panel).shape == (224, 224, 3)  # 28 times, pixels kept
+    assert upscale(panel[:, :4]).shape == (448, 224, 3)  # the short side
+    assert upscale(np.zeros((300, 500, 3), np.uint8)).shape == (300, 500, 3)
+    title = 'a title far wider than the one small panel below it'
+    label = 'a long label'
+    path = save_panel_grid([[(label, panel)]], tmp_path / 'f.png', title)
+    assert Image.open(path).size == (text_width(title) + 8, 22 + 16 + 8 + 8)
+    path = save_panel_grid([[(label, panel), ('b', panel)]], path)
+    # each column as wide as the widest label, 4 px gaps
+    assert Image.open(path).size == (3 * 4 + 2 * text_width(label), 16 + 8 + 8)

@@ -24,14 +24,25 @@ from t2t_plugin.analysis.speed import (
     time_steps,
 )
 from t2t_plugin.cli.arguments import add_cfg_options
+from t2t_plugin.cli.input_checks import (
+    ArgumentRefused,
+    add_device_argument,
+    add_max_tokens_argument,
+    check_arguments,
+    check_shape_budget,
+    config_stride,
+)
 from t2t_plugin.cli.reporting import one_line, progress
 from t2t_plugin.engine import load_config
 
 
 def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(
+        prog='benchmark.py', description=__doc__.splitlines()[0]
+    )
     parser.add_argument('config', help='model config file')
-    parser.add_argument('--device', default='cpu', help='cpu or cuda')
+    add_device_argument(parser)
+    add_max_tokens_argument(parser)
     parser.add_argument('--batch-size', type=int, default=8)
     parser.add_argument(
         '--img-size',
@@ -65,12 +76,20 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
         if value is not None and value < 1:
             option = '--' + name.replace('_', '-')
             parser.error(f'{option} must be at least 1, got {value}')
+    check_arguments(parser, args)
     return args
 
 
 def measure(args: argparse.Namespace, console: Console) -> list[dict]:
     """One row per (mode, dtype): images/s and peak memory in MiB."""
     cfg = load_config(args.config, args.cfg_options)
+    if args.img_size:  # before a model is built to run at that size
+        check_shape_budget(
+            (args.img_size, args.img_size),
+            config_stride(cfg),
+            args.max_tokens,
+            f'--img-size {args.img_size}',
+        )
     device = torch.device(args.device)
     model = MODELS.build(cfg.model)
     if not isinstance(model, MODELS.get('ImageClassifier')):
@@ -111,6 +130,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     console = Console(soft_wrap=True)
     try:
         rows = measure(args, console)
+    except ArgumentRefused as error:
+        print(f'benchmark.py: error: {error}', file=sys.stderr)
+        return 2
     except (ValueError, RuntimeError) as error:  # ConfigError included
         print(f'benchmark.py: error: {one_line(error)}', file=sys.stderr)
         return 1

@@ -19,13 +19,22 @@ from rich.table import Table
 
 from t2t_plugin.analysis import PAPER_MACS, ModelComplexity, count_complexity
 from t2t_plugin.cli.arguments import add_cfg_options
+from t2t_plugin.cli.input_checks import (
+    ArgumentRefused,
+    add_max_tokens_argument,
+    check_arguments,
+    check_shape_budget,
+    config_stride,
+)
 from t2t_plugin.cli.reporting import LOAD_ERRORS, progress
 from t2t_plugin.engine import load_config
 from t2t_plugin.models import T2TViT
 
 
 def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(
+        prog='get_flops.py', description=__doc__.splitlines()[0]
+    )
     parser.add_argument('config', nargs='?', help='model config file')
     parser.add_argument(
         '--shape',
@@ -39,8 +48,10 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
         action='store_true',
         help="count every arch of the paper's tables at its resolution",
     )
+    add_max_tokens_argument(parser)
     add_cfg_options(parser)
     args = parser.parse_args(argv)
+    check_arguments(parser, args)
     if bool(args.config) == args.all:
         parser.error('give either a CONFIG or --all')
     if args.shape and len(args.shape) not in (1, 2):
@@ -162,17 +173,16 @@ def config_test_shape(cfg: Config) -> Optional[tuple[int, int]]:
 
 def run_config(args: argparse.Namespace, console: Console) -> None:
     cfg = load_config(args.config, args.cfg_options)
+    shape = (args.shape[0], args.shape[-1]) if args.shape else None
+    if shape:  # before a model is built to run at that size
+        check_shape_budget(shape, config_stride(cfg), args.max_tokens)
     model = MODELS.build(cfg.model)
     backbone = getattr(model, 'backbone', model)
     t2t = getattr(backbone, 'tokens_to_token', None)
-    if args.shape:
-        shape = (args.shape[0], args.shape[-1])
-    elif tested := config_test_shape(cfg):
-        shape = tested
-    elif t2t is not None:
+    shape = shape or config_test_shape(cfg)
+    if shape is None and t2t is not None:
         shape = tuple(side * t2t.total_stride for side in t2t.init_out_size)
-    else:
-        shape = (224, 224)
+    shape = shape or (224, 224)
     in_channels = cfg.model.get('backbone', {}).get('in_channels', 3)
     lines = [
         f'Config      {args.config}',
@@ -240,6 +250,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             run_all(console)
         else:
             run_config(args, console)
+    except ArgumentRefused as error:
+        print(f'get_flops.py: error: {error}', file=sys.stderr)
+        return 2
     except (*LOAD_ERRORS, KeyError) as error:
         print(f'error: {error}', file=sys.stderr)
         return 1

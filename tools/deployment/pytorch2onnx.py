@@ -14,6 +14,12 @@ from typing import Optional
 import torch
 from rich.console import Console
 
+from t2t_plugin.cli.input_checks import (
+    add_max_tokens_argument,
+    check_arguments,
+    check_shape_budget,
+    config_stride,
+)
 from t2t_plugin.cli.model_loading import check_writable_file
 from t2t_plugin.cli.reporting import one_line
 from t2t_plugin.deployment import (
@@ -23,12 +29,16 @@ from t2t_plugin.deployment import (
     check_input_size,
     compare,
     export_onnx,
+    external_data_file,
     sample_images,
 )
+from t2t_plugin.engine import load_config
 
 
 def parse_args(argv: Optional[list[str]] = None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(
+        prog='pytorch2onnx.py', description=__doc__.splitlines()[0]
+    )
     parser.add_argument('config', help='model config file')
     parser.add_argument('checkpoint', help='checkpoint file')
     parser.add_argument('out', type=Path, help='the .onnx file to write')
@@ -68,7 +78,9 @@ def parse_args(argv: Optional[list[str]] = None) -> argparse.Namespace:
         default=1e-4,
         help='largest accepted difference to PyTorch',
     )
+    add_max_tokens_argument(parser)
     args = parser.parse_args(argv)
+    check_arguments(parser, args)
     if args.batch_size < 1:
         parser.error(f'--batch-size must be positive, got {args.batch_size}.')
     if not 7 <= args.opset <= 23:
@@ -104,6 +116,9 @@ def check_inputs(model, args) -> dict[str, torch.Tensor]:
 
 
 def run(args: argparse.Namespace, console: Console) -> int:
+    if args.shape:  # before the model is built and run at that size
+        stride = config_stride(load_config(args.config))
+        check_shape_budget(args.shape, stride, args.max_tokens)
     model = build_exportable(args.config, args.checkpoint, args.output)
     check_writable_file(args.out, 'The output')
     if args.shape:
@@ -128,8 +143,15 @@ def run(args: argparse.Namespace, console: Console) -> int:
     if not args.static_size:
         dynamic += ['height', 'width']
         multiples = f' (H, W multiples of {model.stride})'
+    weights = external_data_file(args.out)
+    # above protobuf's 2 GB the weights cannot be inside the .onnx
+    beside = (
+        f' and its weights {weights} (above 2 GB: keep the two together)'
+        if weights
+        else ''
+    )
     print(
-        f'Wrote {args.out}: opset {args.opset}, input images '
+        f'Wrote {args.out}{beside}: opset {args.opset}, input images '
         f'(B, {model.in_channels}, H, W), outputs '
         f'{", ".join(model.output_names)}; dynamic axes: '
         f'{", ".join(dynamic) or "none"}{multiples}'

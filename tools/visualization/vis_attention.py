@@ -1,28 +1,37 @@
-"""Where the class token looks: attention of chosen blocks over the image.
+"""Where the model looks: the class token's attention of chosen blocks, or,
+for a model without a class token, the weights its attention-pooling head
+gives the tokens.
 
 Averaged over heads (``--per-head`` adds one panel per head), laid over the
-image after the test pipeline; one PNG per image. Examples: docs/analysis.md.
+image after the test pipeline (small images scaled up); one PNG per image.
+Examples: docs/analysis.md.
 """
 
 import argparse
+import inspect
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Optional
 
-from t2t_plugin.analysis import cls_attention_maps
-from t2t_plugin.analysis.figures import overlay, save_panel_grid
+from mmengine.config import Config
+
+from t2t_plugin.analysis import attention_pool_maps, cls_attention_maps
+from t2t_plugin.analysis.figures import overlay, save_panel_grid, upscale
 from t2t_plugin.cli.model_loading import (
     add_image_arguments,
     draw_images,
+    parse_image_arguments,
     preprocess_image,
 )
+from t2t_plugin.models import T2TViT
 
 
 def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
+        prog='vis_attention.py',
         description="Overlay the class token's attention of chosen encoder "
-        'blocks on the image.'
+        "blocks (or an attention-pooling head's token weights) on the image.",
     )
     add_image_arguments(parser, 'work_dirs/vis_attention')
     parser.add_argument(
@@ -36,42 +45,81 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
         default=0.5,
         help='opacity of the attention map (default 0.5)',
     )
-    args = parser.parse_args(argv)
+    args = parse_image_arguments(parser, argv)
     if not 0 <= args.alpha <= 1:
         parser.error('--alpha must be between 0 and 1')
     return args
 
 
+def uses_class_token(cfg: Config) -> bool:
+    backbone = cfg.model.get('backbone') or {}
+    default = inspect.signature(T2TViT).parameters['with_cls_token'].default
+    return backbone.get('with_cls_token', default)
+
+
+def check_config(cfg: Config, args: argparse.Namespace) -> None:
+    """A model with a class token, or with an attention-pooling head (and
+    then no block options), read from the config before the weights."""
+    if uses_class_token(cfg):
+        return
+    head = cfg.model.get('head') or {}
+    if head.get('pool') != 'attention':
+        raise ValueError(
+            f'{args.config}: the backbone has no class token '
+            '(with_cls_token=False) and the head does not pool with '
+            "attention (pool='attention'): there is no attention to draw."
+        )
+    if args.blocks or args.per_head:
+        raise ValueError(
+            f'{args.config}: --blocks and --per-head draw the class token, '
+            'which this backbone does not have; leave them out to draw the '
+            "weights of the head's attention pooling."
+        )
+
+
 def draw_attention(
-    model, image: Path, blocks: Sequence[int], args: argparse.Namespace
+    model,
+    image: Path,
+    blocks: Sequence[int],
+    args: argparse.Namespace,
+    stem: str,
 ) -> list[Path]:
     inputs, picture = preprocess_image(model, image)
-    maps = cls_attention_maps(model.backbone, inputs, blocks)
+    picture = upscale(picture)
 
     def laid(attention):
         return overlay(picture, attention, args.alpha)
 
-    means = [
-        (f'block {i}', laid(heads[0].mean(0))) for i, heads in maps.items()
-    ]
-    if args.per_head:
-        rows = [[('input', picture)]] + [
-            [(f'{name}: mean', mean)]
-            + [(f'head {h}', laid(heads[0, h])) for h in range(heads.shape[1])]
-            for (name, mean), heads in zip(means, maps.values())
-        ]
+    if not model.backbone.with_cls_token:
+        weights = attention_pool_maps(model, inputs)[0]
+        rows = [[('input', picture), ('pooling weights', laid(weights))]]
+        title = f'{image.name}: weights of the attention-pooling head'
     else:
-        rows = [[('input', picture)] + means]
-    title = f'{image.name}: class-token attention'
+        maps = cls_attention_maps(model.backbone, inputs, blocks)
+        means = [
+            (f'block {i}', laid(heads[0].mean(0))) for i, heads in maps.items()
+        ]
+        if args.per_head:
+            rows = [[('input', picture)]] + [
+                [(f'{name}: mean', mean)]
+                + [
+                    (f'head {h}', laid(heads[0, h]))
+                    for h in range(heads.shape[1])
+                ]
+                for (name, mean), heads in zip(means, maps.values())
+            ]
+        else:
+            rows = [[('input', picture)] + means]
+        title = f'{image.name}: class-token attention'
     return [
         save_panel_grid(
-            rows, Path(args.out_dir) / f'{image.stem}_attention.png', title
+            rows, Path(args.out_dir) / f'{stem}_attention.png', title
         )
     ]
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
-    return draw_images(parse_args(argv), draw_attention, needs_cls_token=True)
+    return draw_images(parse_args(argv), draw_attention, check_config)
 
 
 if __name__ == '__main__':

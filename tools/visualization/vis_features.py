@@ -17,14 +17,16 @@ from t2t_plugin.analysis.figures import colorize, resize_map, save_panel_grid
 from t2t_plugin.cli.model_loading import (
     add_image_arguments,
     draw_images,
+    parse_image_arguments,
     preprocess_image,
 )
 
 
 def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
+        prog='vis_features.py',
         description='Draw the token maps of a T2T-ViT (after the T2T '
-        'module and after chosen encoder blocks) as channel grids.'
+        'module and after chosen encoder blocks) as channel grids.',
     )
     add_image_arguments(parser, 'work_dirs/vis_features')
     parser.add_argument(
@@ -39,14 +41,18 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
         default=64,
         help='side of one channel in pixels (default 64)',
     )
-    args = parser.parse_args(argv)
+    args = parse_image_arguments(parser, argv)
     if args.channels < 1 or args.panel_size < 1:
         parser.error('--channels and --panel-size must be positive')
     return args
 
 
 def draw_features(
-    model, image: Path, blocks: Sequence[int], args: argparse.Namespace
+    model,
+    image: Path,
+    blocks: Sequence[int],
+    args: argparse.Namespace,
+    stem: str,
 ) -> list[Path]:
     inputs, picture = preprocess_image(model, image)
     maps = collect_token_maps(model.backbone, inputs, blocks)
@@ -71,7 +77,7 @@ def draw_features(
         )
         written.append(
             save_panel_grid(
-                rows, Path(args.out_dir) / f'{image.stem}_{name}.png', title
+                rows, Path(args.out_dir) / f'{stem}_{name}.png', title
             )
         )
     return written

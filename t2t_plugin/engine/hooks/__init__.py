@@ -15,6 +15,7 @@ from .rank_heartbeat_hook import RankHeartbeatHook
 from .run_check_hook import RunCheckHook
 from .run_checks import RunCheckError, TrainingStopped
 from .training_curves_hook import TrainingCurvesHook
+from .visualization_hook import ReadableVisualizationHook
 from .work_dir_hook import (
     DiskFullError,
     WorkDirHook,
@@ -32,6 +33,7 @@ __all__ = [
     'PyramidStrideCheckHook',
     'PyramidStrideError',
     'RandomStateHook',
+    'ReadableVisualizationHook',
     'RankHeartbeatHook',
     'RunCheckError',
     'RunCheckHook',

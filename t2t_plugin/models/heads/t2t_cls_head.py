@@ -123,6 +123,11 @@ class T2TClsHead(VisionTransformerClsHead):
         if problem:
             raise ValueError(problem)
 
+    def attention_pool_weights(self, tokens: torch.Tensor) -> torch.Tensor:
+        """The weights ``(B, N, 1)`` that ``pool='attention'`` gives the
+        tokens ``(B, N, C)``: a softmax over the tokens."""
+        return self.attention_pool(tokens).softmax(dim=1)
+
     def pre_logits(self, feats: Sequence[torch.Tensor]) -> torch.Tensor:
         feat = feats[-1]
         if self.pool == 'attention':
@@ -136,7 +141,7 @@ class T2TClsHead(VisionTransformerClsHead):
                     'in_channels to its embed_dims.'
                 )
             self._check_width(feat.shape[2])
-            weights = self.attention_pool(feat).softmax(dim=1)  # (B, N, 1)
+            weights = self.attention_pool_weights(feat)
             return (weights.transpose(1, 2) @ feat).squeeze(1)
         if feat.dim() != 2:
             raise ValueError(
