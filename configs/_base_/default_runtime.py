@@ -17,7 +17,9 @@ default_hooks = dict(
         backend_args=dict(backend='atomic_local'),
     ),
     sampler_seed=dict(type='DistSamplerSeedHook'),
-    visualization=dict(type='VisualizationHook', enable=False),
+    # mmpretrain's VisualizationHook, drawing small images scaled up and
+    # named after their class folder (`--show-dir` of any test tool).
+    visualization=dict(type='ReadableVisualizationHook', enable=False),
     # Stops a diverging run (5 non-finite losses in a row) and never saves
     # non-finite weights.
     non_finite=dict(type='NonFiniteGuardHook', max_consecutive=5),
