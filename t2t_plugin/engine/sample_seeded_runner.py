@@ -13,7 +13,6 @@ from torch.utils.data import DataLoader
 
 from ..datasets.safe_pickle import DataFileError, annotation_files
 from ..datasets.sample_seeding import own_generator, sample_seeded_loader
-from .hooks.bad_image_hook import BadImageHook
 
 # The timestamps of the runs this process has started.
 _STARTED: set[str] = set()
@@ -166,6 +165,10 @@ class SampleSeededRunner(Runner):
         the run's :class:`BadImageHook` guards first: an iteration-based
         loop starts the loader's workers when it is built, before any hook
         is called, and the workers keep the datasets as they were then."""
+        # the hooks read this runner's public state (hooks/run_checks.py
+        # imports this module): the one hook it calls is imported here
+        from .hooks.bad_image_hook import BadImageHook
+
         if isinstance(self._train_dataloader, dict):
             randomness = self.cfg.get('randomness') or {}
             self._train_dataloader = self.build_dataloader(
