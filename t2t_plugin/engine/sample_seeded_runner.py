@@ -1,9 +1,12 @@
+import logging
 from typing import Union
 
+from mmengine.logging import print_log
 from mmengine.registry import RUNNERS
 from mmengine.runner import BaseLoop, Runner
 
 from ..datasets.sample_seeding import own_generator, sample_seeded_loader
+from .config import check_config
 
 # The timestamps of the runs this process has started.
 _STARTED: set[str] = set()
@@ -26,7 +29,19 @@ class SampleSeededRunner(Runner):
     and a second run of that name got the first run's (its lines in the
     first run's log file, its scalars in the first run's folder, its loss
     averaged with the first run's).
+
+    Before the work dir is made, :func:`~t2t_plugin.engine.check_config`
+    refuses a misspelt key and a config variable that does not reach its
+    keys, and warns of a schedule that ends after training.
     """
+
+    @classmethod
+    def from_cfg(cls, cfg) -> Runner:
+        """mmengine's, after the config's checks."""
+        warning = check_config(cfg)
+        if warning:
+            print_log(warning, logger='current', level=logging.WARNING)
+        return super().from_cfg(cfg)
 
     def setup_env(self, env_cfg: dict) -> None:
         """mmengine's, then a timestamp no earlier run of this process had."""
