@@ -356,19 +356,16 @@ def stale_variables(cfg: Config, loaded: Config) -> Optional[str]:
     return None
 
 
-def schedule_mismatch(cfg: Config) -> Optional[str]:
-    """A warning line when the last parameter scheduler ends after the
-    training does (``train_cfg.max_epochs=3`` on a cosine that ends at
-    epoch 12: the learning rate barely decays), or None."""
+def _schedule_end(cfg: Config) -> Optional[tuple[int, dict, str, int]]:
+    """``(index, scheduler, train_cfg key, its value)`` of the parameter
+    scheduler that ends last in the training loop's unit, or None."""
     train_cfg = cfg.get('train_cfg') or {}
     schedulers = cfg.get('param_scheduler') or []
     if isinstance(schedulers, dict):
         schedulers = [schedulers]
     by_epoch = 'max_epochs' in train_cfg
-    total = train_cfg.get('max_epochs' if by_epoch else 'max_iters')
-    if not isinstance(total, int):
-        return None
     unit = 'max_epochs' if by_epoch else 'max_iters'
+    total = train_cfg.get(unit)
     ends = [
         (index, scheduler)
         for index, scheduler in enumerate(schedulers)
@@ -377,22 +374,44 @@ def schedule_mismatch(cfg: Config) -> Optional[str]:
         and isinstance(scheduler.get('end'), int)
         and scheduler['end'] < 10**8  # not mmengine's INF (run's end)
     ]
-    if not ends:
+    if not isinstance(total, int) or not ends:
         return None
     index, last = max(ends, key=lambda item: item[1]['end'])
-    if last['end'] <= total:
+    return index, last, unit, total
+
+
+def schedule_mismatch(
+    cfg: Config, loaded: Optional[Config] = None
+) -> Optional[str]:
+    """A warning line when the last parameter scheduler ends after the
+    training does (``train_cfg.max_epochs=3`` on a cosine that ends at
+    epoch 12: the learning rate barely decays), or before it while it
+    ended with it in the file as ``loaded`` (``train_cfg.max_epochs=30``:
+    18 epochs at the cosine's last value); else None. A schedule that ends
+    early in the file itself (a cool-down at the last value) is meant."""
+    found = _schedule_end(cfg)
+    if found is None:
         return None
+    index, last, unit, total = found
+    end = last['end']
     kind = str(last.get('type', 'the scheduler')).split('.')[-1]
-    also = (
-        f' (and param_scheduler.{index}.T_max={last["T_max"]})'
-        if 'T_max' in last
-        else ''
-    )
-    return (
-        f'param_scheduler.{index}.end={last["end"]} is after the end of '
-        f'training (train_cfg.{unit}={total}): the {kind} stops early; set '
-        f'param_scheduler.{index}.end={total}{also} to finish it.'
-    )
+    key = f'param_scheduler.{index}'
+    also = f' (and {key}.T_max)' if 'T_max' in last else ''
+    if end > total:
+        return (
+            f'{key}.end={end} is after the end of training '
+            f'(train_cfg.{unit}={total}): the {kind} stops early; set '
+            f'{key}.end={total}{also} to finish it.'
+        )
+    before = _schedule_end(loaded) if loaded is not None else None
+    if end < total and before is not None and before[1]['end'] == before[3]:
+        return (
+            f'{key}.end={end} is before the end of training '
+            f'(train_cfg.{unit}={total}), which the file ended it with: '
+            f'the {kind} ends early and its last value stays; set '
+            f'{key}.end={total}{also} to stretch it.'
+        )
+    return None
 
 
 def _describe(path: Union[str, Path], error: Exception) -> str:
@@ -552,7 +571,7 @@ def check_config(cfg: Config) -> Optional[str]:
     dir: a variable that does not reach its keys and a misspelt key raise
     :class:`ConfigError`; a schedule that ends after training is returned
     as a warning line (None if it fits)."""
-    filename = cfg.filename
+    filename, loaded = cfg.filename, None
     if filename and osp.isfile(filename):
         loaded = Config.fromfile(filename, import_custom_modules=False)
         problem = stale_variables(cfg, loaded)
@@ -561,4 +580,4 @@ def check_config(cfg: Config) -> Optional[str]:
     problem = misspelt_keys(cfg)
     if problem:
         raise ConfigError(problem)
-    return schedule_mismatch(cfg)
+    return schedule_mismatch(cfg, loaded)

@@ -198,9 +198,26 @@ def test_schedule_that_ends_after_training_is_one_warning():
     assert schedule_mismatch(cfg) == (
         'param_scheduler.1.end=300 is after the end of training '
         '(train_cfg.max_epochs=100): the CosineAnnealingLR stops early; set '
-        'param_scheduler.1.end=100 (and param_scheduler.1.T_max=290) to '
-        'finish it.'
+        'param_scheduler.1.end=100 (and param_scheduler.1.T_max) to finish '
+        'it.'
     )
+
+
+def test_schedule_that_ends_before_training_is_one_warning():
+    loaded = load_config(LITE)
+    cfg = load_config(LITE, {'train_cfg.max_epochs': 30})
+    assert schedule_mismatch(cfg, loaded) == (
+        'param_scheduler.1.end=12 is before the end of training '
+        '(train_cfg.max_epochs=30), which the file ended it with: the '
+        'CosineAnnealingLR ends early and its last value stays; set '
+        'param_scheduler.1.end=30 to stretch it.'
+    )
+    assert check_config(cfg) == schedule_mismatch(cfg, loaded)
+    # the ImageNet recipe's cool-down: the cosine ends 10 epochs early
+    imagenet = ROOT / 'configs' / 't2t-vit-14_8xb64_in1k.py'
+    cfg = load_config(imagenet)
+    assert schedule_mismatch(cfg, load_config(imagenet)) is None
+    assert check_config(cfg) is None
 
 
 def test_train_tool_prints_the_schedule_warning_once(tmp_path):
