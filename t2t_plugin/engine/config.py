@@ -136,7 +136,7 @@ def file_variables(path: Union[str, Path]) -> dict[str, ast.expr]:
         ):
             try:
                 ast.literal_eval(node.value)
-            except ValueError:
+            except (ValueError, TypeError, SyntaxError, RecursionError):
                 continue
             found[node.targets[0].id] = node.value
     return found
@@ -162,18 +162,21 @@ def _read(path: str, variables: dict, import_custom_modules: bool) -> Config:
             and node.targets[0].id == '_base_'
         ):
             edits.append((node.value, repr(_absolute_bases(node.value, path))))
-    lines = text.splitlines(keepends=True)
+    # ast gives columns in UTF-8 bytes
+    source = text.encode()
+    line_starts = [0]
+    for line in source.splitlines(keepends=True):
+        line_starts.append(line_starts[-1] + len(line))
     # from the end of the file, so that earlier positions stay valid
     for node, new in sorted(
         edits, key=lambda e: (e[0].lineno, e[0].col_offset), reverse=True
     ):
-        start = sum(map(len, lines[: node.lineno - 1])) + node.col_offset
-        end = sum(map(len, lines[: node.end_lineno - 1])) + node.end_col_offset
-        text = text[:start] + new + text[end:]
-        lines = text.splitlines(keepends=True)
+        start = line_starts[node.lineno - 1] + node.col_offset
+        end = line_starts[node.end_lineno - 1] + node.end_col_offset
+        source = source[:start] + new.encode() + source[end:]
     with tempfile.TemporaryDirectory() as folder:
         copy = osp.join(folder, osp.basename(path))
-        Path(copy).write_text(text)
+        Path(copy).write_bytes(source)
         read = Config.fromfile(
             copy, import_custom_modules=import_custom_modules
         )

@@ -58,6 +58,23 @@ def test_variables_of_the_file_reach_every_key_set_from_them(tmp_path):
     assert cfg.default_hooks.run_check.type == 'RunCheckHook'
 
 
+def test_variables_of_a_config_beside_its_base(tmp_path):
+    """A user's config built on ours, with relative bases and non-ASCII
+    text: the copy that is read keeps both."""
+    config = tmp_path / 'configs' / 'mine.py'
+    config.parent.mkdir()
+    (config.parent / 'base.py').write_text("label = 'é'\nsteps = 2\n")
+    config.write_text(
+        "_base_ = ['./base.py']\n"
+        "note = 'données'; root = 'data/é'\n"
+        'loader = dict(root=root, note=note)\n'
+    )
+    cfg = load_config(config, {'root': '/mine/ü', 'steps': 5})
+    assert cfg.loader == dict(root='/mine/ü', note='données')
+    assert (cfg.label, cfg.steps, cfg.root) == ('é', 5, '/mine/ü')
+    assert cfg.filename == str(config)
+
+
 def test_train_tool_reads_data_root_from_the_command_line(tmp_path):
     work_dir = tmp_path / 'work'
     result = run_main(
