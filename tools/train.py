@@ -27,9 +27,10 @@ def light_module(name: str) -> ModuleType:
     installed), and a wrong option, key or data folder is answered before
     that. Python runs a package's ``__init__`` before any of its modules,
     so the file is read by its path."""
-    if 't2t_plugin' in sys.modules:
-        return importlib.import_module(f't2t_plugin.{name}')
     package = importlib.util.find_spec('t2t_plugin')
+    if 't2t_plugin' in sys.modules or package is None:
+        # the package's own module (or the usual ModuleNotFoundError)
+        return importlib.import_module(f't2t_plugin.{name}')
     path = osp.join(package.submodule_search_locations[0], *name.split('.'))
     spec = importlib.util.spec_from_file_location(
         f'_t2t_plugin_{name.replace(".", "_")}', f'{path}.py'
