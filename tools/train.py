@@ -198,13 +198,12 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     cfg, code = configure_run(args, merge_args, _problems, loaded)
     if cfg is None:
         return code
-    if args.quiet:
-        progress_only()
-    code, runner = run_reported(
-        lambda: build_runner(cfg), cfg, args.config, True
-    )
-    if code == 0:
-        code, _ = run_reported(runner.train, cfg, args.config)
+    with progress_only(args.quiet):
+        code, runner = run_reported(
+            lambda: build_runner(cfg), cfg, args.config, True
+        )
+        if code == 0:
+            code, _ = run_reported(runner.train, cfg, args.config)
     if code == 0:
         close_dist()
     else:  # this process may go on (main() called from Python)

@@ -2,13 +2,14 @@
 checks before the Runner is built, and one line with an exit code for
 what stops it (the run's checks are hooks that every tool gets)."""
 
+import contextlib
 import errno
 import io
 import os
 import os.path as osp
 import re
 import sys
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from typing import Any, Callable, Optional
 
 from mmengine.config import Config
@@ -254,10 +255,20 @@ class _ProgressOnly(io.TextIOBase):
         return self.stream.isatty()
 
 
-def progress_only() -> None:
-    """From now on, print mmengine's progress lines, warnings and errors
-    and what is not a log record (the tool's own lines), not the rest of
-    its INFO records (environment, config, hooks): ``--quiet``. The
-    run's log file, written by the logger itself, keeps them all; the
-    logger writes to the ``sys.stdout`` of the moment it is made."""
-    sys.stdout = _ProgressOnly(sys.stdout)
+@contextlib.contextmanager
+def progress_only(enabled: bool = True) -> Iterator[None]:
+    """Within it (if ``enabled``: ``--quiet``), print mmengine's progress
+    lines, warnings and errors and what is not a log record (the tool's
+    own lines), not the rest of its INFO records (environment, config,
+    hooks). The run's log file, written by the logger itself, keeps them
+    all; the logger writes to the ``sys.stdout`` of the moment it is
+    made."""
+    if not enabled:
+        yield
+        return
+    original = sys.stdout
+    sys.stdout = _ProgressOnly(original)
+    try:
+        yield
+    finally:
+        sys.stdout = original
