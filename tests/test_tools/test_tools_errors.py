@@ -114,11 +114,22 @@ def test_demo_runs_end_to_end(tmp_path):
         timeout=300,
     )
     assert result.returncode == 0, result.stderr[-2000:]
-    summary = result.stdout[result.stdout.index('T2T-ViT digits demo') :]
+    head, summary = result.stdout.split('\nT2T-ViT digits demo')
+    # quiet: the two commands, the training's progress lines and
+    # mmengine's warnings; the environment and config in the log only
+    for line in head.strip().splitlines():
+        assert (
+            line.startswith('$ ')
+            or ' - INFO - Epoch(' in line
+            or ' - WARNING - ' in line
+        ), line
+    assert result.stderr == ''
     paths = {}
     for line in ('train log:', 'checkpoint:', 'curves:'):
         paths[line] = summary.split(line)[1].split('\n')[0].strip()
         assert (ROOT / paths[line]).is_file(), line
+    log = (ROOT / paths['train log:']).read_text()
+    assert 'System environment' in log and 'Config:' in log
     # the printed top-1 is that of the checkpoint it names
     top1 = float(summary.split('val top-1:')[1].split('%')[0])
     expected, _ = evaluate_in_process(str(ROOT / paths['checkpoint:']))
