@@ -535,7 +535,8 @@ def misspelt_keys(cfg: Config) -> Optional[str]:
         with registries[kind].switch_scope_and_registry(scope) as found:
             try:
                 cls = found.get(name)
-            except (KeyError, ImportError):
+            # the builder reports what cannot be found
+            except Exception:
                 cls = None
         if cls is None or not inspect.isclass(cls):
             continue
@@ -572,11 +573,17 @@ def misspelt_keys(cfg: Config) -> Optional[str]:
 def check_config(cfg: Config) -> Optional[str]:
     """The checks a Runner makes on its config before it creates the work
     dir: a variable that does not reach its keys and a misspelt key raise
-    :class:`ConfigError`; a schedule that ends after training is returned
-    as a warning line (None if it fits)."""
+    :class:`ConfigError`; a schedule that ends after training, or before
+    it where the file ended it with training, is returned as a warning
+    line (None if it fits)."""
     filename, loaded = cfg.filename, None
     if filename and osp.isfile(filename):
-        loaded = Config.fromfile(filename, import_custom_modules=False)
+        try:
+            loaded = Config.fromfile(filename, import_custom_modules=False)
+        # a file changed since, or that reads what is gone: not judged
+        except Exception:
+            loaded = None
+    if loaded is not None:
         problem = stale_variables(cfg, loaded)
         if problem:
             raise ConfigError(problem)

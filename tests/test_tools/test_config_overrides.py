@@ -188,6 +188,18 @@ def test_misspelt_options_at_any_depth(key, expected):
     assert str(caught.value) == f'--cfg-options {key}: {expected}'
 
 
+def test_a_config_made_in_code_is_checked_too():
+    from mmengine.config import Config
+
+    cfg = Config(dict(train_cfg=dict(by_epoch=True, max_epoch=3)))
+    with pytest.raises(ConfigError) as caught:
+        check_config(cfg)
+    assert str(caught.value) == (
+        'train_cfg.max_epoch: EpochBasedTrainLoop takes no argument '
+        "'max_epoch'; did you mean 'max_epochs'?"
+    )
+
+
 def test_new_keys_without_a_close_name_are_accepted():
     cfg = load_config(
         LITE,
