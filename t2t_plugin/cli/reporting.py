@@ -13,7 +13,6 @@ from collections.abc import Iterable, Iterator, Sequence
 from typing import Any, Callable, Optional
 
 from mmengine.config import Config
-from mmengine.utils import import_modules_from_strings
 from mmpretrain.registry import DATASETS
 from rich.console import Console
 from rich.progress import track
@@ -24,6 +23,7 @@ from ..engine.config import (
     ConfigError,
     OptionError,
     find_missing_data,
+    import_custom_modules,
     load_config,
 )
 from ..engine.hooks import RunCheckError, TrainingStopped
@@ -162,9 +162,8 @@ def configure_run(
         if loaded is None:
             cfg = load_config(args.config, args.cfg_options)
         else:
-            cfg = loaded.copy()
-            if cfg.get('custom_imports'):
-                import_modules_from_strings(**cfg.custom_imports)
+            cfg = loaded
+            import_custom_modules(cfg)
         cfg = merge_args(cfg, args)
     except OptionError as error:
         print(f'Invalid options for {args.config}: {error}', file=sys.stderr)

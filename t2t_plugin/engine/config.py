@@ -115,6 +115,23 @@ def load_config(
     return cfg
 
 
+def import_custom_modules(cfg: Config) -> None:
+    """Import a config's ``custom_imports``, as ``Config.fromfile`` does,
+    for a config read without them.
+
+    Raises:
+        ConfigError: If one cannot be imported.
+    """
+    from mmengine.utils import import_modules_from_strings
+
+    if not cfg.get('custom_imports'):
+        return
+    try:
+        import_modules_from_strings(**cfg.custom_imports)
+    except ImportError as error:
+        raise ConfigError(_describe(cfg.filename, error)) from None
+
+
 def file_variables(path: Union[str, Path]) -> dict[str, ast.expr]:
     """The top-level names a config file assigns a plain value (a number,
     a string, a list or tuple of them), by name, with the value's node."""

@@ -320,3 +320,18 @@ def test_train_tool_answers_before_importing_the_models(
         f'exit {code}',
         'imported False False False',
     ]
+
+
+def test_custom_imports_that_fail_are_one_line(tmp_path):
+    config = tmp_path / 'mine.py'
+    config.write_text(
+        "custom_imports = dict(imports=['no_such_toolbox'])\n"
+        "model = dict(type='ImageClassifier')\n"
+    )
+    result = run_main('train', config, '--work-dir', tmp_path / 'work')
+    assert result.returncode == 2
+    assert result.stderr == (
+        f'Cannot load config {config}: ImportError: Failed to import '
+        'no_such_toolbox\n'
+    )
+    assert not (tmp_path / 'work').exists()
