@@ -76,7 +76,7 @@ ONEDL_VENV_GB := 7
 
 .PHONY: install install-tests install-dense test test-pinned test-torch2.1 \
 	test-onedl test-slurm slurm-packages test-torch2.1-then-slurm \
-	test-dev-scripts lint demo gpu-check gpu-wheels
+	test-dev-scripts lint demo demo-env gpu-check gpu-wheels
 
 # A failed `venv` (Debian without python3-venv) must not leave a half-made
 # environment behind for the next run to trust.
@@ -225,8 +225,23 @@ lint: install-tests
 	$(PYTHON) -m ruff check t2t_plugin tools tests configs setup.py .dev_scripts
 	$(PYTHON) -m ruff format --check t2t_plugin tools tests configs setup.py .dev_scripts
 
-demo: install
+# The demo installs only into the project's own .venv. An environment it
+# did not create (the active one, or PYTHON=...) is used as it is when it
+# has what the demo imports (the checkout's t2t_plugin comes from the
+# checkout), else one line names what is missing; DEMO_INSTALL=1 allows
+# `install` there (the pinned torch would replace, e.g., a GPU user's
+# torch 2.1).
+ifneq ($(or $(MAKE_VENV),$(filter 1,$(DEMO_INSTALL))),)
+DEMO_ENV := install
+else
+DEMO_ENV := demo-env
+endif
+
+demo: $(DEMO_ENV)
 	$(PYTHON) tools/demo.py
+
+demo-env:
+	@$(PYTHON) tools/install/demo_env.py "$(PYTHON_ORIGIN) ($(PYTHON))"
 
 # On a GPU machine: benchmark, fp16 training, NCCL, compile, memory (< 8 min);
 # a contributors' script (.dev_scripts/README.md).

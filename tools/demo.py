@@ -1,8 +1,9 @@
 """The embedded demo: train a small T2T-ViT on scikit-learn's digits.
 
 Runs ``tools/train.py`` and ``tools/test.py`` on the digits config as a user
-would, on the CPU, then prints the validation top-1, the work dir, the
-checkpoint and the training-curve PNG (``make demo``).
+would, on the CPU, showing the training's progress lines, then prints the
+validation top-1, the work dir, the checkpoint and the training-curve PNG
+(``make demo``); the rest of what the tools log is in the log files.
 """
 
 import argparse
@@ -38,12 +39,23 @@ def can_clear(work_dir: str) -> bool:
     return not names or any(name in names for name in DEMO_MARKERS)
 
 
-def run(args: list, env: dict) -> None:
-    """Run a tool of this repository, stopping the demo if it fails."""
+def run(args: list, env: dict, show: bool = True) -> None:
+    """Run a tool of this repository, stopping the demo if it fails. What
+    it prints is shown if ``show``, else only when it fails (its log file
+    in the work dir keeps everything)."""
     command = [sys.executable, *args]
     print('$', ' '.join(command), flush=True)
-    result = subprocess.run(command, cwd=ROOT, env=env)
+    result = subprocess.run(
+        command,
+        cwd=ROOT,
+        env=env,
+        stdout=None if show else subprocess.PIPE,
+        stderr=None if show else subprocess.STDOUT,
+        text=True,
+    )
     if result.returncode != 0:
+        if result.stdout:
+            print(result.stdout, end='', file=sys.stderr)
         sys.exit(f'Demo stopped: {args[0]} exited with {result.returncode}.')
 
 
@@ -71,12 +83,18 @@ def main() -> None:
         )
     shutil.rmtree(work_dir, ignore_errors=True)
     env = dict(os.environ)
+    # The checkout's package, also where it is not installed (make demo in
+    # an environment it did not create).
+    env['PYTHONPATH'] = os.pathsep.join(
+        [ROOT, *filter(None, [env.get('PYTHONPATH')])]
+    )
     # The model is tiny: more threads only add synchronisation on a CPU.
     env.setdefault('OMP_NUM_THREADS', '1')
     env['CUDA_VISIBLE_DEVICES'] = ''  # the demo is a CPU demo everywhere
 
     start = time.time()
-    train = ['tools/train.py', CONFIG, '--work-dir', work_dir]
+    # The progress lines on the screen, everything in the log file.
+    train = ['tools/train.py', CONFIG, '--work-dir', work_dir, '--quiet']
     if args.epochs:
         train += ['--cfg-options', f'train_cfg.max_epochs={args.epochs}']
     run(train, env)
@@ -85,7 +103,7 @@ def main() -> None:
         checkpoint = f.read().strip()
     metrics_file = osp.join(work_dir, 'test_metrics.json')
     test = ['tools/test.py', CONFIG, checkpoint, '--work-dir', work_dir]
-    run(test + ['--out', metrics_file, '--out-item', 'metrics'], env)
+    run(test + ['--out', metrics_file, '--out-item', 'metrics'], env, False)
     with open(metrics_file) as f:
         metrics = json.load(f)
 

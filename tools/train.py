@@ -5,29 +5,44 @@ The run's checks are hooks of the config, so mmpretrain's
 """
 
 import argparse
+import importlib
+import importlib.util
+import os.path as osp
 import sys
 from collections.abc import Sequence
-from typing import Optional
+from types import ModuleType
+from typing import TYPE_CHECKING, Optional
 
 from mmengine.config import Config
-from mmengine.registry import RUNNERS
-from mmengine.runner import Runner
 
-from t2t_plugin.cli import (
-    close_dist,
-    configure_run,
-    find_missing_inputs,
-    merge_options,
-    parse_launch_args,
-    run_reported,
-    set_amp,
-    set_default_work_dir,
-)
-from t2t_plugin.engine.hooks import (
-    RunCheckError,
-    output_problem,
-    release_locks,
-)
+if TYPE_CHECKING:
+    from mmengine.runner import Runner
+
+
+def light_module(name: str) -> ModuleType:
+    """``t2t_plugin.<name>``, a module that imports only the standard
+    library and ``mmengine.config``, without running the package's
+    ``__init__`` while ``t2t_plugin`` is not imported: its registration
+    imports mmpretrain's models (seconds, and mmdet with them where it is
+    installed), and a wrong option, key or data folder is answered before
+    that. Python runs a package's ``__init__`` before any of its modules,
+    so the file is read by its path."""
+    package = importlib.util.find_spec('t2t_plugin')
+    if 't2t_plugin' in sys.modules or package is None:
+        # the package's own module (or the usual ModuleNotFoundError)
+        return importlib.import_module(f't2t_plugin.{name}')
+    path = osp.join(package.submodule_search_locations[0], *name.split('.'))
+    spec = importlib.util.spec_from_file_location(
+        f'_t2t_plugin_{name.replace(".", "_")}', f'{path}.py'
+    )
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+arguments = light_module('cli.arguments')
+config_reader = light_module('engine.config')
+doc_pages = light_module('doc_pages')
 
 
 def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
@@ -50,7 +65,13 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
         ('--no-persistent-workers', 'turn off persistent_workers too'),
     ):
         parser.add_argument(flag, action='store_true', help=text)
-    return parse_launch_args(
+    parser.add_argument(
+        '--quiet',
+        action='store_true',
+        help='print only the progress lines, warnings and errors (the log '
+        'file in the work dir keeps everything)',
+    )
+    return arguments.parse_launch_args(
         parser, 'train_cfg.max_epochs=10 "model.backbone.arch=t-14"', argv
     )
 
@@ -68,10 +89,11 @@ def set_resume(cfg: Config, resume: str) -> None:
 
 
 def merge_args(cfg: Config, args: argparse.Namespace) -> Config:
-    merge_options(cfg, args.cfg_options)
-    set_default_work_dir(cfg, args.config, args.work_dir)
+    """The options of the command line applied to a config whose
+    ``--cfg-options`` are merged (:func:`load_checked`)."""
+    arguments.set_default_work_dir(cfg, args.config, args.work_dir)
     if args.amp:
-        set_amp(cfg)
+        arguments.set_amp(cfg)
     if args.resume is not None:
         set_resume(cfg, args.resume)
     if args.auto_scale_lr:
@@ -94,10 +116,14 @@ def merge_args(cfg: Config, args: argparse.Namespace) -> Config:
     return cfg
 
 
-def build_runner(cfg: Config) -> Runner:
+def build_runner(cfg: Config) -> 'Runner':
     """The Runner (of the config's ``runner_type``, mmengine's without one)
     with its loops and optimizer built, so that a wrong config fails before
     the run starts (``Runner.train`` keeps what is built)."""
+    from mmengine.registry import RUNNERS
+
+    from t2t_plugin.engine.hooks import RunCheckError
+
     runner = RUNNERS.build(cfg)
     runner.train_loop  # noqa: B018  the properties build the loops
     if cfg.get('val_cfg') is not None and cfg.get('val_dataloader'):
@@ -113,6 +139,9 @@ def build_runner(cfg: Config) -> Runner:
 
 
 def _problems(cfg: Config, args: argparse.Namespace) -> list[str]:
+    from t2t_plugin.cli import find_missing_inputs
+    from t2t_plugin.engine.hooks import output_problem
+
     # --no-validate has set val_dataloader to None, which is not checked
     missing = find_missing_inputs(
         cfg,
@@ -124,16 +153,55 @@ def _problems(cfg: Config, args: argparse.Namespace) -> list[str]:
     return missing or ([problem] if problem else [])
 
 
+def load_checked(args: argparse.Namespace) -> tuple[Optional[Config], int]:
+    """The config with ``--cfg-options`` merged, read and checked without
+    importing the models (its ``custom_imports`` not imported), or None
+    and the exit code after one line saying why not: a missing or broken
+    file, a misspelt key, a missing dataset folder."""
+    try:
+        cfg = config_reader.load_config(
+            args.config, args.cfg_options, import_custom_modules=False
+        )
+    except config_reader.OptionError as error:
+        print(f'Invalid options for {args.config}: {error}', file=sys.stderr)
+        return None, 2
+    except config_reader.ConfigError as error:
+        print(error, file=sys.stderr)
+        return None, 2
+    loaders = ['train_dataloader', 'val_dataloader']
+    if args.no_validate:
+        loaders.pop()
+    missing = config_reader.find_missing_data(
+        cfg, loaders, doc_pages.data_page
+    )
+    if missing:
+        print('\n'.join(missing), file=sys.stderr)
+        return None, 1
+    return cfg, 0
+
+
 def main(argv: Optional[Sequence[str]] = None) -> int:
     args = parse_args(argv)
-    cfg, code = configure_run(args, merge_args, _problems)
+    loaded, code = load_checked(args)
+    if loaded is None:
+        return code
+    from t2t_plugin.cli import (
+        close_dist,
+        configure_run,
+        progress_only,
+        run_reported,
+    )
+    from t2t_plugin.engine.hooks import release_locks
+
+    cfg, code = configure_run(args, merge_args, _problems, loaded)
     if cfg is None:
         return code
-    code, runner = run_reported(
-        lambda: build_runner(cfg), cfg, args.config, True
-    )
-    if code == 0:
-        code, _ = run_reported(runner.train, cfg, args.config)
+    with progress_only(args.quiet):
+        code, runner = run_reported(
+            lambda: build_runner(cfg), cfg, args.config, True
+        )
+        if code == 0:
+            code, _ = run_reported(runner.train, cfg, args.config)
     if code == 0:
         close_dist()
     else:  # this process may go on (main() called from Python)

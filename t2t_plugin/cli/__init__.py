@@ -14,6 +14,7 @@ from .launch import close_dist
 from .reporting import (
     configure_run,
     find_missing_inputs,
+    progress_only,
     run_reported,
 )
 
@@ -25,6 +26,7 @@ __all__ = [
     'find_missing_inputs',
     'merge_options',
     'parse_launch_args',
+    'progress_only',
     'run_reported',
     'set_amp',
     'set_default_work_dir',

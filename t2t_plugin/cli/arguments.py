@@ -3,27 +3,15 @@ how they change a config, as in mmpretrain's tools."""
 
 import argparse
 import copy
-import difflib
-import inspect
 import os
 import os.path as osp
 from collections.abc import Sequence
 from typing import Optional
 
-import torch
 from mmengine.config import Config, ConfigDict, DictAction
-from mmengine.runner import Runner
 
-# Top-level keys the Runner reads: its arguments, and those of from_cfg.
-_RUNNER_KEYS = set(inspect.signature(Runner).parameters) | {
-    'custom_imports',
-    'model_wrapper_cfg',
-    'compile',
-    'gpu_ids',
-    'runner_type',
-    'vis_backends',
-    'find_unused_parameters',
-}
+# At module level only the standard library and mmengine.config: the
+# tools parse their command line with it before ``import t2t_plugin``.
 
 
 def add_cfg_options(
@@ -68,23 +56,16 @@ def parse_launch_args(
 
 
 def merge_options(cfg: Config, options: Optional[dict]) -> None:
-    """Merge ``--cfg-options``, refusing (ValueError) a key whose top level
-    neither the config nor the Runner knows: mmengine would add a misspelt
+    """Merge ``--cfg-options`` into a loaded config, refusing
+    (ValueError) a key that looks misspelt
+    (:func:`~t2t_plugin.engine.config.misspelt_option`): mmengine would add
     ``train_dataloder.batch_size=8`` silently."""
-    known = set(cfg.keys()) | _RUNNER_KEYS
+    from ..engine.config import misspelt_option
+
     for key in options or {}:
-        top = key.split('.')[0]
-        if top in known:
-            continue
-        close = difflib.get_close_matches(top, sorted(known), n=1)
-        hint = (
-            f'; did you mean {close[0]!r}?'
-            if close
-            else '; add it to the config first if it is meant to be new.'
-        )
-        raise ValueError(
-            f'--cfg-options {key}: the config has no key {top!r}{hint}'
-        )
+        problem = misspelt_option(cfg, key)
+        if problem:
+            raise ValueError(f'--cfg-options {key}: {problem}')
     if options:
         cfg.merge_from_dict(options)
 
@@ -112,6 +93,8 @@ def set_amp(cfg: Config) -> None:
             f'--amp supports OptimWrapper configs, but this one uses {kind}; '
             'set mixed precision in the config instead.'
         )
+    import torch
+
     if torch.cuda.is_available():
         optim_wrapper.type = 'AmpOptimWrapper'
         optim_wrapper.pop('device_type', None)  # AutocastOptimWrapper's

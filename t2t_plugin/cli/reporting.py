@@ -2,9 +2,12 @@
 checks before the Runner is built, and one line with an exit code for
 what stops it (the run's checks are hooks that every tool gets)."""
 
+import contextlib
 import errno
+import io
 import os
 import os.path as osp
+import re
 import sys
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Any, Callable, Optional
@@ -16,7 +19,13 @@ from rich.progress import track
 
 from .. import doc_pages
 from ..engine.checkpoint import CheckpointError, CheckpointMismatchError
-from ..engine.config import ConfigError, load_config
+from ..engine.config import (
+    ConfigError,
+    OptionError,
+    find_missing_data,
+    import_custom_modules,
+    load_config,
+)
 from ..engine.hooks import RunCheckError, TrainingStopped
 from ..engine.hooks.checkpoint_check_hook import init_checkpoints
 from .launch import dist_failure_message, prepare_launcher
@@ -26,6 +35,7 @@ from .launch import dist_failure_message, prepare_launcher
 BUILD_ERRORS = (AssertionError, ValueError, TypeError, KeyError)
 # What the run's checks raise: their messages are one line for the user.
 CHECK_ERRORS = (
+    ConfigError,
     RunCheckError,
     TrainingStopped,
     CheckpointError,
@@ -35,35 +45,6 @@ CHECK_ERRORS = (
 # What loading a model raises on a user mistake (SyntaxError: a broken
 # config, ImportError: a missing toolbox).
 LOAD_ERRORS = (OSError, ValueError, TypeError, SyntaxError, ImportError)
-# Datasets that read ``data_root/<split>`` when ``split`` is given.
-_SPLIT_FOLDER_DATASETS = ('ImageNet', 'ImageNet21k')
-
-
-def _dataset_paths(dataset: dict) -> Iterator[str]:
-    """Local paths a dataset config reads, outermost first."""
-    if 'dataset' in dataset:  # RepeatDataset, ClassBalancedDataset, ...
-        yield from _dataset_paths(dataset['dataset'])
-    for child in dataset.get('datasets', ()):  # ConcatDataset
-        yield from _dataset_paths(child)
-    root = dataset.get('data_root') or ''
-    if '://' in root:
-        return
-    if root:
-        yield root
-    prefix = dataset.get('data_prefix') or ''
-    prefixes = prefix.values() if isinstance(prefix, dict) else [prefix]
-    for value in [dataset.get('ann_file'), *prefixes]:
-        if isinstance(value, str) and value and '://' not in value:
-            yield osp.join(root, value)
-    kind = str(dataset.get('type', '')).split('.')[-1]
-    if kind in _SPLIT_FOLDER_DATASETS and dataset.get('split') and root:
-        yield osp.join(root, dataset['split'])
-    # CIFAR classes read a fixed sub-folder of data_root.
-    base_folder = getattr(
-        DATASETS.get(kind) if kind else None, 'base_folder', None
-    )
-    if root and isinstance(base_folder, str):
-        yield osp.join(root, base_folder)
 
 
 def find_missing_inputs(
@@ -85,34 +66,30 @@ def find_missing_inputs(
             checkpoints. Defaults to True.
     """
     keys = dataloaders or [f'{s}_dataloader' for s in ('train', 'val', 'test')]
-    if cfg.get('default_scope') in ('mmdet', 'mmseg'):
-        data_doc = checkpoint_doc = doc_pages.DENSE_PREDICTION
-    else:
-        data_doc = doc_pages.DATA_PREPARATION
-        checkpoint_doc = doc_pages.TRAINING
-    messages, seen = [], set()
+    dense = cfg.get('default_scope') in ('mmdet', 'mmseg')
+    checkpoint_doc = (
+        doc_pages.DENSE_PREDICTION if dense else doc_pages.TRAINING
+    )
 
-    def report(path: str, what: str, doc: str) -> None:
-        if path not in seen and not osp.exists(path):
-            seen.add(path)
-            messages.append(f'{what} not found: expected {path} (see {doc}).')
+    def fixed_folder(kind: str) -> Optional[str]:
+        # CIFAR classes read a fixed sub-folder of data_root.
+        folder = getattr(DATASETS.get(kind), 'base_folder', None)
+        return folder if isinstance(folder, str) else None
 
-    for key in keys:
-        loader = cfg.get(key)
-        if not isinstance(loader, dict) or 'dataset' not in loader:
-            continue
-        for path in _dataset_paths(loader['dataset']):
-            report(path, 'Dataset', data_doc)
-            if path in seen:
-                break  # the deeper paths of a missing root add nothing
+    messages = find_missing_data(cfg, keys, doc_pages.data_page, fixed_folder)
+    seen = set()
     checkpoints = (
         list(init_checkpoints(cfg.get('model', {}))) if check_init_cfg else []
     )
     if check_load_from and cfg.get('load_from'):
         checkpoints.append(cfg.load_from)
     for path in checkpoints:
-        if '://' not in path:
-            report(path, 'Checkpoint', checkpoint_doc)
+        if '://' not in path and path not in seen and not osp.exists(path):
+            seen.add(path)
+            messages.append(
+                f'Checkpoint not found: expected {path} '
+                f'(see {checkpoint_doc}).'
+            )
     return messages
 
 
@@ -168,17 +145,29 @@ def configure_run(
     args: Any,
     merge_args: Callable[[Config, Any], Config],
     problems: Callable[[Config, Any], list[str]],
+    loaded: Optional[Config] = None,
 ) -> tuple[Optional[Config], int]:
     """The config of ``args.config`` with ``merge_args`` applied and the
     launcher set up, or None and the exit code after printing why not.
 
     Args:
-        args: The parsed command line (``config``, ``launcher``).
-        merge_args: Applies the options to the config.
+        args: The parsed command line (``config``, ``launcher``,
+            ``cfg_options``).
+        merge_args: Applies the other options to the config.
         problems: The lines that stop the run before it is built.
+        loaded: The config already read with its ``--cfg-options``
+            (without importing its ``custom_imports``, imported here).
     """
     try:
-        cfg = merge_args(load_config(args.config), args)
+        if loaded is None:
+            cfg = load_config(args.config, args.cfg_options)
+        else:
+            cfg = loaded
+            import_custom_modules(cfg)
+        cfg = merge_args(cfg, args)
+    except OptionError as error:
+        print(f'Invalid options for {args.config}: {error}', file=sys.stderr)
+        return None, 2
     except ConfigError as error:  # the config itself, a missing file too
         print(error, file=sys.stderr)
         return None, 2
@@ -236,3 +225,49 @@ def run_reported(
             raise
     print(message, file=sys.stderr)
     return 1, None
+
+
+# A line of mmengine's logger that is not a warning or an error: its
+# time, the logger's name and the level.
+_INFO_RECORD = re.compile(r'^\d\d/\d\d \d\d:\d\d:\d\d - \S+ - INFO - ')
+# The progress lines of mmengine's LoggerHook.
+_PROGRESS = re.compile(r' - INFO - (Epoch|Iter)\((train|val|test)\)')
+
+
+class _ProgressOnly(io.TextIOBase):
+    """A stream that passes to ``stream`` all but mmengine's INFO records
+    that are not progress lines."""
+
+    def __init__(self, stream) -> None:
+        self.stream = stream
+
+    def write(self, text: str) -> int:
+        plain = re.sub(r'\x1b\[[0-9;]*m', '', text)
+        if not _INFO_RECORD.match(plain) or _PROGRESS.search(plain):
+            self.stream.write(text)
+        return len(text)
+
+    def flush(self) -> None:
+        self.stream.flush()
+
+    def isatty(self) -> bool:
+        return self.stream.isatty()
+
+
+@contextlib.contextmanager
+def progress_only(enabled: bool = True) -> Iterator[None]:
+    """Within it (if ``enabled``: ``--quiet``), print mmengine's progress
+    lines, warnings and errors and what is not a log record (the tool's
+    own lines), not the rest of its INFO records (environment, config,
+    hooks). The run's log file, written by the logger itself, keeps them
+    all; the logger writes to the ``sys.stdout`` of the moment it is
+    made."""
+    if not enabled:
+        yield
+        return
+    original = sys.stdout
+    sys.stdout = _ProgressOnly(original)
+    try:
+        yield
+    finally:
+        sys.stdout = original

@@ -17,7 +17,7 @@ from .checkpoint import (
     read_checkpoint,
     remove_stale_temp_files,
 )
-from .config import ConfigError, load_config
+from .config import ConfigError, check_config, load_config
 from .hooks import TrainingCurvesHook
 from .optim_constructor import BackboneLayerDecayOptimWrapperConstructor
 from .optim_wrapper import AutocastOptimWrapper
@@ -39,6 +39,7 @@ __all__ = [
     'check_finite_weights',
     'checkpoint_read_error',
     'checkpoint_safe_globals',
+    'check_config',
     'checkpoint_state_dict',
     'load_config',
     'load_state_dict_strictly',

@@ -1,35 +1,94 @@
-"""The one config reader of the tools and APIs: every way
-``Config.fromfile`` fails on a user's file (a syntax error, a ``mmdet::``
-base of a toolbox that is not installed) becomes one :class:`ConfigError`
-line."""
+"""The one config reader of the tools and APIs, and the checks a config
+allows before anything is built.
 
+Every way ``Config.fromfile`` fails on a user's file (a syntax error, a
+``mmdet::`` base of a toolbox that is not installed) becomes one
+:class:`ConfigError` line. ``--cfg-options`` that name a variable of the
+file (``data_root``, ``num_classes``, ``max_epochs``) reach every key the
+file set from it; a new key close to one its dict already has is refused
+with "did you mean". At module level this file imports only the standard
+library and ``mmengine.config``: the tools load it before ``import
+t2t_plugin``, whose registration imports mmpretrain's models (seconds, and
+mmdet with them where it is installed), so that such mistakes are answered
+at once.
+"""
+
+import ast
+import difflib
+import inspect
+import os.path as osp
+import tempfile
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Optional, Union
+from typing import Any, Optional, Union
 
 from mmengine.config import Config
 
+# Top-level keys the Runner reads: the arguments of mmengine's Runner
+# (written out, so that this file need not import torch; the tests compare
+# them with its signature) and those its from_cfg reads.
+RUNNER_KEYS = frozenset(
+    {
+        'auto_scale_lr', 'cfg', 'custom_hooks', 'data_preprocessor',
+        'default_hooks', 'default_scope', 'env_cfg', 'experiment_name',
+        'launcher', 'load_from', 'log_level', 'log_processor', 'model',
+        'optim_wrapper', 'param_scheduler', 'randomness', 'resume',
+        'test_cfg', 'test_dataloader', 'test_evaluator', 'train_cfg',
+        'train_dataloader', 'val_cfg', 'val_dataloader', 'val_evaluator',
+        'visualizer', 'work_dir',
+    }
+    | {
+        'custom_imports', 'model_wrapper_cfg', 'compile', 'gpu_ids',
+        'runner_type', 'vis_backends', 'find_unused_parameters',
+    }
+)  # fmt: skip
+
 
 class ConfigError(ValueError):
-    """A config that cannot be loaded; the message is one line."""
+    """A config that cannot be loaded or run; the message is one line."""
+
+
+class OptionError(ConfigError):
+    """A ``--cfg-options`` entry that does not apply to the config."""
 
 
 def load_config(
-    config: Union[str, Path, Config], cfg_options: Optional[dict] = None
+    config: Union[str, Path, Config],
+    cfg_options: Optional[dict] = None,
+    import_custom_modules: bool = True,
 ) -> Config:
     """A config from a file (or a copy of a Config), with the overrides of
     ``--cfg-options`` merged in.
 
+    A top-level option that names a variable the file assigns a plain
+    value (``data_root = 'data/custom'``) replaces that value in the file
+    before it is read, so every key set from it follows; other options
+    are merged as mmengine merges them.
+
+    Args:
+        config: The file, or a Config to copy.
+        cfg_options: ``--cfg-options`` as mmengine's ``DictAction`` parses
+            them.
+        import_custom_modules: Import the config's ``custom_imports``
+            (False: only read the file).
+
     Raises:
-        ConfigError: If the file is missing or cannot be loaded, or an
-            override does not apply.
+        ConfigError: If the file is missing or cannot be loaded, an option
+            looks like a misspelt key, or an option does not apply.
     """
+    options = dict(cfg_options or {})
     if isinstance(config, Config):
         cfg = config.copy()
     elif isinstance(config, (str, Path)):
         if not Path(config).is_file():
             raise ConfigError(f'Config file not found: {config}.')
+        variables = {
+            key: options.pop(key)
+            for key in list(options)
+            if key in file_variables(config)
+        }
         try:
-            cfg = Config.fromfile(str(config))
+            cfg = _read(str(config), variables, import_custom_modules)
         # any failure of user-supplied config code
         except Exception as error:
             raise ConfigError(_describe(config, error)) from None
@@ -38,14 +97,341 @@ def load_config(
             'A config must be a file path or a Config, got '
             f'{type(config).__name__}.'
         )
-    if cfg_options:
+    for key in options:
+        problem = misspelt_option(cfg, key)
+        if problem:
+            raise OptionError(f'--cfg-options {key}: {problem}')
+    if options:
+        loaded = cfg.copy()
         try:
-            cfg.merge_from_dict(cfg_options)
-        except (KeyError, TypeError, ValueError) as error:
-            raise ConfigError(
-                f'Cannot apply the options {cfg_options} to {config}: {error}'
+            cfg.merge_from_dict(options)
+        except (KeyError, TypeError, ValueError, IndexError) as error:
+            raise OptionError(
+                f'Cannot apply the options {options}: {error}'
             ) from None
+        problem = stale_variables(cfg, loaded)
+        if problem:
+            raise OptionError(f'--cfg-options {problem}')
     return cfg
+
+
+def import_custom_modules(cfg: Config) -> None:
+    """Import a config's ``custom_imports``, as ``Config.fromfile`` does,
+    for a config read without them.
+
+    Raises:
+        ConfigError: If one cannot be imported.
+    """
+    from mmengine.utils import import_modules_from_strings
+
+    if not cfg.get('custom_imports'):
+        return
+    try:
+        import_modules_from_strings(**cfg.custom_imports)
+    except ImportError as error:
+        raise ConfigError(_describe(cfg.filename, error)) from None
+
+
+def file_variables(path: Union[str, Path]) -> dict[str, ast.expr]:
+    """The top-level names a config file assigns a plain value (a number,
+    a string, a list or tuple of them), by name, with the value's node."""
+    text = Path(path).read_text()
+    # new-style configs import their bases as modules: left to mmengine
+    if 'read_base' in text:
+        return {}
+    try:
+        tree = ast.parse(text)
+    except SyntaxError:
+        return {}  # Config.fromfile reports it
+    found = {}
+    for node in tree.body:
+        if (
+            isinstance(node, ast.Assign)
+            and len(node.targets) == 1
+            and isinstance(node.targets[0], ast.Name)
+            and not node.targets[0].id.startswith('_')
+        ):
+            try:
+                ast.literal_eval(node.value)
+            except (ValueError, TypeError, SyntaxError, RecursionError):
+                continue
+            found[node.targets[0].id] = node.value
+    return found
+
+
+def _read(path: str, variables: dict, import_custom_modules: bool) -> Config:
+    """``Config.fromfile(path)``, with the file's plain variables in
+    ``variables`` given new values: a copy of the file with them replaced
+    (and its relative ``_base_`` paths made absolute) is read instead."""
+    if not variables:
+        return Config.fromfile(
+            path, import_custom_modules=import_custom_modules
+        )
+    text = Path(path).read_text()
+    nodes = file_variables(path)
+    tree = ast.parse(text)
+    edits = [(nodes[name], repr(value)) for name, value in variables.items()]
+    for node in tree.body:
+        if (
+            isinstance(node, ast.Assign)
+            and len(node.targets) == 1
+            and isinstance(node.targets[0], ast.Name)
+            and node.targets[0].id == '_base_'
+        ):
+            edits.append((node.value, repr(_absolute_bases(node.value, path))))
+    # ast gives columns in UTF-8 bytes
+    source = text.encode()
+    line_starts = [0]
+    for line in source.splitlines(keepends=True):
+        line_starts.append(line_starts[-1] + len(line))
+    # from the end of the file, so that earlier positions stay valid
+    for node, new in sorted(
+        edits, key=lambda e: (e[0].lineno, e[0].col_offset), reverse=True
+    ):
+        start = line_starts[node.lineno - 1] + node.col_offset
+        end = line_starts[node.end_lineno - 1] + node.end_col_offset
+        source = source[:start] + new.encode() + source[end:]
+    with tempfile.TemporaryDirectory() as folder:
+        copy = osp.join(folder, osp.basename(path))
+        Path(copy).write_bytes(source)
+        read = Config.fromfile(
+            copy, import_custom_modules=import_custom_modules
+        )
+        return Config(
+            read.to_dict(),
+            cfg_text=read.text,
+            filename=path,
+            env_variables=read.env_variables,
+        )
+
+
+def _absolute_bases(node: ast.expr, path: str) -> Union[str, list]:
+    """The ``_base_`` value of a config file with relative paths made
+    absolute (``mmpretrain::`` bases kept)."""
+    folder = osp.dirname(osp.abspath(path))
+    value = ast.literal_eval(node)
+
+    def absolute(base: str) -> str:
+        return base if '::' in base else osp.join(folder, base)
+
+    if isinstance(value, str):
+        return absolute(value)
+    return [absolute(base) for base in value]
+
+
+def _child(container: Any, key: str) -> tuple[bool, Any]:
+    """Whether ``container`` (a dict or a list) has ``key``, and the value."""
+    if isinstance(container, (list, tuple)):
+        if key.isdigit() and int(key) < len(container):
+            return True, container[int(key)]
+        return False, None
+    if isinstance(container, (dict, Config)) and key in container:
+        return True, container[key]
+    return False, None
+
+
+def misspelt_option(cfg: Config, key: str) -> Optional[str]:
+    """Why the option ``key`` looks like a misspelling, or None: a top
+    level neither the config nor the Runner knows, or a name added to a
+    dict of the config that holds a close one (``max_epoch`` beside
+    ``max_epochs``); mmengine would add either silently, and the class
+    that gets it would fail long after, or never."""
+    container: Any = cfg
+    parts = key.split('.')
+    if parts[0] not in cfg and parts[0] not in RUNNER_KEYS:
+        known = sorted(set(cfg.keys()) | RUNNER_KEYS)
+        close = difflib.get_close_matches(parts[0], known, n=1)
+        hint = (
+            f'; did you mean {close[0]!r}?'
+            if close
+            else '; add it to the config first if it is meant to be new.'
+        )
+        return f'the config has no key {parts[0]!r}{hint}'
+    for depth, part in enumerate(parts):
+        found, value = _child(container, part)
+        if not found:
+            if not isinstance(container, (dict, Config)):
+                return None
+            names = [str(name) for name in container]
+            close = difflib.get_close_matches(part, names, n=1, cutoff=0.85)
+            if not close:
+                return None
+            where = '.'.join(parts[:depth]) or 'the config'
+            return f'{where} has no key {part!r}; did you mean {close[0]!r}?'
+        container = value
+    return None
+
+
+# Datasets that read ``data_root/<split>`` when ``split`` is given.
+_SPLIT_FOLDER_DATASETS = ('ImageNet', 'ImageNet21k')
+
+
+def _dataset_paths(
+    dataset: dict, fixed_folder: Optional[Callable[[str], Optional[str]]]
+) -> Iterator[tuple[str, str]]:
+    """``(local path, dataset type)`` a dataset config reads, outermost
+    first."""
+    if 'dataset' in dataset:  # RepeatDataset, ClassBalancedDataset, ...
+        yield from _dataset_paths(dataset['dataset'], fixed_folder)
+    for child in dataset.get('datasets', ()):  # ConcatDataset
+        yield from _dataset_paths(child, fixed_folder)
+    kind = str(dataset.get('type', ''))
+    root = dataset.get('data_root') or ''
+    if '://' in root:
+        return
+    if root:
+        yield root, kind
+    prefix = dataset.get('data_prefix') or ''
+    prefixes = prefix.values() if isinstance(prefix, dict) else [prefix]
+    for value in [dataset.get('ann_file'), *prefixes]:
+        if isinstance(value, str) and value and '://' not in value:
+            yield osp.join(root, value), kind
+    name = kind.split('.')[-1]
+    if name in _SPLIT_FOLDER_DATASETS and dataset.get('split') and root:
+        yield osp.join(root, dataset['split']), kind
+    folder = fixed_folder(name) if fixed_folder and name else None
+    if root and folder:
+        yield osp.join(root, folder), kind
+
+
+def find_missing_data(
+    cfg: Config,
+    dataloaders: list[str],
+    page: Callable[[str, Optional[str]], str],
+    fixed_folder: Optional[Callable[[str], Optional[str]]] = None,
+) -> list[str]:
+    """One line per missing dataset folder or file of the dataloaders
+    ``dataloaders`` (a missing root without the paths below it).
+
+    Args:
+        cfg: The config.
+        dataloaders: Their keys, e.g. ``['train_dataloader']``.
+        page: The doc page of a dataset type, for the config's scope.
+        fixed_folder: The fixed sub-folder of ``data_root`` a dataset
+            class reads (CIFAR's), by class name, if known.
+    """
+    messages, seen = [], set()
+    for key in dataloaders:
+        loader = cfg.get(key)
+        if not isinstance(loader, dict) or 'dataset' not in loader:
+            continue
+        for path, kind in _dataset_paths(loader['dataset'], fixed_folder):
+            if path in seen:
+                break  # reported for an earlier loader
+            if osp.exists(path):
+                continue
+            seen.add(path)
+            doc = page(kind, cfg.get('default_scope'))
+            messages.append(f'Dataset not found: expected {path} (see {doc}).')
+            break  # the deeper paths of a missing root add nothing
+    return messages
+
+
+def _leaves(value: Any, path: str = '') -> Iterator[tuple[str, Any]]:
+    """``(dotted key, value)`` of every entry below ``value``."""
+    if isinstance(value, dict):
+        items = value.items()
+    elif isinstance(value, (list, tuple)):
+        items = enumerate(value)
+    else:
+        return
+    for key, child in items:
+        dotted = f'{path}.{key}' if path else str(key)
+        yield dotted, child
+        yield from _leaves(child, dotted)
+
+
+def stale_variables(cfg: Config, loaded: Config) -> Optional[str]:
+    """Why a top-level value changed since the config was read from its
+    file (``loaded``) while the keys named like it still hold the old
+    value, or None: a config file's variables are read when the file is
+    loaded, so ``--cfg-options data_root=x`` in a tool that merges options
+    into the loaded config leaves ``train_dataloader.dataset.data_root``
+    as it was."""
+    for name, value in cfg.items():
+        old = loaded.get(name)
+        if (
+            not isinstance(value, (str, int, float))
+            or not isinstance(old, (str, int, float))
+            or value == old
+        ):
+            continue
+        stale = [
+            key
+            for top, child in cfg.items()
+            if top != name
+            for key, held in _leaves(child, top)
+            if key.rsplit('.', 1)[-1] == name and held == old
+        ]
+        if stale:
+            keys = ', '.join(stale[:4])
+            more = f' and {len(stale) - 4} more' if len(stale) > 4 else ''
+            return (
+                f'{name}={value!r} does not reach {keys}{more}, which the '
+                f'file set from {name}={old!r} when it was loaded; set '
+                f'those keys instead, or use tools/train.py, whose '
+                f'--cfg-options {name}=... reaches every key the file set '
+                'from it.'
+            )
+    return None
+
+
+def _schedule_end(cfg: Config) -> Optional[tuple[int, dict, str, int]]:
+    """``(index, scheduler, train_cfg key, its value)`` of the parameter
+    scheduler that ends last in the training loop's unit, or None."""
+    train_cfg = cfg.get('train_cfg') or {}
+    schedulers = cfg.get('param_scheduler') or []
+    if isinstance(schedulers, dict):
+        schedulers = [schedulers]
+    by_epoch = 'max_epochs' in train_cfg
+    unit = 'max_epochs' if by_epoch else 'max_iters'
+    total = train_cfg.get(unit)
+    ends = [
+        (index, scheduler)
+        for index, scheduler in enumerate(schedulers)
+        if isinstance(scheduler, dict)
+        and scheduler.get('by_epoch', True) == by_epoch
+        and isinstance(scheduler.get('end'), int)
+        and scheduler['end'] < 10**8  # not mmengine's INF (run's end)
+    ]
+    if not isinstance(total, int) or not ends:
+        return None
+    index, last = max(ends, key=lambda item: item[1]['end'])
+    return index, last, unit, total
+
+
+def schedule_mismatch(
+    cfg: Config, loaded: Optional[Config] = None
+) -> Optional[str]:
+    """A warning line when the last parameter scheduler ends after the
+    training does (``train_cfg.max_epochs=3`` on a cosine that ends at
+    epoch 12: the learning rate barely decays), or before it while it
+    ended with it in the file as ``loaded`` (``train_cfg.max_epochs=30``:
+    18 epochs at the cosine's last value); else None. A schedule that ends
+    early in the file itself (a cool-down at the last value) is meant."""
+    found = _schedule_end(cfg)
+    if found is None:
+        return None
+    index, last, unit, total = found
+    end = last['end']
+    kind = str(last.get('type', 'the scheduler')).split('.')[-1]
+    key = f'param_scheduler.{index}'
+    also = f' (and {key}.T_max)' if 'T_max' in last else ''
+    if end > total:
+        return (
+            f'{key}.end={end} is after the end of training '
+            f'(train_cfg.{unit}={total}): the {kind} stops early; set '
+            f'{key}.end={total}{also} to finish it.'
+        )
+    before = _schedule_end(loaded) if loaded is not None else None
+    if end < total and before is not None and before[1]['end'] == before[3]:
+        return (
+            f'{key}.end={end} is before the end of training '
+            f'(train_cfg.{unit}={total}), which the file ended it with: '
+            f'the {kind} ends early and its last value stays; set '
+            f'{key}.end={total}{also} to stretch it.'
+        )
+    return None
 
 
 def _describe(path: Union[str, Path], error: Exception) -> str:
@@ -68,3 +454,157 @@ def _describe(path: Union[str, Path], error: Exception) -> str:
     else:
         text = f'{type(error).__name__}: {error}'
     return ' '.join(f'Cannot load config {path}: {text}{hint}'.split())
+
+
+# Keys a builder takes from the dict besides the class's arguments.
+_BUILDER_KEYS = {'type', '_scope_'}
+_EXTRA_KEYS = {
+    'loop': {'by_epoch'},  # the Runner picks the loop class with it
+    'param scheduler': {'convert_to_iter_based'},
+    'hook': {'priority'},
+    'model': set(),
+}
+
+
+def _arguments(cls: type) -> Optional[set[str]]:
+    """The keyword arguments ``cls(...)`` takes, following ``**kwargs``
+    up the classes it inherits from; None when they reach a class whose
+    arguments are open (nothing can be called misspelt then)."""
+    names: set[str] = set()
+    for klass in cls.__mro__:
+        if '__init__' not in vars(klass):
+            continue
+        try:
+            parameters = inspect.signature(klass.__init__).parameters
+        except (TypeError, ValueError):
+            return None
+        names |= {
+            name
+            for name, p in parameters.items()
+            if p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)
+        }
+        if not any(p.kind == p.VAR_KEYWORD for p in parameters.values()):
+            return names - {'self'}
+    return None
+
+
+def _built_dicts(cfg: Config) -> Iterator[tuple[str, dict, str]]:
+    """``(dotted key, dict, registry name)`` of the dicts of a config that
+    the Runner builds from a registry: the loops, hooks, parameter
+    schedulers and the model."""
+    train_cfg = cfg.get('train_cfg')
+    if isinstance(train_cfg, dict):
+        yield 'train_cfg', train_cfg, 'loop'
+    for key in ('val_cfg', 'test_cfg'):
+        if isinstance(cfg.get(key), dict):
+            yield key, cfg[key], 'loop'
+    for key, hook in (cfg.get('default_hooks') or {}).items():
+        if isinstance(hook, dict):
+            yield f'default_hooks.{key}', hook, 'hook'
+    for index, hook in enumerate(cfg.get('custom_hooks') or []):
+        if isinstance(hook, dict):
+            yield f'custom_hooks.{index}', hook, 'hook'
+    schedulers = cfg.get('param_scheduler') or []
+    if isinstance(schedulers, dict):
+        schedulers = [schedulers]
+    for index, scheduler in enumerate(schedulers):
+        if isinstance(scheduler, dict):
+            yield f'param_scheduler.{index}', scheduler, 'param scheduler'
+    if isinstance(cfg.get('model'), dict):
+        yield 'model', cfg.model, 'model'
+
+
+def _loop_class(key: str, loop: dict) -> Optional[str]:
+    """The loop class the Runner builds for a loop dict without a type."""
+    if 'type' in loop:
+        return loop['type']
+    if key == 'train_cfg':
+        if 'by_epoch' not in loop:
+            return None
+        return (
+            'EpochBasedTrainLoop'
+            if loop['by_epoch']
+            else ('IterBasedTrainLoop')
+        )
+    return 'ValLoop' if key == 'val_cfg' else 'TestLoop'
+
+
+def misspelt_keys(cfg: Config) -> Optional[str]:
+    """Why a key of the config's loops, hooks, schedulers or model (at any
+    depth of the model) is no argument of the class it goes to, with the
+    closest argument, or None. Classes that are not registered, or that
+    pass open ``**kwargs`` on, are left to their builders."""
+    from mmengine import registry
+
+    registries = {
+        'loop': registry.LOOPS,
+        'hook': registry.HOOKS,
+        'param scheduler': registry.PARAM_SCHEDULERS,
+        'model': registry.MODELS,
+    }
+    scope = cfg.get('default_scope')
+    pending = list(_built_dicts(cfg))
+    while pending:
+        key, item, kind = pending.pop(0)
+        name = _loop_class(key, item) if kind == 'loop' else item.get('type')
+        if not isinstance(name, str):
+            continue
+        with registries[kind].switch_scope_and_registry(scope) as found:
+            try:
+                cls = found.get(name)
+            # the builder reports what cannot be found
+            except Exception:
+                cls = None
+        if cls is None or not inspect.isclass(cls):
+            continue
+        accepted = _arguments(cls)
+        if accepted is None:
+            continue
+        allowed = accepted | _BUILDER_KEYS | _EXTRA_KEYS[kind]
+        for child_key, child in item.items():
+            if child_key not in allowed:
+                close = difflib.get_close_matches(
+                    child_key, sorted(accepted), n=1, cutoff=0.6
+                )
+                hint = (
+                    f'did you mean {close[0]!r}?'
+                    if close
+                    else f'it takes {", ".join(sorted(accepted))}.'
+                )
+                return (
+                    f'{key}.{child_key}: {cls.__name__} takes no argument '
+                    f'{child_key!r}; {hint}'
+                )
+            if (
+                kind == 'model'
+                and isinstance(child, dict)
+                and 'type' in child
+                # norm_cfg, act_cfg, init_cfg ...: built by functions
+                # that take more than the class does
+                and not child_key.endswith('_cfg')
+            ):
+                pending.append((f'{key}.{child_key}', child, 'model'))
+    return None
+
+
+def check_config(cfg: Config) -> Optional[str]:
+    """The checks a Runner makes on its config before it creates the work
+    dir: a variable that does not reach its keys and a misspelt key raise
+    :class:`ConfigError`; a schedule that ends after training, or before
+    it where the file ended it with training, is returned as a warning
+    line (None if it fits)."""
+    filename, loaded = cfg.filename, None
+    if filename and osp.isfile(filename):
+        try:
+            loaded = Config.fromfile(filename, import_custom_modules=False)
+        # a file changed since, or that reads what is gone: not judged
+        except Exception:
+            loaded = None
+    if loaded is not None:
+        problem = stale_variables(cfg, loaded)
+        if problem:
+            raise ConfigError(problem)
+    problem = misspelt_keys(cfg)
+    if problem:
+        raise ConfigError(problem)
+    return schedule_mismatch(cfg, loaded)

@@ -1,11 +1,13 @@
 import copy
 import inspect
+import logging
 import os
 import os.path as osp
 import re
 import zipfile
 from typing import Optional, Union
 
+from mmengine.logging import print_log
 from mmengine.registry import RUNNERS
 from mmengine.runner import BaseLoop, Runner
 from torch import nn
@@ -13,6 +15,7 @@ from torch.utils.data import DataLoader
 
 from ..datasets.safe_pickle import DataFileError, annotation_files
 from ..datasets.sample_seeding import own_generator, sample_seeded_loader
+from .config import check_config
 
 # The timestamps of the runs this process has started.
 _STARTED: set[str] = set()
@@ -77,7 +80,19 @@ class SampleSeededRunner(Runner):
     and a second run of that name got the first run's (its lines in the
     first run's log file, its scalars in the first run's folder, its loss
     averaged with the first run's).
+
+    Before the work dir is made, :func:`~t2t_plugin.engine.check_config`
+    refuses a misspelt key and a config variable that does not reach its
+    keys, and warns of a schedule that ends after training.
     """
+
+    @classmethod
+    def from_cfg(cls, cfg) -> Runner:
+        """mmengine's, after the config's checks."""
+        warning = check_config(cfg)
+        if warning:
+            print_log(warning, logger='current', level=logging.WARNING)
+        return super().from_cfg(cfg)
 
     def __init__(self, *args, **kwargs) -> None:
         """mmengine's arguments; a resume without a file (or ``'auto'``)
