@@ -10,6 +10,7 @@ from mmpretrain.apis import ModelHub
 NAME_SUFFIX = '_t2tp'
 
 _PACKAGE = Path(__file__).resolve().parent
+_registered = False
 
 
 def package_root() -> Path:
@@ -20,11 +21,14 @@ def package_root() -> Path:
 
 
 def register_model_index() -> None:
-    """Add this plugin's model index to mmpretrain's ``ModelHub`` once."""
+    """Add this plugin's model index to mmpretrain's ``ModelHub`` once
+    (a second time, its names would conflict with themselves)."""
     root = package_root()
     index = root / 'model-index.yml'
     if not index.is_file():  # e.g. a copy of the package alone
         return
-    if any(name.endswith(NAME_SUFFIX) for name in ModelHub._models_dict):
+    global _registered
+    if _registered:
         return
     ModelHub.register_model_index(index, config_prefix=root)
+    _registered = True

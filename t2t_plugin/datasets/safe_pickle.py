@@ -16,7 +16,7 @@ from typing import Any, BinaryIO
 import numpy as np
 import torch
 import yaml
-from mmengine.fileio import PickleHandler, YamlHandler, register_handler
+from mmengine.fileio import PickleHandler, YamlHandler
 
 # numpy 1.26 has only a stub of ``numpy._core``; numpy 2 warns on
 # ``numpy.core``
@@ -257,10 +257,3 @@ def _yaml_problem(error: yaml.YAMLError) -> str:
     if mark is None:
         return problem
     return f'{problem} at line {mark.line + 1}, column {mark.column + 1}'
-
-
-# Process-wide on purpose: mmengine picks a file handler by the file's
-# extension alone, with no per-dataset choice, and BaseDataset reads
-# ann_file through it; files of data only read the same as before.
-register_handler(['pkl', 'pickle'])(SafePickleHandler)
-register_handler(['yaml', 'yml'])(SafeYamlHandler)

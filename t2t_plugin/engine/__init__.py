@@ -3,7 +3,6 @@ the layer-decay optimizer constructor, the training-curves hook and the
 runner that seeds augmentation per sample; the one reader of checkpoints
 and configs that every tool and API uses."""
 
-from ..compat import add_safe_globals
 from .checkpoint import (
     AtomicLocalBackend,
     CheckpointError,
@@ -22,10 +21,6 @@ from .hooks import TrainingCurvesHook
 from .optim_constructor import BackboneLayerDecayOptimWrapperConstructor
 from .optim_wrapper import AutocastOptimWrapper
 from .sample_seeded_runner import SampleSeededRunner, newest_intact_checkpoint
-
-# Resume, ``load_from`` and ``Pretrained`` initialisation all go through
-# ``torch.load``; configs import this package before any of them runs.
-add_safe_globals(checkpoint_safe_globals())
 
 __all__ = [
     'AtomicLocalBackend',

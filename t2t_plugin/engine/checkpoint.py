@@ -28,7 +28,6 @@ import torch
 from mmengine import fileio
 from mmengine.dist import get_dist_info
 from mmengine.logging import HistoryBuffer, print_log
-from mmengine.runner import CheckpointLoader
 from mmengine.runner import checkpoint as mmengine_checkpoint
 
 from ..compat import HAS_ADD_SAFE_GLOBALS, safe_globals
@@ -124,9 +123,6 @@ class AtomicLocalBackend(fileio.LocalBackend):
     ) -> None:
         """Write text to ``filepath`` atomically."""
         self.put(obj.encode(encoding), filepath)
-
-
-fileio.register_backend('atomic_local', AtomicLocalBackend, force=True)
 
 
 def remove_stale_temp_files(folder: str) -> list[str]:
@@ -483,7 +479,7 @@ _RELEASE_LISTS = {
     'mmcls://': mmengine_checkpoint.get_mmcls_models,
 }
 _CEPH = (r'(\S+\:)?s3://', r'(\S+\:)?petrel://')
-_SCHEMES = (*_RELEASE_LISTS, 'pavi://', *_CEPH)
+CHECKPOINT_SCHEMES = (*_RELEASE_LISTS, 'pavi://', *_CEPH)
 
 
 def _read_scheme(path: str) -> Any:
@@ -513,7 +509,7 @@ def _read_scheme(path: str) -> Any:
                 f'Cannot read checkpoint {path}: {error}'
             ) from None
         return _torch_load(path, data=backend.get(path))
-    schemes = ['http://', 'https://', *_SCHEMES]
+    schemes = ['http://', 'https://', *CHECKPOINT_SCHEMES]
     raise CheckpointError(
         f'Cannot read checkpoint {path}: unknown scheme; give a local file '
         f'or a URL of {", ".join(sorted(schemes))}.'
@@ -556,7 +552,7 @@ def _read_release(path: str, scheme: str) -> Any:
     return checkpoint
 
 
-def _load_for_mmengine(filename: str, map_location: Any = None) -> dict:
+def load_for_mmengine(filename: str, map_location: Any = None) -> dict:
     """mmengine's loader of every scheme: :func:`read_checkpoint`, moved to
     ``map_location`` when that names a device."""
     checkpoint = read_checkpoint(filename)
@@ -581,11 +577,3 @@ def _to_device(checkpoint: Any, device: Any) -> Any:
             (k, _to_device(v, device)) for k, v in checkpoint.items()
         )
     return checkpoint
-
-
-# Process-wide on purpose: mmengine picks a loader by the scheme alone, and
-# its own ones run code on torch < 2.6 (downloads on any torch). Other
-# models' checkpoints read the same here (tested with an mmpretrain ResNet).
-CheckpointLoader.register_scheme(
-    ['', 'http://', 'https://', *_SCHEMES], _load_for_mmengine, force=True
-)

@@ -931,9 +931,9 @@ def test_every_mmengine_scheme_is_read_by_the_safe_reader():
         prefix: loader.__module__
         for prefix, loader in CheckpointLoader._schemes.items()
     } == dict.fromkeys(
-        ['', 'http://', 'https://', *ours._SCHEMES], ours.__name__
+        ['', 'http://', 'https://', *ours.CHECKPOINT_SCHEMES], ours.__name__
     )
-    prefixes = {p.replace(r'(\S+\:)?', '') for p in ours._SCHEMES}
+    prefixes = {p.replace(r'(\S+\:)?', '') for p in ours.CHECKPOINT_SCHEMES}
     # each of them is tested below
     tested = {path.split('://')[0].split(':')[-1] + '://' for path in SCHEMES}
     assert tested == prefixes
