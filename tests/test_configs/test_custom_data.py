@@ -138,11 +138,11 @@ def test_classification_on_an_image_folder(tmp_path, config):
     assert logged_metric(test.stdout, 'accuracy/top1') == pytest.approx(
         accuracy, abs=1e-3
     )
-    # images 0, 2 and 4 of six, in folder order
+    # images 0, 2 and 4 of six, in folder order, named after their class
     assert drawn_images(work_dir / 'vis') == [
-        'circle0.png_0.png',
-        'square0.png_0.png',
-        'stripes0.png_0.png',
+        'circle_circle0_0.png',
+        'square_square0_0.png',
+        'stripes_stripes0_0.png',
     ]
 
 
