@@ -1,9 +1,11 @@
 """Each attention of the package against its plain formula."""
 
+import math
+
 import pytest
 import torch
 
-from t2t_plugin.models.layers import TransformerLayer
+from t2t_plugin.models.layers import SelfAttention, TransformerLayer
 from t2t_plugin.models.t2t import T2TModule, TokenPerformer, TokenTransformer
 
 from ..reference import (
@@ -128,3 +130,155 @@ def test_attention_runs_through_fused_kernel(monkeypatch):
     TransformerLayer(64, 2, 64)(torch.randn(1, 5, 64))
     TokenTransformer(147)(torch.randn(1, 5, 147))
     assert calls == [pytest.approx(32**-0.5), pytest.approx(147**-0.5)]
+
+
+def _locality_reference(x, layer, scale):
+    """Locality self-attention written out: per head, ``softmax`` of
+    ``scale * q k^T`` with the diagonal left out of the sum, then
+    ``proj``."""
+    sd = layer.state_dict()
+    heads, dims = layer.num_heads, layer.embed_dims
+    head = dims // heads
+    qkv = x @ sd['qkv.weight'].t()
+    out = torch.zeros(x.shape[0], x.shape[1], dims)
+    for b in range(x.shape[0]):
+        for h in range(heads):
+            q, k, v = (
+                qkv[b, :, i * dims + h * head : i * dims + (h + 1) * head]
+                for i in range(3)
+            )
+            for i in range(x.shape[1]):
+                logits = [
+                    scale * float(q[i] @ k[j]) if j != i else -math.inf
+                    for j in range(x.shape[1])
+                ]
+                weights = torch.softmax(torch.tensor(logits), dim=0)
+                out[b, i, h * head : (h + 1) * head] = weights @ v
+    return out @ sd['proj.weight'].t() + sd['proj.bias']
+
+
+def test_locality_attention_masks_the_diagonal_and_learns_the_scale():
+    torch.manual_seed(0)
+    layer = SelfAttention(32, 32, num_heads=4, locality=True).eval()
+    assert layer.logit_scale.shape == (1,)
+    assert layer.logit_scale.item() == pytest.approx(8**-0.5)
+    x = torch.randn(2, 6, 32)
+    torch.testing.assert_close(
+        layer(x), _locality_reference(x, layer, 8**-0.5), atol=1e-5, rtol=1e-5
+    )
+    # the scale is a parameter: another value is another temperature
+    with torch.no_grad():
+        layer.logit_scale.fill_(1.3)
+    torch.testing.assert_close(
+        layer(x), _locality_reference(x, layer, 1.3), atol=1e-5, rtol=1e-5
+    )
+    layer(x).sum().backward()
+    assert layer.logit_scale.grad.abs().item() > 0
+
+
+def test_locality_attention_only_where_asked():
+    plain = TransformerLayer(32, 4, 64)
+    assert not plain.attn.locality
+    assert 'attn.logit_scale' not in plain.state_dict()
+    local = TransformerLayer(32, 4, 64, locality_attn=True)
+    assert local.attn.locality
+    # with two tokens each one can only attend to the other
+    attn = local.attn.eval()
+    x = torch.randn(1, 2, 32)
+    v = (x @ attn.qkv.weight.t())[..., 64:]
+    expected = v.flip(1) @ attn.proj.weight.t() + attn.proj.bias
+    torch.testing.assert_close(attn(x), expected, atol=1e-5, rtol=1e-5)
+
+
+def test_locality_attention_runs_through_fused_kernel(monkeypatch):
+    calls = []
+    original = torch.nn.functional.scaled_dot_product_attention
+
+    def spy(*args, **kwargs):
+        calls.append((kwargs['scale'], kwargs['attn_mask']))
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(
+        torch.nn.functional, 'scaled_dot_product_attention', spy
+    )
+    TransformerLayer(64, 2, 64, locality_attn=True)(torch.randn(1, 3, 64))
+    ((scale, mask),) = calls
+    assert scale == 1.0
+    assert torch.equal(mask, ~torch.eye(3, dtype=torch.bool))
+
+
+def _qk_products(attn):
+    """``W_q^T W_k`` of each head, ``(heads, input_dims, input_dims)``."""
+    q, k, _ = attn.qkv.weight.view(
+        3, attn.num_heads, attn.head_dims, attn.input_dims
+    )
+    return q.transpose(1, 2) @ k
+
+
+def _value_path(attn):
+    """``W_v^T W_proj^T``: a token's path through values and projection."""
+    v = attn.qkv.weight[2 * attn.embed_dims :]
+    return v.t() @ attn.proj.weight.t()
+
+
+def test_mimetic_init_without_noise_is_the_identity():
+    attn = SelfAttention(16, 16, num_heads=1, qkv_bias=True)
+    torch.manual_seed(0)
+    attn.mimetic_init_(alpha_qk=0.0, beta_qk=0.7, alpha_vo=0.0, beta_vo=0.4)
+    eye = torch.eye(16)
+    torch.testing.assert_close(
+        _qk_products(attn)[0], 0.7 * eye, atol=1e-5, rtol=0
+    )
+    torch.testing.assert_close(
+        _value_path(attn), -0.4 * eye, atol=1e-5, rtol=0
+    )
+    assert torch.all(attn.qkv.bias == 0) and torch.all(attn.proj.bias == 0)
+
+
+def test_mimetic_init_per_head_is_a_scaled_projection():
+    # 4 heads of 8 dims on 32 input dims: each head's W_q^T W_k is the best
+    # rank-8 approximation of beta * I, i.e. beta times a projection
+    attn = SelfAttention(32, 32, num_heads=4)
+    attn.mimetic_init_(alpha_qk=0.0, beta_qk=0.5)
+    for product in _qk_products(attn).detach():
+        torch.testing.assert_close(product, product.t(), atol=1e-5, rtol=0)
+        torch.testing.assert_close(
+            product @ product, 0.5 * product, atol=1e-5, rtol=0
+        )
+        assert torch.trace(product).item() == pytest.approx(0.5 * 8, abs=1e-4)
+
+
+def test_mimetic_init_with_noise_around_the_identity():
+    torch.manual_seed(0)
+    dims = 256
+    attn = SelfAttention(dims, dims, num_heads=1)
+    attn.mimetic_init_(alpha_qk=0.7, beta_qk=0.7, alpha_vo=0.4, beta_vo=0.4)
+    eye = torch.eye(dims)
+    for product, alpha, beta in (
+        (_qk_products(attn)[0], 0.7, 0.7),
+        (_value_path(attn), 0.4, -0.4),
+    ):
+        product = product.detach()
+        # diagonal mean beta; the rest is alpha * Z, Z of variance 1 / dims,
+        # so its Frobenius norm is alpha * sqrt(dims)
+        assert torch.diagonal(product).mean().item() == pytest.approx(
+            beta, abs=0.02
+        )
+        noise = torch.linalg.matrix_norm(product - beta * eye) / dims**0.5
+        assert noise.item() == pytest.approx(alpha, rel=0.05)
+
+
+def test_mimetic_init_keeps_what_it_cannot_shape():
+    # a T2T layer, 27 -> 32 dims: q / k rows past the 27th and the values
+    # keep their weights
+    torch.manual_seed(0)
+    attn = SelfAttention(27, 32, num_heads=1, v_shortcut=True)
+    before = attn.qkv.weight.detach().clone()
+    proj = attn.proj.weight.detach().clone()
+    attn.mimetic_init_(alpha_qk=0.0, beta_qk=1.0)
+    after = attn.qkv.weight.detach()
+    q, k = after[:27], after[32:59]
+    torch.testing.assert_close(q.t() @ k, torch.eye(27), atol=1e-5, rtol=0)
+    assert torch.equal(after[27:32], before[27:32])
+    assert torch.equal(after[59:], before[59:])
+    assert torch.equal(attn.proj.weight, proj)

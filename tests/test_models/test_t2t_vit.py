@@ -99,7 +99,7 @@ def test_default_t2t_geometry():
 
 
 @pytest.mark.parametrize(
-    'token_layer', ['transformer', 'performer', 'convolution']
+    'token_layer', ['transformer', 'performer', 'convolution', 'conv_stem']
 )
 def test_non_square_input(token_layer):
     backbone = T2TViT(
@@ -424,3 +424,116 @@ def test_with_cp_of_the_t2t_layers_only():
             layer.ffn.forward = counted
     backbone(torch.randn(1, 3, 64, 64))[0].sum().backward()
     assert calls == {'t2t': 4, 'encoder': 3}
+
+
+def test_mimetic_attn_init_of_the_backbone():
+    torch.manual_seed(0)
+    backbone = T2TViT(
+        arch=tiny_arch(),
+        img_size=32,
+        attn_init=dict(type='mimetic', alpha_qk=0.0, alpha_vo=0.0),
+    )
+    backbone.init_weights()
+    eye = torch.eye(48)
+    for layer in backbone.encoder:
+        attn = layer.attn
+        q, k, v = attn.qkv.weight.detach().view(3, 3, 16, 48)
+        products = q.transpose(1, 2) @ k
+        # each head: 0.7 (the default beta_qk) times a rank-16 projection;
+        # together the three heads' traces make 0.7 * 48
+        for product in products:
+            torch.testing.assert_close(
+                product @ product, 0.7 * product, atol=1e-5, rtol=0
+            )
+        assert products.diagonal(dim1=1, dim2=2).sum().item() == (
+            pytest.approx(0.7 * 48, abs=1e-3)
+        )
+        value_path = v.reshape(48, 48).t() @ attn.proj.weight.detach().t()
+        torch.testing.assert_close(value_path, -0.4 * eye, atol=1e-5, rtol=0)
+    # the transformer T2T layers' queries and keys too (576 -> 64 dims)
+    t2t = backbone.tokens_to_token.attention2.attn
+    q, k = t2t.qkv.weight.detach()[:64], t2t.qkv.weight.detach()[64:128]
+    product = q.t() @ k
+    torch.testing.assert_close(
+        product @ product, 0.7 * product, atol=1e-5, rtol=0
+    )
+
+
+def test_attn_init_default_and_mistakes():
+    torch.manual_seed(0)
+    official = T2TViT(arch=tiny_arch(), img_size=32)
+    torch.manual_seed(0)
+    explicit = T2TViT(arch=tiny_arch(), img_size=32, attn_init=None)
+    for model in (official, explicit):
+        torch.manual_seed(1)
+        model.init_weights()
+    for (name, a), b in zip(
+        official.state_dict().items(), explicit.state_dict().values()
+    ):
+        assert torch.equal(a, b), name
+    message = (
+        'Unknown attn_init {!r}; give None (the official initialisation) or '
+        "dict(type='mimetic') with optional alpha_qk, alpha_vo, beta_qk, "
+        'beta_vo.'
+    )
+    for bad in ('mimetic', dict(type='impulse'), dict(type='mimetic', a=1)):
+        with pytest.raises(ValueError) as error:
+            T2TViT(arch=tiny_arch(), img_size=32, attn_init=bad)
+        assert str(error.value) == message.format(bad)
+
+
+def test_locality_attention_through_layer_cfgs():
+    backbone = T2TViT(
+        arch=tiny_arch(), img_size=32, layer_cfgs=dict(locality_attn=True)
+    )
+    assert all(layer.attn.locality for layer in backbone.encoder)
+    # the T2T layers keep the official attention
+    assert not backbone.tokens_to_token.attention1.attn.locality
+    assert backbone(torch.randn(2, 3, 32, 32))[0].shape == (2, 48)
+
+
+def test_conv_stem_matches_formula():
+    """conv, BatchNorm, ReLU twice, then the projection; the running
+    statistics and affine terms of the norms set to other values."""
+    torch.manual_seed(0)
+    module = T2TModule(
+        img_size=32,
+        embed_dims=24,
+        token_dims=8,
+        token_layer='conv_stem',
+        kernel_sizes=(3, 3, 3),
+        strides=(2, 1, 2),
+        paddings=(1, 1, 1),
+    ).eval()
+    for name, value in module.state_dict().items():
+        if not name.startswith('norm_act') or 'num_batches' in name:
+            continue
+        if name.endswith(('.running_var', '.weight')):
+            value.uniform_(0.5, 2.0)
+        else:
+            value.normal_()
+    sd = module.state_dict()
+    x = torch.randn(2, 3, 32, 32)
+    y = x
+    for step, (stride, padding) in enumerate(((2, 1), (1, 1))):
+        y = torch.nn.functional.conv2d(
+            y,
+            sd[f'soft_split{step}.weight'],
+            sd[f'soft_split{step}.bias'],
+            stride,
+            padding,
+        )
+        norm = f'norm_act{step}.0'
+        y = (y - sd[f'{norm}.running_mean'][:, None, None]) / torch.sqrt(
+            sd[f'{norm}.running_var'][:, None, None] + 1e-5
+        )
+        y = y * sd[f'{norm}.weight'][:, None, None]
+        y = torch.relu(y + sd[f'{norm}.bias'][:, None, None])
+    y = torch.nn.functional.conv2d(
+        y, sd['project.weight'], sd['project.bias'], 2, 1
+    )
+    tokens, grid, maps = module(x)
+    assert grid == (8, 8) and maps[1].shape == (2, 8, 16, 16)
+    torch.testing.assert_close(
+        tokens, y.flatten(2).transpose(1, 2), atol=1e-5, rtol=1e-5
+    )

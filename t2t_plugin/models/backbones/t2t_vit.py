@@ -24,7 +24,11 @@ from ..checkpoint_checks import (
     check_tensors,
     mismatch,
 )
-from ..layers import TransformerLayer, sinusoid_position_table
+from ..layers import (
+    SelfAttention,
+    TransformerLayer,
+    sinusoid_position_table,
+)
 from ..t2t import T2TModule
 
 # name: token layer, embed_dims, encoder layers, heads, mlp ratio
@@ -85,7 +89,14 @@ class T2TViT(BaseModule):
             layer. Defaults to False.
         t2t_cfg (dict): Extra :class:`T2TModule` arguments. Defaults to {}.
         layer_cfgs (dict | Sequence[dict]): Extra encoder layer arguments,
-            for all or one per layer. Defaults to {}.
+            for all or one per layer, e.g. ``dict(locality_attn=True)``.
+            Defaults to {}.
+        attn_init (dict, optional): How the attention layers (encoder and
+            transformer T2T layers) start, after the official
+            initialisation: ``dict(type='mimetic')`` with optional
+            ``alpha_qk``, ``beta_qk``, ``alpha_vo``, ``beta_vo`` (see
+            :meth:`SelfAttention.mimetic_init_`). Defaults to None (the
+            official trunc-normal weights).
         init_cfg (dict, optional): Initialisation config. Defaults to None
             (the official initialisation).
     """
@@ -123,9 +134,11 @@ class T2TViT(BaseModule):
         with_cp: bool = False,
         t2t_cfg: Optional[dict] = None,
         layer_cfgs: Union[dict, Sequence[dict], None] = None,
+        attn_init: Optional[dict] = None,
         init_cfg: Optional[dict] = None,
     ) -> None:
         super().__init__(init_cfg=init_cfg)
+        self.attn_init = self._check_attn_init(attn_init)
         self.arch_settings = self.resolve_arch(arch)
         arch_img_size = self.arch_settings.pop('img_size', 224)
         img_size = arch_img_size if img_size is None else img_size
@@ -264,6 +277,22 @@ class T2TViT(BaseModule):
         )
         return settings
 
+    @staticmethod
+    def _check_attn_init(attn_init: Optional[dict]) -> Optional[dict]:
+        if attn_init is None:
+            return None
+        known = {'alpha_qk', 'beta_qk', 'alpha_vo', 'beta_vo'}
+        settings = dict(attn_init) if isinstance(attn_init, Mapping) else {}
+        kind = settings.pop('type', None)
+        unknown = set(settings) - known
+        if kind != 'mimetic' or unknown:
+            raise ValueError(
+                f'Unknown attn_init {attn_init!r}; give None (the official '
+                "initialisation) or dict(type='mimetic') with optional "
+                f'{", ".join(sorted(known))}.'
+            )
+        return settings
+
     def _parse_out_indices(self, out_indices) -> list[int]:
         if isinstance(out_indices, int):
             out_indices = [out_indices]
@@ -281,8 +310,9 @@ class T2TViT(BaseModule):
 
     def init_weights(self) -> None:
         """The official initialisation (trunc-normal linears and class
-        token, std 0.02), then ``init_cfg`` on top. A ``Pretrained`` prefix
-        that finds nothing is one line, not mmengine's bare assertion."""
+        token, std 0.02), ``attn_init``, then ``init_cfg`` on top. A
+        ``Pretrained`` prefix that finds nothing is one line, not
+        mmengine's bare assertion."""
         for module in self.modules():
             if isinstance(module, nn.Linear):
                 weight_init.trunc_normal_init(module, std=0.02, bias=0)
@@ -290,6 +320,10 @@ class T2TViT(BaseModule):
                 weight_init.constant_init(module, 1, bias=0)
         if self.with_cls_token:
             weight_init.trunc_normal_(self.cls_token, std=0.02)
+        if self.attn_init is not None:
+            for module in self.modules():
+                if isinstance(module, SelfAttention):
+                    module.mimetic_init_(**self.attn_init)
         if self.init_cfg is None:
             self._is_init = True
             return

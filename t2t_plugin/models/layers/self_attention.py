@@ -1,3 +1,4 @@
+import math
 from typing import Optional
 
 import torch
@@ -17,6 +18,11 @@ class SelfAttention(nn.Module):
             ``head_dims ** -0.5``.
         v_shortcut (bool): Add ``v`` to the output (the T2T layers'
             residual). Defaults to False.
+        locality (bool): Locality self-attention (Lee et al. 2021, "Vision
+            Transformer for Small-Size Datasets"): ``scale`` becomes a
+            learned parameter, ``logit_scale``, and no token attends to
+            itself, which sharpens attention on the others. Defaults to
+            False.
     """
 
     def __init__(
@@ -29,6 +35,7 @@ class SelfAttention(nn.Module):
         attn_drop: float = 0.0,
         proj_drop: float = 0.0,
         v_shortcut: bool = False,
+        locality: bool = False,
     ) -> None:
         super().__init__()
         if embed_dims % num_heads:
@@ -43,9 +50,63 @@ class SelfAttention(nn.Module):
         self.scale = self.head_dims**-0.5 if scale is None else scale
         self.attn_drop = attn_drop
         self.v_shortcut = v_shortcut
+        self.locality = locality
+        if locality:
+            # shape (1,), so that optimisers treat it as a norm or bias
+            # (``flat_decay_mult``), not as a weight to decay
+            self.logit_scale = nn.Parameter(torch.tensor([self.scale]))
         self.qkv = nn.Linear(input_dims, embed_dims * 3, bias=qkv_bias)
         self.proj = nn.Linear(embed_dims, embed_dims)
         self.proj_drop = nn.Dropout(proj_drop)
+
+    @torch.no_grad()
+    def mimetic_init_(
+        self,
+        alpha_qk: float = 0.7,
+        beta_qk: float = 0.7,
+        alpha_vo: float = 0.4,
+        beta_vo: float = 0.4,
+    ) -> None:
+        """Mimetic initialisation (Trockman and Kolter, ICML 2023): the
+        weights of a trained attention layer, mimicked at the start.
+
+        For each head, ``W_q^T W_k`` (``input_dims x input_dims``, the
+        bilinear form of the attention logits ``x W_q^T W_k x'^T``) is the
+        best rank-``head_dims`` approximation of ``alpha_qk * Z + beta_qk *
+        I``, so that a token attends to itself and to similar tokens; and
+        ``W_v^T W_proj^T``, the path of a token through the layer, that of
+        ``alpha_vo * Z - beta_vo * I``. ``Z`` is Gaussian with variance
+        ``1 / input_dims``, new for each head and for the value path.
+        Both come from the singular value decomposition ``U S V^T`` of the
+        target: ``U sqrt(S)`` and ``V sqrt(S)`` give the two factors. Biases
+        start at zero. Where a head is wider than the input (a T2T layer on
+        3x3 patches of 3 channels), its rows beyond ``input_dims`` keep
+        their weights; the value path needs ``input_dims == embed_dims``,
+        other layers (the T2T layers) keep their value weights.
+        """
+        dims, heads = self.input_dims, self.num_heads
+
+        def factors(sign: float, alpha: float, beta: float, rank: int):
+            target = alpha * torch.randn(dims, dims) / math.sqrt(dims)
+            target += sign * beta * torch.eye(dims)
+            u, s, vh = torch.linalg.svd(target)
+            root = s[:rank].sqrt()
+            return (u[:, :rank] * root).t(), (vh[:rank].t() * root).t()
+
+        weight = self.qkv.weight
+        q, k, v = weight.view(3, heads, self.head_dims, dims).unbind(0)
+        rank = min(self.head_dims, dims)
+        for head in range(heads):
+            head_q, head_k = factors(1.0, alpha_qk, beta_qk, rank)
+            q[head, :rank].copy_(head_q)
+            k[head, :rank].copy_(head_k)
+        if self.qkv.bias is not None:
+            self.qkv.bias.zero_()
+        if dims == self.embed_dims:
+            value, proj = factors(-1.0, alpha_vo, beta_vo, dims)
+            v.view(self.embed_dims, dims).copy_(value)
+            self.proj.weight.copy_(proj.t())
+            self.proj.bias.zero_()
 
     def split_heads(self, x: torch.Tensor):
         """Project ``x`` and return q, k, v as ``(B, heads, N, head_dims)``."""
@@ -60,12 +121,18 @@ class SelfAttention(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         batch, length, _ = x.shape
         q, k, v = self.split_heads(x)
+        scale, mask = self.scale, None
+        if self.locality:
+            # the learned scale goes into q: the kernel takes a float only
+            q, scale = q * self.logit_scale.to(q.dtype), 1.0
+            mask = ~torch.eye(length, dtype=torch.bool, device=x.device)
         out = F.scaled_dot_product_attention(
             q,
             k,
             v,
+            attn_mask=mask,
             dropout_p=self.attn_drop if self.training else 0.0,
-            scale=self.scale,
+            scale=scale,
         )
         out = out.transpose(1, 2).reshape(batch, length, self.embed_dims)
         out = self.proj_drop(self.proj(out))

@@ -22,6 +22,9 @@ class TransformerLayer(nn.Module):
             ``head_dims ** -0.5``.
         drop_rate (float): Dropout after the attention projection and in the
             FFN. Defaults to 0.
+        locality_attn (bool): Locality self-attention, a learned scale and
+            no attention of a token to itself (see :class:`SelfAttention`).
+            Defaults to False.
     """
 
     def __init__(
@@ -37,6 +40,7 @@ class TransformerLayer(nn.Module):
         attn_drop_rate: float = 0.0,
         drop_path_rate: float = 0.0,
         norm_eps: float = 1e-5,
+        locality_attn: bool = False,
     ) -> None:
         super().__init__()
         input_dims = input_dims or embed_dims
@@ -57,6 +61,7 @@ class TransformerLayer(nn.Module):
             attn_drop=attn_drop_rate,
             proj_drop=drop_rate,
             v_shortcut=self.v_shortcut,
+            locality=locality_attn,
         )
         self.ln2 = nn.LayerNorm(embed_dims, eps=norm_eps)
         self.ffn = FFN(

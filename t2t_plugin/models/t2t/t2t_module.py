@@ -12,7 +12,7 @@ from .soft_split import SoftSplit
 from .token_performer import TokenPerformer
 from .token_transformer import TokenTransformer
 
-TOKEN_LAYERS = ('transformer', 'performer', 'convolution')
+TOKEN_LAYERS = ('transformer', 'performer', 'convolution', 'conv_stem')
 
 
 def _pair(value: Union[int, Sequence[int]]) -> tuple[int, int]:
@@ -68,15 +68,20 @@ class T2TModule(BaseModule):
               -> map (stride 8) -> split2 -> linear projection (stride 16)
 
     ``token_layer='convolution'`` (Table 7 of the paper) makes the splits
-    and the projection convolutions of the same geometry.
+    and the projection convolutions of the same geometry: together one
+    linear map of the pixels. ``'conv_stem'`` puts a BatchNorm and a ReLU
+    after the first two, the convolutional stem of Xiao et al. 2021
+    ("Early convolutions help transformers see better"), which makes small
+    ViTs less sensitive to schedule and optimiser.
 
     Args:
         img_size (int | tuple): Sets ``init_out_size``. Defaults to 224.
         in_channels (int): Image channels. Defaults to 3.
         embed_dims (int): Output token width. Defaults to 384.
         token_dims (int): Width between the T2T layers. Defaults to 64.
-        token_layer (str): ``'transformer'``, ``'performer'`` or
-            ``'convolution'``. Defaults to ``'performer'``.
+        token_layer (str): ``'transformer'``, ``'performer'``,
+            ``'convolution'`` or ``'conv_stem'``. Defaults to
+            ``'performer'``.
         kernel_sizes (Sequence[int]): Soft split kernels.
             Defaults to ``(7, 3, 3)``.
         strides (Sequence[int]): Their strides. Defaults to ``(4, 2, 2)``.
@@ -133,12 +138,17 @@ class T2TModule(BaseModule):
         self.with_cp = with_cp
 
         split_args = list(zip(self.kernel_sizes, self.strides, self.paddings))
-        if token_layer == 'convolution':
+        if token_layer in ('convolution', 'conv_stem'):
             widths = (in_channels, token_dims, token_dims, embed_dims)
             self.soft_split0, self.soft_split1, self.project = (
                 nn.Conv2d(widths[i], widths[i + 1], *split_args[i])
                 for i in range(3)
             )
+            if token_layer == 'conv_stem':
+                self.norm_act0, self.norm_act1 = (
+                    nn.Sequential(nn.BatchNorm2d(token_dims), nn.ReLU())
+                    for _ in range(2)
+                )
         else:
             self.soft_split0, self.soft_split1, self.soft_split2 = (
                 SoftSplit(*args) for args in split_args
@@ -190,9 +200,11 @@ class T2TModule(BaseModule):
         sizes = self.output_sizes(x.shape[-2:])
         batch = x.shape[0]
         maps = []
-        if self.token_layer == 'convolution':
-            for conv in (self.soft_split0, self.soft_split1):
-                x = conv(x)
+        if self.token_layer in ('convolution', 'conv_stem'):
+            for step in range(2):
+                x = getattr(self, f'soft_split{step}')(x)
+                if self.token_layer == 'conv_stem':
+                    x = getattr(self, f'norm_act{step}')(x)
                 maps.append(x)
             tokens = self.project(x).flatten(2).transpose(1, 2)
             return tokens, sizes[2], maps
