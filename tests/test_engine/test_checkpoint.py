@@ -581,6 +581,13 @@ def test_refused_objects_are_named_not_called_damage(case, tmp_path):
         payload = _GetattrOfHistoryBuffer()
         refused = "GLOBAL builtins.getattr(HistoryBuffer, '__init__')"
     else:
+        from t2t_plugin.compat import HAS_ADD_SAFE_GLOBALS
+
+        if not HAS_ADD_SAFE_GLOBALS:
+            pytest.skip(
+                "torch < 2.4: the reader's own allow-list rebuilds an object "
+                'array of ints and strings (no global of it runs code)'
+            )
         payload = np.array([1, 'a'], dtype=object)
         refused = 'a numpy.dtypes.ObjectDType object'
     path = tmp_path / f'{case}.pth'
