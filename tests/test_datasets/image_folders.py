@@ -1,5 +1,6 @@
-"""Class folders of small JPEGs for the data tests, and the options that
-point the small-image recipe at them for one short epoch."""
+"""Class folders of small JPEGs for the data tests, the options that
+point the small-image recipe at them for one short epoch, and its training
+through our tools/train.py and mmpretrain's."""
 
 import io
 from pathlib import Path
@@ -7,7 +8,7 @@ from pathlib import Path
 import numpy as np
 from PIL import Image
 
-from tests.helpers import ROOT
+from tests.helpers import ROOT, run_main, run_mmpretrain_tool
 
 LITE = str(ROOT / 'configs' / 't2t-vit-lite_1xb64_custom-32px.py')
 
@@ -39,3 +40,20 @@ def lite_options(root: Path, *extra: str) -> list:
     for loader in ('train_dataloader', 'val_dataloader', 'test_dataloader'):
         options.append(f'{loader}.dataset.data_root={root}')
     return options + list(extra)
+
+
+def train_through_both_tools(tmp_path: Path, options: list) -> tuple:
+    """The small-image recipe with ``options``, trained by our
+    ``tools/train.py`` and by mmpretrain's (work dirs ``ours`` and
+    ``theirs`` under ``tmp_path``); both results."""
+    return tuple(
+        run(
+            'train',
+            LITE,
+            '--work-dir',
+            tmp_path / name,
+            '--cfg-options',
+            *options,
+        )  # fmt: skip
+        for run, name in ((run_main, 'ours'), (run_mmpretrain_tool, 'theirs'))
+    )

@@ -11,8 +11,12 @@ from mmpretrain.registry import DATASETS
 
 from t2t_plugin.datasets import label_range_problem, linked_folders_problem
 
-from ..helpers import last_line, run_main, run_mmpretrain_tool
-from .image_folders import LITE, class_folders, lite_options
+from ..helpers import last_line
+from .image_folders import (
+    class_folders,
+    lite_options,
+    train_through_both_tools,
+)
 
 
 def json_annotations(path: Path, labels: list) -> Path:
@@ -80,17 +84,10 @@ def test_a_label_out_of_range_stops_the_run_before_training(label, tmp_path):
         f'({root}/train/c1/0.jpg) is outside 0 to 2, the classes of '
         f'model.head.num_classes=3 (1 label(s) in all); {fix}.'
     )
-    ours = run_main(
-        'train', LITE, '--work-dir', tmp_path / 'ours',
-        '--cfg-options', *options,
-    )  # fmt: skip
+    ours, theirs = train_through_both_tools(tmp_path, options)
     assert ours.returncode == 1
     assert ours.stderr.strip() == expected
     assert 'Epoch(train)' not in ours.stdout
-    theirs = run_mmpretrain_tool(
-        'train', LITE, '--work-dir', tmp_path / 'theirs',
-        '--cfg-options', *options,
-    )  # fmt: skip
     assert theirs.returncode == 1
     assert last_line(theirs.stderr).endswith(': ' + expected)
     assert 'Epoch(train)' not in theirs.stdout
@@ -106,17 +103,10 @@ def test_a_link_to_the_val_folder_in_a_class_folder_is_refused(tmp_path):
         'those images would be trained on and then evaluated as unseen; '
         'remove the links from the training folders.'
     )
-    ours = run_main(
-        'train', LITE, '--work-dir', tmp_path / 'ours',
-        '--cfg-options', *options,
-    )  # fmt: skip
+    ours, theirs = train_through_both_tools(tmp_path, options)
     assert ours.returncode == 1
     assert ours.stderr.strip() == expected
     assert 'Epoch(train)' not in ours.stdout
-    theirs = run_mmpretrain_tool(
-        'train', LITE, '--work-dir', tmp_path / 'theirs',
-        '--cfg-options', *options,
-    )  # fmt: skip
     assert theirs.returncode == 1
     assert last_line(theirs.stderr).endswith(': ' + expected)
 

@@ -25,8 +25,13 @@ from t2t_plugin.datasets import (
 from t2t_plugin.datasets.safe_pickle import annotation_files
 from t2t_plugin.engine.hooks import release_locks
 
-from ..helpers import last_line, run_main, run_mmpretrain_tool
-from .image_folders import LITE, class_folders, lite_options
+from ..helpers import last_line
+from .image_folders import (
+    LITE,
+    class_folders,
+    lite_options,
+    train_through_both_tools,
+)
 
 
 class _RunsCode:
@@ -225,20 +230,13 @@ def test_damaged_ann_file_is_one_line_through_every_door(name, tmp_path):
         f'train_dataloader.dataset.data_prefix={root}/train',
     )
     expected = f'{path} {problem}'
-    ours = run_main(
-        'train', LITE, '--work-dir', tmp_path / 'ours',
-        '--cfg-options', *options,
-    )  # fmt: skip
+    ours, theirs = train_through_both_tools(tmp_path, options)
     assert ours.returncode == 1
     assert 'Traceback' not in ours.stderr
     (line,) = ours.stderr.strip().splitlines()
     assert expected in line, line
     # mmpretrain's tool builds the config's runner_type: its traceback
     # ends with the same line
-    theirs = run_mmpretrain_tool(
-        'train', LITE, '--work-dir', tmp_path / 'theirs',
-        '--cfg-options', *options,
-    )  # fmt: skip
     assert theirs.returncode == 1
     assert last_line(theirs.stderr).endswith(': ' + expected)
     # mmengine's own Runner (runner_type ignored): the line without the
