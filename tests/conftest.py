@@ -111,11 +111,17 @@ def _stop_loader_workers():
 # ``tiny_t2t_vit(token_layer='performer', img_size=32, **kwargs)``: a
 #     T2TViT backbone of that arch (T2T token dims 16, no T2T dropout), in
 #     eval mode; ``kwargs`` go to ``T2TViT``.
+# ``one_epoch``: a work dir of the digits demo trained for one epoch
+#     (``helpers.TINY_DEMO``), to copy.
+# ``one_thread``: torch computes on one thread during the test
+#     (``pytestmark = pytest.mark.usefixtures('one_thread')``).
+# ``restore_default_scope``: mmpretrain's default registry scope during
+#     the test, whatever scope it switches to.
 # A tool is run in-process with ``helpers.run_main(tool, *args)``; only a
 # test that needs a real process (a kill, torchrun, a fresh interpreter)
 # starts one (``helpers.run_tool``).
 
-from .helpers import TINY_ARCH  # noqa: E402
+from .helpers import DEMO, TINY_ARCH, TINY_DEMO, run_main  # noqa: E402
 
 
 def _tiny_arch(token_layer: str = 'performer', **overrides) -> dict:
@@ -141,3 +147,37 @@ def tiny_t2t_vit():
         return model.eval()
 
     return build
+
+
+@pytest.fixture(scope='session')
+def one_epoch(tmp_path_factory):
+    """A work dir with the tiny demo run for one epoch."""
+    work_dir = tmp_path_factory.mktemp('one_epoch')
+    ours = run_main(
+        'train', DEMO, '--work-dir', work_dir, '--cfg-options', *TINY_DEMO
+    )
+    assert ours.returncode == 0, ours.stderr[-2000:]
+    return work_dir
+
+
+@pytest.fixture
+def one_thread():
+    """Torch computes on one thread: the in-process runs of the
+    kill-and-resume tests compute as the killed process does
+    (``OMP_NUM_THREADS=1``), and the tensors of the dense tests are tiny:
+    on two busy cores a second thread costs more than it brings (a Mask
+    R-CNN step took 12 s instead of 2.5 s)."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+@pytest.fixture
+def restore_default_scope():
+    """Tests switch to mmdet's or mmseg's default scope; leaving it set would
+    make later mmpretrain builds look in the wrong registry."""
+    from mmengine.registry import DefaultScope
+
+    with DefaultScope.overwrite_default_scope('mmpretrain'):
+        yield

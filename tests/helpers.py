@@ -2,8 +2,11 @@
 modules or run as processes, the digits demo config, and a tiny model with
 its checkpoint and images written to a folder."""
 
+import argparse
 import copy
+import importlib
 import importlib.util
+import json
 import os
 import random
 import socket
@@ -11,17 +14,18 @@ import subprocess
 import sys
 import weakref
 from pathlib import Path
-from types import ModuleType
+from types import ModuleType, SimpleNamespace
 
 import numpy as np
 import torch
-from mmengine.config import Config
-from mmengine.runner import load_checkpoint
+from mmengine.config import Config, DictAction
+from mmengine.runner import Runner, load_checkpoint
 from mmpretrain.registry import DATASETS, MODELS
 from PIL import Image
 from torch.utils.data.dataloader import _MultiProcessingDataLoaderIter
 
 import t2t_plugin  # noqa: F401  registers the models and datasets
+from t2t_plugin.engine.hooks import release_locks
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -55,6 +59,18 @@ def load_tool_package(relative_path: str) -> ModuleType:
 
 
 DEMO = str(ROOT / 'configs' / 't2t-vit-mini_1xb64_digits.py')
+CUSTOM = str(ROOT / 'configs' / 't2t-vit-7_1xb64_custom-64px.py')
+DIGIT_CLASSES = [str(i) for i in range(10)]
+# The demo on 32 training and 16 validation images, one epoch.
+TINY_DEMO = [
+    'train_cfg.max_epochs=1',
+    'train_cfg.val_interval=1',
+    'train_dataloader.batch_size=16',
+    'train_dataloader.dataset.indices=32',
+    'val_dataloader.dataset.indices=16',
+    'default_hooks.checkpoint.interval=1',
+    'default_hooks.logger.interval=1',
+]
 
 
 def free_port() -> int:
@@ -237,7 +253,7 @@ def stop_loader_workers() -> None:
         iterator._shutdown_workers()
 
 
-def run_main(tool, *args) -> subprocess.CompletedProcess:
+def run_main(tool, *args, check: bool = False) -> subprocess.CompletedProcess:
     """A tool's ``main`` run in this process as the interpreter would run
     the script: its exit code, stdout (with mmengine's log) and stderr, an
     uncaught exception as its traceback on stderr and exit code 1. ``tool``
@@ -247,7 +263,8 @@ def run_main(tool, *args) -> subprocess.CompletedProcess:
     ``sys.argv``, set for the call, as are the environment variables it
     sets (mmpretrain's tools set ``LOCAL_RANK``). Own streams rather than
     capsys: the loggers mmengine creates keep them, and these stay open for
-    the tests that follow."""
+    the tests that follow. With ``check``, an exit code other than 0
+    fails the test, with the end of stderr."""
     import contextlib
     import inspect
     import io
@@ -278,9 +295,12 @@ def run_main(tool, *args) -> subprocess.CompletedProcess:
             code = 1
         finally:
             stop_loader_workers()
-    return subprocess.CompletedProcess(
+    result = subprocess.CompletedProcess(
         args, code or 0, out.getvalue(), err.getvalue()
     )
+    if check:
+        assert result.returncode == 0, result.stderr[-3000:]
+    return result
 
 
 MMPRETRAIN_TOOLS = (
@@ -299,3 +319,235 @@ def run_mmpretrain_tool(tool: str, *args) -> subprocess.CompletedProcess:
 def last_line(text: str) -> str:
     lines = text.strip().splitlines()
     return lines[-1] if lines else ''
+
+
+# What goes wrong, through every door (test_engine/test_reliability.py and
+# the hook tests of test_engine/test_hooks/): our tools' one line, and a
+# Runner built from the config as any OpenMMLab tool builds it.
+
+
+def one_line(err: str) -> str:
+    """The only line of ``err``, which holds no traceback."""
+    lines = err.strip().splitlines()
+    assert len(lines) == 1, err
+    assert 'Traceback' not in err
+    return lines[0]
+
+
+def door(
+    config: str,
+    options: dict,
+    work_dir: Path,
+    mode: str = 'train',
+    build=Runner.from_cfg,
+):
+    """What a Runner built from the config raises (None if it runs
+    through): mmengine's own Runner, or with ``build=RUNNERS.build`` the
+    config's ``runner_type``, as the OpenMMLab tools build it."""
+    cfg = Config.fromfile(config)
+    cfg.merge_from_dict(options)
+    cfg.work_dir = str(work_dir)
+    runner = build(cfg)
+    try:
+        getattr(runner, mode)()
+    except Exception as error:
+        release_locks()  # as the process's end would
+        return error
+    return None
+
+
+def as_dict(options: list) -> dict:
+    """``--cfg-options`` as mmengine's argument parser reads them."""
+    namespace = argparse.Namespace()
+    DictAction(None, 'cfg_options')(None, namespace, options)
+    return namespace.cfg_options
+
+
+def digit_model(**backbone):
+    """The digits demo's model, ``backbone`` updating its backbone."""
+    model_cfg = Config.fromfile(DEMO).model
+    model_cfg.backbone.update(backbone)
+    return MODELS.build(model_cfg)
+
+
+def save_checkpoint(path: Path, classes, **backbone) -> Path:
+    """A weights-only checkpoint of :func:`digit_model` trained on
+    ``classes``."""
+    torch.save(
+        dict(
+            state_dict=digit_model(**backbone).state_dict(),
+            meta=dict(dataset_meta=dict(classes=tuple(classes))),
+        ),
+        path,
+    )
+    return path
+
+
+def fake_runner(model=None):
+    """What a hook reads of a Runner at iteration and epoch 0."""
+    return SimpleNamespace(iter=0, epoch=0, model=model)
+
+
+def write_png(path: Path, size=(8, 8), mode='L') -> Path:
+    """A one-colour PNG; its folders are made."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    Image.new(mode, size, 128).save(path)
+    return path
+
+
+def image_folders(root: Path, classes: int, per_class: int = 2) -> Path:
+    """``train/`` and ``val/`` with ``classes`` class folders of images."""
+    for split in ('train', 'val'):
+        for label in range(classes):
+            for index in range(per_class):
+                write_png(
+                    root / split / f'c{label}' / f'{index}.png',
+                    size=(40, 40),
+                    mode='RGB',
+                )
+    return root
+
+
+def loader_options(root: Path, *loaders: str) -> list:
+    """Point the dataloaders at ``root`` and load in the main process."""
+    options = []
+    for loader in loaders:
+        options += [
+            f'{loader}.dataset.data_root={root}',
+            f'{loader}.num_workers=0',
+            f'{loader}.persistent_workers=False',
+        ]
+    return options
+
+
+def custom_options(
+    root: Path, epochs: int = 1, batch_size: int = 2, workers: bool = False
+) -> list:
+    """``--cfg-options`` of the custom-data config (:data:`CUSTOM`) on the
+    image folders in ``root``: ``epochs`` epochs in batches of
+    ``batch_size``, every loader reading ``root`` in the main process, or
+    with ``workers=True`` in the loaders' workers as shipped (2 persistent
+    ones)."""
+    options = [
+        f'train_cfg.max_epochs={epochs}',
+        f'train_dataloader.batch_size={batch_size}',
+    ]
+    loaders = ('train_dataloader', 'val_dataloader', 'test_dataloader')
+    if workers:
+        return options + [
+            f'{loader}.dataset.data_root={root}' for loader in loaders
+        ]
+    return options + loader_options(root, *loaders)
+
+
+# mmdetection and mmsegmentation (test_configs/test_dense.py and
+# test_custom_data.py,
+# test_engine/test_hooks/test_pyramid_stride_check_hook.py).
+
+
+def toolbox(name: str) -> ModuleType:
+    """Import mmdet / mmseg with all modules registered, or skip."""
+    import pytest
+
+    try:
+        package = importlib.import_module(name)
+        importlib.import_module(f'{name}.models')
+        utils = importlib.import_module(f'{name}.utils')
+    except Exception as error:  # mmcv without compiled ops raises many kinds
+        pytest.skip(
+            f'{name} is not importable ({type(error).__name__}: '
+            f'{error}); `make install-dense` installs it.'
+        )
+    utils.register_all_modules(init_default_scope=False)
+    return package
+
+
+# A two-layer T2T-ViT with narrow T2T maps keeps every step around a second.
+DENSE_ARCH = dict(
+    token_layer='transformer',
+    embed_dims=64,
+    num_layers=2,
+    num_heads=2,
+    feedforward_channels=128,
+)
+DENSE_TOKEN_DIMS = 16
+
+
+def dense_config(path: Path, tiny: bool) -> Config:
+    """A detection or segmentation config; with ``tiny``, its backbone
+    :data:`DENSE_ARCH` (the token layer of the config's arch) and the
+    pyramid's widths to match."""
+    cfg = Config.fromfile(str(path))
+    if tiny:
+        backbone = cfg.model.backbone
+        token_layer = 'performer' if backbone.arch == '14' else 'transformer'
+        backbone.arch = dict(DENSE_ARCH, token_layer=token_layer)
+        backbone.t2t_cfg = dict(token_dims=DENSE_TOKEN_DIMS)
+        backbone.drop_path_rate = 0.0
+        backbone.init_cfg = None
+        necks = cfg.model.neck
+        pyramid = necks[0] if isinstance(necks, list) else necks
+        pyramid.in_channels = (
+            DENSE_TOKEN_DIMS,
+            DENSE_TOKEN_DIMS,
+            DENSE_ARCH['embed_dims'],
+        )
+    return cfg
+
+
+def build_dense_model(cfg: Config, scope: str):
+    """``cfg.model`` built in the registry of ``scope`` (``'mmdet'``,
+    ``'mmseg'``), the default scope from then on."""
+    from mmengine.registry import init_default_scope
+
+    registry = importlib.import_module(f'{scope}.registry')
+    init_default_scope(scope)
+    return registry.MODELS.build(cfg.model)
+
+
+def write_coco(root: Path, num_images: int = 2, size: int = 96) -> None:
+    """A bright 'cat' box and a dark 'dog' box on noise, in COCO format:
+    ``images/{split}_{index}.jpg`` and ``annotations/{split}.json`` of the
+    splits ``train`` and ``val``, each box with its outline as the polygon
+    of its mask."""
+    import mmcv
+
+    rng = np.random.default_rng(0)
+    (root / 'images').mkdir(parents=True)
+    (root / 'annotations').mkdir()
+    categories = [dict(id=1, name='cat'), dict(id=2, name='dog')]
+    for split in ('train', 'val'):
+        images, annotations = [], []
+        for index in range(num_images):
+            image = rng.integers(90, 160, (size, size, 3), dtype=np.uint8)
+            for category, (x, y, w, h), value in (
+                (1, (8, 10, 36, 30), 250),
+                (2, (50, 48, 38, 40), 5),
+            ):
+                image[y : y + h, x : x + w] = value
+                polygon = [x, y, x + w, y, x + w, y + h, x, y + h]
+                annotations.append(
+                    dict(
+                        id=len(annotations) + 1,
+                        image_id=index,
+                        category_id=category,
+                        bbox=[x, y, w, h],
+                        area=w * h,
+                        segmentation=[polygon],
+                        iscrowd=0,
+                    )
+                )
+            name = f'{split}_{index}.jpg'
+            mmcv.imwrite(image, str(root / 'images' / name))
+            images.append(
+                dict(id=index, file_name=name, height=size, width=size)
+            )
+        (root / 'annotations' / f'{split}.json').write_text(
+            json.dumps(
+                dict(
+                    images=images,
+                    annotations=annotations,
+                    categories=categories,
+                )
+            )
+        )

@@ -144,9 +144,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             metrics.append(DumpResults(out_file_path=args.out))
         return runner
 
-    code, runner = run_reported(build, cfg, args.config, True)
+    code, runner = run_reported(build, args.config, True)
     if code == 0:
-        code, metrics = run_reported(runner.test, cfg, args.config)
+        code, metrics = run_reported(runner.test, args.config)
     if code:
         return code
     if runner.rank == 0 and args.out and args.out_item == 'metrics':

@@ -198,10 +198,10 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         return code
     with progress_only(args.quiet):
         code, runner = run_reported(
-            lambda: build_runner(cfg), cfg, args.config, True
+            lambda: build_runner(cfg), args.config, True
         )
         if code == 0:
-            code, _ = run_reported(runner.train, cfg, args.config)
+            code, _ = run_reported(runner.train, args.config)
     if code == 0:
         close_dist()
     else:  # this process may go on (main() called from Python)

@@ -3,7 +3,6 @@ checks before the Runner is built, and one line with an exit code for
 what stops it (the run's checks are hooks that every tool gets)."""
 
 import contextlib
-import errno
 import io
 import os
 import os.path as osp
@@ -26,9 +25,9 @@ from ..engine.config import (
     import_custom_modules,
     load_config,
 )
+from ..engine.distributed import LaunchError
 from ..engine.hooks import RunCheckError, TrainingStopped
 from ..engine.hooks.checkpoint_check_hook import init_checkpoints
-from .launch import dist_failure_message, prepare_launcher
 
 # What a wrong config or option raises while mmengine builds the run
 # (model, datasets, loops, optimizer): a user mistake, not a bug.
@@ -113,34 +112,6 @@ def one_line(error: BaseException) -> str:
     return lines[0] if lines else type(error).__name__
 
 
-def _loop_start(path: str) -> str:
-    """A looping path cut at the link that closes the loop."""
-    parts = path.split(os.sep)
-    for index, part in enumerate(parts):
-        if part and part in parts[index + 1 :]:
-            return os.sep.join(parts[: parts.index(part, index + 1)])
-    return path
-
-
-def os_error_line(error: OSError, cfg: Config) -> Optional[str]:
-    """One line for the OSErrors a user can act on, else None."""
-    where = error.filename or cfg.get('work_dir')
-    if error.errno == errno.ENOSPC:
-        return (
-            f'No space left on the device while writing {where}: free some '
-            'space, then resume with --resume (the last complete checkpoint '
-            'is kept).'
-        )
-    if error.errno == errno.ELOOP:
-        return (
-            f'Cannot read {_loop_start(str(where))}: a symbolic link loop '
-            '(a link to a folder above it); remove or replace the link.'
-        )
-    if error.errno in (errno.EACCES, errno.EROFS):
-        return f'Cannot write {where}: {error.strerror}.'
-    return None
-
-
 def configure_run(
     args: Any,
     merge_args: Callable[[Config, Any], Config],
@@ -178,24 +149,20 @@ def configure_run(
     if lines:
         print('\n'.join(lines), file=sys.stderr)
         return None, 1
-    error = prepare_launcher(cfg, args.launcher)
-    if error:
-        print(error, file=sys.stderr)
-        return None, 2
     return cfg, 0
 
 
 def run_reported(
-    action: Callable, cfg: Config, config: str, building: bool = False
+    action: Callable, config: str, building: bool = False
 ) -> tuple[int, Any]:
     """Run ``action`` (building the Runner, or its ``train`` / ``test``):
-    the exit code and what it returned. The errors of the run's checks and
-    of the machine become one line and exit code 1 (130 for Ctrl-C);
-    anything else keeps its traceback.
+    the exit code and what it returned. The errors of the run's checks
+    (the machine's too: the Runner turns them into check errors) become
+    one line and exit code 1 (2: processes not started as ``--launcher``
+    says; 130 for Ctrl-C); anything else keeps its traceback.
 
     Args:
         action (Callable): What to run.
-        cfg (Config): The run's config.
         config (str): Its file, for the messages.
         building (bool): ``action`` builds the Runner: a wrong config's
             errors (:data:`BUILD_ERRORS`) are one line too, unless
@@ -203,6 +170,9 @@ def run_reported(
     """
     try:
         return 0, action()
+    except LaunchError as error:
+        print(error, file=sys.stderr)
+        return 2, None
     except CHECK_ERRORS as error:
         message = ' '.join(str(error).split())
     except BUILD_ERRORS as error:
@@ -215,14 +185,6 @@ def run_reported(
     except KeyboardInterrupt:
         print('Interrupted; resume with --resume.', file=sys.stderr)
         return 130, None
-    except OSError as error:
-        message = os_error_line(error, cfg)
-        if message is None:
-            raise
-    except RuntimeError as error:
-        message = dist_failure_message(error, cfg)
-        if message is None:
-            raise
     print(message, file=sys.stderr)
     return 1, None
 

@@ -1,12 +1,18 @@
+import contextlib
 import copy
+import errno
 import inspect
 import logging
 import os
 import os.path as osp
 import re
 import zipfile
+from collections.abc import Iterator
 from typing import Optional, Union
 
+import torch
+import torch.distributed as torch_dist
+from mmengine.dist import is_distributed
 from mmengine.logging import print_log
 from mmengine.registry import RUNNERS
 from mmengine.runner import BaseLoop, Runner
@@ -16,6 +22,12 @@ from torch.utils.data import DataLoader
 from ..datasets.safe_pickle import DataFileError, annotation_files
 from ..datasets.sample_seeding import own_generator, sample_seeded_loader
 from .config import check_config
+from .distributed import (
+    DEFAULT_TIMEOUT,
+    init_cpu_dist,
+    is_timeout,
+    silent_ranks_message,
+)
 
 # The timestamps of the runs this process has started.
 _STARTED: set[str] = set()
@@ -52,6 +64,67 @@ def newest_intact_checkpoint(work_dir: str) -> Optional[str]:
     return next((path for _, path in found if is_intact(path)), None)
 
 
+def _loop_start(path: str) -> str:
+    """A looping path cut at the link that closes the loop."""
+    parts = path.split(os.sep)
+    for index, part in enumerate(parts):
+        if part and part in parts[index + 1 :]:
+            return os.sep.join(parts[: parts.index(part, index + 1)])
+    return path
+
+
+def os_error_line(error: OSError, where: Optional[str]) -> Optional[str]:
+    """One line for the OSErrors a user can act on (a full disk, a link
+    loop, a folder that cannot be written), else None; ``where`` names the
+    place when the error names no file."""
+    where = error.filename or where
+    if error.errno == errno.ENOSPC:
+        return (
+            f'No space left on the device while writing {where}: free some '
+            'space, then resume with --resume (the last complete checkpoint '
+            'is kept).'
+        )
+    if error.errno == errno.ELOOP:
+        return (
+            f'Cannot read {_loop_start(str(where))}: a symbolic link loop '
+            '(a link to a folder above it); remove or replace the link.'
+        )
+    if error.errno in (errno.EACCES, errno.EROFS):
+        return f'Cannot write {where}: {error.strerror}.'
+    return None
+
+
+@contextlib.contextmanager
+def one_line_failures(
+    where: Optional[str] = None, timeout: float = DEFAULT_TIMEOUT
+) -> Iterator[None]:
+    """Within it, the failures of the machine that a user can act on end
+    the run as :class:`~t2t_plugin.engine.hooks.RunCheckError` (an OSError
+    of :func:`os_error_line`) or
+    :class:`~t2t_plugin.engine.hooks.TrainingStopped` (a collective whose
+    peer stopped answering, naming the silent ranks), the original error
+    as its cause: every tool that runs the Runner then ends in that line."""
+    # the hooks read this runner's public state (hooks/run_checks.py
+    # imports this module): their errors are imported here
+    from .hooks.run_checks import RunCheckError, TrainingStopped
+
+    try:
+        yield
+    except OSError as error:
+        line = os_error_line(error, where)
+        if line is None:
+            raise
+        raise RunCheckError(line) from error
+    except RuntimeError as error:
+        if isinstance(error, TrainingStopped) or not (
+            torch_dist.is_available()
+            and torch_dist.is_initialized()
+            and is_timeout(error)
+        ):
+            raise
+        raise TrainingStopped(silent_ranks_message(timeout)) from error
+
+
 @RUNNERS.register_module()
 class SampleSeededRunner(Runner):
     """mmengine's Runner, with the random augmentation of the training
@@ -73,6 +146,18 @@ class SampleSeededRunner(Runner):
     ``resumes`` (whether it continues that checkpoint's training) and
     ``mode`` (``'train'``, ``'val'`` or ``'test'`` once the run started,
     None before).
+
+    In a distributed run it gives collectives a timeout of
+    ``env_cfg.dist_cfg.timeout`` seconds (300 unless set; torch's 1800
+    keeps a job with a frozen rank hanging for half an hour) and, on a
+    machine without CUDA, opens a gloo group itself and wraps the model in
+    DDP without device ids (mmengine's ``init_dist`` calls
+    ``torch.cuda.set_device`` whatever the backend, and DDP refuses the
+    Runner's ``device_ids=[LOCAL_RANK]`` for a CPU model): ``--launcher
+    pytorch`` / ``slurm`` / ``mpi`` work on CPUs through every tool.
+    What stops a run on the machine's side (a full disk, a symbolic link
+    loop, a rank that stopped answering) ends it in one line
+    (:func:`one_line_failures`).
 
     A run that starts in the same second as an earlier one of this process
     gets ``_2``, ``_3``, ... after its timestamp: mmengine names the run's
@@ -133,20 +218,35 @@ class SampleSeededRunner(Runner):
     def train(self) -> nn.Module:
         """mmengine's, with ``mode`` set for the hooks."""
         self.mode = 'train'
-        return super().train()
+        with self._failures():
+            return super().train()
 
     def val(self) -> dict:
         """mmengine's, with ``mode`` set for the hooks."""
         self.mode = 'val'
-        return super().val()
+        with self._failures():
+            return super().val()
 
     def test(self) -> dict:
         """mmengine's, with ``mode`` set for the hooks."""
         self.mode = 'test'
-        return super().test()
+        with self._failures():
+            return super().test()
+
+    def _failures(self) -> contextlib.AbstractContextManager:
+        return one_line_failures(self.work_dir, self.dist_timeout)
 
     def setup_env(self, env_cfg: dict) -> None:
-        """mmengine's, then a timestamp no earlier run of this process had."""
+        """mmengine's, with the process group's timeout and, without
+        CUDA, its gloo set-up; then a timestamp no earlier run of this
+        process had."""
+        dist_cfg = dict(env_cfg.get('dist_cfg') or {})
+        dist_cfg.setdefault('timeout', DEFAULT_TIMEOUT)
+        self.dist_timeout: float = dist_cfg['timeout']
+        if self.distributed and not is_distributed():
+            if not torch.cuda.is_available():
+                init_cpu_dist(self.launcher, timeout=self.dist_timeout)
+            env_cfg = dict(env_cfg, dist_cfg=dist_cfg)
         super().setup_env(env_cfg)
         timestamp, count = self.timestamp, 1
         while self.timestamp in _STARTED:
@@ -155,6 +255,25 @@ class SampleSeededRunner(Runner):
             self._timestamp = f'{timestamp}_{count}'
         _STARTED.add(self.timestamp)
 
+    def wrap_model(
+        self, model_wrapper_cfg: Optional[dict], model: nn.Module
+    ) -> nn.Module:
+        """mmengine's; without CUDA, DDP without device ids."""
+        if (
+            self.distributed
+            and model_wrapper_cfg is None
+            and not torch.cuda.is_available()
+        ):
+            model_wrapper_cfg = dict(
+                type='MMDistributedDataParallel',
+                device_ids=None,
+                broadcast_buffers=False,
+                find_unused_parameters=self.cfg.get(
+                    'find_unused_parameters', False
+                ),
+            )
+        return super().wrap_model(model_wrapper_cfg, model)
+
     @staticmethod
     def build_dataloader(
         dataloader: Union[DataLoader, dict],
@@ -162,9 +281,14 @@ class SampleSeededRunner(Runner):
         diff_rank_seed: bool = False,
     ) -> DataLoader:
         """mmengine's, with an annotation file that cannot be read named in
-        the error (mmengine's ``load`` gives the file handlers no name)."""
+        the error (mmengine's ``load`` gives the file handlers no name),
+        and a folder that cannot be read in one line
+        (:func:`one_line_failures`)."""
         try:
-            return Runner.build_dataloader(dataloader, seed, diff_rank_seed)
+            with one_line_failures():
+                return Runner.build_dataloader(
+                    dataloader, seed, diff_rank_seed
+                )
         except DataFileError as error:
             found = (
                 annotation_files(dataloader.get('dataset'))

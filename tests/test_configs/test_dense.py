@@ -8,7 +8,6 @@ install-dense``); without them these tests are skipped.
 
 import argparse
 import importlib
-import json
 import time
 from pathlib import Path
 
@@ -18,15 +17,26 @@ import torch
 from mmengine.config import Config, DictAction
 from mmengine.dataset import pseudo_collate
 from mmengine.optim import build_optim_wrapper
-from mmengine.registry import DefaultScope, init_default_scope
 
 from t2t_plugin.engine.hooks.run_checks import width_problem
 from t2t_plugin.models import T2TViT
 
-from ..helpers import ROOT, run_main
+from ..helpers import (
+    DENSE_ARCH,
+    DENSE_TOKEN_DIMS,
+    ROOT,
+    build_dense_model,
+    dense_config,
+    run_main,
+    toolbox,
+    write_coco,
+)
 
 CONFIGS = ROOT / 'configs'
-pytestmark = pytest.mark.dense
+pytestmark = [
+    pytest.mark.dense,
+    pytest.mark.usefixtures('one_thread', 'restore_default_scope'),
+]
 
 # The COCO and ADE20K configs; tests/test_configs/test_custom_data.py runs
 # the ones for your own data.
@@ -36,70 +46,6 @@ DET_CONFIGS = sorted(
 SEG_CONFIGS = sorted(
     p for p in (CONFIGS / 'seg').glob('*.py') if 'custom' not in p.name
 )
-
-# A two-layer T2T-ViT with narrow T2T maps keeps every step around a second.
-TINY_ARCH = dict(
-    token_layer='transformer',
-    embed_dims=64,
-    num_layers=2,
-    num_heads=2,
-    feedforward_channels=128,
-)
-TOKEN_DIMS = 16
-
-
-def toolbox(name: str):
-    """Import mmdet / mmseg with all modules registered, or skip."""
-    try:
-        package = importlib.import_module(name)
-        importlib.import_module(f'{name}.models')
-        utils = importlib.import_module(f'{name}.utils')
-    except Exception as error:  # mmcv without compiled ops raises many kinds
-        pytest.skip(
-            f'{name} is not importable ({type(error).__name__}: '
-            f'{error}); `make install-dense` installs it.'
-        )
-    utils.register_all_modules(init_default_scope=False)
-    return package
-
-
-@pytest.fixture(autouse=True, scope='module')
-def one_thread():
-    """The tensors here are tiny: on two busy cores a second thread costs
-    more than it brings (a Mask R-CNN step took 12 s instead of 2.5 s)."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
-
-
-@pytest.fixture(autouse=True)
-def restore_default_scope():
-    """Tests switch to mmdet's or mmseg's default scope; leaving it set would
-    make later mmpretrain builds look in the wrong registry."""
-    with DefaultScope.overwrite_default_scope('mmpretrain'):
-        yield
-
-
-def load_config(path: Path, tiny: bool) -> Config:
-    cfg = Config.fromfile(str(path))
-    if tiny:
-        backbone = cfg.model.backbone
-        token_layer = 'performer' if backbone.arch == '14' else 'transformer'
-        backbone.arch = dict(TINY_ARCH, token_layer=token_layer)
-        backbone.t2t_cfg = dict(token_dims=TOKEN_DIMS)
-        backbone.drop_path_rate = 0.0
-        backbone.init_cfg = None
-        necks = cfg.model.neck
-        pyramid = necks[0] if isinstance(necks, list) else necks
-        pyramid.in_channels = (TOKEN_DIMS, TOKEN_DIMS, TINY_ARCH['embed_dims'])
-    return cfg
-
-
-def build_model(cfg: Config, scope: str):
-    registry = importlib.import_module(f'{scope}.registry')
-    init_default_scope(scope)
-    return registry.MODELS.build(cfg.model)
 
 
 def backbone_grads_are_nonzero(model) -> bool:
@@ -135,13 +81,13 @@ def test_configs_are_all_here():
 def test_config_builds_with_the_real_backbone(path):
     scope = 'mmdet' if path.parent.name == 'det' else 'mmseg'
     toolbox(scope)
-    cfg = load_config(path, tiny=False)
+    cfg = dense_config(path, tiny=False)
     assert cfg.default_scope == scope
     assert cfg.custom_imports.imports == ['t2t_plugin']
     backbone_cfg = cfg.model.backbone
     assert backbone_cfg.type == 'mmpretrain.T2TViT'
     assert backbone_cfg.init_cfg.prefix == 'backbone.'
-    model = build_model(cfg, scope)
+    model = build_dense_model(cfg, scope)
 
     expected_layer = (
         'transformer' if 't2t-vit-t-14' in path.name else ('performer')
@@ -181,8 +127,8 @@ def test_layer_wise_lr_decay_matches_get_layer_depth(path):
     """The configs' optimizer follows the backbone's layer depths."""
     scope = 'mmdet' if path.parent.name == 'det' else 'mmseg'
     toolbox(scope)
-    cfg = load_config(path, tiny=False)
-    model = build_model(cfg, scope)
+    cfg = dense_config(path, tiny=False)
+    model = build_dense_model(cfg, scope)
     optim_wrapper = build_optim_wrapper(model, cfg.optim_wrapper)
     base_lr = cfg.optim_wrapper.optimizer.lr
     base_wd = cfg.optim_wrapper.optimizer.weight_decay
@@ -224,43 +170,6 @@ def test_layer_wise_lr_decay_matches_get_layer_depth(path):
 
 
 # -------------------------------------------------------------- training --
-
-
-def write_coco(root: Path, num_images: int = 2, size: int = 128) -> None:
-    """Images with two objects each and their COCO-format annotations."""
-    import mmcv
-
-    rng = np.random.default_rng(0)
-    (root / 'images').mkdir(parents=True)
-    images, annotations = [], []
-    for index in range(num_images):
-        image = rng.integers(0, 255, (size, size, 3), dtype=np.uint8)
-        mmcv.imwrite(image, str(root / 'images' / f'{index}.jpg'))
-        images.append(
-            dict(id=index, file_name=f'{index}.jpg', height=size, width=size)
-        )
-        for category, (x, y, w, h) in (
-            (1, (10, 12, 50, 40)),
-            (3, (60, 50, 48, 64)),
-        ):
-            polygon = [x, y, x + w, y, x + w, y + h, x, y + h]
-            annotations.append(
-                dict(
-                    id=len(annotations) + 1,
-                    image_id=index,
-                    category_id=category,
-                    bbox=[x, y, w, h],
-                    area=w * h,
-                    segmentation=[polygon],
-                    iscrowd=0,
-                )
-            )
-    categories = [dict(id=1, name='person'), dict(id=3, name='car')]
-    (root / 'train.json').write_text(
-        json.dumps(
-            dict(images=images, annotations=annotations, categories=categories)
-        )
-    )
 
 
 def write_ade(root: Path, num_images: int = 2) -> None:
@@ -312,12 +221,12 @@ def train_step(model, cfg: Config, batch, record_property) -> dict:
 )
 def test_detector_trains_on_coco_format_data(name, tmp_path, record_property):
     toolbox('mmdet')
-    write_coco(tmp_path)
-    cfg = load_config(CONFIGS / 'det' / name, tiny=True)
+    write_coco(tmp_path, size=128)
+    cfg = dense_config(CONFIGS / 'det' / name, tiny=True)
     dataset = cfg.train_dataloader.dataset
     dataset.update(
         data_root=str(tmp_path),
-        ann_file='train.json',
+        ann_file='annotations/train.json',
         data_prefix=dict(img='images/'),
     )
     for transform in dataset.pipeline:
@@ -330,7 +239,7 @@ def test_detector_trains_on_coco_format_data(name, tmp_path, record_property):
         # 1024-wide layers dominate a CPU step otherwise.
         cfg.model.train_cfg.rcnn.sampler.num = 64
     torch.manual_seed(0)
-    model = build_model(cfg, 'mmdet')
+    model = build_dense_model(cfg, 'mmdet')
     model.init_weights()
     batch = first_batch(cfg, 'mmdet')
     assert tuple(batch['inputs'][0].shape) == (3, 128, 128)
@@ -364,7 +273,7 @@ def test_detector_trains_on_coco_format_data(name, tmp_path, record_property):
 def test_segmentor_trains_on_ade_layout_data(name, tmp_path, record_property):
     toolbox('mmseg')
     write_ade(tmp_path)
-    cfg = load_config(CONFIGS / 'seg' / name, tiny=True)
+    cfg = dense_config(CONFIGS / 'seg' / name, tiny=True)
     crop_size = (64, 64)
     cfg.model.data_preprocessor.size = crop_size
     dataset = cfg.train_dataloader.dataset
@@ -375,7 +284,7 @@ def test_segmentor_trains_on_ade_layout_data(name, tmp_path, record_property):
         if transform.type == 'RandomCrop':
             transform.crop_size = crop_size
     torch.manual_seed(0)
-    model = build_model(cfg, 'mmseg')
+    model = build_dense_model(cfg, 'mmseg')
     model.init_weights()
     batch = first_batch(cfg, 'mmseg')
 
@@ -392,11 +301,11 @@ def test_segmentor_tests_whole_images_of_any_size():
     toolbox('mmseg')
     from mmseg.structures import SegDataSample
 
-    cfg = load_config(
+    cfg = dense_config(
         CONFIGS / 'seg' / 'upernet_t2t-vit-t-14_8xb2-160k_ade20k-512x512.py',
         tiny=True,
     )
-    model = build_model(cfg, 'mmseg').eval()
+    model = build_dense_model(cfg, 'mmseg').eval()
     image = torch.randint(0, 255, (3, 50, 75), dtype=torch.uint8)
     sample = SegDataSample(
         metainfo=dict(ori_shape=(50, 75), img_shape=(50, 75))
@@ -428,7 +337,7 @@ pipeline = [
 ]
 train_dataloader = dict(
     num_workers=0, persistent_workers=False,
-    dataset=dict(data_root={root!r}, ann_file='train.json',
+    dataset=dict(data_root={root!r}, ann_file='annotations/train.json',
                  data_prefix=dict(img='images/'), pipeline=pipeline))
 train_cfg = dict(max_epochs=1)
 default_hooks = dict(logger=dict(interval=1))
@@ -439,15 +348,15 @@ default_hooks = dict(logger=dict(interval=1))
 def test_train_tool_runs_a_detection_config(tmp_path):
     """tools/train.py takes mmdet configs (default_scope='mmdet')."""
     toolbox('mmdet')
-    write_coco(tmp_path / 'coco')
+    write_coco(tmp_path / 'coco', size=128)
     config = tmp_path / 'retinanet_tiny.py'
     config.write_text(
         TINY_RETINANET.format(
             base=str(
                 CONFIGS / 'det' / 'retinanet_t2t-vit-t-14_fpn_1x_coco.py'
             ),
-            arch=TINY_ARCH,
-            token_dims=TOKEN_DIMS,
+            arch=DENSE_ARCH,
+            token_dims=DENSE_TOKEN_DIMS,
             root=str(tmp_path / 'coco'),
         )
     )
@@ -458,11 +367,11 @@ def test_train_tool_runs_a_detection_config(tmp_path):
         '--cfg-options', 'model.backbone.arch.embed_dims=48',
     )  # fmt: skip
     assert wider.returncode == 1
+    dims = DENSE_TOKEN_DIMS
     assert wider.stderr.strip() == (
-        f'T2TFeaturePyramid has in_channels=({TOKEN_DIMS}, {TOKEN_DIMS}, '
-        f'64), but the backbone outputs have widths ({TOKEN_DIMS}, '
-        f'{TOKEN_DIMS}, 48); set model.neck.0.in_channels=[{TOKEN_DIMS},'
-        f'{TOKEN_DIMS},48].'
+        f'T2TFeaturePyramid has in_channels=({dims}, {dims}, 64), but the '
+        f'backbone outputs have widths ({dims}, {dims}, 48); set '
+        f'model.neck.0.in_channels=[{dims},{dims},48].'
     )
     work_dir = tmp_path / 'work'
     result = run_main('train', config, '--work-dir', work_dir, '--no-validate')
@@ -488,13 +397,13 @@ def test_classification_checkpoint_loads_into_the_detector(tmp_path):
             type='ImageClassifier',
             backbone=dict(
                 type='T2TViT',
-                arch=TINY_ARCH,
-                t2t_cfg=dict(token_dims=TOKEN_DIMS),
+                arch=DENSE_ARCH,
+                t2t_cfg=dict(token_dims=DENSE_TOKEN_DIMS),
             ),
             head=dict(
                 type='T2TClsHead',
                 num_classes=10,
-                in_channels=TINY_ARCH['embed_dims'],
+                in_channels=DENSE_ARCH['embed_dims'],
             ),
         )
     )
@@ -505,18 +414,18 @@ def test_classification_checkpoint_loads_into_the_detector(tmp_path):
     )
 
     path = CONFIGS / 'det' / 'mask-rcnn_t2t-vit-t-14_fpn_1x_coco.py'
-    cfg = load_config(path, tiny=True)
+    cfg = dense_config(path, tiny=True)
     init_cfg = Config.fromfile(str(path)).model.backbone.init_cfg
     init_cfg.checkpoint = str(checkpoint)
     cfg.model.backbone.init_cfg = init_cfg
-    detector = build_model(cfg, 'mmdet')
+    detector = build_dense_model(cfg, 'mmdet')
 
     # Strict: the prefix-stripped checkpoint is exactly the backbone.
     backbone_state = _load_checkpoint_with_prefix('backbone.', str(checkpoint))
     detector.backbone.load_state_dict(backbone_state, strict=True)
 
     torch.manual_seed(1)
-    fresh = build_model(cfg, 'mmdet')
+    fresh = build_dense_model(cfg, 'mmdet')
     fresh.init_weights()
     expected = classifier.backbone.state_dict()
     loaded = fresh.backbone.state_dict()
@@ -566,7 +475,7 @@ def test_another_arch_through_models_build(path, scope, arch, widths):
     cfg.merge_from_dict(
         {'model.backbone.arch': arch, 'model.backbone.init_cfg': None}
     )
-    model = build_model(cfg, scope)
+    model = build_dense_model(cfg, scope)
     pyramid = model.neck[0] if scope == 'mmdet' else model.neck
     stated = pyramid.in_channels
     key = (
@@ -587,7 +496,7 @@ def test_another_arch_through_models_build(path, scope, arch, widths):
     options = argparse.Namespace()
     DictAction(None, 'cfg_options')(None, options, [f'{key}=[64,64,{widths}]'])
     cfg.merge_from_dict(options.cfg_options)
-    model = build_model(cfg, scope)
+    model = build_dense_model(cfg, scope)
     assert width_problem(model) is None
     with torch.no_grad():
         feats = model.extract_feat(images)
@@ -611,7 +520,7 @@ def test_custom_configs_export_to_onnx(path, tmp_path, capsys):
     toolbox(scope)
     cfg = Config.fromfile(str(CONFIGS / path))
     cfg.model.backbone.init_cfg = None
-    model = build_model(cfg, scope)
+    model = build_dense_model(cfg, scope)
     checkpoint = tmp_path / 'model.pth'
     torch.save({'state_dict': model.state_dict()}, checkpoint)
     tool = load_tool('tools/deployment/pytorch2onnx.py')
@@ -628,92 +537,3 @@ def test_custom_configs_export_to_onnx(path, tmp_path, capsys):
         if 'max abs diff' in line
     ]
     assert len(diffs) == 3 and max(diffs) < 1e-4
-
-
-WRONG_FPN_RETINANET = """
-_base_ = {base!r}
-model = dict(
-    backbone=dict(
-        arch=dict(_delete_=True, **{arch!r}),
-        t2t_cfg=dict(token_dims={token_dims}),
-        init_cfg=None),
-    neck=[
-        dict(type='mmpretrain.T2TFeaturePyramid',
-             in_channels=({token_dims}, {token_dims}, {arch[embed_dims]}),
-             out_channels=(96, 192, 384, 768)),
-        dict(type='FPN', in_channels=[96, 192, 384, 768], out_channels=256,
-             num_outs=5),
-    ])
-pipeline = [
-    dict(type='LoadImageFromFile'),
-    dict(type='LoadAnnotations', with_bbox=True),
-    dict(type='Resize', scale=(128, 128), keep_ratio=True),
-    dict(type='PackDetInputs'),
-]
-train_dataloader = dict(
-    num_workers=0, persistent_workers=False,
-    dataset=dict(data_root={root!r}, ann_file='train.json',
-                 data_prefix=dict(img='images/'), pipeline=pipeline))
-train_cfg = dict(max_epochs=1)
-val_cfg = None
-val_dataloader = None
-val_evaluator = None
-"""
-
-
-@pytest.mark.slow
-def test_anchor_strides_that_miss_the_pyramid_stop_before_training(tmp_path):
-    """The neck snippet of a Mask R-CNN (FPN from stride 4) under
-    RetinaNet's anchors (strides 8-128), through mmdet's Runner."""
-    toolbox('mmdet')
-    from mmengine.runner import Runner
-
-    from t2t_plugin.engine.hooks import PyramidStrideError
-
-    write_coco(tmp_path / 'coco')
-    config = tmp_path / 'retinanet_wrong_fpn.py'
-    config.write_text(
-        WRONG_FPN_RETINANET.format(
-            base=str(
-                CONFIGS / 'det' / 'retinanet_t2t-vit-t-14_fpn_1x_coco.py'
-            ),
-            arch=TINY_ARCH,
-            token_dims=TOKEN_DIMS,
-            root=str(tmp_path / 'coco'),
-        )
-    )
-    cfg = Config.fromfile(str(config))
-    cfg.work_dir = str(tmp_path / 'work')
-    runner = Runner.from_cfg(cfg)
-    with pytest.raises(PyramidStrideError) as error:
-        runner.train()
-    assert str(error.value) == (
-        'The neck returns maps at strides (4, 8, 16, 32, 64) but '
-        'bbox_head.prior_generator.strides are (8, 16, 32, 64, 128): the '
-        'head would place its anchors at the wrong positions. Make the neck '
-        "match (an FPN after T2TFeaturePyramid's strides 8-32 under "
-        "RetinaNet: start_level=0, add_extra_convs='on_input', num_outs=5; "
-        "after strides 4-32: start_level=1, add_extra_convs='on_input') or "
-        'change the strides of the head.'
-    )
-    assert runner.iter == 0
-    assert not list((tmp_path / 'work').rglob('*.pth'))
-
-    # every detection config sets the hook
-    for path in sorted((CONFIGS / 'det').glob('*.py')):
-        hooks = Config.fromfile(str(path)).custom_hooks
-        assert 'PyramidStrideCheckHook' in [hook.type for hook in hooks], path
-    # the configs as they are: the strides match, the check passes
-    for name in (
-        'retinanet_t2t-vit-t-14_fpn_1x_coco.py',
-        'mask-rcnn_t2t-vit-t-14_fpn_1x_coco.py',
-    ):
-        model = build_model(load_config(CONFIGS / 'det' / name, True), 'mmdet')
-        from t2t_plugin.engine.hooks import PyramidStrideCheckHook
-
-        class Holder:
-            pass
-
-        holder = Holder()
-        holder.model = model
-        PyramidStrideCheckHook().before_run(holder)

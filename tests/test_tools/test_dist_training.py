@@ -10,6 +10,7 @@ import pytest
 
 from ..helpers import (
     DEMO,
+    MMPRETRAIN_TOOLS,
     ROOT,
     evaluate_in_process,
     free_port,
@@ -73,3 +74,42 @@ def test_two_process_cpu_training_and_testing(tmp_path):
     # The sampler pads 359 images to 2 x 180; the padding is dropped again.
     assert metrics['accuracy/top1'] == pytest.approx(top1, abs=1e-3)
     assert metrics['accuracy/top5'] == pytest.approx(top5, abs=1e-3)
+
+
+@pytest.mark.slow
+def test_two_process_cpu_training_through_mmpretrains_tool(tmp_path):
+    """The CPU process group is opened by the configs' runner, so
+    mmpretrain's own tools/train.py trains on two CPU processes too."""
+    work_dir = tmp_path / 'dist'
+    env = tool_env()
+    result = subprocess.run(
+        [
+            sys.executable,
+            '-m',
+            'torch.distributed.run',
+            '--nproc_per_node=2',
+            f'--master_port={free_port()}',
+            str(MMPRETRAIN_TOOLS / 'train.py'),
+            DEMO,
+            '--launcher',
+            'pytorch',
+            '--no-persistent-workers',
+            '--work-dir',
+            str(work_dir),
+            '--cfg-options',
+            'train_cfg.max_epochs=1',
+            'train_cfg.val_interval=1',
+            'train_dataloader.dataset.indices=320',
+            'default_hooks.logger.interval=1',
+        ],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    log = result.stdout + result.stderr
+    assert result.returncode == 0, log[-3000:]
+    # 320 images over 2 ranks of 64: 3 iterations per epoch, not 5.
+    assert 'Epoch(train) [1][3/3]' in log
+    assert (work_dir / 'epoch_1.pth').is_file()

@@ -4,13 +4,7 @@ import torch.distributed as torch_dist
 from mmengine.hooks import Hook
 from mmengine.registry import HOOKS
 
-# Seconds between two signs of life of a rank.
-HEARTBEAT_INTERVAL = 2.0
-
-
-def heartbeat_key(rank: int) -> str:
-    """The process-group store key that counts a rank's signs of life."""
-    return f't2t_heartbeat/{rank}'
+from ..distributed import HEARTBEAT_INTERVAL, default_store, heartbeat_key
 
 
 def _beat(store, key: str, stop: threading.Event) -> None:
@@ -28,7 +22,8 @@ class RankHeartbeatHook(Hook):
     A background thread adds 1 to this rank's counter every
     :data:`HEARTBEAT_INTERVAL` seconds; when a collective times out, the
     counters that no longer move name the ranks that stopped answering
-    (``tools/train.py`` prints them). Does nothing outside distributed runs.
+    (:class:`~t2t_plugin.engine.SampleSeededRunner` names them in the
+    error that ends the run). Does nothing outside distributed runs.
     """
 
     priority = 'VERY_LOW'
@@ -40,7 +35,7 @@ class RankHeartbeatHook(Hook):
         """Start the heartbeat thread."""
         if not (torch_dist.is_available() and torch_dist.is_initialized()):
             return
-        store = torch_dist.distributed_c10d._get_default_store()
+        store = default_store()
         threading.Thread(
             target=_beat,
             args=(store, heartbeat_key(torch_dist.get_rank()), self._stop),

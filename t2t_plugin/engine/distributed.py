@@ -1,8 +1,11 @@
-"""Distributed set-up for machines without CUDA (gloo backend).
+"""Distributed runs: the gloo set-up for machines without CUDA, and the
+ranks that stopped answering.
 
 mmengine's ``init_dist`` calls ``torch.cuda.set_device`` whatever the
-backend, and DDP rejects the Runner's ``device_ids=[LOCAL_RANK]`` for a CPU
-model: the group is opened here, and the model wrapper gets no device ids.
+backend: without CUDA, :class:`~t2t_plugin.engine.SampleSeededRunner`
+opens the group with :func:`init_cpu_dist` instead (and gives DDP no
+device ids). Used by the runner and :class:`RankHeartbeatHook`; nothing
+here imports the rest of the engine.
 """
 
 import datetime
@@ -12,15 +15,13 @@ import time
 
 import torch.distributed as torch_dist
 
-from ..engine.hooks.rank_heartbeat_hook import (
-    HEARTBEAT_INTERVAL,
-    heartbeat_key,
-)
-
 # Seconds a collective operation waits for the other ranks before the run
 # ends (torch's default, 1800, keeps a job with a frozen rank hanging for
 # half an hour). Set env_cfg.dist_cfg.timeout in a config to change it.
 DEFAULT_TIMEOUT = 300
+
+# Seconds between two signs of life of a rank (RankHeartbeatHook).
+HEARTBEAT_INTERVAL = 2.0
 
 # Words of the errors a collective raises when a peer stops answering
 # (gloo: "Timed out waiting ...", "Connection closed by peer"; NCCL's
@@ -33,11 +34,27 @@ _TIMEOUT_WORDS = (
 )
 
 
+def heartbeat_key(rank: int) -> str:
+    """The process-group store key that counts a rank's signs of life."""
+    return f't2t_heartbeat/{rank}'
+
+
+def default_store() -> torch_dist.Store:
+    """The key-value store of the default process group. torch has no
+    public getter for it; this is the one place that reads it."""
+    return torch_dist.distributed_c10d._get_default_store()
+
+
+class LaunchError(RuntimeError):
+    """The processes were not started the way ``--launcher`` says; the
+    message names what is missing and how to start them."""
+
+
 def _require(launcher: str, names: tuple, start: str) -> None:
-    """Raise a RuntimeError naming the launcher variables that are unset."""
+    """Raise a LaunchError naming the launcher variables that are unset."""
     missing = [name for name in names if name not in os.environ]
     if missing:
-        raise RuntimeError(
+        raise LaunchError(
             f'launcher={launcher!r} needs the environment variables '
             f'{", ".join(missing)}; {start}.'
         )
@@ -58,7 +75,7 @@ def _export_slurm_env() -> None:
             text=True,
         )
         if result.returncode != 0 or not result.stdout.strip():
-            raise RuntimeError(
+            raise LaunchError(
                 'Could not resolve the first Slurm node with scontrol; set '
                 'MASTER_ADDR to its host name.'
             )
@@ -123,7 +140,7 @@ def silent_ranks_message(timeout: float) -> str:
     ``RankHeartbeatHook`` counter did not move in a few heartbeats.
     ``timeout`` is the process-group timeout, for the message."""
     try:
-        store = torch_dist.distributed_c10d._get_default_store()
+        store = default_store()
         # the store may be the silent rank's: do not wait for it as long
         store.set_timeout(datetime.timedelta(seconds=10))
         keys = [

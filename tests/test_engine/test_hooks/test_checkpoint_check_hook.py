@@ -1,0 +1,66 @@
+"""CheckpointCheckHook: a checkpoint's classes against the dataset's, a
+warning line when fine-tuning on others, a refusal when testing."""
+
+from t2t_plugin.engine import CheckpointMismatchError
+from t2t_plugin.engine.hooks import class_mismatch
+
+from ...helpers import (
+    DEMO,
+    TINY_DEMO,
+    door,
+    one_line,
+    run_main,
+    save_checkpoint,
+)
+
+
+def test_class_mismatch_names_counts_and_a_few_names():
+    many = tuple(f'n{i:04d}' for i in range(1000))
+    message = class_mismatch(
+        dict(meta=dict(dataset_meta=dict(classes=many))),
+        ['cat', 'emu'],
+        'model.pth',
+    )
+    assert message == (
+        'model.pth was trained on 1000 classes (n0000, n0001, n0002, '
+        'n0003, n0004 and 995 more), but the dataset has 2 classes (cat, '
+        'emu)'
+    )
+    assert class_mismatch(dict(meta={}), ['a'], 'x.pth') is None
+    same = dict(meta=dict(dataset_meta=dict(classes=('a',))))
+    assert class_mismatch(same, ['a'], 'x.pth') is None
+
+
+def test_fine_tuning_on_other_classes_warns_in_one_short_line(tmp_path):
+    many = [f'n{i:04d}' for i in range(1000)]
+    pretrained = save_checkpoint(tmp_path / 'in1k.pth', many)
+    options = [*TINY_DEMO, f'load_from={pretrained}']
+    ours = run_main(
+        'train', DEMO, '--work-dir', tmp_path / 'ours', '--cfg-options',
+        *options,
+    )  # fmt: skip
+    assert ours.returncode == 0, ours.stderr[-2000:]
+    line = next(ln for ln in ours.stdout.splitlines() if 'load_from:' in ln)
+    assert line.endswith(
+        f'load_from: {pretrained} was trained on 1000 classes (n0000, '
+        'n0001, n0002, n0003, n0004 and 995 more), but the dataset has 10 '
+        'classes (0, 1, 2, 3, 4 and 5 more); its head is loaded as it is (to '
+        'start a new head, load the backbone only, see docs/weights.md).'
+    )
+    assert len(line) < 400
+
+
+def test_test_tool_refuses_a_checkpoint_of_other_classes(tmp_path):
+    classes = [f'c{i}' for i in range(10)]
+    checkpoint = save_checkpoint(tmp_path / 'other.pth', classes)
+    expected = (
+        f'{checkpoint} was trained on 10 classes (c0, c1, c2, c3, c4 and 5 '
+        'more), but the dataset has 10 classes (0, 1, 2, 3, 4 and 5 more); '
+        'the labels would not match (check the dataset folders or the '
+        'checkpoint).'
+    )
+    ours = run_main('test', DEMO, checkpoint, '--work-dir', tmp_path / 'w')
+    assert ours.returncode == 1 and one_line(ours.stderr) == expected
+    error = door(DEMO, dict(load_from=str(checkpoint)), tmp_path / 'd', 'test')
+    assert isinstance(error, CheckpointMismatchError)
+    assert str(error) == expected

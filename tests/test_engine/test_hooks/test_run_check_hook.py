@@ -1,0 +1,87 @@
+"""RunCheckHook: the dataset's class folders against the head's
+num_classes, empty class folders and pipeline sizes the T2T module cannot
+tile, refused before the work starts through every door."""
+
+import shutil
+
+import pytest
+
+from t2t_plugin.engine.hooks import RunCheckError
+from t2t_plugin.engine.hooks.run_check_hook import pipeline_problem
+
+from ...helpers import (
+    CUSTOM,
+    as_dict,
+    custom_options,
+    digit_model,
+    door,
+    image_folders,
+    last_line,
+    one_line,
+    run_main,
+    run_mmpretrain_tool,
+)
+
+
+@pytest.mark.parametrize('folders', [4, 1])
+def test_class_folders_must_match_num_classes(folders, tmp_path):
+    root = image_folders(tmp_path / 'data', folders)
+    options = custom_options(root)
+    names = ', '.join(f'c{i}' for i in range(folders))
+    expected = (
+        f'train_dataloader: the dataset has {folders} classes in '
+        f'{root}/train ({names}), but model.head.num_classes=3; set '
+        'model.head.num_classes (and data_preprocessor.num_classes) to '
+        f'{folders}, or give the dataset 3 class folders.'
+    )
+    ours = run_main(
+        'train', CUSTOM, '--work-dir', tmp_path / 'ours',
+        '--cfg-options', *options,
+    )  # fmt: skip
+    assert ours.returncode == 1
+    assert one_line(ours.stderr) == expected
+    if folders == 4:  # mmpretrain's own tool: its traceback ends with ours
+        theirs = run_mmpretrain_tool(
+            'train', CUSTOM, '--work-dir', tmp_path / 'theirs',
+            '--cfg-options', *options,
+        )  # fmt: skip
+        assert theirs.returncode == 1
+        assert last_line(theirs.stderr).endswith(': ' + expected)
+    else:
+        error = door(CUSTOM, as_dict(options), tmp_path / 'door')
+        assert isinstance(error, RunCheckError) and str(error) == expected
+
+
+def test_empty_class_folder_is_refused(tmp_path):
+    root = image_folders(tmp_path / 'data', 3)
+    for split in ('train', 'val'):
+        shutil.rmtree(root / split / 'c1')
+        (root / split / 'c1').mkdir()
+    options = custom_options(root)
+    ours = run_main(
+        'train', CUSTOM, '--work-dir', tmp_path / 'w', '--cfg-options',
+        *options,
+    )  # fmt: skip
+    line = one_line(ours.stderr)
+    assert line == (
+        f'train_dataloader: class folder(s) c1 in {root}/train hold no '
+        'images but still take a label index, shifting every label after '
+        'them; remove the empty folders or add their images.'
+    )
+    assert str(door(CUSTOM, as_dict(options), tmp_path / 'door')) == line
+
+
+def test_untileable_pipeline_size_is_one_line():
+    t2t = digit_model().backbone.tokens_to_token  # strides 1, 1, 2
+    problem = pipeline_problem(
+        [dict(type='RandomCrop', crop_size=7), dict(type='PackInputs')], t2t
+    )
+    assert problem.startswith('T2T-ViT cannot tile a 7x7 input')
+    assert (
+        pipeline_problem([dict(type='RandomCrop', crop_size=8)], t2t) is None
+    )
+    assert pipeline_problem([dict(type='LoadImageFromFile')], t2t) == (
+        'loads 3-channel images, but the backbone takes in_channels=1; set '
+        "model.backbone.in_channels or LoadImageFromFile's color_type to "
+        'match.'
+    )
