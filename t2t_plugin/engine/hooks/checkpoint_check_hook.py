@@ -18,8 +18,12 @@ from .run_checks import (
 
 
 def init_checkpoints(node: object) -> Iterator[str]:
-    """``checkpoint`` entries of every ``init_cfg`` of a model config."""
+    """``checkpoint`` entries of every ``init_cfg`` of a model config, and
+    the ``teacher_checkpoint`` of a ``DistillationClassifier`` (also read
+    when the weights are initialised)."""
     if isinstance(node, dict):
+        if isinstance(node.get('teacher_checkpoint'), str):
+            yield node['teacher_checkpoint']
         init_cfgs = node.get('init_cfg')
         for init_cfg in (
             init_cfgs if isinstance(init_cfgs, list) else [init_cfgs]

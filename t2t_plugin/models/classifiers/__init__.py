@@ -1,0 +1,3 @@
+from .distillation_classifier import DistillationClassifier
+
+__all__ = ['DistillationClassifier']
