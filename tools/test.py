@@ -23,13 +23,12 @@ from t2t_plugin.cli import (
     configure_run,
     enable_show,
     enable_tta,
-    find_missing_inputs,
     merge_options,
     parse_launch_args,
     run_reported,
     set_default_work_dir,
 )
-from t2t_plugin.engine.hooks import output_problem
+from t2t_plugin.engine.config import find_missing_data
 
 # Formats mmengine's ``dump`` writes, by file suffix.
 METRICS_SUFFIXES = ('.json', '.yaml', '.yml', '.pkl')
@@ -114,27 +113,19 @@ def merge_args(cfg: Config, args: argparse.Namespace) -> Config:
     return cfg
 
 
-def _problems(cfg: Config, args: argparse.Namespace) -> list[str]:
-    """The first missing test input or unusable output (the checkpoint
-    replaces any init_cfg weights: only data is needed)."""
-    problems = find_missing_inputs(
-        cfg, ['test_dataloader'], check_load_from=False, check_init_cfg=False
-    )
-    problems.append(output_problem(cfg.work_dir, '--work-dir'))
-    if args.out_item == 'metrics':  # WorkDirHook checks DumpResults' file
-        problems.append(output_problem(args.out, '--out'))
-    return list(filter(None, problems))[:1]
-
-
 def main(argv: Optional[Sequence[str]] = None) -> int:
     args = parse_args(argv)
     # a usage error (exit 2), before the config and the data are read
     if '://' not in args.checkpoint and not osp.isfile(args.checkpoint):
         print(f'Checkpoint not found: {args.checkpoint}', file=sys.stderr)
         return 2
-    cfg, code = configure_run(args, merge_args, _problems)
+    cfg, code = configure_run(args, merge_args)
     if cfg is None:
         return code
+    missing = find_missing_data(cfg, ['test_dataloader'], doc_pages.data_page)
+    if missing:
+        print(missing[0], file=sys.stderr)
+        return 1
 
     def build() -> Runner:
         runner = RUNNERS.build(cfg)

@@ -76,26 +76,18 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
     )
 
 
-def set_resume(cfg: Config, resume: str) -> None:
-    """Resume from ``resume`` or, for ``'auto'``, from what the Runner
-    chooses: the work dir's newest intact checkpoint, or without one
-    ``load_from`` if any (jobs that always pass ``--resume`` keep their
-    pretrained weights)."""
-    if resume != 'auto':
-        cfg.resume, cfg.load_from = True, resume
-    else:
-        # SampleSeededRunner's resume='auto' keeps load_from to fall back on
-        cfg.resume = 'auto' if cfg.get('load_from') else True
-
-
 def merge_args(cfg: Config, args: argparse.Namespace) -> Config:
     """The options of the command line applied to a config whose
     ``--cfg-options`` are merged (:func:`load_checked`)."""
     arguments.set_default_work_dir(cfg, args.config, args.work_dir)
     if args.amp:
         arguments.set_amp(cfg)
-    if args.resume is not None:
-        set_resume(cfg, args.resume)
+    if args.resume == 'auto':
+        # SampleSeededRunner: the work dir's newest intact checkpoint, else
+        # load_from (jobs that always pass --resume keep their weights)
+        cfg.resume = 'auto'
+    elif args.resume is not None:
+        cfg.resume, cfg.load_from = True, args.resume
     if args.auto_scale_lr:
         if 'base_batch_size' not in cfg.get('auto_scale_lr', {}):
             raise ValueError(
@@ -122,35 +114,12 @@ def build_runner(cfg: Config) -> 'Runner':
     the run starts (``Runner.train`` keeps what is built)."""
     from mmengine.registry import RUNNERS
 
-    from t2t_plugin.engine.hooks import RunCheckError
-
     runner = RUNNERS.build(cfg)
     runner.train_loop  # noqa: B018  the properties build the loops
     if cfg.get('val_cfg') is not None and cfg.get('val_dataloader'):
         runner.val_loop  # noqa: B018
-    try:
-        runner.optim_wrapper = runner.build_optim_wrapper(runner.optim_wrapper)
-    except (TypeError, ValueError, KeyError) as error:
-        raise RunCheckError(
-            f'optim_wrapper: {type(error).__name__}: {error}; check the '
-            'optimizer settings of the config and --cfg-options.'
-        ) from error
+    runner.optim_wrapper = runner.build_optim_wrapper(runner.optim_wrapper)
     return runner
-
-
-def _problems(cfg: Config, args: argparse.Namespace) -> list[str]:
-    from t2t_plugin.cli import find_missing_inputs
-    from t2t_plugin.engine.hooks import output_problem
-
-    # --no-validate has set val_dataloader to None, which is not checked
-    missing = find_missing_inputs(
-        cfg,
-        ['train_dataloader', 'val_dataloader'],
-        # the Runner resumes the work dir's checkpoint if there is one
-        check_load_from=cfg.get('resume') != 'auto',
-    )
-    problem = output_problem(cfg.work_dir, '--work-dir')
-    return missing or ([problem] if problem else [])
 
 
 def load_checked(args: argparse.Namespace) -> tuple[Optional[Config], int]:
@@ -193,7 +162,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     )
     from t2t_plugin.engine.hooks import release_locks
 
-    cfg, code = configure_run(args, merge_args, _problems, loaded)
+    cfg, code = configure_run(args, merge_args, loaded)
     if cfg is None:
         return code
     with progress_only(args.quiet):

@@ -1,6 +1,5 @@
 """Command-line plumbing of the tools (options, one-line error reports,
-the CPU distributed launch, model loading); library code never imports
-it."""
+model loading); library code never imports it."""
 
 from .arguments import (
     enable_show,
@@ -13,7 +12,6 @@ from .arguments import (
 from .launch import close_dist
 from .reporting import (
     configure_run,
-    find_missing_inputs,
     progress_only,
     run_reported,
 )
@@ -23,7 +21,6 @@ __all__ = [
     'configure_run',
     'enable_show',
     'enable_tta',
-    'find_missing_inputs',
     'merge_options',
     'parse_launch_args',
     'progress_only',

@@ -1,33 +1,28 @@
-"""How ``tools/train.py`` and ``tools/test.py`` start a run: their own
-checks before the Runner is built, and one line with an exit code for
-what stops it (the run's checks are hooks that every tool gets)."""
+"""How ``tools/train.py`` and ``tools/test.py`` start a run: the config
+with their options, and one line with an exit code for what stops it (the
+run's checks are the Runner's and its hooks', which every tool gets)."""
 
 import contextlib
 import io
 import os
-import os.path as osp
 import re
 import sys
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Any, Callable, Optional
 
 from mmengine.config import Config
-from mmpretrain.registry import DATASETS
 from rich.console import Console
 from rich.progress import track
 
-from .. import doc_pages
 from ..engine.checkpoint import CheckpointError, CheckpointMismatchError
 from ..engine.config import (
     ConfigError,
     OptionError,
-    find_missing_data,
     import_custom_modules,
     load_config,
 )
 from ..engine.distributed import LaunchError
 from ..engine.hooks import RunCheckError, TrainingStopped
-from ..engine.hooks.checkpoint_check_hook import init_checkpoints
 
 # What a wrong config or option raises while mmengine builds the run
 # (model, datasets, loops, optimizer): a user mistake, not a bug.
@@ -44,52 +39,6 @@ CHECK_ERRORS = (
 # What loading a model raises on a user mistake (SyntaxError: a broken
 # config, ImportError: a missing toolbox).
 LOAD_ERRORS = (OSError, ValueError, TypeError, SyntaxError, ImportError)
-
-
-def find_missing_inputs(
-    cfg: Config,
-    dataloaders: Optional[list[str]] = None,
-    check_load_from: bool = True,
-    check_init_cfg: bool = True,
-) -> list[str]:
-    """One line per missing dataset path or checkpoint of a config (a
-    missing root without the paths below it), checked before the Runner
-    is built: datasets report a missing folder deep inside it.
-
-    Args:
-        cfg (Config): The config of the run.
-        dataloaders (list[str], optional): Dataloader keys to check.
-            Defaults to the training, validation and test loaders.
-        check_load_from (bool): Also check ``load_from``. Defaults to True.
-        check_init_cfg (bool): Also check the model's ``init_cfg``
-            checkpoints. Defaults to True.
-    """
-    keys = dataloaders or [f'{s}_dataloader' for s in ('train', 'val', 'test')]
-    dense = cfg.get('default_scope') in ('mmdet', 'mmseg')
-    checkpoint_doc = (
-        doc_pages.DENSE_PREDICTION if dense else doc_pages.TRAINING
-    )
-
-    def fixed_folder(kind: str) -> Optional[str]:
-        # CIFAR classes read a fixed sub-folder of data_root.
-        folder = getattr(DATASETS.get(kind), 'base_folder', None)
-        return folder if isinstance(folder, str) else None
-
-    messages = find_missing_data(cfg, keys, doc_pages.data_page, fixed_folder)
-    seen = set()
-    checkpoints = (
-        list(init_checkpoints(cfg.get('model', {}))) if check_init_cfg else []
-    )
-    if check_load_from and cfg.get('load_from'):
-        checkpoints.append(cfg.load_from)
-    for path in checkpoints:
-        if '://' not in path and path not in seen and not osp.exists(path):
-            seen.add(path)
-            messages.append(
-                f'Checkpoint not found: expected {path} '
-                f'(see {checkpoint_doc}).'
-            )
-    return messages
 
 
 def progress(
@@ -115,17 +64,15 @@ def one_line(error: BaseException) -> str:
 def configure_run(
     args: Any,
     merge_args: Callable[[Config, Any], Config],
-    problems: Callable[[Config, Any], list[str]],
     loaded: Optional[Config] = None,
 ) -> tuple[Optional[Config], int]:
-    """The config of ``args.config`` with ``merge_args`` applied and the
-    launcher set up, or None and the exit code after printing why not.
+    """The config of ``args.config`` with ``merge_args`` applied, or None
+    and the exit code after printing why not. What the run reads and
+    writes is checked by the Runner and its hooks, for every tool.
 
     Args:
-        args: The parsed command line (``config``, ``launcher``,
-            ``cfg_options``).
+        args: The parsed command line (``config``, ``cfg_options``).
         merge_args: Applies the other options to the config.
-        problems: The lines that stop the run before it is built.
         loaded: The config already read with its ``--cfg-options``
             (without importing its ``custom_imports``, imported here).
     """
@@ -145,10 +92,6 @@ def configure_run(
     except (ValueError, KeyError) as error:
         print(f'Invalid options for {args.config}: {error}', file=sys.stderr)
         return None, 2
-    lines = problems(cfg, args)
-    if lines:
-        print('\n'.join(lines), file=sys.stderr)
-        return None, 1
     return cfg, 0
 
 

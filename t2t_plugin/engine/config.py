@@ -16,6 +16,7 @@ at once.
 import ast
 import difflib
 import inspect
+import os
 import os.path as osp
 import tempfile
 from collections.abc import Callable, Iterator
@@ -589,10 +590,10 @@ def misspelt_keys(cfg: Config) -> Optional[str]:
 
 def check_config(cfg: Config) -> Optional[str]:
     """The checks a Runner makes on its config before it creates the work
-    dir: a variable that does not reach its keys and a misspelt key raise
-    :class:`ConfigError`; a schedule that ends after training, or before
-    it where the file ended it with training, is returned as a warning
-    line (None if it fits)."""
+    dir: a variable that does not reach its keys, a misspelt key and a
+    work dir that cannot be written raise :class:`ConfigError`; a
+    schedule that ends after training, or before it where the file ended
+    it with training, is returned as a warning line (None if it fits)."""
     filename, loaded = cfg.filename, None
     if filename and osp.isfile(filename):
         try:
@@ -607,4 +608,29 @@ def check_config(cfg: Config) -> Optional[str]:
     problem = misspelt_keys(cfg)
     if problem:
         raise ConfigError(problem)
+    # the Runner makes the work dir first thing: mmengine's OSError else
+    problem = cfg.get('work_dir') and output_problem(
+        cfg.work_dir, '--work-dir'
+    )
+    if problem:
+        raise ConfigError(problem)
     return schedule_mismatch(cfg, loaded)
+
+
+def output_problem(path: str, what: str) -> Optional[str]:
+    """Why ``path`` (a file for ``--out``, else a folder) cannot be
+    written, in one line naming it as ``what``, or None."""
+    path = osp.abspath(osp.expanduser(path))
+    if what == '--out' and osp.isdir(path):
+        return f'{what} {path} is a folder; give a file name.'
+    folder = path
+    while not osp.isdir(folder):
+        if osp.exists(folder):
+            return f'{what} {path}: {folder} is a file, not a folder.'
+        folder = osp.dirname(folder)
+    if not os.access(folder, os.W_OK | os.X_OK):
+        return (
+            f'{what} {path}: {folder} is not writable; choose a folder '
+            'you can write to.'
+        )
+    return None

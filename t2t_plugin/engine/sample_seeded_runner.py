@@ -21,7 +21,7 @@ from torch.utils.data import DataLoader
 
 from ..datasets.safe_pickle import DataFileError, annotation_files
 from ..datasets.sample_seeding import own_generator, sample_seeded_loader
-from .config import check_config
+from .config import ConfigError, check_config
 from .distributed import (
     DEFAULT_TIMEOUT,
     init_cpu_dist,
@@ -273,6 +273,18 @@ class SampleSeededRunner(Runner):
                 ),
             )
         return super().wrap_model(model_wrapper_cfg, model)
+
+    def build_optim_wrapper(self, optim_wrapper):
+        """mmengine's; a setting the optimizer refuses (a misspelt
+        argument, a negative learning rate) is one :class:`ConfigError`
+        line naming the key, for every tool."""
+        try:
+            return super().build_optim_wrapper(optim_wrapper)
+        except (TypeError, ValueError, KeyError) as error:
+            raise ConfigError(
+                f'optim_wrapper: {type(error).__name__}: {error}; check the '
+                'optimizer settings of the config and --cfg-options.'
+            ) from error
 
     @staticmethod
     def build_dataloader(

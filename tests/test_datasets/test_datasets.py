@@ -11,7 +11,11 @@ from mmpretrain.registry import DATASETS
 from sklearn.datasets import load_digits
 
 import t2t_plugin  # noqa: F401
-from t2t_plugin.cli import find_missing_inputs
+from t2t_plugin import doc_pages
+from t2t_plugin.engine.config import find_missing_data
+from t2t_plugin.engine.hooks.checkpoint_check_hook import init_checkpoints
+
+from ..helpers import DEMO, one_line, run_main
 
 CONFIG_DIR = Path(__file__).resolve().parents[2] / 'configs'
 
@@ -145,46 +149,66 @@ def test_local_cifar_names_missing_files(tmp_path):
     assert 'docs/getting_started.md#data-preparation' in message
 
 
+LOADERS = ['train_dataloader', 'val_dataloader', 'test_dataloader']
+
+
+def missing_data(cfg: Config) -> list[str]:
+    return find_missing_data(cfg, LOADERS, doc_pages.data_page)
+
+
 def test_missing_imagenet_is_one_line_per_path(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     cfg = Config.fromfile(CONFIG_DIR / 't2t-vit-14_8xb64_in1k.py')
-    assert find_missing_inputs(cfg) == [
+    assert missing_data(cfg) == [
         'Dataset not found: expected data/imagenet '
         '(see docs/getting_started.md#data-preparation).'
     ]
     (tmp_path / 'data' / 'imagenet' / 'train').mkdir(parents=True)
-    assert find_missing_inputs(cfg) == [
+    assert missing_data(cfg) == [
         'Dataset not found: expected data/imagenet/val '
         '(see docs/getting_started.md#data-preparation).'
     ]
     (tmp_path / 'data' / 'imagenet' / 'val').mkdir()
-    assert find_missing_inputs(cfg) == []
+    assert missing_data(cfg) == []
 
 
 def test_missing_cifar_folder_is_named(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
-    (tmp_path / 'data' / 'cifar10').mkdir(parents=True)
-    cfg = Config.fromfile(CONFIG_DIR / 't2t-vit-7_1xb128_cifar10-32px.py')
-    assert find_missing_inputs(cfg) == [
-        'Dataset not found: expected data/cifar10/cifar-10-batches-py (see '
+    config = str(CONFIG_DIR / 't2t-vit-7_1xb128_cifar10-32px.py')
+    cfg = Config.fromfile(config)
+    assert missing_data(cfg) == [
+        'Dataset not found: expected data/cifar10 (see '
         'docs/getting_started.md#data-preparation).'
     ]
+    # the root is there, its fixed sub-folder is not: the dataset says so
+    (tmp_path / 'data' / 'cifar10').mkdir(parents=True)
+    assert missing_data(cfg) == []
+    result = run_main('train', config, '--work-dir', tmp_path / 'w')
+    assert result.returncode == 1
+    folder = Path('data', 'cifar10', 'cifar-10-batches-py')
+    assert one_line(result.stderr) == (
+        f'LocalCIFAR10: expected data_batch_1, data_batch_2, data_batch_3, '
+        f'data_batch_4, data_batch_5 in {folder} (the python version of '
+        'the dataset); see docs/getting_started.md#data-preparation.'
+    )
 
 
-def test_missing_checkpoints_are_reported(tmp_path, monkeypatch):
-    monkeypatch.chdir(tmp_path)
-    (tmp_path / 'data' / 'cifar10' / 'cifar-10-batches-py').mkdir(parents=True)
+def test_missing_checkpoints_are_reported(tmp_path):
     cfg = Config.fromfile(
         CONFIG_DIR / 't2t-vit-14_in1k-pre_1xb64_cifar10-224px.py'
     )
-    assert find_missing_inputs(cfg) == [
-        'Checkpoint not found: expected '
-        'work_dirs/t2t-vit-14_8xb64_in1k/epoch_310.pth '
-        '(see docs/training.md#training).'
+    assert list(init_checkpoints(cfg.model)) == [
+        'work_dirs/t2t-vit-14_8xb64_in1k/epoch_310.pth'
     ]
-    assert find_missing_inputs(cfg, check_init_cfg=False) == []
-    cfg = Config.fromfile(CONFIG_DIR / 't2t-vit-mini_1xb64_digits.py')
-    assert find_missing_inputs(cfg) == []
-    cfg.load_from = 'nowhere.pth'
-    assert find_missing_inputs(cfg, check_load_from=False) == []
-    assert len(find_missing_inputs(cfg)) == 1
+    # CheckpointCheckHook, before the weights are initialised
+    missing = tmp_path / 'missing.pth'
+    result = run_main(
+        'train', DEMO, '--work-dir', tmp_path / 'w', '--cfg-options',
+        'model.backbone.init_cfg.type=Pretrained',
+        f'model.backbone.init_cfg.checkpoint={missing}',
+    )  # fmt: skip
+    assert result.returncode == 1
+    assert one_line(result.stderr) == (
+        f'Checkpoint not found: expected {missing} '
+        '(see docs/training.md#training).'
+    )

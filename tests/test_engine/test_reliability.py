@@ -25,6 +25,7 @@ from t2t_plugin.datasets import (
 from t2t_plugin.engine import (
     AtomicLocalBackend,
 )
+from t2t_plugin.engine.config import ConfigError
 from t2t_plugin.engine.hooks import (
     RunCheckError,
 )
@@ -351,6 +352,12 @@ def test_option_values_are_checked(option, expected, tmp_path):
     )
     assert ours.returncode in (1, 2)
     assert one_line(ours.stderr).startswith(expected)
+    if option.startswith('optim_wrapper'):  # the configs' runner's line
+        error = door(
+            DEMO, as_dict([option]), tmp_path / 'door', build=RUNNERS.build
+        )
+        assert isinstance(error, ConfigError)
+        assert str(error) == one_line(ours.stderr)
     if option == 'train_cfg.val_interval=0':
         error = door(DEMO, as_dict([option]), tmp_path / 'door')
         assert isinstance(error, RunCheckError) and str(error) == expected

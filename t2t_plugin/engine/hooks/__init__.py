@@ -16,12 +16,7 @@ from .run_check_hook import RunCheckHook
 from .run_checks import RunCheckError, TrainingStopped
 from .training_curves_hook import TrainingCurvesHook
 from .visualization_hook import ReadableVisualizationHook
-from .work_dir_hook import (
-    DiskFullError,
-    WorkDirHook,
-    output_problem,
-    release_locks,
-)
+from .work_dir_hook import DiskFullError, WorkDirHook, release_locks
 
 __all__ = [
     'BadImageHook',
@@ -42,6 +37,5 @@ __all__ = [
     'TrainingStopped',
     'WorkDirHook',
     'class_mismatch',
-    'output_problem',
     'release_locks',
 ]

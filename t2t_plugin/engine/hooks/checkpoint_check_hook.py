@@ -76,11 +76,12 @@ class CheckpointCheckHook(Hook):
         paths = [load_from] if load_from else []
         if is_training(runner) and not resumes:
             paths += list(init_checkpoints(runner.cfg.get('model')))
+        dense = runner.cfg.get('default_scope') in ('mmdet', 'mmseg')
+        doc = doc_pages.DENSE_PREDICTION if dense else doc_pages.TRAINING
         for path in paths:
             if '://' not in path and not osp.isfile(osp.expanduser(path)):
                 raise RunCheckError(
-                    f'Checkpoint not found: expected {path} (see '
-                    f'{doc_pages.TRAINING}).'
+                    f'Checkpoint not found: expected {path} (see {doc}).'
                 )
 
     @staticmethod

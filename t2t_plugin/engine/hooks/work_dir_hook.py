@@ -12,11 +12,13 @@ from mmengine.hooks import Hook
 from mmengine.registry import HOOKS
 
 from ..checkpoint import remove_stale_temp_files
+from ..config import output_problem
 from .run_checks import (
     RunCheckError,
     TrainingStopped,
     checkpoint_hook,
     is_training,
+    run_mode,
 )
 
 LOCK_FILE = 'train.lock'
@@ -29,25 +31,6 @@ _HELD: set = set()
 
 class DiskFullError(TrainingStopped):
     """Too little free space to save a checkpoint."""
-
-
-def output_problem(path: str, what: str) -> Optional[str]:
-    """Why ``path`` (a file for ``--out``, else a folder) cannot be
-    written, in one line naming it as ``what``, or None."""
-    path = osp.abspath(osp.expanduser(path))
-    if what == '--out' and osp.isdir(path):
-        return f'{what} {path} is a folder; give a file name.'
-    folder = path
-    while not osp.isdir(folder):
-        if osp.exists(folder):
-            return f'{what} {path}: {folder} is a file, not a folder.'
-        folder = osp.dirname(folder)
-    if not os.access(folder, os.W_OK | os.X_OK):
-        return (
-            f'{what} {path}: {folder} is not writable; choose a folder '
-            'you can write to.'
-        )
-    return None
 
 
 def _alive(pid: int) -> bool:
@@ -138,7 +121,9 @@ class WorkDirHook(Hook):
 
     @staticmethod
     def _outputs(runner):
-        loop = getattr(runner, '_test_loop', None)
+        # test() builds its loop before the hooks run; the property would
+        # build (and read) the test set of a training
+        loop = runner.test_loop if run_mode(runner) == 'test' else None
         for metric in getattr(getattr(loop, 'evaluator', None), 'metrics', []):
             if getattr(metric, 'out_file_path', None):
                 yield '--out', metric.out_file_path

@@ -12,8 +12,10 @@ import sys
 import pytest
 from mmengine.config import Config
 from mmengine.evaluator import DumpResults
+from mmengine.registry import RUNNERS
 from mmengine.runner import Runner
 
+from t2t_plugin.engine.config import ConfigError
 from t2t_plugin.engine.hooks import DiskFullError, RunCheckError, work_dir_hook
 
 from ...helpers import (
@@ -46,7 +48,15 @@ def test_output_paths_are_checked_before_the_work(option, tmp_path):
     )
     assert 'accuracy' not in ours.stdout
     if option == '--work-dir':
-        return  # the Runner makes the folder: mmengine's own OSError
+        # the configs' runner checks it before it makes the folder, for
+        # every tool that builds it (mmengine's own Runner: its OSError)
+        cfg = Config.fromfile(DEMO)
+        cfg.merge_from_dict(dict(work_dir=str(target)))
+        with pytest.raises(ConfigError) as info:
+            RUNNERS.build(cfg)
+        assert str(info.value) == one_line(ours.stderr)
+        assert not target.exists()
+        return
     # what mmpretrain's test.py makes of --out and --show-dir
     cfg = Config.fromfile(DEMO)
     cfg.merge_from_dict(
