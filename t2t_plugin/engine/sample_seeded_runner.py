@@ -28,6 +28,7 @@ from .distributed import (
     is_timeout,
     silent_ranks_message,
 )
+from .errors import RunCheckError, TrainingStopped
 
 # The timestamps of the runs this process has started.
 _STARTED: set[str] = set()
@@ -104,10 +105,6 @@ def one_line_failures(
     :class:`~t2t_plugin.engine.hooks.TrainingStopped` (a collective whose
     peer stopped answering, naming the silent ranks), the original error
     as its cause: every tool that runs the Runner then ends in that line."""
-    # the hooks read this runner's public state (hooks/run_checks.py
-    # imports this module): their errors are imported here
-    from .hooks.run_checks import RunCheckError, TrainingStopped
-
     try:
         yield
     except OSError as error:
@@ -123,6 +120,17 @@ def one_line_failures(
         ):
             raise
         raise TrainingStopped(silent_ranks_message(timeout)) from error
+
+
+class LoaderGuard:
+    """A hook that guards the training loader before its workers start
+    (they copy the datasets then): :class:`SampleSeededRunner` calls its
+    :meth:`guard` as it builds that loader. The hooks import the runner,
+    not the other way round."""
+
+    def guard(self, runner: Runner, loader: DataLoader, key: str) -> None:
+        """Guard the datasets ``loader`` (the ``key`` loader) reads."""
+        raise NotImplementedError
 
 
 @RUNNERS.register_module()
@@ -313,13 +321,10 @@ class SampleSeededRunner(Runner):
 
     def build_train_loop(self, loop: Union[BaseLoop, dict]) -> BaseLoop:
         """Build the training loop with a per-sample seeded loader, which
-        the run's :class:`BadImageHook` guards first: an iteration-based
-        loop starts the loader's workers when it is built, before any hook
-        is called, and the workers keep the datasets as they were then."""
-        # the hooks read this runner's public state (hooks/run_checks.py
-        # imports this module): the one hook it calls is imported here
-        from .hooks.bad_image_hook import BadImageHook
-
+        the run's :class:`LoaderGuard` hooks (``BadImageHook``) guard
+        first: an iteration-based loop starts the loader's workers when it
+        is built, before any hook is called, and the workers keep the
+        datasets as they were then."""
         if isinstance(self._train_dataloader, dict):
             randomness = self.cfg.get('randomness') or {}
             self._train_dataloader = self.build_dataloader(
@@ -328,7 +333,7 @@ class SampleSeededRunner(Runner):
                 diff_rank_seed=randomness.get('diff_rank_seed', False),
             )
             for hook in self.hooks:
-                if isinstance(hook, BadImageHook):
+                if isinstance(hook, LoaderGuard):
                     hook.guard(
                         self, self._train_dataloader, 'train_dataloader'
                     )

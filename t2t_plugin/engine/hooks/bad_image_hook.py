@@ -3,6 +3,7 @@ from mmengine.registry import HOOKS
 from mmengine.runner import EpochBasedTrainLoop
 
 from ...datasets.skip_bad_images import SkipBadImages, base_datasets
+from ..sample_seeded_runner import LoaderGuard
 from .run_checks import TrainingStopped, t2t_module
 
 
@@ -11,7 +12,7 @@ class TooManyBadImagesError(TrainingStopped):
 
 
 @HOOKS.register_module()
-class BadImageHook(Hook):
+class BadImageHook(Hook, LoaderGuard):
     """Skip the images a run cannot use, count them, and stop past a limit.
 
     Before training, each validation and test it puts

@@ -1,6 +1,6 @@
-"""What the checking hooks share: their errors, what the run does and
-starts from, the loops it has built and the plugin's modules of its
-model."""
+"""What the checking hooks share: their errors (``engine/errors.py``),
+what the run does and starts from, the loops it has built and the
+plugin's modules of its model."""
 
 from typing import Any, Optional
 
@@ -11,18 +11,10 @@ from mmengine.runner import find_latest_checkpoint
 from ...models.backbones import T2TViT
 from ...models.heads import T2TClsHead
 from ...models.necks import T2TFeaturePyramid
+from ..errors import RunCheckError, TrainingStopped
 from ..sample_seeded_runner import SampleSeededRunner
 
-
-class TrainingStopped(RuntimeError):
-    """A hook ended training on purpose; the message says why and what to
-    do. The tools print it as one line and exit with 1."""
-
-
-class RunCheckError(ValueError):
-    """A check found that a run cannot start or that its result would mean
-    nothing; the message is one line saying what to do. The tools print it
-    alone and exit with 1."""
+__all__ = ['RunCheckError', 'TrainingStopped']
 
 
 def run_mode(runner) -> str:
