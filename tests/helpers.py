@@ -505,6 +505,25 @@ def build_dense_model(cfg: Config, scope: str):
     return registry.MODELS.build(cfg.model)
 
 
+def tiny_retinanet(template: str, folder: Path, name: str) -> Path:
+    """``folder/name``: a RetinaNet config written from ``template`` (its
+    fields ``base``, ``arch``, ``token_dims``, ``root``) over the T2T-ViT-t-14
+    COCO config with the tiny dense arch, reading a COCO set that
+    :func:`write_coco` writes into ``folder/coco`` (128 px)."""
+    write_coco(folder / 'coco', size=128)
+    base = ROOT / 'configs' / 'det' / 'retinanet_t2t-vit-t-14_fpn_1x_coco.py'
+    config = folder / name
+    config.write_text(
+        template.format(
+            base=str(base),
+            arch=DENSE_ARCH,
+            token_dims=DENSE_TOKEN_DIMS,
+            root=str(folder / 'coco'),
+        )
+    )
+    return config
+
+
 def write_coco(root: Path, num_images: int = 2, size: int = 96) -> None:
     """A bright 'cat' box and a dark 'dog' box on noise, in COCO format:
     ``images/{split}_{index}.jpg`` and ``annotations/{split}.json`` of the

@@ -6,7 +6,6 @@ metric and draws predictions with --show-dir.
 """
 
 import importlib
-import json
 import re
 import subprocess
 from pathlib import Path
@@ -14,7 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from ..helpers import ROOT, run_main
+from ..helpers import ROOT, run_main, write_coco
 
 CLS_CONFIGS = (
     ROOT / 'configs' / 't2t-vit-lite_1xb64_custom-32px.py',
@@ -147,49 +146,6 @@ def test_classification_on_an_image_folder(tmp_path, config):
 
 
 # ------------------------------------------------------------- detection --
-
-
-def write_coco(root: Path, num_images: int = 2, size: int = 96) -> None:
-    """A bright 'cat' box and a dark 'dog' box on noise, in COCO format."""
-    import mmcv
-
-    rng = np.random.default_rng(0)
-    (root / 'images').mkdir(parents=True)
-    (root / 'annotations').mkdir()
-    categories = [dict(id=1, name='cat'), dict(id=2, name='dog')]
-    for split in ('train', 'val'):
-        images, annotations = [], []
-        for index in range(num_images):
-            image = rng.integers(90, 160, (size, size, 3), dtype=np.uint8)
-            for category, (x, y, w, h), value in (
-                (1, (8, 10, 36, 30), 250),
-                (2, (50, 48, 38, 40), 5),
-            ):
-                image[y : y + h, x : x + w] = value
-                annotations.append(
-                    dict(
-                        id=len(annotations) + 1,
-                        image_id=index,
-                        category_id=category,
-                        bbox=[x, y, w, h],
-                        area=w * h,
-                        iscrowd=0,
-                    )
-                )
-            name = f'{split}_{index}.jpg'
-            mmcv.imwrite(image, str(root / 'images' / name))
-            images.append(
-                dict(id=index, file_name=name, height=size, width=size)
-            )
-        (root / 'annotations' / f'{split}.json').write_text(
-            json.dumps(
-                dict(
-                    images=images,
-                    annotations=annotations,
-                    categories=categories,
-                )
-            )
-        )
 
 
 @pytest.mark.slow

@@ -28,6 +28,7 @@ from ..helpers import (
     build_dense_model,
     dense_config,
     run_main,
+    tiny_retinanet,
     toolbox,
     write_coco,
 )
@@ -348,18 +349,7 @@ default_hooks = dict(logger=dict(interval=1))
 def test_train_tool_runs_a_detection_config(tmp_path):
     """tools/train.py takes mmdet configs (default_scope='mmdet')."""
     toolbox('mmdet')
-    write_coco(tmp_path / 'coco', size=128)
-    config = tmp_path / 'retinanet_tiny.py'
-    config.write_text(
-        TINY_RETINANET.format(
-            base=str(
-                CONFIGS / 'det' / 'retinanet_t2t-vit-t-14_fpn_1x_coco.py'
-            ),
-            arch=DENSE_ARCH,
-            token_dims=DENSE_TOKEN_DIMS,
-            root=str(tmp_path / 'coco'),
-        )
-    )
+    config = tiny_retinanet(TINY_RETINANET, tmp_path, 'retinanet_tiny.py')
     # another width of the backbone: one line naming the key, before the
     # stride probe or the first step
     wider = run_main(

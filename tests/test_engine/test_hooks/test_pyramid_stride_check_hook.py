@@ -6,13 +6,11 @@ import pytest
 from mmengine.config import Config
 
 from ...helpers import (
-    DENSE_ARCH,
-    DENSE_TOKEN_DIMS,
     ROOT,
     build_dense_model,
     dense_config,
+    tiny_retinanet,
     toolbox,
-    write_coco,
 )
 
 CONFIGS = ROOT / 'configs'
@@ -62,17 +60,8 @@ def test_anchor_strides_that_miss_the_pyramid_stop_before_training(tmp_path):
 
     from t2t_plugin.engine.hooks import PyramidStrideError
 
-    write_coco(tmp_path / 'coco', size=128)
-    config = tmp_path / 'retinanet_wrong_fpn.py'
-    config.write_text(
-        WRONG_FPN_RETINANET.format(
-            base=str(
-                CONFIGS / 'det' / 'retinanet_t2t-vit-t-14_fpn_1x_coco.py'
-            ),
-            arch=DENSE_ARCH,
-            token_dims=DENSE_TOKEN_DIMS,
-            root=str(tmp_path / 'coco'),
-        )
+    config = tiny_retinanet(
+        WRONG_FPN_RETINANET, tmp_path, 'retinanet_wrong_fpn.py'
     )
     cfg = Config.fromfile(str(config))
     cfg.work_dir = str(tmp_path / 'work')
