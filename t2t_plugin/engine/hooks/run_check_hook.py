@@ -194,6 +194,9 @@ class RunCheckHook(Hook):
 
     @staticmethod
     def _check_count(key, classes, num_classes, dataset) -> None:
+        # mmpretrain's ClassNumCheckHook makes this check with an assert
+        # (a traceback) on every module that has a num_classes attribute,
+        # and names no key to set
         if len(classes) == num_classes:
             return
         where = _where(dataset)
