@@ -1,15 +1,16 @@
 import os.path as osp
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from typing import Optional
 
 from mmengine.hooks import Hook
 from mmengine.registry import HOOKS
 
 from ... import doc_pages
-from ..checkpoint import CheckpointMismatchError
+from ..checkpoint import CheckpointMismatchError, checkpoint_state_dict
 from ..sample_seeded_runner import SampleSeededRunner, is_intact
 from .run_checks import (
     RunCheckError,
+    bare_model,
     built_loaders,
     few,
     is_training,
@@ -50,6 +51,21 @@ def class_mismatch(checkpoint: dict, classes, path: str) -> Optional[str]:
     return (
         f'{path} was trained on {len(saved)} classes ({few(saved)}), but '
         f'the dataset has {len(classes)} classes ({few(classes)})'
+    )
+
+
+def foreign_parts(weights: Mapping, model) -> list[str]:
+    """The top-level parts of a checkpoint's weights (``neck``, say) that
+    ``model`` has no module or entry for: another model's weights, which
+    every loader of mmengine would drop with a warning."""
+    children = {name for name, _ in model.named_children()}
+    own = set(model.state_dict())
+    return sorted(
+        {
+            str(key).split('.')[0]
+            for key in weights
+            if str(key).split('.')[0] not in children and key not in own
+        }
     )
 
 
@@ -120,6 +136,19 @@ class CheckpointCheckHook(Hook):
         # Shapes, missing weights and non-finite values are the model's own
         # load hooks' to refuse (every loader passes through them); this
         # hook adds what only the run knows: the dataset's classes.
+        if not is_training(runner) or resumes:
+            # the model's load hooks see their own parts only; what lies
+            # outside them would be left out without a word of ours
+            model = bare_model(runner)
+            foreign = foreign_parts(
+                checkpoint_state_dict(checkpoint, path), model
+            )
+            if foreign:
+                raise CheckpointMismatchError(
+                    f'{path} holds weights of {few(foreign)}, which this '
+                    f'{type(model).__name__} does not have: it is another '
+                    "model's checkpoint; use the config it was trained with."
+                )
         if not is_training(runner):
             if mismatch:
                 raise CheckpointMismatchError(

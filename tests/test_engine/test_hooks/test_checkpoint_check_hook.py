@@ -1,12 +1,18 @@
 """CheckpointCheckHook: a checkpoint's classes against the dataset's, a
-warning line when fine-tuning on others, a refusal when testing."""
+warning line when fine-tuning on others, a refusal when testing; weights
+of parts the model lacks refused when testing or resuming."""
+
+import torch
 
 from t2t_plugin.engine import CheckpointMismatchError
 from t2t_plugin.engine.hooks import class_mismatch
+from t2t_plugin.engine.hooks.checkpoint_check_hook import foreign_parts
 
 from ...helpers import (
     DEMO,
+    DIGIT_CLASSES,
     TINY_DEMO,
+    digit_model,
     door,
     one_line,
     run_main,
@@ -61,6 +67,37 @@ def test_test_tool_refuses_a_checkpoint_of_other_classes(tmp_path):
     )
     ours = run_main('test', DEMO, checkpoint, '--work-dir', tmp_path / 'w')
     assert ours.returncode == 1 and one_line(ours.stderr) == expected
+    error = door(DEMO, dict(load_from=str(checkpoint)), tmp_path / 'd', 'test')
+    assert isinstance(error, CheckpointMismatchError)
+    assert str(error) == expected
+
+
+def test_weights_of_parts_the_model_lacks_are_refused(tmp_path):
+    """A neck's weights into a model without a neck: no load hook of the
+    backbone or head sees them, and mmengine would only warn."""
+    model = digit_model()
+    weights = dict(model.state_dict())
+    weights['neck.fc.weight'] = torch.zeros(2, 2)
+    weights['neck.fc.bias'] = torch.zeros(2)
+    checkpoint = tmp_path / 'with_neck.pth'
+    torch.save(
+        dict(
+            state_dict=weights,
+            meta=dict(dataset_meta=dict(classes=tuple(DIGIT_CLASSES))),
+        ),
+        checkpoint,
+    )
+    assert foreign_parts(weights, model) == ['neck']
+    assert foreign_parts(model.state_dict(), model) == []
+    expected = (
+        f'{checkpoint} holds weights of neck, which this ImageClassifier '
+        "does not have: it is another model's checkpoint; use the config "
+        'it was trained with.'
+    )
+    ours = run_main('test', DEMO, checkpoint, '--work-dir', tmp_path / 'w')
+    assert ours.returncode == 1 and one_line(ours.stderr) == expected
+    # mmengine's own Runner with the configs' hooks, as mmpretrain's
+    # tools/test.py builds it
     error = door(DEMO, dict(load_from=str(checkpoint)), tmp_path / 'd', 'test')
     assert isinstance(error, CheckpointMismatchError)
     assert str(error) == expected
