@@ -23,7 +23,7 @@ from t2t_plugin.models.classifiers.distillation_classifier import (
     soft_distillation_loss,
 )
 
-from ..helpers import ROOT, TINY_ARCH, run_main
+from ..helpers import ROOT, TINY_ARCH, run_main, run_mmpretrain_tool
 from ..test_datasets.image_folders import LITE, class_folders, lite_options
 
 DISTILL = ROOT / 'configs' / 't2t-vit-lite_1xb64_custom-32px-distill.py'
@@ -328,6 +328,16 @@ def test_config_trains_with_a_teacher_checkpoint(tmp_path):
     assert not [k for k in saved if k.startswith('teacher')]
     student = MODELS.build(Config.fromfile(LITE).model)
     student.load_state_dict(saved, strict=True)
+
+    # mmpretrain's own tools/train.py (the key, not the file's variable)
+    theirs = run_mmpretrain_tool(
+        'train', DISTILL, '--work-dir', tmp_path / 'theirs', '--cfg-options',
+        *lite_options(root, f'model.teacher_checkpoint={checkpoint}'),
+    )  # fmt: skip
+    assert theirs.returncode == 0, theirs.stderr[-3000:]
+    log = theirs.stdout + theirs.stderr
+    assert f'Loaded the teacher from {checkpoint}.' in log
+    assert 'loss_kd: ' in log
 
 
 def test_config_without_its_teacher_checkpoint_is_one_line(tmp_path):
