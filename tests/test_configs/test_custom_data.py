@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from ..helpers import ROOT, run_main, write_coco
+from ..helpers import ROOT, loader_options, run_main, write_coco
 
 CLS_CONFIGS = (
     ROOT / 'configs' / 't2t-vit-lite_1xb64_custom-32px.py',
@@ -47,18 +47,6 @@ def logged_metric(output: str, name: str) -> float:
     values = re.findall(rf'{re.escape(name)}: (-?[\d.]+(?:e[-+]\d+)?)', output)
     assert values, f'{name} not in the output'
     return float(values[-1])
-
-
-def loader_options(root: Path, *loaders: str) -> list:
-    """Point the dataloaders at ``root`` and load in the main process."""
-    options = []
-    for loader in loaders:
-        options += [
-            f'{loader}.dataset.data_root={root}',
-            f'{loader}.num_workers=0',
-            f'{loader}.persistent_workers=False',
-        ]
-    return options
 
 
 def drawn_images(folder: Path) -> list:
