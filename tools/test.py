@@ -28,7 +28,7 @@ from t2t_plugin.cli import (
     run_reported,
     set_default_work_dir,
 )
-from t2t_plugin.engine.config import find_missing_data
+from t2t_plugin.engine.config import find_missing_data, output_problem
 
 # Formats mmengine's ``dump`` writes, by file suffix.
 METRICS_SUFFIXES = ('.json', '.yaml', '.yml', '.pkl')
@@ -122,9 +122,11 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     cfg, code = configure_run(args, merge_args)
     if cfg is None:
         return code
-    missing = find_missing_data(cfg, ['test_dataloader'], doc_pages.data_page)
-    if missing:
-        print(missing[0], file=sys.stderr)
+    problems = find_missing_data(cfg, ['test_dataloader'], doc_pages.data_page)
+    if args.out_item == 'metrics':  # WorkDirHook checks DumpResults' file
+        problems.append(output_problem(args.out, '--out'))
+    if any(problems):
+        print(next(filter(None, problems)), file=sys.stderr)
         return 1
 
     def build() -> Runner:

@@ -47,6 +47,11 @@ def test_output_paths_are_checked_before_the_work(option, tmp_path):
         f'{option} {target}: {blocker} is a file, not a folder.'
     )
     assert 'accuracy' not in ours.stdout
+    if option == '--out':  # the metrics file, which the tool writes itself
+        metrics = run_main('test', *args, '--out-item', 'metrics')
+        assert metrics.returncode == 1
+        assert one_line(metrics.stderr) == one_line(ours.stderr)
+        assert 'accuracy' not in metrics.stdout
     if option == '--work-dir':
         # the configs' runner checks it before it makes the folder, for
         # every tool that builds it (mmengine's own Runner: its OSError)
