@@ -1,4 +1,6 @@
+import atexit
 import threading
+from typing import Optional
 
 import torch.distributed as torch_dist
 from mmengine.hooks import Hook
@@ -30,18 +32,31 @@ class RankHeartbeatHook(Hook):
 
     def __init__(self) -> None:
         self._stop = threading.Event()
+        self._thread: Optional[threading.Thread] = None
 
     def before_train(self, runner) -> None:
         """Start the heartbeat thread."""
         if not (torch_dist.is_available() and torch_dist.is_initialized()):
             return
         store = default_store()
-        threading.Thread(
+        self._thread = threading.Thread(
             target=_beat,
             args=(store, heartbeat_key(torch_dist.get_rank()), self._stop),
             daemon=True,
-        ).start()
+        )
+        self._thread.start()
+        # A run ended by an error never reaches after_train: stop the
+        # thread before the interpreter shuts down, which ends a daemon
+        # thread wherever it is, a store call included.
+        atexit.register(self.stop)
 
     def after_train(self, runner) -> None:
         """Stop the heartbeat thread."""
+        self.stop()
+
+    def stop(self) -> None:
+        """Stop the heartbeat thread and wait for it (a few seconds at
+        most)."""
         self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=2 * HEARTBEAT_INTERVAL)

@@ -54,7 +54,7 @@ def test_frozen_rank_ends_the_run_naming_it():
             if process.poll() is None:
                 process.send_signal(signal.SIGKILL)
             process.wait()
-    assert processes[0].returncode == 1
+    assert processes[0].returncode == 1, err[-3000:]
     line = err.strip().splitlines()[-1]
     assert line.startswith(
         'Rank 0: rank(s) 1 stopped answering (no heartbeat for 5 s)'
