@@ -57,6 +57,9 @@ class RankHeartbeatHook(Hook):
     def stop(self) -> None:
         """Stop the heartbeat thread and wait for it (a few seconds at
         most)."""
+        # once stopped, nothing is left for the exit (and a process that
+        # runs many trainings keeps no hook alive for it)
+        atexit.unregister(self.stop)
         self._stop.set()
         if self._thread is not None:
             self._thread.join(timeout=2 * HEARTBEAT_INTERVAL)
