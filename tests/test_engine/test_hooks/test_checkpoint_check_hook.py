@@ -20,6 +20,18 @@ from ...helpers import (
 )
 
 
+def assert_test_refuses(checkpoint, expected: str, tmp_path) -> None:
+    """Testing the demo with ``checkpoint`` stops with the line
+    ``expected``: through our tools/test.py, and through mmengine's own
+    Runner with the configs' hooks, as mmpretrain's tools/test.py builds
+    it."""
+    ours = run_main('test', DEMO, checkpoint, '--work-dir', tmp_path / 'w')
+    assert ours.returncode == 1 and one_line(ours.stderr) == expected
+    error = door(DEMO, dict(load_from=str(checkpoint)), tmp_path / 'd', 'test')
+    assert isinstance(error, CheckpointMismatchError)
+    assert str(error) == expected
+
+
 def test_class_mismatch_names_counts_and_a_few_names():
     many = tuple(f'n{i:04d}' for i in range(1000))
     message = class_mismatch(
@@ -65,11 +77,7 @@ def test_test_tool_refuses_a_checkpoint_of_other_classes(tmp_path):
         'the labels would not match (check the dataset folders or the '
         'checkpoint).'
     )
-    ours = run_main('test', DEMO, checkpoint, '--work-dir', tmp_path / 'w')
-    assert ours.returncode == 1 and one_line(ours.stderr) == expected
-    error = door(DEMO, dict(load_from=str(checkpoint)), tmp_path / 'd', 'test')
-    assert isinstance(error, CheckpointMismatchError)
-    assert str(error) == expected
+    assert_test_refuses(checkpoint, expected, tmp_path)
 
 
 def test_weights_of_parts_the_model_lacks_are_refused(tmp_path):
@@ -94,10 +102,4 @@ def test_weights_of_parts_the_model_lacks_are_refused(tmp_path):
         "does not have: it is another model's checkpoint; use the config "
         'it was trained with.'
     )
-    ours = run_main('test', DEMO, checkpoint, '--work-dir', tmp_path / 'w')
-    assert ours.returncode == 1 and one_line(ours.stderr) == expected
-    # mmengine's own Runner with the configs' hooks, as mmpretrain's
-    # tools/test.py builds it
-    error = door(DEMO, dict(load_from=str(checkpoint)), tmp_path / 'd', 'test')
-    assert isinstance(error, CheckpointMismatchError)
-    assert str(error) == expected
+    assert_test_refuses(checkpoint, expected, tmp_path)
