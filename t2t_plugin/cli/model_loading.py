@@ -26,8 +26,6 @@ from torch import nn
 
 from ..analysis.token_maps import check_block_indices, default_block_indices
 from ..engine.checkpoint import (
-    check_finite_weights,
-    checkpoint_state_dict,
     load_state_dict_strictly,
     read_checkpoint,
 )
@@ -77,9 +75,6 @@ def load_model(
     built = get_model(cfg, pretrained=False)
     if checkpoint:
         loaded = read_checkpoint(str(checkpoint))
-        check_finite_weights(
-            checkpoint_state_dict(loaded, checkpoint), checkpoint
-        )
         load_state_dict_strictly(built, loaded, str(checkpoint))
         meta = loaded.get('meta') or {}
         if (meta.get('dataset_meta') or {}).get('classes'):

@@ -377,14 +377,17 @@ def load_state_dict_strictly(
     source: str = 'the checkpoint',
 ) -> None:
     """Load a checkpoint (as :func:`read_checkpoint` returns it) into a
-    model; every weight must fit. ``source`` names it in errors.
+    model; every weight must be finite (:func:`check_finite_weights`) and
+    fit. ``source`` names it in errors.
 
     Raises:
         CheckpointMismatchError: If weights are missing, unexpected or of
             another shape.
-        CheckpointError: If the checkpoint holds no weights.
+        CheckpointError: If the checkpoint holds no weights, or weights
+            that are not finite.
     """
     state_dict = checkpoint_state_dict(checkpoint, source)
+    check_finite_weights(state_dict, source)
     try:
         result = model.load_state_dict(state_dict, strict=False)
     except CheckpointMismatchError as error:

@@ -175,17 +175,12 @@ class DistillationClassifier(ImageClassifier):
     def _load_teacher(self, path: str) -> None:
         # t2t_plugin.engine imports the models package: a module-level
         # import would be circular
-        from ...engine.checkpoint import (
-            check_finite_weights,
-            checkpoint_state_dict,
-            load_state_dict_strictly,
-        )
+        from ...engine.checkpoint import load_state_dict_strictly
 
         source = f'teacher_checkpoint {path}'
         # every scheme of CheckpointLoader reads through the plugin's safe
         # reader (a missing file is one CheckpointError line)
         checkpoint = CheckpointLoader.load_checkpoint(path, map_location='cpu')
-        check_finite_weights(checkpoint_state_dict(checkpoint, source), source)
         load_state_dict_strictly(self.teacher, checkpoint, source)
         print_log(f'Loaded the teacher from {path}.', logger='current')
 
