@@ -6,29 +6,19 @@ Prints the metrics; ``--out x.pkl`` saves the predictions as mmpretrain's
 
 import argparse
 import os.path as osp
+import runpy
 import sys
 from collections.abc import Sequence
 from typing import Optional
 
-import numpy as np
 from mmengine.config import Config
-from mmengine.evaluator import DumpResults
-from mmengine.fileio import dump
-from mmengine.registry import RUNNERS
-from mmengine.runner import Runner
 
-from t2t_plugin import doc_pages
-from t2t_plugin.cli import (
-    close_dist,
-    configure_run,
-    enable_show,
-    enable_tta,
-    merge_options,
-    parse_launch_args,
-    run_reported,
-    set_default_work_dir,
+# tools/train.py's light start: the config read with its options and its
+# data checked before ``import t2t_plugin`` (seconds of model imports).
+LIGHT = runpy.run_path(
+    osp.join(osp.dirname(osp.abspath(__file__)), 'train.py')
 )
-from t2t_plugin.engine.config import find_missing_data, output_problem
+arguments, config_reader = LIGHT['arguments'], LIGHT['config_reader']
 
 # Formats mmengine's ``dump`` writes, by file suffix.
 METRICS_SUFFIXES = ('.json', '.yaml', '.yml', '.pkl')
@@ -57,7 +47,7 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
         '(inside the work dir if relative); classification draws small '
         'images at least 224 px wide, as <class folder>_<image>_0.png; '
         'segmentation writes them to its vis_data/vis_image/ sub-folder '
-        f'({doc_pages.CUSTOM_DATA})',
+        f'({LIGHT["doc_pages"].CUSTOM_DATA})',
     )
     parser.add_argument(
         '--wait-time',
@@ -79,38 +69,44 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
         ('--no-pin-memory', 'turn off pin_memory in the test dataloader'),
     ):
         parser.add_argument(flag, action='store_true', help=text)
-    return parse_launch_args(parser, 'test_dataloader.batch_size=32', argv)
+    return arguments.parse_launch_args(
+        parser, 'test_dataloader.batch_size=32', argv
+    )
 
 
 def merge_args(cfg: Config, args: argparse.Namespace) -> Config:
-    merge_options(cfg, args.cfg_options)
-    set_default_work_dir(cfg, args.config, args.work_dir)
+    arguments.set_default_work_dir(cfg, args.config, args.work_dir)
     cfg.load_from = args.checkpoint
     cfg.launcher = args.launcher
     if args.show or args.show_dir:
-        enable_show(
+        arguments.enable_show(
             cfg, args.show_dir, args.show, args.interval, args.wait_time
         )
     if args.tta:
-        enable_tta(cfg)
+        arguments.enable_tta(cfg)
     if args.no_pin_memory:
         cfg.test_dataloader.pin_memory = False
+    return cfg
+
+
+def out_problem(args: argparse.Namespace) -> Optional[str]:
+    """Why ``--out`` / ``--out-item`` cannot be used, checked first:
+    mmengine's ``dump`` would fail only after the whole evaluation."""
     if args.out_item and not args.out:
-        raise ValueError('--out-item needs --out FILE.')
-    # Checked now: dump() would fail only after the whole evaluation.
+        return '--out-item needs --out FILE.'
     if args.out and args.out_item == 'metrics':
         if not args.out.lower().endswith(METRICS_SUFFIXES):
-            raise ValueError(
+            return (
                 f'--out saves the metrics as '
                 f'{", ".join(METRICS_SUFFIXES)}; got --out {args.out}.'
             )
     elif args.out and not args.out.endswith('.pkl'):
-        raise ValueError(
+        return (
             '--out saves the predictions as a .pkl file; got '
             f'--out {args.out} (use --out-item metrics for '
             '.json or .yaml).'
         )
-    return cfg
+    return None
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
@@ -119,17 +115,30 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     if '://' not in args.checkpoint and not osp.isfile(args.checkpoint):
         print(f'Checkpoint not found: {args.checkpoint}', file=sys.stderr)
         return 2
-    cfg, code = configure_run(args, merge_args)
+    problem = out_problem(args)
+    if problem:
+        print(f'Invalid options for {args.config}: {problem}', file=sys.stderr)
+        return 2
+    loaded, code = LIGHT['load_checked'](args, ['test_dataloader'])
+    if loaded is None:
+        return code
+    if args.out_item == 'metrics':  # WorkDirHook checks DumpResults' file
+        problem = config_reader.output_problem(args.out, '--out')
+        if problem:
+            print(problem, file=sys.stderr)
+            return 1
+    import numpy as np
+    from mmengine.evaluator import DumpResults
+    from mmengine.fileio import dump
+    from mmengine.registry import RUNNERS
+
+    from t2t_plugin import cli
+
+    cfg, code = cli.configure_run(args, merge_args, loaded)
     if cfg is None:
         return code
-    problems = find_missing_data(cfg, ['test_dataloader'], doc_pages.data_page)
-    if args.out_item == 'metrics':  # WorkDirHook checks DumpResults' file
-        problems.append(output_problem(args.out, '--out'))
-    if any(problems):
-        print(next(filter(None, problems)), file=sys.stderr)
-        return 1
 
-    def build() -> Runner:
+    def build():
         runner = RUNNERS.build(cfg)
         # The loop builds the test dataset: config mistakes show up here.
         metrics = runner.test_loop.evaluator.metrics
@@ -137,9 +146,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             metrics.append(DumpResults(out_file_path=args.out))
         return runner
 
-    code, runner = run_reported(build, args.config, True)
+    code, runner = cli.run_reported(build, args.config, True)
     if code == 0:
-        code, metrics = run_reported(runner.test, args.config)
+        code, metrics = cli.run_reported(runner.test, args.config)
     if code:
         return code
     if runner.rank == 0 and args.out and args.out_item == 'metrics':
@@ -148,7 +157,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         if isinstance(value, (float, np.floating)):  # mmseg's: numpy floats
             value = f'{value:.4f}'
         print(f'{name}: {value}')
-    close_dist()
+    cli.close_dist()
     return 0
 
 

@@ -20,13 +20,11 @@ if TYPE_CHECKING:
 
 
 def light_module(name: str) -> ModuleType:
-    """``t2t_plugin.<name>``, a module that imports only the standard
-    library and ``mmengine.config``, without running the package's
-    ``__init__`` while ``t2t_plugin`` is not imported: its registration
-    imports mmpretrain's models (seconds, and mmdet with them where it is
-    installed), and a wrong option, key or data folder is answered before
-    that. Python runs a package's ``__init__`` before any of its modules,
-    so the file is read by its path."""
+    """``t2t_plugin.<name>``, a module importing only the standard library
+    and ``mmengine.config``, read by its path while ``t2t_plugin`` is not
+    imported: the package's ``__init__`` imports mmpretrain's models
+    (seconds, mmdet too where installed), and a wrong option, key or data
+    folder is answered before that (also for tools/test.py)."""
     package = importlib.util.find_spec('t2t_plugin')
     if 't2t_plugin' in sys.modules or package is None:
         # the package's own module (or the usual ModuleNotFoundError)
@@ -122,57 +120,51 @@ def build_runner(cfg: Config) -> 'Runner':
     return runner
 
 
-def load_checked(args: argparse.Namespace) -> tuple[Optional[Config], int]:
+def load_checked(
+    args: argparse.Namespace, loaders: list[str]
+) -> tuple[Optional[Config], int]:
     """The config with ``--cfg-options`` merged, read and checked without
-    importing the models (its ``custom_imports`` not imported), or None
-    and the exit code after one line saying why not: a missing or broken
-    file, a misspelt key, a missing dataset folder."""
+    importing the models, or None and the exit code after one line saying
+    why not: a missing or broken file, a misspelt key, a missing dataset
+    folder, class folders that are not the head's classes."""
     try:
         cfg = config_reader.load_config(
             args.config, args.cfg_options, import_custom_modules=False
         )
-    except config_reader.OptionError as error:
-        print(f'Invalid options for {args.config}: {error}', file=sys.stderr)
-        return None, 2
     except config_reader.ConfigError as error:
+        if isinstance(error, config_reader.OptionError):
+            error = f'Invalid options for {args.config}: {error}'
         print(error, file=sys.stderr)
         return None, 2
-    loaders = ['train_dataloader', 'val_dataloader']
-    if args.no_validate:
-        loaders.pop()
-    missing = config_reader.find_missing_data(
+    problems = config_reader.find_missing_data(
         cfg, loaders, doc_pages.data_page
-    )
-    if missing:
-        print('\n'.join(missing), file=sys.stderr)
+    ) or list(filter(None, [config_reader.class_count_problem(cfg, loaders)]))
+    if problems:
+        print('\n'.join(problems), file=sys.stderr)
         return None, 1
     return cfg, 0
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
     args = parse_args(argv)
-    loaded, code = load_checked(args)
+    val = [] if args.no_validate else ['val_dataloader']
+    loaded, code = load_checked(args, ['train_dataloader', *val])
     if loaded is None:
         return code
-    from t2t_plugin.cli import (
-        close_dist,
-        configure_run,
-        progress_only,
-        run_reported,
-    )
+    from t2t_plugin import cli
     from t2t_plugin.engine.hooks import release_locks
 
-    cfg, code = configure_run(args, merge_args, loaded)
+    cfg, code = cli.configure_run(args, merge_args, loaded)
     if cfg is None:
         return code
-    with progress_only(args.quiet):
-        code, runner = run_reported(
+    with cli.progress_only(args.quiet):
+        code, runner = cli.run_reported(
             lambda: build_runner(cfg), args.config, True
         )
         if code == 0:
-            code, _ = run_reported(runner.train, args.config)
+            code, _ = cli.run_reported(runner.train, args.config)
     if code == 0:
-        close_dist()
+        cli.close_dist()
     else:  # this process may go on (main() called from Python)
         release_locks()
     return code

@@ -328,6 +328,70 @@ def find_missing_data(
     return messages
 
 
+def few(names) -> str:
+    """At most five names, then how many more."""
+    names = [str(name) for name in names]
+    more = len(names) - 5
+    return ', '.join(names[:5]) + (f' and {more} more' if more > 0 else '')
+
+
+def class_count_message(
+    key: str, classes: list, num_classes: int, where: str
+) -> Optional[str]:
+    """The line for a dataset of ``key`` whose ``classes`` (read from
+    ``where``) are not the head's ``num_classes``, or None if they are."""
+    if len(classes) == num_classes:
+        return None
+    source = f' in {where}' if where else ''
+    return (
+        f'{key}: the dataset has {len(classes)} classes{source} '
+        f'({few(classes)}), but model.head.num_classes={num_classes}; '
+        f'set model.head.num_classes (and data_preprocessor.num_classes) '
+        f'to {len(classes)}, or give the dataset {num_classes} class '
+        'folders.'
+    )
+
+
+def _class_folders(dataset: dict) -> Optional[tuple[str, list[str]]]:
+    """The folder and classes of a folder-style ``CustomDataset`` config
+    (mmpretrain lists the sub-folders, sorted), or None where its classes
+    come from elsewhere (an ``ann_file``, the config) or it is missing."""
+    if str(dataset.get('type', '')).split('.')[-1] != 'CustomDataset':
+        return None
+    metainfo = dataset.get('metainfo') or {}
+    given = dataset.get('classes') or metainfo.get('classes')
+    if dataset.get('ann_file') or not dataset.get('with_label', True) or given:
+        return None
+    prefix = dataset.get('data_prefix') or ''
+    if isinstance(prefix, dict):
+        prefix = prefix.get('img_path') or ''
+    folder = osp.join(dataset.get('data_root') or '', prefix)
+    if '://' in folder or not osp.isdir(folder):
+        return None
+    with os.scandir(folder) as entries:
+        names = sorted(entry.name for entry in entries if entry.is_dir())
+    return folder, names
+
+
+def class_count_problem(cfg: Config, dataloaders: list[str]) -> Optional[str]:
+    """The first dataloader of ``dataloaders`` whose class folders are not
+    ``model.head.num_classes`` in number, as :class:`RunCheckHook` would
+    say it once the datasets are built (None if each fits or is not a
+    folder dataset)."""
+    head = (cfg.get('model') or {}).get('head')
+    num_classes = head.get('num_classes') if isinstance(head, dict) else None
+    if not isinstance(num_classes, int) or isinstance(num_classes, bool):
+        return None
+    for key in dataloaders:
+        dataset = (cfg.get(key) or {}).get('dataset')
+        found = isinstance(dataset, dict) and _class_folders(dataset)
+        if found:
+            problem = class_count_message(key, found[1], num_classes, found[0])
+            if problem:
+                return problem
+    return None
+
+
 def _leaves(value: Any, path: str = '') -> Iterator[tuple[str, Any]]:
     """``(dotted key, value)`` of every entry below ``value``."""
     if isinstance(value, dict):

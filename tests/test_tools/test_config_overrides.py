@@ -308,18 +308,72 @@ print('imported', 'mmpretrain.models' in sys.modules,
 def test_train_tool_answers_before_importing_the_models(
     options, code, message, tmp_path
 ):
+    stderr, stdout = answer_before_models(
+        'train', LITE, '--work-dir', tmp_path / 'work', *options,
+        cwd=tmp_path,
+    )  # fmt: skip
+    assert stderr == message
+    assert stdout == [f'exit {code}', 'imported False False False']
+
+
+def answer_before_models(tool: str, *args, cwd: Path):
+    """Run ``tools/<tool>.py`` with ``args``: its stderr and what it had
+    imported when it ended (its exit code first)."""
     result = subprocess.run(
         [sys.executable, '-c', ANSWER_BEFORE_MODELS,
-         str(ROOT / 'tools' / 'train.py'), LITE,
-         '--work-dir', str(tmp_path / 'work'), *options],
-        cwd=tmp_path, env=tool_env(), capture_output=True, text=True,
-        timeout=120,
+         str(ROOT / 'tools' / f'{tool}.py'), *map(str, args)],
+        cwd=cwd, env=tool_env(), capture_output=True, text=True, timeout=120,
     )  # fmt: skip
-    assert result.stderr.strip() == message
-    assert result.stdout.splitlines() == [
-        f'exit {code}',
-        'imported False False False',
-    ]
+    return result.stderr.strip(), result.stdout.splitlines()
+
+
+@pytest.mark.parametrize(
+    'options, code, message',
+    [
+        ([], 1, 'Dataset not found: expected data/custom (see '
+         'docs/custom_data.md).'),
+        (['--out', 'scores.txt'], 2,
+         f'Invalid options for {LITE}: --out saves the predictions as a '
+         '.pkl file; got --out scores.txt (use --out-item metrics for '
+         '.json or .yaml).'),
+        (['--cfg-options', 'test_dataloader.batch_sise=3'], 2,
+         f'Invalid options for {LITE}: --cfg-options '
+         "test_dataloader.batch_sise: test_dataloader has no key "
+         "'batch_sise'; did you mean 'batch_size'?"),
+    ],
+)  # fmt: skip
+def test_test_tool_answers_before_importing_the_models(
+    options, code, message, tmp_path
+):
+    (tmp_path / 'epoch_1.pth').write_bytes(b'')
+    stderr, stdout = answer_before_models(
+        'test', LITE, 'epoch_1.pth', '--work-dir', tmp_path / 'work',
+        *options, cwd=tmp_path,
+    )  # fmt: skip
+    assert stderr == message
+    assert stdout == [f'exit {code}', 'imported False False False']
+
+
+@pytest.mark.parametrize('tool', ['train', 'test'])
+def test_class_count_is_answered_before_importing_the_models(tool, tmp_path):
+    root = class_folders(tmp_path / 'data', ('cat', 'dog'))
+    checkpoint = [tmp_path / 'epoch_1.pth'] if tool == 'test' else []
+    for path in checkpoint:
+        path.write_bytes(b'')
+    key = 'test_dataloader' if tool == 'test' else 'train_dataloader'
+    folder = 'val' if tool == 'test' else 'train'
+    stderr, stdout = answer_before_models(
+        tool, LITE, *checkpoint, '--work-dir', tmp_path / 'work',
+        '--cfg-options', f'data_root={root}', cwd=tmp_path,
+    )  # fmt: skip
+    assert stderr == (
+        f'{key}: the dataset has 2 classes in {root}/{folder} (cat, dog), '
+        'but model.head.num_classes=3; set model.head.num_classes (and '
+        'data_preprocessor.num_classes) to 2, or give the dataset 3 class '
+        'folders.'
+    )
+    assert stdout == ['exit 1', 'imported False False False']
+    assert not (tmp_path / 'work').exists()
 
 
 def test_custom_imports_that_fail_are_one_line(tmp_path):

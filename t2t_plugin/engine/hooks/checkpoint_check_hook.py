@@ -7,12 +7,12 @@ from mmengine.registry import HOOKS
 
 from ... import doc_pages
 from ..checkpoint import CheckpointMismatchError, checkpoint_state_dict
+from ..config import few
 from ..sample_seeded_runner import SampleSeededRunner, is_intact
 from .run_checks import (
     RunCheckError,
     bare_model,
     built_loaders,
-    few,
     is_training,
     started_from,
 )

@@ -11,11 +11,11 @@ from ...datasets.dataset_checks import (
     label_range_problem,
     linked_folders_problem,
 )
+from ..config import class_count_message, few
 from .run_checks import (
     RunCheckError,
     bare_model,
     built_loaders,
-    few,
     resumed_name,
     started_from,
     t2t_module,
@@ -161,8 +161,18 @@ class RunCheckHook(Hook):
                     'the empty folders or add their images.'
                 )
             classes = getattr(loader.dataset, 'metainfo', {}).get('classes')
-            if classes is not None and isinstance(num_classes, int):
-                self._check_count(key, list(classes), num_classes, dataset)
+            # mmpretrain's ClassNumCheckHook makes this check with an
+            # assert (a traceback) on every module that has a num_classes
+            # attribute, and names no key to set
+            problem = (
+                classes is not None
+                and isinstance(num_classes, int)
+                and class_count_message(
+                    key, list(classes), num_classes, _where(dataset)
+                )
+            )
+            if problem:
+                raise RunCheckError(problem)
             problem = label_range_problem(dataset, num_classes)
             if problem:
                 raise RunCheckError(f'{key}: {problem}')
@@ -191,23 +201,6 @@ class RunCheckHook(Hook):
             )
             if problem:
                 raise RunCheckError(problem)
-
-    @staticmethod
-    def _check_count(key, classes, num_classes, dataset) -> None:
-        # mmpretrain's ClassNumCheckHook makes this check with an assert
-        # (a traceback) on every module that has a num_classes attribute,
-        # and names no key to set
-        if len(classes) == num_classes:
-            return
-        where = _where(dataset)
-        source = f' in {where}' if where else ''
-        raise RunCheckError(
-            f'{key}: the dataset has {len(classes)} classes{source} '
-            f'({few(classes)}), but model.head.num_classes={num_classes}; '
-            f'set model.head.num_classes (and data_preprocessor.num_classes) '
-            f'to {len(classes)}, or give the dataset {num_classes} class '
-            'folders.'
-        )
 
     def before_train(self, runner) -> None:
         """Check the loop settings mmengine would fail on late."""

@@ -118,10 +118,3 @@ def resumed_name(runner) -> str:
     """``'checkpoint FILE'`` of the file a run resumes, for messages."""
     resumed, _ = started_from(runner)
     return f'checkpoint {resumed}' if resumed else 'checkpoint'
-
-
-def few(names) -> str:
-    """At most five names, then how many more."""
-    names = [str(name) for name in names]
-    more = len(names) - 5
-    return ', '.join(names[:5]) + (f' and {more} more' if more > 0 else '')
