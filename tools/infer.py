@@ -18,19 +18,18 @@ from typing import Optional
 import numpy as np
 from mmpretrain.apis import ImageClassificationInferencer
 
+from t2t_plugin.apis import (
+    check_token_budget,
+    class_folder,
+    load_model,
+    test_pipeline,
+)
 from t2t_plugin.cli.arguments import add_cfg_options
-from t2t_plugin.cli.input_checks import (
+from t2t_plugin.cli.image_tools import find_images, for_each_image
+from t2t_plugin.cli.options import (
     add_device_argument,
     add_max_tokens_argument,
     check_arguments,
-)
-from t2t_plugin.cli.model_loading import (
-    check_token_budget,
-    class_folder,
-    for_each_image,
-    list_images,
-    load_model,
-    test_pipeline,
 )
 from t2t_plugin.cli.reporting import LOAD_ERRORS, one_line
 
@@ -69,7 +68,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     except SystemExit as stop:  # argparse: --help, or a usage error
         return int(stop.code or 0)
     try:
-        images = list_images(args.image)
+        images = find_images(args.image)
         model = load_model(
             args.model, args.checkpoint, args.device, args.cfg_options
         )

@@ -1,5 +1,6 @@
 """Command-line plumbing of the tools (options, one-line error reports,
-model loading); library code never imports it."""
+exit codes); library code, ``t2t_plugin.apis`` included, never imports
+it."""
 
 from .arguments import (
     enable_show,

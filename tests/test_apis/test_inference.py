@@ -14,7 +14,7 @@ from PIL import Image
 import t2t_plugin  # noqa: F401
 import t2t_plugin.engine.checkpoint as checkpoint_module
 from t2t_plugin import compat
-from t2t_plugin.cli.model_loading import load_model
+from t2t_plugin.apis import load_model
 from t2t_plugin.datasets import ConvertImage
 from t2t_plugin.engine import (
     CheckpointError,

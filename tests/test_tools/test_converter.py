@@ -20,7 +20,7 @@ from mmpretrain.registry import MODELS
 from torch import nn
 
 import t2t_plugin  # noqa: F401
-from t2t_plugin.cli.model_loading import preprocess_image
+from t2t_plugin.apis import preprocess_image
 from t2t_plugin.converters import (
     convert_official_state_dict,
     describe_arch,

@@ -16,7 +16,7 @@ from t2t_plugin.analysis import (
     collect_token_maps,
 )
 from t2t_plugin.analysis.figures import text_width
-from t2t_plugin.cli.model_loading import load_model, preprocess_image
+from t2t_plugin.apis import load_model, preprocess_image
 
 from ..helpers import ROOT, load_tool, write_image, write_tiny_model
 

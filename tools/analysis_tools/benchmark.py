@@ -23,14 +23,12 @@ from t2t_plugin.analysis.speed import (
     peak_memory,
     time_steps,
 )
+from t2t_plugin.apis import ArgumentRefused, check_shape_budget, config_stride
 from t2t_plugin.cli.arguments import add_cfg_options
-from t2t_plugin.cli.input_checks import (
-    ArgumentRefused,
+from t2t_plugin.cli.options import (
     add_device_argument,
     add_max_tokens_argument,
     check_arguments,
-    check_shape_budget,
-    config_stride,
 )
 from t2t_plugin.cli.reporting import one_line, progress
 from t2t_plugin.engine import load_config

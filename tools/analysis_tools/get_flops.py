@@ -18,14 +18,9 @@ from rich.console import Console
 from rich.table import Table
 
 from t2t_plugin.analysis import PAPER_MACS, ModelComplexity, count_complexity
+from t2t_plugin.apis import ArgumentRefused, check_shape_budget, config_stride
 from t2t_plugin.cli.arguments import add_cfg_options
-from t2t_plugin.cli.input_checks import (
-    ArgumentRefused,
-    add_max_tokens_argument,
-    check_arguments,
-    check_shape_budget,
-    config_stride,
-)
+from t2t_plugin.cli.options import add_max_tokens_argument, check_arguments
 from t2t_plugin.cli.reporting import LOAD_ERRORS, progress
 from t2t_plugin.engine import load_config
 from t2t_plugin.models import T2TViT

@@ -14,13 +14,12 @@ from typing import Optional
 import torch
 from rich.console import Console
 
-from t2t_plugin.cli.input_checks import (
-    add_max_tokens_argument,
-    check_arguments,
+from t2t_plugin.apis import (
     check_shape_budget,
+    check_writable_file,
     config_stride,
 )
-from t2t_plugin.cli.model_loading import check_writable_file
+from t2t_plugin.cli.options import add_max_tokens_argument, check_arguments
 from t2t_plugin.cli.reporting import one_line
 from t2t_plugin.deployment import (
     OPSET,

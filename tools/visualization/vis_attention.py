@@ -18,12 +18,9 @@ from mmengine.config import Config
 
 from t2t_plugin.analysis import attention_pool_maps, cls_attention_maps
 from t2t_plugin.analysis.figures import overlay, save_panel_grid, upscale
-from t2t_plugin.cli.model_loading import (
-    add_image_arguments,
-    draw_images,
-    parse_image_arguments,
-    preprocess_image,
-)
+from t2t_plugin.apis import preprocess_image
+from t2t_plugin.cli.image_tools import add_image_arguments, draw_images
+from t2t_plugin.cli.options import check_arguments
 from t2t_plugin.models import T2TViT
 
 
@@ -45,7 +42,8 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
         default=0.5,
         help='opacity of the attention map (default 0.5)',
     )
-    args = parse_image_arguments(parser, argv)
+    args = parser.parse_args(argv)
+    check_arguments(parser, args)
     if not 0 <= args.alpha <= 1:
         parser.error('--alpha must be between 0 and 1')
     return args

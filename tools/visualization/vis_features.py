@@ -14,12 +14,9 @@ from typing import Optional
 
 from t2t_plugin.analysis import collect_token_maps
 from t2t_plugin.analysis.figures import colorize, resize_map, save_panel_grid
-from t2t_plugin.cli.model_loading import (
-    add_image_arguments,
-    draw_images,
-    parse_image_arguments,
-    preprocess_image,
-)
+from t2t_plugin.apis import preprocess_image
+from t2t_plugin.cli.image_tools import add_image_arguments, draw_images
+from t2t_plugin.cli.options import check_arguments
 
 
 def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
@@ -41,7 +38,8 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
         default=64,
         help='side of one channel in pixels (default 64)',
     )
-    args = parse_image_arguments(parser, argv)
+    args = parser.parse_args(argv)
+    check_arguments(parser, args)
     if args.channels < 1 or args.panel_size < 1:
         parser.error('--channels and --panel-size must be positive')
     return args

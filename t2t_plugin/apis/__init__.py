@@ -1,0 +1,59 @@
+"""The functions behind the inference and image tools (as
+``mmpretrain.apis``): a model loaded for inference, its images read and
+checked, the checks of a tool's inputs before a model is built. They raise
+exceptions with one-line messages and never print; the tools
+(``t2t_plugin.cli``) report them."""
+
+from .image_files import (
+    IMAGE_SUFFIXES,
+    class_folder,
+    image_stem,
+    is_hidden,
+    list_images,
+    non_image_files,
+)
+from .inference import (
+    IMAGE_ERRORS,
+    check_token_budget,
+    load_model,
+    preprocess_image,
+    read_image_input,
+    read_image_size,
+    test_pipeline,
+)
+from .input_checks import (
+    DEFAULT_MAX_TOKENS,
+    ArgumentRefused,
+    check_device,
+    check_shape_budget,
+    check_writable_file,
+    check_writable_folder,
+    config_num_layers,
+    config_stride,
+    token_count,
+)
+
+__all__ = [
+    'DEFAULT_MAX_TOKENS',
+    'IMAGE_ERRORS',
+    'IMAGE_SUFFIXES',
+    'ArgumentRefused',
+    'check_device',
+    'check_shape_budget',
+    'check_token_budget',
+    'check_writable_file',
+    'check_writable_folder',
+    'class_folder',
+    'config_num_layers',
+    'config_stride',
+    'image_stem',
+    'is_hidden',
+    'list_images',
+    'load_model',
+    'non_image_files',
+    'preprocess_image',
+    'read_image_input',
+    'read_image_size',
+    'test_pipeline',
+    'token_count',
+]

@@ -1,0 +1,132 @@
+"""The command line of the tools that read images (``tools/infer.py``,
+``tools/visualization/``): their arguments, and a loop over the images in
+which a bad image is one line on stderr and the others go on."""
+
+import argparse
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Callable, Optional
+
+from mmengine.config import Config
+from rich.console import Console
+
+from ..analysis.token_maps import check_block_indices, default_block_indices
+from ..apis import (
+    IMAGE_ERRORS,
+    IMAGE_SUFFIXES,
+    check_token_budget,
+    check_writable_folder,
+    config_num_layers,
+    image_stem,
+    list_images,
+    load_model,
+    non_image_files,
+)
+from ..engine.config import load_config
+from .options import add_device_argument, add_max_tokens_argument
+from .reporting import LOAD_ERRORS, one_line, progress
+
+
+def add_image_arguments(parser: argparse.ArgumentParser, out_dir: str) -> None:
+    """Positional image/config/checkpoint, ``--blocks``, ``--out-dir``,
+    ``--device``, ``--max-tokens``."""
+    parser.add_argument(
+        'image', help='image file, or a folder of images (or class folders)'
+    )
+    parser.add_argument('config', help='model config file')
+    parser.add_argument('checkpoint', help='checkpoint file')
+    parser.add_argument(
+        '--blocks',
+        type=int,
+        nargs='+',
+        help='encoder blocks, from 0 (default: first, middle, last)',
+    )
+    parser.add_argument('--out-dir', default=out_dir, help='PNG folder')
+    add_device_argument(parser)
+    add_max_tokens_argument(parser)
+
+
+def find_images(path: str) -> list[Path]:
+    """The images of :func:`~t2t_plugin.apis.list_images`, and one line on
+    stderr naming the files of a folder left out as not images, if any: a
+    count that silently skipped them would look complete."""
+    images, folder = list_images(path), Path(path)
+    left_out = non_image_files(folder) if folder.is_dir() else []
+    if left_out:
+        names = ', '.join(str(p.relative_to(folder)) for p in left_out[:5])
+        more = f' and {len(left_out) - 5} more' if len(left_out) > 5 else ''
+        print(
+            f'warning: {len(left_out)} file(s) of {folder} left out, not of '
+            f'an image kind read here ({", ".join(IMAGE_SUFFIXES)}): '
+            f'{names}{more}',
+            file=sys.stderr,
+        )
+    return images
+
+
+def for_each_image(
+    images: Sequence[Path],
+    work: Callable[[Path], None],
+    console: Optional[Console] = None,
+) -> int:
+    """Run ``work`` on every image (with a progress bar on ``console``);
+    the exit code: 1 if any image failed, each failure and their count
+    reported in one line on stderr."""
+    failed = []
+    steps = images if console is None else progress(images, 'Drawing', console)
+    for image in steps:
+        try:
+            work(image)
+        except IMAGE_ERRORS as error:
+            failed.append(image)
+            message = one_line(error)
+            if str(image) not in message:
+                message = f'{image}: {message}'
+            print(f'error: {message}', file=sys.stderr)
+    if failed and len(images) > 1:
+        print(
+            f'error: {len(failed)} of {len(images)} images failed: '
+            + ', '.join(path.name for path in failed),
+            file=sys.stderr,
+        )
+    return 1 if failed else 0
+
+
+def draw_images(
+    args: argparse.Namespace,
+    draw: Callable[..., Sequence[Path]],
+    check_config: Optional[
+        Callable[[Config, argparse.Namespace], None]
+    ] = None,
+) -> int:
+    """Run ``draw(model, image, blocks, args, stem)`` on every image of
+    ``args.image`` (:func:`add_image_arguments`; ``stem`` of
+    :func:`~t2t_plugin.apis.image_stem`) within the token budget, and
+    print the PNG paths.
+    ``check_config(cfg, args)`` raises ValueError for a config the tool
+    cannot draw, before the model is loaded. Returns the exit code."""
+    console = Console(soft_wrap=True)
+    try:
+        images = find_images(args.image)
+        check_writable_folder(args.out_dir, '--out-dir')
+        cfg = load_config(args.config)
+        if check_config is not None:
+            check_config(cfg, args)
+        # checked once here, before the weights are read
+        num_layers = config_num_layers(cfg)
+        blocks = check_block_indices(
+            num_layers, args.blocks or default_block_indices(num_layers)
+        )
+        model = load_model(cfg, args.checkpoint, args.device)
+    except LOAD_ERRORS as error:
+        print(f'error: {error}', file=sys.stderr)
+        return 1
+
+    def work(image: Path) -> None:
+        check_token_budget(model, image, args.max_tokens)
+        stem = image_stem(image, args.image)
+        for path in draw(model, image, blocks, args, stem):
+            console.print(str(path), markup=False, highlight=False)
+
+    return for_each_image(images, work, console)
