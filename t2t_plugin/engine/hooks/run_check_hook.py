@@ -1,4 +1,3 @@
-import os.path as osp
 from collections.abc import Sequence
 from typing import Optional
 
@@ -120,9 +119,10 @@ def _base(dataset):
 
 
 def _where(dataset) -> str:
-    root = getattr(dataset, 'data_root', '') or ''
+    """The folder a dataset reads its images from: mmengine has joined
+    ``data_root`` to a relative ``data_prefix`` already."""
     prefix = getattr(dataset, 'data_prefix', {}) or {}
-    return osp.join(root, prefix.get('img_path', '') or '')
+    return prefix.get('img_path') or getattr(dataset, 'data_root', '') or ''
 
 
 @HOOKS.register_module()

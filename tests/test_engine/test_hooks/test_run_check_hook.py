@@ -2,12 +2,13 @@
 num_classes, empty class folders and pipeline sizes the T2T module cannot
 tile, refused before the work starts through every door."""
 
+import os.path as osp
 import shutil
 
 import pytest
 
 from t2t_plugin.engine.hooks import RunCheckError
-from t2t_plugin.engine.hooks.run_check_hook import pipeline_problem
+from t2t_plugin.engine.hooks.run_check_hook import _where, pipeline_problem
 
 from ...helpers import (
     CUSTOM,
@@ -50,6 +51,19 @@ def test_class_folders_must_match_num_classes(folders, tmp_path):
     else:
         error = door(CUSTOM, as_dict(options), tmp_path / 'door')
         assert isinstance(error, RunCheckError) and str(error) == expected
+
+
+@pytest.mark.parametrize('prefix', ['train', ''])
+def test_messages_name_a_relative_folder_once(prefix, tmp_path, monkeypatch):
+    # mmengine joins data_root to a relative data_prefix as it builds the
+    # dataset: the folder in a message must not repeat the root
+    from mmpretrain.datasets import CustomDataset
+
+    image_folders(tmp_path / 'data', 2)
+    monkeypatch.chdir(tmp_path)
+    root = 'data/train' if not prefix else 'data'
+    dataset = CustomDataset(data_root=root, data_prefix=prefix, pipeline=[])
+    assert osp.normpath(_where(dataset)) == 'data/train'
 
 
 def test_empty_class_folder_is_refused(tmp_path):
