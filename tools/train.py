@@ -5,18 +5,14 @@ The run's checks are hooks of the config, so mmpretrain's
 """
 
 import argparse
-import importlib
 import importlib.util
 import os.path as osp
 import sys
 from collections.abc import Sequence
 from types import ModuleType
-from typing import TYPE_CHECKING, Optional
+from typing import Optional
 
 from mmengine.config import Config
-
-if TYPE_CHECKING:
-    from mmengine.runner import Runner
 
 
 def light_module(name: str) -> ModuleType:
@@ -106,7 +102,7 @@ def merge_args(cfg: Config, args: argparse.Namespace) -> Config:
     return cfg
 
 
-def build_runner(cfg: Config) -> 'Runner':
+def build_runner(cfg: Config):
     """The Runner (of the config's ``runner_type``, mmengine's without one)
     with its loops and optimizer built, so that a wrong config fails before
     the run starts (``Runner.train`` keeps what is built)."""
