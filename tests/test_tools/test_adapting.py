@@ -71,8 +71,9 @@ def test_a_wrong_arch_is_one_line_listing_the_names(wrong):
 
 
 def test_train_tool_reports_a_wrong_arch_in_one_line(tmp_path):
-    for split in ('train', 'val'):
-        (tmp_path / split / 'a').mkdir(parents=True)
+    for split in ('train', 'val'):  # the config's 3 classes
+        for name in ('a', 'b', 'c'):
+            (tmp_path / split / name).mkdir(parents=True)
     result = run_main(
         'train', CONFIGS / 't2t-vit-7_1xb64_custom-64px.py',
         '--work-dir', tmp_path, '--cfg-options', 'model.backbone.arch=13',
