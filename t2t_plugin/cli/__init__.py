@@ -5,7 +5,6 @@ it."""
 from .arguments import (
     enable_show,
     enable_tta,
-    merge_options,
     parse_launch_args,
     set_amp,
     set_default_work_dir,
@@ -22,7 +21,6 @@ __all__ = [
     'configure_run',
     'enable_show',
     'enable_tta',
-    'merge_options',
     'parse_launch_args',
     'progress_only',
     'run_reported',

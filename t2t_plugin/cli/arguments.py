@@ -55,21 +55,6 @@ def parse_launch_args(
     return args
 
 
-def merge_options(cfg: Config, options: Optional[dict]) -> None:
-    """Merge ``--cfg-options`` into a loaded config, refusing
-    (ValueError) a key that looks misspelt
-    (:func:`~t2t_plugin.engine.config.misspelt_option`): mmengine would add
-    ``train_dataloder.batch_size=8`` silently."""
-    from ..engine.config import misspelt_option
-
-    for key in options or {}:
-        problem = misspelt_option(cfg, key)
-        if problem:
-            raise ValueError(f'--cfg-options {key}: {problem}')
-    if options:
-        cfg.merge_from_dict(options)
-
-
 def set_default_work_dir(
     cfg: Config, config_path: str, work_dir: Optional[str]
 ) -> None:

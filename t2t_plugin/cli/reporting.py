@@ -15,12 +15,7 @@ from rich.console import Console
 from rich.progress import track
 
 from ..engine.checkpoint import CheckpointError, CheckpointMismatchError
-from ..engine.config import (
-    ConfigError,
-    OptionError,
-    import_custom_modules,
-    load_config,
-)
+from ..engine.config import ConfigError, import_custom_modules
 from ..engine.distributed import LaunchError
 from ..engine.hooks import RunCheckError, TrainingStopped
 
@@ -62,31 +57,17 @@ def one_line(error: BaseException) -> str:
 
 
 def configure_run(
-    args: Any,
-    merge_args: Callable[[Config, Any], Config],
-    loaded: Optional[Config] = None,
+    args: Any, merge_args: Callable[[Config, Any], Config], loaded: Config
 ) -> tuple[Optional[Config], int]:
-    """The config of ``args.config`` with ``merge_args`` applied, or None
-    and the exit code after printing why not. What the run reads and
-    writes is checked by the Runner and its hooks, for every tool.
-
-    Args:
-        args: The parsed command line (``config``, ``cfg_options``).
-        merge_args: Applies the other options to the config.
-        loaded: The config already read with its ``--cfg-options``
-            (without importing its ``custom_imports``, imported here).
-    """
+    """``loaded`` (the config of ``args.config`` with its ``--cfg-options``,
+    read and checked before the models were imported) with its
+    ``custom_imports`` imported and ``merge_args`` applied, or None and the
+    exit code after printing why not. What the run reads and writes is
+    checked by the Runner and its hooks, for every tool."""
     try:
-        if loaded is None:
-            cfg = load_config(args.config, args.cfg_options)
-        else:
-            cfg = loaded
-            import_custom_modules(cfg)
-        cfg = merge_args(cfg, args)
-    except OptionError as error:
-        print(f'Invalid options for {args.config}: {error}', file=sys.stderr)
-        return None, 2
-    except ConfigError as error:  # the config itself, a missing file too
+        import_custom_modules(loaded)
+        cfg = merge_args(loaded, args)
+    except ConfigError as error:  # a custom import that fails
         print(error, file=sys.stderr)
         return None, 2
     except (ValueError, KeyError) as error:
