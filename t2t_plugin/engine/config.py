@@ -465,6 +465,36 @@ def _schedule_end(cfg: Config) -> Optional[tuple[int, dict, str, int]]:
     return index, last, unit, total
 
 
+def empty_scheduler(cfg: Config) -> Optional[str]:
+    """The line for a parameter scheduler that ends where or before it
+    begins (``--cfg-options max_epochs=1`` under a 2-epoch warm-up:
+    mmengine's ValueError, in iterations, once training starts), or
+    None."""
+    schedulers = cfg.get('param_scheduler') or []
+    if isinstance(schedulers, dict):
+        schedulers = [schedulers]
+    train_cfg = cfg.get('train_cfg') or {}
+    for index, scheduler in enumerate(schedulers):
+        if not isinstance(scheduler, dict):
+            continue
+        begin, end = scheduler.get('begin', 0), scheduler.get('end')
+        if not isinstance(begin, int) or not isinstance(end, int):
+            continue
+        if end <= begin:
+            by_epoch = scheduler.get('by_epoch', True)
+            unit = 'epoch' if by_epoch else 'iteration'
+            key = 'max_epochs' if by_epoch else 'max_iters'
+            total = train_cfg.get(key)
+            limit = f' (train_cfg.{key}={total})' if total is not None else ''
+            kind = str(scheduler.get('type', 'scheduler')).split('.')[-1]
+            return (
+                f'param_scheduler.{index}: the {kind} begins at {unit} '
+                f'{begin} and ends at {unit} {end}{limit}; give it a begin '
+                'below its end (a warm-up must be shorter than training).'
+            )
+    return None
+
+
 def schedule_mismatch(
     cfg: Config, loaded: Optional[Config] = None
 ) -> Optional[str]:
@@ -669,7 +699,7 @@ def check_config(cfg: Config) -> Optional[str]:
         problem = stale_variables(cfg, loaded)
         if problem:
             raise ConfigError(problem)
-    problem = misspelt_keys(cfg)
+    problem = misspelt_keys(cfg) or empty_scheduler(cfg)
     if problem:
         raise ConfigError(problem)
     # the Runner makes the work dir first thing: mmengine's OSError else

@@ -294,6 +294,18 @@ class SampleSeededRunner(Runner):
                 'optimizer settings of the config and --cfg-options.'
             ) from error
 
+    def build_param_scheduler(self, scheduler):
+        """mmengine's; a setting a scheduler refuses (a factor outside 0 to
+        1, a misspelt argument) is one :class:`ConfigError` line, for every
+        tool (mmengine builds the schedulers once training starts)."""
+        try:
+            return super().build_param_scheduler(scheduler)
+        except (TypeError, ValueError, KeyError) as error:
+            raise ConfigError(
+                f'param_scheduler: {type(error).__name__}: {error}; check the '
+                'schedule settings of the config and --cfg-options.'
+            ) from error
+
     @staticmethod
     def build_dataloader(
         dataloader: Union[DataLoader, dict],

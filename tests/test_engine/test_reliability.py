@@ -334,6 +334,18 @@ def test_resume_mistakes_are_one_line(case, tmp_path):
             'optim_wrapper: ValueError: Invalid learning rate: -0.1',
         ),
         (
+            'param_scheduler.0.start_factor=2.0',
+            'param_scheduler: ValueError: Starting multiplicative factor '
+            'should between 0 and 1.; check the schedule settings of the '
+            'config and --cfg-options.',
+        ),
+        (
+            'param_scheduler.1.end=3',
+            'param_scheduler.1: the CosineAnnealingLR begins at epoch 5 and '
+            'ends at epoch 3 (train_cfg.max_epochs=40); give it a begin '
+            'below its end (a warm-up must be shorter than training).',
+        ),
+        (
             'train_cfg.val_interval=0',
             'train_cfg.val_interval must be a whole number >= 1, got 0; use '
             '--no-validate to skip evaluation.',
@@ -352,10 +364,15 @@ def test_option_values_are_checked(option, expected, tmp_path):
     )
     assert ours.returncode in (1, 2)
     assert one_line(ours.stderr).startswith(expected)
-    if option.startswith('optim_wrapper'):  # the configs' runner's line
-        error = door(
-            DEMO, as_dict([option]), tmp_path / 'door', build=RUNNERS.build
-        )
+    if option.startswith(('optim_wrapper', 'param_scheduler')):
+        # the configs' runner's line, as it builds or as it trains
+        try:
+            error = door(
+                DEMO, as_dict([option]), tmp_path / 'door',
+                build=RUNNERS.build,
+            )  # fmt: skip
+        except ConfigError as raised:
+            error = raised
         assert isinstance(error, ConfigError)
         assert str(error) == one_line(ours.stderr)
     if option == 'train_cfg.val_interval=0':
