@@ -133,6 +133,20 @@ class LoaderGuard:
         raise NotImplementedError
 
 
+@contextlib.contextmanager
+def refused_settings(key: str, what: str) -> Iterator[None]:
+    """What mmengine raises as it builds ``key`` from the config (the
+    arguments of an optimizer or scheduler) as one :class:`ConfigError`
+    line naming the key."""
+    try:
+        yield
+    except (TypeError, ValueError, KeyError) as error:
+        raise ConfigError(
+            f'{key}: {type(error).__name__}: {error}; check the {what} '
+            'settings of the config and --cfg-options.'
+        ) from error
+
+
 @RUNNERS.register_module()
 class SampleSeededRunner(Runner):
     """mmengine's Runner, with the random augmentation of the training
@@ -286,25 +300,15 @@ class SampleSeededRunner(Runner):
         """mmengine's; a setting the optimizer refuses (a misspelt
         argument, a negative learning rate) is one :class:`ConfigError`
         line naming the key, for every tool."""
-        try:
+        with refused_settings('optim_wrapper', 'optimizer'):
             return super().build_optim_wrapper(optim_wrapper)
-        except (TypeError, ValueError, KeyError) as error:
-            raise ConfigError(
-                f'optim_wrapper: {type(error).__name__}: {error}; check the '
-                'optimizer settings of the config and --cfg-options.'
-            ) from error
 
     def build_param_scheduler(self, scheduler):
         """mmengine's; a setting a scheduler refuses (a factor outside 0 to
         1, a misspelt argument) is one :class:`ConfigError` line, for every
         tool (mmengine builds the schedulers once training starts)."""
-        try:
+        with refused_settings('param_scheduler', 'schedule'):
             return super().build_param_scheduler(scheduler)
-        except (TypeError, ValueError, KeyError) as error:
-            raise ConfigError(
-                f'param_scheduler: {type(error).__name__}: {error}; check the '
-                'schedule settings of the config and --cfg-options.'
-            ) from error
 
     @staticmethod
     def build_dataloader(
