@@ -122,7 +122,8 @@ def load_checked(
     """The config with ``--cfg-options`` merged, read and checked without
     importing the models, or None and the exit code after one line saying
     why not: a missing or broken file, a misspelt key, a missing dataset
-    folder, class folders that are not the head's classes."""
+    folder, class folders that are not the head's classes, a work dir that
+    cannot be written."""
     try:
         cfg = config_reader.load_config(
             args.config, args.cfg_options, import_custom_modules=False
@@ -132,9 +133,8 @@ def load_checked(
             error = f'Invalid options for {args.config}: {error}'
         print(error, file=sys.stderr)
         return None, 2
-    problems = config_reader.find_missing_data(
-        cfg, loaders, doc_pages.data_page
-    ) or list(filter(None, [config_reader.class_count_problem(cfg, loaders)]))
+    arguments.set_default_work_dir(cfg, args.config, args.work_dir)
+    problems = config_reader.input_problems(cfg, loaders, doc_pages.data_page)
     if problems:
         print('\n'.join(problems), file=sys.stderr)
         return None, 1

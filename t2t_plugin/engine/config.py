@@ -392,6 +392,27 @@ def class_count_problem(cfg: Config, dataloaders: list[str]) -> Optional[str]:
     return None
 
 
+def input_problems(
+    cfg: Config,
+    dataloaders: list[str],
+    page: Callable[[str, Optional[str]], str],
+) -> list[str]:
+    """What the tools check of a config's inputs and outputs before they
+    import the models: each missing dataset (:func:`find_missing_data`),
+    else the first of class folders that are not the head's classes and
+    a work dir that cannot be written; empty if none. The Runner and its
+    hooks check them again for every other door."""
+    missing = find_missing_data(cfg, dataloaders, page)
+    if missing:
+        return missing
+    work_dir = cfg.get('work_dir')
+    problems = (
+        class_count_problem(cfg, dataloaders),
+        work_dir and output_problem(work_dir, '--work-dir'),
+    )
+    return [problem for problem in problems if problem][:1]
+
+
 def _leaves(value: Any, path: str = '') -> Iterator[tuple[str, Any]]:
     """``(dotted key, value)`` of every entry below ``value``."""
     if isinstance(value, dict):

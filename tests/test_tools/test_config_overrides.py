@@ -376,6 +376,24 @@ def test_class_count_is_answered_before_importing_the_models(tool, tmp_path):
     assert not (tmp_path / 'work').exists()
 
 
+@pytest.mark.parametrize('tool', ['train', 'test'])
+def test_unwritable_work_dir_is_answered_before_importing_the_models(
+    tool, tmp_path
+):
+    root = class_folders(tmp_path / 'data')
+    blocker = tmp_path / 'a_file'
+    blocker.write_text('')
+    checkpoint = [blocker] if tool == 'test' else []
+    stderr, stdout = answer_before_models(
+        tool, LITE, *checkpoint, '--work-dir', blocker / 'work',
+        '--cfg-options', f'data_root={root}', cwd=tmp_path,
+    )  # fmt: skip
+    assert stderr == (
+        f'--work-dir {blocker / "work"}: {blocker} is a file, not a folder.'
+    )
+    assert stdout == ['exit 1', 'imported False False False']
+
+
 def test_custom_imports_that_fail_are_one_line(tmp_path):
     config = tmp_path / 'mine.py'
     config.write_text(
