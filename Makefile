@@ -102,7 +102,7 @@ $(ONEDL_VENV)/bin/python:
 # PEP 660 too and pip 25.3 dropped `--no-use-pep517`. setup.py links
 # t2t_plugin/.mim to the checkout.
 EDITABLE = $(PIP) install -q 'pip<25.3' 'setuptools>=64,<80' wheel && \
-	$(PIP) install --no-build-isolation --no-use-pep517 -e
+	$(PIP) install -q --no-build-isolation --no-use-pep517 -e
 
 install: $(MAKE_VENV)
 	@# full mmcv (installed by install-dense) and mmcv-lite provide the
