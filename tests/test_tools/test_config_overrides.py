@@ -354,18 +354,25 @@ def test_test_tool_answers_before_importing_the_models(
     assert stdout == [f'exit {code}', 'imported False False False']
 
 
+def run_on_folders(tool: str, root: Path, work_dir: Path, cwd: Path):
+    """:func:`answer_before_models` of the small-image recipe on the class
+    folders ``root`` (tools/test.py with an empty checkpoint file, which
+    nothing reads before these answers)."""
+    checkpoint = [cwd / 'epoch_1.pth'] if tool == 'test' else []
+    for path in checkpoint:
+        path.write_bytes(b'')
+    return answer_before_models(
+        tool, LITE, *checkpoint, '--work-dir', work_dir,
+        '--cfg-options', f'data_root={root}', cwd=cwd,
+    )  # fmt: skip
+
+
 @pytest.mark.parametrize('tool', ['train', 'test'])
 def test_class_count_is_answered_before_importing_the_models(tool, tmp_path):
     root = class_folders(tmp_path / 'data', ('cat', 'dog'))
-    checkpoint = [tmp_path / 'epoch_1.pth'] if tool == 'test' else []
-    for path in checkpoint:
-        path.write_bytes(b'')
     key = 'test_dataloader' if tool == 'test' else 'train_dataloader'
     folder = 'val' if tool == 'test' else 'train'
-    stderr, stdout = answer_before_models(
-        tool, LITE, *checkpoint, '--work-dir', tmp_path / 'work',
-        '--cfg-options', f'data_root={root}', cwd=tmp_path,
-    )  # fmt: skip
+    stderr, stdout = run_on_folders(tool, root, tmp_path / 'work', tmp_path)
     assert stderr == (
         f'{key}: the dataset has 2 classes in {root}/{folder} (cat, dog), '
         'but model.head.num_classes=3; set model.head.num_classes (and '
@@ -383,11 +390,7 @@ def test_unwritable_work_dir_is_answered_before_importing_the_models(
     root = class_folders(tmp_path / 'data')
     blocker = tmp_path / 'a_file'
     blocker.write_text('')
-    checkpoint = [blocker] if tool == 'test' else []
-    stderr, stdout = answer_before_models(
-        tool, LITE, *checkpoint, '--work-dir', blocker / 'work',
-        '--cfg-options', f'data_root={root}', cwd=tmp_path,
-    )  # fmt: skip
+    stderr, stdout = run_on_folders(tool, root, blocker / 'work', tmp_path)
     assert stderr == (
         f'--work-dir {blocker / "work"}: {blocker} is a file, not a folder.'
     )
