@@ -23,7 +23,7 @@ from ..apis import (
     load_model,
     non_image_files,
 )
-from ..engine.config import load_config
+from ..engine.config import few, load_config
 from .options import add_device_argument, add_max_tokens_argument
 from .reporting import LOAD_ERRORS, one_line, progress
 
@@ -54,12 +54,10 @@ def find_images(path: str) -> list[Path]:
     images, folder = list_images(path), Path(path)
     left_out = non_image_files(folder) if folder.is_dir() else []
     if left_out:
-        names = ', '.join(str(p.relative_to(folder)) for p in left_out[:5])
-        more = f' and {len(left_out) - 5} more' if len(left_out) > 5 else ''
+        names = few(path.relative_to(folder) for path in left_out)
         print(
             f'warning: {len(left_out)} file(s) of {folder} left out, not of '
-            f'an image kind read here ({", ".join(IMAGE_SUFFIXES)}): '
-            f'{names}{more}',
+            f'an image kind read here ({", ".join(IMAGE_SUFFIXES)}): {names}',
             file=sys.stderr,
         )
     return images
