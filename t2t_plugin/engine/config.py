@@ -462,21 +462,30 @@ def stale_variables(cfg: Config, loaded: Config) -> Optional[str]:
     return None
 
 
+def _schedulers(cfg: Config) -> list[tuple[int, dict]]:
+    """``(index, scheduler)`` of the config's parameter schedulers that are
+    dicts (``param_scheduler`` may be one dict or a list)."""
+    schedulers = cfg.get('param_scheduler') or []
+    if isinstance(schedulers, dict):
+        schedulers = [schedulers]
+    return [
+        (index, scheduler)
+        for index, scheduler in enumerate(schedulers)
+        if isinstance(scheduler, dict)
+    ]
+
+
 def _schedule_end(cfg: Config) -> Optional[tuple[int, dict, str, int]]:
     """``(index, scheduler, train_cfg key, its value)`` of the parameter
     scheduler that ends last in the training loop's unit, or None."""
     train_cfg = cfg.get('train_cfg') or {}
-    schedulers = cfg.get('param_scheduler') or []
-    if isinstance(schedulers, dict):
-        schedulers = [schedulers]
     by_epoch = 'max_epochs' in train_cfg
     unit = 'max_epochs' if by_epoch else 'max_iters'
     total = train_cfg.get(unit)
     ends = [
         (index, scheduler)
-        for index, scheduler in enumerate(schedulers)
-        if isinstance(scheduler, dict)
-        and scheduler.get('by_epoch', True) == by_epoch
+        for index, scheduler in _schedulers(cfg)
+        if scheduler.get('by_epoch', True) == by_epoch
         and isinstance(scheduler.get('end'), int)
         and scheduler['end'] < 10**8  # not mmengine's INF (run's end)
     ]
@@ -491,13 +500,8 @@ def empty_scheduler(cfg: Config) -> Optional[str]:
     begins (``--cfg-options max_epochs=1`` under a 2-epoch warm-up:
     mmengine's ValueError, in iterations, once training starts), or
     None."""
-    schedulers = cfg.get('param_scheduler') or []
-    if isinstance(schedulers, dict):
-        schedulers = [schedulers]
     train_cfg = cfg.get('train_cfg') or {}
-    for index, scheduler in enumerate(schedulers):
-        if not isinstance(scheduler, dict):
-            continue
+    for index, scheduler in _schedulers(cfg):
         begin, end = scheduler.get('begin', 0), scheduler.get('end')
         if not isinstance(begin, int) or not isinstance(end, int):
             continue
@@ -620,12 +624,8 @@ def _built_dicts(cfg: Config) -> Iterator[tuple[str, dict, str]]:
     for index, hook in enumerate(cfg.get('custom_hooks') or []):
         if isinstance(hook, dict):
             yield f'custom_hooks.{index}', hook, 'hook'
-    schedulers = cfg.get('param_scheduler') or []
-    if isinstance(schedulers, dict):
-        schedulers = [schedulers]
-    for index, scheduler in enumerate(schedulers):
-        if isinstance(scheduler, dict):
-            yield f'param_scheduler.{index}', scheduler, 'param scheduler'
+    for index, scheduler in _schedulers(cfg):
+        yield f'param_scheduler.{index}', scheduler, 'param scheduler'
     if isinstance(cfg.get('model'), dict):
         yield 'model', cfg.model, 'model'
 
