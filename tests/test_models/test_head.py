@@ -185,3 +185,51 @@ def test_the_run_check_compares_the_head_with_the_backbone(tiny_arch):
 def test_head_without_width_says_what_to_give():
     with pytest.raises(TypeError, match="argument: 'in_channels'"):
         MODELS.build(dict(type='T2TClsHead', num_classes=5))
+
+
+def test_drloc_is_the_l1_error_of_the_offsets_of_random_token_pairs():
+    head = build_head(pool='attention', drloc=dict(weight=0.5, pairs=6))
+    assert head.drloc_cfg == dict(weight=0.5, pairs=6, hidden=512)
+    grid = torch.randn(2, 8, 3, 4)  # (B, C, h, w): 12 tokens per image
+    samples = [DataSample().set_gt_label(label) for label in (1, 3)]
+    torch.manual_seed(7)
+    losses = head.loss((grid,), samples)
+    torch.manual_seed(7)
+    first, second = torch.randint(12, (2, 6)), torch.randint(12, (2, 6))
+    errors = []
+    for image in range(2):
+        tokens = grid[image].flatten(1).t()  # (12, C), row-major
+        for u, v in zip(first[image].tolist(), second[image].tolist()):
+            target = torch.tensor([(u // 4 - v // 4) / 3, (u % 4 - v % 4) / 4])
+            pred = head.drloc(torch.cat([tokens[u], tokens[v]]))
+            errors.append((pred - target).abs())
+    expected = 0.5 * torch.stack(errors).mean()
+    torch.testing.assert_close(losses['loss_drloc'], expected)
+    without = build_head(pool='attention')
+    assert 'loss_drloc' not in without.loss((grid,), samples)
+
+
+def test_drloc_weights_train_only_and_load_either_way():
+    head = build_head(pool='attention', drloc=dict(hidden=16))
+    plain = build_head(pool='attention')
+    # the logits do not depend on the localisation MLP
+    tokens = torch.randn(2, 9, 8)
+    plain.load_state_dict(head.state_dict())  # its MLP knowingly dropped
+    torch.testing.assert_close(plain((tokens,)), head((tokens,)))
+    fresh = build_head(pool='attention', drloc=dict(hidden=16))
+    fresh.load_state_dict(plain.state_dict(), strict=False)
+    torch.testing.assert_close(fresh((tokens,)), head((tokens,)))
+
+
+@pytest.mark.parametrize(
+    'drloc, feats, words',
+    [
+        (dict(pair=3), torch.randn(2, 9, 8), "Unknown drloc keys ['pair']"),
+        (dict(), torch.randn(2, 10, 8), 'square grid of tokens'),
+    ],
+)
+def test_drloc_mistakes_are_one_line(drloc, feats, words):
+    with pytest.raises(ValueError, match=r'\A[^\n]*\Z') as error:
+        head = build_head(pool='attention', drloc=drloc)
+        head.loss((feats,), [DataSample().set_gt_label(0)] * 2)
+    assert words in str(error.value)

@@ -1,3 +1,4 @@
+import math
 from collections.abc import Sequence
 from typing import Optional
 
@@ -42,6 +43,10 @@ class T2TClsHead(VisionTransformerClsHead):
             (384 for T2T-ViT-14).
         pool (str): ``'token'`` (the (B, C) vector of the backbone) or
             ``'attention'``. Defaults to ``'token'``.
+        drloc (dict, optional): The relative localisation loss,
+            ``dict(weight=0.1, pairs=64, hidden=512)`` (any key may be left
+            out); needs the token grid: ``out_type='raw'`` without a class
+            token, or ``'featmap'``. Defaults to None (no such loss).
         init_cfg (dict, optional): Defaults to trunc-normal (std 0.02)
             weights and zero bias.
         **kwargs: Other :class:`VisionTransformerClsHead` arguments, e.g.
@@ -49,12 +54,14 @@ class T2TClsHead(VisionTransformerClsHead):
     """
 
     POOLS = ('token', 'attention')
+    DRLOC_DEFAULTS = dict(weight=0.1, pairs=64, hidden=512)
 
     def __init__(
         self,
         num_classes: int,
         in_channels: int,
         pool: str = 'token',
+        drloc: Optional[dict] = None,
         init_cfg: Optional[dict] = dict(
             type='TruncNormal', layer='Linear', std=0.02, bias=0.0
         ),
@@ -75,6 +82,23 @@ class T2TClsHead(VisionTransformerClsHead):
         if pool == 'attention':
             # one score per token; trunc-normal as the classifier (init_cfg)
             self.attention_pool = nn.Linear(in_channels, 1)
+        self.drloc_cfg = None
+        if drloc is not None:
+            unknown = sorted(set(drloc) - set(self.DRLOC_DEFAULTS))
+            if unknown:
+                raise ValueError(
+                    f'Unknown drloc keys {unknown} of T2TClsHead; it takes '
+                    f'{sorted(self.DRLOC_DEFAULTS)}.'
+                )
+            self.drloc_cfg = {**self.DRLOC_DEFAULTS, **drloc}
+            hidden = self.drloc_cfg['hidden']
+            self.drloc = nn.Sequential(
+                nn.Linear(2 * in_channels, hidden),
+                nn.ReLU(),
+                nn.Linear(hidden, hidden),
+                nn.ReLU(),
+                nn.Linear(hidden, 2),
+            )
         self._register_load_state_dict_pre_hook(self._prepare_checkpoint)
 
     def _prepare_checkpoint(
@@ -96,11 +120,20 @@ class T2TClsHead(VisionTransformerClsHead):
                 f'{FINE_TUNE_ADVICE}.',
                 local_metadata,
             )
+        # the localisation MLP only trains: a checkpoint may lack it (a run
+        # that starts drloc from other weights) or hold it (a model built
+        # for inference without it, which drops it)
+        if self.drloc_cfg is None:
+            for key in [k for k in state_dict if str(k).startswith(prefix)]:
+                if str(key)[len(prefix) :].startswith('drloc.'):
+                    del state_dict[key]
+        own = self.state_dict(keep_vars=True)
         check_supplied_weights(
             type(self).__name__,
-            self.state_dict(keep_vars=True),
+            own,
             state_dict,
             prefix,
+            optional=[key for key in own if key.startswith('drloc.')],
             advice=FINE_TUNE_ADVICE,
             local_metadata=local_metadata,
         )
@@ -127,6 +160,59 @@ class T2TClsHead(VisionTransformerClsHead):
         """The weights ``(B, N, 1)`` that ``pool='attention'`` gives the
         tokens ``(B, N, C)``: a softmax over the tokens."""
         return self.attention_pool(tokens).softmax(dim=1)
+
+    def token_grid(
+        self, feats: Sequence[torch.Tensor]
+    ) -> tuple[torch.Tensor, tuple[int, int]]:
+        """The output tokens ``(B, N, C)`` and their grid ``(h, w)``: of a
+        feature map, or of square raw tokens without a class token."""
+        feat = feats[-1]
+        if feat.dim() == 4:
+            return feat.flatten(2).transpose(1, 2), tuple(feat.shape[2:])
+        side = math.isqrt(feat.shape[1]) if feat.dim() == 3 else 0
+        if side < 2 or side * side != feat.shape[1]:
+            raise ValueError(
+                'T2TClsHead with drloc reads a square grid of tokens, got '
+                f"features of shape {tuple(feat.shape)}. Set out_type='raw' "
+                "and with_cls_token=False (or out_type='featmap') in the "
+                'backbone.'
+            )
+        return feat, (side, side)
+
+    def drloc_loss(self, feats: Sequence[torch.Tensor]) -> torch.Tensor:
+        """The relative localisation loss (before ``weight``) of random
+        token pairs, ``pairs`` per image."""
+        tokens, (height, width) = self.token_grid(feats)
+        batch, count = tokens.shape[:2]
+        pairs = self.drloc_cfg['pairs']
+        first, second = (
+            torch.randint(count, (batch, pairs), device=tokens.device)
+            for _ in range(2)
+        )
+        pick = torch.arange(batch, device=tokens.device)[:, None]
+        both = torch.cat([tokens[pick, first], tokens[pick, second]], dim=-1)
+        scale = torch.tensor([height, width], device=tokens.device)
+        offset = (
+            torch.stack(
+                [
+                    first // width - second // width,
+                    first % width - second % width,
+                ],
+                dim=-1,
+            )
+            / scale
+        ).to(tokens.dtype)
+        return (self.drloc(both) - offset).abs().mean()
+
+    def loss(
+        self, feats: Sequence[torch.Tensor], data_samples: list, **kwargs
+    ) -> dict:
+        losses = super().loss(feats, data_samples, **kwargs)
+        if self.drloc_cfg is not None:
+            losses['loss_drloc'] = self.drloc_cfg['weight'] * self.drloc_loss(
+                feats
+            )
+        return losses
 
     def pre_logits(self, feats: Sequence[torch.Tensor]) -> torch.Tensor:
         feat = feats[-1]
