@@ -22,18 +22,43 @@ Three steps, each a sub-command (run from the repository root):
     included); training images/s, measured here in alternating rounds of
     training steps on one thread (``--speed-rounds``), so the configs'
     figures come from the same minutes of the machine.
+``levers``
+    The ablation of docs/custom_data.md: the recipe and each lever of
+    :data:`LEVERS` on top of it, on both sets at 12 and 30 epochs, one
+    seed. With ``--run`` it trains the runs whose logs are missing from
+    ``--logs`` and copies their logs there; then it prints one row per
+    lever from those logs, with params, MACs and training images/s as
+    ``table`` measures them.
 """
 
 import argparse
 import glob
 import os
 import os.path as osp
+import shutil
 import subprocess
 import sys
 import time
 from collections import defaultdict
 
 ROOT = osp.dirname(osp.dirname(osp.abspath(__file__)))
+
+# The levers of the ablation, each on top of the recipe: their options.
+LEVERS = {
+    'recipe': [],
+    'lsa': ['model.backbone.layer_cfgs.locality_attn=True'],
+    'conv_tokens': ['model.backbone.arch.token_layer=convolution'],
+    'conv_stem': ['model.backbone.arch.token_layer=conv_stem'],
+    'transformer_tokens': ['model.backbone.arch.token_layer=transformer'],
+    'mean_pool': [
+        'model.backbone.out_type=avg_featmap',
+        'model.head.pool=token',
+        'model.backbone.drop_path_rate=0.1',
+    ],
+    'drloc': ['model.head.drloc.weight=0.1'],
+}
+# handwriting is not mirrored: the train pipeline's RandomFlip off
+SET_OPTIONS = {'digits': ['train_dataloader.dataset.pipeline.3.prob=0.0']}
 
 
 def write_folders(out: str, fashion: str) -> None:
@@ -138,55 +163,62 @@ def last_top1(work_dir: str):
     return points[-1][1] if points else None
 
 
-def model_of(config: str):
-    from mmengine.config import Config
+def model_of(config: str, options: tuple = ()):
+    from mmengine.config import Config, DictAction
     from mmengine.registry import init_default_scope
     from mmpretrain.registry import MODELS
 
     import t2t_plugin  # noqa: F401
 
     cfg = Config.fromfile(config)
+    if options:
+        parser = argparse.ArgumentParser()
+        parser.add_argument('--options', nargs='+', action=DictAction)
+        cfg.merge_from_dict(parser.parse_args(['--options', *options]).options)
     init_default_scope('mmpretrain')
     cfg.model.head.num_classes = 10
     return MODELS.build(cfg.model), cfg.get('img_size', 32)
 
 
-def speeds(configs: list, rounds: int, batch: int = 64) -> dict:
-    """Training images/s of each config's model, one thread, measured in
-    alternating rounds; the median round."""
+def speeds(models: dict, rounds: int, batch: int = 64) -> dict:
+    """Training images/s of each ``name: (model, size)``, one thread, its
+    losses as it trains (auxiliary ones included), measured in alternating
+    rounds; the median round."""
     import torch
-    import torch.nn.functional as F
+    from mmpretrain.structures import DataSample
 
     torch.set_num_threads(1)
     steps = {}
-    for config in configs:
-        model, size = model_of(config)
+    for name, (model, size) in models.items():
         model.train()
         optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
         images = torch.randn(batch, 3, size, size)
-        labels = torch.randint(0, 10, (batch,))
+        samples = [
+            DataSample().set_gt_label(int(label))
+            for label in torch.randint(0, 10, (batch,))
+        ]
 
         def step(
-            model=model, optimizer=optimizer, images=images, labels=labels
+            model=model, optimizer=optimizer, images=images, samples=samples
         ):
-            logits = model(images, mode='tensor')
-            loss = F.cross_entropy(logits, labels)
+            losses = model(images, samples, mode='loss')
+            loss = sum(v for k, v in losses.items() if 'loss' in k)
             optimizer.zero_grad()
             loss.backward()
             optimizer.step()
 
         step()
-        steps[config] = step
+        steps[name] = step
     times = defaultdict(list)
     for _ in range(rounds):
-        for config, step in steps.items():
+        for name, step in steps.items():
             start = time.perf_counter()
             for _ in range(3):
                 step()
-            times[config].append((time.perf_counter() - start) / 3)
+            times[name].append((time.perf_counter() - start) / 3)
     return {
-        config: batch / sorted(values)[len(values) // 2]
-        for config, values in times.items()
+        name: batch / sorted(values)[len(values) // 2]
+        for name, values in times.items()
     }
 
 
@@ -246,13 +278,14 @@ def table(args) -> int:
         key = tuple(work_dir.split(os.sep)[-3:-1])
         runs[key][int(work_dir.rsplit('seed', 1)[1])] = last_top1(work_dir)
     configs = {osp.splitext(osp.basename(c))[0]: c for c in args.configs}
-    counts = {}
-    for name, config in configs.items():
-        model, size = model_of(config)
-        counts[name] = (count_complexity(model, (size, size)), size)
+    models = {name: model_of(config) for name, config in configs.items()}
+    counts = {
+        name: (count_complexity(model, (size, size)), size)
+        for name, (model, size) in models.items()
+    }
     if args.assets:
         write_assets(runs, args.work_dir, args.assets)
-    speed = speeds(list(configs.values()), args.speed_rounds)
+    speed = speeds(models, args.speed_rounds)
     print(
         '| set | config | epochs | top-1 mean | lowest - highest | seeds '
         '| params | MACs | train img/s |'
@@ -273,9 +306,76 @@ def table(args) -> int:
             + ' / '.join(f'{v:.1f}' for v in values)
             + f' | {complexity.params / 1e6:.2f} M | '
             f'{complexity.macs / 1e6:.0f} M | '
-            f'{speed[configs[name]]:.0f} |'
+            f'{speed[name]:.0f} |'
         )
     return 0
+
+
+def lever_log(logs: str, data: str, lever: str, epochs: int, seed: int):
+    """Where the ablation keeps a run's log: the recipe's runs are
+    ``<set>_mimetic_<E>e_seed<N>.json``, the levers'
+    ``<set>_mimetic_<lever>_<E>e_seed<N>.json``."""
+    middle = '' if lever == 'recipe' else f'_{lever}'
+    return osp.join(logs, f'{data}_mimetic{middle}_{epochs}e_seed{seed}.json')
+
+
+def levers(args) -> int:
+    from t2t_plugin.analysis import find_scalar_files, load_scalars
+    from t2t_plugin.analysis.complexity import count_complexity
+
+    budgets = [(d, e) for d in args.sets for e in args.epochs]
+    failed = 0
+    for lever in args.levers:
+        for data, epochs in budgets:
+            log = lever_log(args.logs, data, lever, epochs, args.seed)
+            if not args.run or osp.exists(log):
+                continue
+            work_dir = osp.join(args.work_dir, lever)
+            run = argparse.Namespace(
+                config=args.config,
+                data=osp.join(args.data_root, data),
+                epochs=epochs,
+                seeds=[args.seed],
+                work_dir=work_dir,
+                cfg_options=SET_OPTIONS.get(data, []) + LEVERS[lever],
+            )
+            failed += train(run)
+            run_dir = osp.join(
+                work_dir,
+                data,
+                run_name(args.config, epochs),
+                f'seed{args.seed}',
+            )
+            found = find_scalar_files(run_dir)
+            if found:
+                os.makedirs(args.logs, exist_ok=True)
+                shutil.copy(found[-1], log)
+    models = {
+        lever: model_of(args.config, tuple(LEVERS[lever]))
+        for lever in args.levers
+    }
+    speed = speeds(models, args.speed_rounds)
+    print(
+        '| lever | '
+        + ' | '.join(f'{d} {e}e' for d, e in budgets)
+        + ' | params | MACs | train img/s |'
+    )
+    print('|---' * (len(budgets) + 4) + '|')
+    for lever, (model, size) in models.items():
+        cells = []
+        for data, epochs in budgets:
+            log = lever_log(args.logs, data, lever, epochs, args.seed)
+            _, val = load_scalars([log]) if osp.exists(log) else ([], [])
+            top1 = [r['accuracy/top1'] for r in val if 'accuracy/top1' in r]
+            cells.append(f'{top1[-1]:.1f}' if top1 else '-')
+        complexity = count_complexity(model, (size, size))
+        print(
+            f'| {lever} | '
+            + ' | '.join(cells)
+            + f' | {complexity.params / 1e6:.2f} M | '
+            f'{complexity.macs / 1e6:.0f} M | {speed[lever]:.0f} |'
+        )
+    return int(failed > 0)
 
 
 def main(argv=None) -> int:
@@ -300,11 +400,25 @@ def main(argv=None) -> int:
     rows.add_argument(
         '--assets', help='copy the logs and draw the curves into this folder'
     )
+    ablation = commands.add_parser('levers', help='the ablation of levers')
+    ablation.add_argument('config', help='the recipe')
+    ablation.add_argument('--logs', default='docs/assets/small_data')
+    ablation.add_argument('--levers', nargs='+', default=list(LEVERS))
+    ablation.add_argument('--sets', nargs='+', default=['fashion', 'digits'])
+    ablation.add_argument('--epochs', type=int, nargs='+', default=[12, 30])
+    ablation.add_argument('--seed', type=int, default=0)
+    ablation.add_argument(
+        '--run', action='store_true', help='train the missing runs'
+    )
+    ablation.add_argument('--data-root', default='data/small')
+    ablation.add_argument('--work-dir', default='work_dirs/levers')
+    ablation.add_argument('--speed-rounds', type=int, default=5)
     args = parser.parse_args(argv)
     if args.command == 'folders':
         write_folders(args.out, args.fashion)
         return 0
-    return train(args) if args.command == 'train' else table(args)
+    commands = dict(train=train, table=table, levers=levers)
+    return commands[args.command](args)
 
 
 if __name__ == '__main__':

@@ -128,3 +128,71 @@ def test_folders_train_and_table(tmp_path, capsys):
         'fashion_t2t-vit-lite_1xb64_custom-32px_3e_seed0.json',
         'fashion_top1.png',
     ]
+
+
+def test_levers_trains_the_missing_runs_and_prints_their_row(tmp_path, capsys):
+    script = load_script()
+    write_fashion(tmp_path / 'fashion.npz')
+    data = tmp_path / 'data'
+    script.main(
+        [
+            'folders',
+            '--out',
+            str(data),
+            '--fashion',
+            str(tmp_path / 'fashion.npz'),
+        ]
+    )
+    logs = tmp_path / 'logs'
+    arguments = [
+        'levers',
+        str(RECIPE),
+        '--levers',
+        'recipe',
+        'drloc',
+        '--sets',
+        'fashion',
+        '--epochs',
+        '3',
+        '--logs',
+        str(logs),
+        '--data-root',
+        str(data),
+        '--work-dir',
+        str(tmp_path / 'runs'),
+        '--speed-rounds',
+        '1',
+    ]
+    assert script.main([*arguments, '--run']) == 0
+    assert sorted(p.name for p in logs.iterdir()) == [
+        'fashion_mimetic_3e_seed0.json',
+        'fashion_mimetic_drloc_3e_seed0.json',
+    ]
+    out = capsys.readouterr().out
+    assert 'model.head.drloc.weight=0.1' in out
+    # a second call reads the logs and trains nothing
+    assert script.main(arguments) == 0
+    out = capsys.readouterr().out
+    assert 'tools/train.py' not in out
+    rows = {
+        cells[0]: cells[1:]
+        for cells in (
+            [c.strip() for c in line.strip('|').split('|')]
+            for line in out.splitlines()
+            if line.startswith(('| recipe', '| drloc'))
+        )
+    }
+    for lever, cells in rows.items():
+        middle = '_drloc' if lever == 'drloc' else ''
+        log = logs / f'fashion_mimetic{middle}_3e_seed0.json'
+        records = [json.loads(line) for line in log.open()]
+        (top1,) = [r['accuracy/top1'] for r in records if 'accuracy/top1' in r]
+        assert cells[0] == f'{top1:.1f}'
+    # the localisation MLP of 2 x 128 -> 512 -> 512 -> 2 trains beside
+    # the recipe: its parameters, and no MACs of inference
+    model, _ = script.model_of(str(RECIPE))
+    params = sum(p.numel() for p in model.parameters())
+    mlp = 256 * 512 + 512 + 512 * 512 + 512 + 512 * 2 + 2
+    assert rows['recipe'][1] == f'{params / 1e6:.2f} M'
+    assert rows['drloc'][1] == f'{(params + mlp) / 1e6:.2f} M'
+    assert rows['drloc'][2] == rows['recipe'][2]
