@@ -35,7 +35,7 @@ def require(toolbox: str) -> None:
         pytest.skip(f'{toolbox} is not importable ({error})')
 
 
-def run_tool(tool: str, *args: str) -> subprocess.CompletedProcess:
+def run_ok(tool: str, *args: str) -> subprocess.CompletedProcess:
     """``tools/<tool>`` run in this process; it must succeed."""
     result = run_main(tool.removesuffix('.py'), *args)
     assert result.returncode == 0, result.stderr[-3000:]
@@ -96,7 +96,7 @@ def test_classification_on_an_image_folder(tmp_path, config):
         'train_cfg.val_interval=1',
         'train_dataloader.batch_size=3',
     ]
-    train = run_tool(
+    train = run_ok(
         'train.py',
         str(config),
         '--work-dir',
@@ -109,7 +109,7 @@ def test_classification_on_an_image_folder(tmp_path, config):
     correct = accuracy / 100 * num_val
     assert correct == pytest.approx(round(correct), abs=1e-3)
 
-    test = run_tool(
+    test = run_ok(
         'test.py',
         str(config),
         str(work_dir / 'epoch_1.pth'),
@@ -159,7 +159,7 @@ def test_detection_on_coco_format_data(tmp_path):
         'model.test_cfg.score_thr=0.0',
         'train_dataloader.batch_size=1',
     ]
-    train = run_tool(
+    train = run_ok(
         'train.py',
         str(DET_CONFIG),
         '--work-dir',
@@ -173,7 +173,7 @@ def test_detection_on_coco_format_data(tmp_path):
     assert 'base_lr x 0.1 (T2T module) up to base_lr x 1' in log
     assert logged_metric(log, 'base_lr') == pytest.approx(1e-4)
 
-    test = run_tool(
+    test = run_ok(
         'test.py',
         str(DET_CONFIG),
         str(work_dir / 'epoch_1.pth'),
@@ -233,7 +233,7 @@ def test_segmentation_on_label_pngs(tmp_path):
         'param_scheduler.1.end=2',
         'train_dataloader.batch_size=2',
     ]
-    train = run_tool(
+    train = run_ok(
         'train.py',
         str(SEG_CONFIG),
         '--work-dir',
@@ -244,7 +244,7 @@ def test_segmentation_on_label_pngs(tmp_path):
     miou = logged_metric(train.stdout + train.stderr, 'mIoU')
     assert 0 <= miou <= 100
 
-    test = run_tool(
+    test = run_ok(
         'test.py',
         str(SEG_CONFIG),
         str(work_dir / 'iter_2.pth'),

@@ -11,9 +11,6 @@ import sys
 import time
 from pathlib import Path
 
-import pytest
-import torch
-
 from tests.helpers import ROOT, run_main, write_image
 
 DIGITS = ROOT / 'configs' / 't2t-vit-mini_1xb64_digits.py'
@@ -52,7 +49,7 @@ def write_custom_data(root: Path) -> None:
                 )
 
 
-def custom_options(root: Path, epochs: int = 3) -> list:
+def resume_options(root: Path, epochs: int = 3) -> list:
     """The custom-data config with its loaders as shipped (2 persistent
     workers) on 48 images in batches of 16: a checkpoint, a validation
     and a loss every iteration."""
@@ -78,16 +75,6 @@ def train_arguments(
         + ['--cfg-options']
         + options
     )
-
-
-@pytest.fixture(autouse=True)
-def one_thread():
-    """The in-process runs compute as the killed process does (autouse in
-    the test files that import it)."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
 
 
 def train(work_dir: Path, options: list, resume: bool, config: Path) -> str:

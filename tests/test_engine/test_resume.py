@@ -7,14 +7,16 @@ The digits runs here, the custom-data run in test_resume_custom_data.py
 
 import pytest
 
-from .resume_runs import (  # noqa: F401  one_thread is autouse
+from .resume_runs import (
     DIGITS,
     assert_same_run,
     digits_options,
-    one_thread,
     run_killed_and_resumed,
     train,
 )
+
+# the in-process runs compute as the killed process does
+pytestmark = pytest.mark.usefixtures('one_thread')
 
 MIXUP_CONFIG = f"""_base_ = {str(DIGITS)!r}
 model = dict(

@@ -3,15 +3,17 @@ its loaders as shipped (see test_resume.py)."""
 
 import pytest
 
-from .resume_runs import (  # noqa: F401  one_thread is autouse
+from .resume_runs import (
     CUSTOM,
     assert_same_run,
-    custom_options,
-    one_thread,
+    resume_options,
     run_killed_and_resumed,
     train,
     write_custom_data,
 )
+
+# the in-process runs compute as the killed process does
+pytestmark = pytest.mark.usefixtures('one_thread')
 
 
 @pytest.mark.slow
@@ -20,7 +22,7 @@ def test_custom_data_with_persistent_workers_resumes_exactly(tmp_path):
     the training process: killed in the middle of epoch 2, resumed from
     epoch_1.pth, every logged loss and the top-1 equal."""
     write_custom_data(tmp_path / 'data')
-    options = custom_options(tmp_path / 'data', epochs=2)
+    options = resume_options(tmp_path / 'data', epochs=2)
     whole, broken = tmp_path / 'whole', tmp_path / 'broken'
     train(whole, options, resume=False, config=CUSTOM)
     # epoch 2 is iterations 4-6: killed after iteration 4 is logged

@@ -28,7 +28,9 @@ PARAMS = {
 }
 
 
-def tiny_arch(token_layer='transformer', **overrides):
+def small_arch(token_layer='transformer', **overrides):
+    """An arch a little wider than the suite's tiny one (conftest's
+    ``tiny_arch``): 48 dims, 3 layers of 3 heads, for the formula tests."""
     arch = dict(
         token_layer=token_layer,
         embed_dims=48,
@@ -70,7 +72,7 @@ def test_parameter_count_matches_official(arch):
 
 @pytest.mark.parametrize('token_layer', ['transformer', 'performer'])
 def test_classifier_matches_plain_formula(token_layer):
-    model = classifier(tiny_arch(token_layer), img_size=64)
+    model = classifier(small_arch(token_layer), img_size=64)
     model.init_weights()
     model.eval()
     img = torch.randn(2, 3, 64, 64)
@@ -103,7 +105,7 @@ def test_default_t2t_geometry():
 )
 def test_non_square_input(token_layer):
     backbone = T2TViT(
-        arch=tiny_arch(token_layer),
+        arch=small_arch(token_layer),
         img_size=64,
         out_type='featmap',
         out_indices=(0, -1),
@@ -129,21 +131,21 @@ def test_out_types():
     raw = None
     for out_type, shape in shapes.items():
         torch.manual_seed(0)
-        backbone = T2TViT(arch=tiny_arch(), img_size=64, out_type=out_type)
+        backbone = T2TViT(arch=small_arch(), img_size=64, out_type=out_type)
         backbone.eval()
         (out,) = backbone(img)
         assert out.shape == shape
         if out_type == 'raw':
             raw = out
     torch.manual_seed(0)
-    backbone = T2TViT(arch=tiny_arch(), img_size=64, out_type='avg_featmap')
+    backbone = T2TViT(arch=small_arch(), img_size=64, out_type='avg_featmap')
     torch.testing.assert_close(backbone.eval()(img)[0], raw[:, 1:].mean(1))
 
 
 def test_small_image_variant_is_a_config():
     # 8x8 digits: strides 1, 1, 2 give a 4x4 token grid
     backbone = T2TViT(
-        arch=tiny_arch('performer'),
+        arch=small_arch('performer'),
         img_size=8,
         in_channels=1,
         out_type='featmap',
@@ -155,7 +157,7 @@ def test_small_image_variant_is_a_config():
 
 
 def test_position_table_resized_on_load_224_to_384():
-    arch = tiny_arch()
+    arch = small_arch()
     small = classifier(arch, img_size=224)
     large = classifier(arch, img_size=384)
     state = small.state_dict()
@@ -179,10 +181,10 @@ def test_position_table_resized_on_load_224_to_384():
 
 
 def test_position_table_resized_in_forward():
-    backbone = T2TViT(arch=tiny_arch(), img_size=64, out_type='raw')
+    backbone = T2TViT(arch=small_arch(), img_size=64, out_type='raw')
     backbone.eval()
     img = torch.randn(1, 3, 96, 96)
-    resized = T2TViT(arch=tiny_arch(), img_size=96, out_type='raw').eval()
+    resized = T2TViT(arch=small_arch(), img_size=96, out_type='raw').eval()
     state = backbone.state_dict()
     resized.load_state_dict(state)
     torch.testing.assert_close(backbone(img)[0], resized(img)[0])
@@ -194,7 +196,7 @@ def test_with_cp_same_output_and_gradients():
     for with_cp in (False, True):
         torch.manual_seed(0)
         backbone = T2TViT(
-            arch=tiny_arch('performer'),
+            arch=small_arch('performer'),
             img_size=64,
             with_cp=with_cp,
             t2t_cfg=dict(drop_rate=0.0),
@@ -211,7 +213,7 @@ def test_with_cp_same_output_and_gradients():
 
 
 def test_with_cp_recomputes_layers():
-    backbone = T2TViT(arch=tiny_arch(), img_size=64, with_cp=True)
+    backbone = T2TViT(arch=small_arch(), img_size=64, with_cp=True)
     calls = []
     t2t = backbone.tokens_to_token
     for layer in [*backbone.encoder, t2t.attention1, t2t.attention2]:
@@ -227,7 +229,7 @@ def test_with_cp_recomputes_layers():
 
 
 def test_frozen_stages():
-    backbone = T2TViT(arch=tiny_arch(), img_size=64, frozen_stages=2)
+    backbone = T2TViT(arch=small_arch(), img_size=64, frozen_stages=2)
     assert backbone.train() is backbone
     assert not backbone.cls_token.requires_grad
     assert not any(
@@ -238,12 +240,12 @@ def test_frozen_stages():
         assert layer.training == (index >= 2)
     assert not backbone.tokens_to_token.training
     assert all(p.requires_grad for p in backbone.norm.parameters())
-    full = T2TViT(arch=tiny_arch(), img_size=64, frozen_stages=3)
+    full = T2TViT(arch=small_arch(), img_size=64, frozen_stages=3)
     assert not any(p.requires_grad for p in full.parameters())
 
 
 def test_layer_depth_for_lr_decay():
-    backbone = T2TViT(arch=tiny_arch(), img_size=64)
+    backbone = T2TViT(arch=small_arch(), img_size=64)
     depth = backbone.get_layer_depth
     assert depth('backbone.cls_token', 'backbone.') == (0, 5)
     assert depth('backbone.tokens_to_token.project.weight', 'backbone.') == (
@@ -267,14 +269,14 @@ def test_official_initialisation():
 
 
 def test_out_indices_negative_and_invalid():
-    backbone = T2TViT(arch=tiny_arch(), img_size=64, out_indices=(-1, 0))
+    backbone = T2TViT(arch=small_arch(), img_size=64, out_indices=(-1, 0))
     assert backbone.out_indices == [2, 0]
     with pytest.raises(ValueError, match='out_indices entry 3'):
-        T2TViT(arch=tiny_arch(), out_indices=3)
+        T2TViT(arch=small_arch(), out_indices=3)
 
 
 def test_bad_input_errors():
-    backbone = T2TViT(arch=tiny_arch(), img_size=64)
+    backbone = T2TViT(arch=small_arch(), img_size=64)
     with pytest.raises(ValueError, match=r'\(B, 3, H, W\).*in_channels'):
         backbone(torch.randn(1, 1, 64, 64))
     with pytest.raises(ValueError, match='multiples of 16.*64x80'):
@@ -297,7 +299,7 @@ def test_checkpoint_that_does_not_fit():
 
 def test_dropout_only_in_training():
     backbone = T2TViT(
-        arch=tiny_arch('performer'),
+        arch=small_arch('performer'),
         img_size=64,
         drop_rate=0.3,
         drop_path_rate=0.2,
@@ -315,20 +317,20 @@ def test_dropout_only_in_training():
 
 
 def test_init_cfg_applies_on_top_of_the_official_init(tmp_path):
-    source = T2TViT(arch=tiny_arch('performer'), img_size=64)
+    source = T2TViT(arch=small_arch('performer'), img_size=64)
     source.init_weights()
     path = tmp_path / 'backbone.pth'
     torch.save({'state_dict': source.state_dict()}, path)
     pretrained = dict(type='Pretrained', checkpoint=str(path))
     for init_cfg in (pretrained, [pretrained]):
         backbone = T2TViT(
-            arch=tiny_arch('performer'), img_size=64, init_cfg=init_cfg
+            arch=small_arch('performer'), img_size=64, init_cfg=init_cfg
         )
         backbone.init_weights()
         for key, value in source.state_dict().items():
             torch.testing.assert_close(backbone.state_dict()[key], value)
     backbone = T2TViT(
-        arch=tiny_arch(),
+        arch=small_arch(),
         img_size=64,
         init_cfg=dict(type='Constant', layer='LayerNorm', val=2.0),
     )
@@ -359,7 +361,7 @@ def _cpu_has_float16_layer_norm() -> bool:
     ],
 )
 def test_performer_model_cast_to_half_precision(dtype):
-    backbone = T2TViT(arch=tiny_arch('performer'), img_size=64).eval()
+    backbone = T2TViT(arch=small_arch('performer'), img_size=64).eval()
     backbone.init_weights()
     img = torch.randn(2, 3, 64, 64)
     reference = backbone(img)[0]
@@ -369,27 +371,30 @@ def test_performer_model_cast_to_half_precision(dtype):
 
 
 def test_position_table_between_cls_and_no_cls_models():
-    with_cls = T2TViT(arch=tiny_arch(), img_size=64, out_type='featmap')
+    with_cls = T2TViT(arch=small_arch(), img_size=64, out_type='featmap')
     without = T2TViT(
-        arch=tiny_arch(), img_size=96, out_type='featmap', with_cls_token=False
+        arch=small_arch(),
+        img_size=96,
+        out_type='featmap',
+        with_cls_token=False,
     )
     state = with_cls.state_dict()
     result = without.load_state_dict(state, strict=False)
     assert result.unexpected_keys == ['cls_token']
     assert without.pos_embed.shape == (1, 36, 48)
-    back = T2TViT(arch=tiny_arch(), img_size=64, out_type='featmap')
+    back = T2TViT(arch=small_arch(), img_size=64, out_type='featmap')
     result = back.load_state_dict(without.state_dict(), strict=False)
     assert result.missing_keys == ['cls_token']
     assert back.pos_embed.shape == (1, 17, 48)
     cls_position = with_cls.pos_embed[:, :1]
     torch.testing.assert_close(back.pos_embed[:, :1], cls_position)
-    non_square = T2TViT(arch=tiny_arch(), img_size=(64, 96))
+    non_square = T2TViT(arch=small_arch(), img_size=(64, 96))
     with pytest.raises(ValueError, match='no square token grid.*img_size'):
         back.load_state_dict(non_square.state_dict())
 
 
 def test_custom_arch_and_t2t_cfg_mistakes():
-    backbone = T2TViT(arch=tiny_arch(mlp_ratio=2.0), img_size=64)
+    backbone = T2TViT(arch=small_arch(mlp_ratio=2.0), img_size=64)
     assert backbone.encoder[0].ffn.layers[1].in_features == 96
     backbone = T2TViT(
         arch=dict(embed_dims=48, num_layers=1, num_heads=3, mlp_ratio=2.0),
@@ -397,16 +402,16 @@ def test_custom_arch_and_t2t_cfg_mistakes():
     )
     assert backbone.encoder[0].ffn.layers[1].in_features == 96
     with pytest.raises(ValueError, match=r"unknown \['feedforward_channel"):
-        T2TViT(arch=tiny_arch(feedforward_channel=64))
+        T2TViT(arch=small_arch(feedforward_channel=64))
     with pytest.raises(ValueError, match="Set \\['embed_dims'\\] on the"):
-        T2TViT(arch=tiny_arch(), t2t_cfg=dict(embed_dims=32))
+        T2TViT(arch=small_arch(), t2t_cfg=dict(embed_dims=32))
     with pytest.raises(ValueError, match='non-empty image'):
-        T2TViT(arch=tiny_arch(), img_size=64)(torch.randn(1, 3, 0, 64))
+        T2TViT(arch=small_arch(), img_size=64)(torch.randn(1, 3, 0, 64))
 
 
 def test_with_cp_of_the_t2t_layers_only():
     backbone = T2TViT(
-        arch=tiny_arch(), img_size=64, t2t_cfg=dict(with_cp=True)
+        arch=small_arch(), img_size=64, t2t_cfg=dict(with_cp=True)
     )
     calls = {'t2t': 0, 'encoder': 0}
     t2t = backbone.tokens_to_token
@@ -429,7 +434,7 @@ def test_with_cp_of_the_t2t_layers_only():
 def test_mimetic_attn_init_of_the_backbone():
     torch.manual_seed(0)
     backbone = T2TViT(
-        arch=tiny_arch(),
+        arch=small_arch(),
         img_size=32,
         attn_init=dict(type='mimetic', alpha_qk=0.0, alpha_vo=0.0),
     )
@@ -461,9 +466,9 @@ def test_mimetic_attn_init_of_the_backbone():
 
 def test_attn_init_default_and_mistakes():
     torch.manual_seed(0)
-    official = T2TViT(arch=tiny_arch(), img_size=32)
+    official = T2TViT(arch=small_arch(), img_size=32)
     torch.manual_seed(0)
-    explicit = T2TViT(arch=tiny_arch(), img_size=32, attn_init=None)
+    explicit = T2TViT(arch=small_arch(), img_size=32, attn_init=None)
     for model in (official, explicit):
         torch.manual_seed(1)
         model.init_weights()
@@ -478,13 +483,13 @@ def test_attn_init_default_and_mistakes():
     )
     for bad in ('mimetic', dict(type='impulse'), dict(type='mimetic', a=1)):
         with pytest.raises(ValueError) as error:
-            T2TViT(arch=tiny_arch(), img_size=32, attn_init=bad)
+            T2TViT(arch=small_arch(), img_size=32, attn_init=bad)
         assert str(error.value) == message.format(bad)
 
 
 def test_locality_attention_through_layer_cfgs():
     backbone = T2TViT(
-        arch=tiny_arch(), img_size=32, layer_cfgs=dict(locality_attn=True)
+        arch=small_arch(), img_size=32, layer_cfgs=dict(locality_attn=True)
     )
     assert all(layer.attn.locality for layer in backbone.encoder)
     # the T2T layers keep the official attention
