@@ -36,22 +36,19 @@ def write_fashion(path, per_class=2):
     )
 
 
-def test_folders_train_and_table(tmp_path, capsys):
-    script = load_script()
+def make_folders(script, tmp_path):
+    """``folders`` of a generated fashion file; the folder it wrote."""
     write_fashion(tmp_path / 'fashion.npz')
     data = tmp_path / 'data'
-    assert (
-        script.main(
-            [
-                'folders',
-                '--out',
-                str(data),
-                '--fashion',
-                str(tmp_path / 'fashion.npz'),
-            ]
-        )
-        == 0
-    )
+    arguments = ['folders', '--out', str(data)]
+    fashion = ['--fashion', str(tmp_path / 'fashion.npz')]
+    assert script.main(arguments + fashion) == 0
+    return data
+
+
+def test_folders_train_and_table(tmp_path, capsys):
+    script = load_script()
+    data = make_folders(script, tmp_path)
     assert len(list((data / 'fashion' / 'train').glob('*/*.png'))) == 20
     assert sorted(p.name for p in (data / 'fashion' / 'val').iterdir()) == [
         f'class{i}' for i in range(10)
@@ -132,17 +129,7 @@ def test_folders_train_and_table(tmp_path, capsys):
 
 def test_levers_trains_the_missing_runs_and_prints_their_row(tmp_path, capsys):
     script = load_script()
-    write_fashion(tmp_path / 'fashion.npz')
-    data = tmp_path / 'data'
-    script.main(
-        [
-            'folders',
-            '--out',
-            str(data),
-            '--fashion',
-            str(tmp_path / 'fashion.npz'),
-        ]
-    )
+    data = make_folders(script, tmp_path)
     logs = tmp_path / 'logs'
     arguments = [
         'levers',
