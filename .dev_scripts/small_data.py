@@ -28,7 +28,7 @@ Three steps, each a sub-command (run from the repository root):
     seed. With ``--run`` it trains the runs whose logs are missing from
     ``--logs`` and copies their logs there; then it prints one row per
     lever from those logs, with params, MACs and training images/s as
-    ``table`` measures them.
+    ``table`` measures them; ``--figure`` draws their curves.
 """
 
 import argparse
@@ -319,8 +319,59 @@ def lever_log(logs: str, data: str, lever: str, epochs: int, seed: int):
     return osp.join(logs, f'{data}_mimetic{middle}_{epochs}e_seed{seed}.json')
 
 
+def lever_curve(log: str) -> list:
+    """(epoch, top-1) of every evaluation in a log, or [] without one."""
+    from t2t_plugin.analysis import load_scalars
+
+    _, val = load_scalars([log]) if osp.exists(log) else ([], [])
+    return [
+        (r['step'], r['accuracy/top1']) for r in val if 'accuracy/top1' in r
+    ]
+
+
+def draw_levers(curves: dict, names: list, budgets: list, out: str) -> None:
+    """One panel per (set, epochs), top-1 after each evaluation, a line
+    per lever (the recipe in black)."""
+    import matplotlib
+
+    matplotlib.use('Agg')
+    import matplotlib.pyplot as plt
+
+    columns = 2 if len(budgets) > 1 else 1
+    rows = -(-len(budgets) // columns)
+    figure, axes = plt.subplots(
+        rows, columns, figsize=(6 * columns, 4.2 * rows), squeeze=False
+    )
+    for ax, (data, epochs) in zip(axes.flat, budgets):
+        for index, lever in enumerate(names):
+            points = curves[lever, data, epochs]
+            if points:
+                recipe = lever == 'recipe'
+                ax.plot(
+                    *zip(*points),
+                    color='black' if recipe else f'C{index}',
+                    linewidth=2.2 if recipe else 1.3,
+                    marker='o',
+                    markersize=3,
+                    label=lever,
+                )
+        ax.set(
+            xlabel='epoch',
+            ylabel='val top-1 (%)',
+            title=f'{data}, {epochs} epochs',
+        )
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=9)
+    for ax in axes.flat[len(budgets) :]:
+        ax.set_visible(False)
+    figure.tight_layout()
+    figure.savefig(out, dpi=100)
+    plt.close(figure)
+    print(f'Curves in {out}')
+
+
 def levers(args) -> int:
-    from t2t_plugin.analysis import find_scalar_files, load_scalars
+    from t2t_plugin.analysis import find_scalar_files
     from t2t_plugin.analysis.complexity import count_complexity
 
     budgets = [(d, e) for d in args.sets for e in args.epochs]
@@ -350,6 +401,15 @@ def levers(args) -> int:
             if found:
                 os.makedirs(args.logs, exist_ok=True)
                 shutil.copy(found[-1], log)
+    curves = {
+        (lever, data, epochs): lever_curve(
+            lever_log(args.logs, data, lever, epochs, args.seed)
+        )
+        for lever in args.levers
+        for data, epochs in budgets
+    }
+    if args.figure:
+        draw_levers(curves, args.levers, budgets, args.figure)
     models = {
         lever: model_of(args.config, tuple(LEVERS[lever]))
         for lever in args.levers
@@ -362,12 +422,10 @@ def levers(args) -> int:
     )
     print('|---' * (len(budgets) + 4) + '|')
     for lever, (model, size) in models.items():
-        cells = []
-        for data, epochs in budgets:
-            log = lever_log(args.logs, data, lever, epochs, args.seed)
-            _, val = load_scalars([log]) if osp.exists(log) else ([], [])
-            top1 = [r['accuracy/top1'] for r in val if 'accuracy/top1' in r]
-            cells.append(f'{top1[-1]:.1f}' if top1 else '-')
+        cells = [
+            f'{curve[-1][1]:.1f}' if curve else '-'
+            for curve in (curves[lever, d, e] for d, e in budgets)
+        ]
         complexity = count_complexity(model, (size, size))
         print(
             f'| {lever} | '
@@ -413,6 +471,7 @@ def main(argv=None) -> int:
     ablation.add_argument('--data-root', default='data/small')
     ablation.add_argument('--work-dir', default='work_dirs/levers')
     ablation.add_argument('--speed-rounds', type=int, default=5)
+    ablation.add_argument('--figure', help='draw the curves into this file')
     args = parser.parse_args(argv)
     if args.command == 'folders':
         write_folders(args.out, args.fashion)

@@ -157,8 +157,10 @@ def test_levers_trains_the_missing_runs_and_prints_their_row(tmp_path, capsys):
     ]
     out = capsys.readouterr().out
     assert 'model.head.drloc.weight=0.1' in out
-    # a second call reads the logs and trains nothing
-    assert script.main(arguments) == 0
+    # a second call reads the logs, trains nothing and draws the curves
+    figure = tmp_path / 'levers.png'
+    assert script.main([*arguments, '--figure', str(figure)]) == 0
+    assert figure.read_bytes()[:8] == b'\x89PNG\r\n\x1a\n'
     out = capsys.readouterr().out
     assert 'tools/train.py' not in out
     rows = {
