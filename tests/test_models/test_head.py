@@ -1,6 +1,8 @@
 """T2TClsHead: logits, soft-label and label-smoothing losses, pre_logits,
 checkpoint keys shared with mmpretrain's VisionTransformerClsHead."""
 
+import copy
+
 import pytest
 import torch
 import torch.nn.functional as F
@@ -233,3 +235,30 @@ def test_drloc_mistakes_are_one_line(drloc, feats, words):
         head = build_head(pool='attention', drloc=drloc)
         head.loss((feats,), [DataSample().set_gt_label(0)] * 2)
     assert words in str(error.value)
+
+
+def test_a_drloc_checkpoint_serves_the_recipe_through_get_model(tmp_path):
+    """Trained with the localisation loss, tested with the recipe's config
+    through mmpretrain's get_model: the MLP dropped, the same logits."""
+    from mmengine.config import Config
+    from mmpretrain import get_model
+
+    from tests.helpers import ROOT
+
+    config = Config.fromfile(
+        str(ROOT / 'configs' / 't2t-vit-lite_1xb64_custom-32px.py')
+    )
+    trained_cfg = copy.deepcopy(config)
+    trained_cfg.model.head.drloc = dict(weight=0.1)
+    trained = get_model(trained_cfg)
+    trained.init_weights()
+    assert any(k.startswith('head.drloc.') for k in trained.state_dict())
+    path = tmp_path / 'drloc.pth'
+    torch.save({'state_dict': trained.state_dict()}, path)
+    served = get_model(config, pretrained=str(path))
+    assert not any(k.startswith('head.drloc.') for k in served.state_dict())
+    images = torch.randn(2, 3, 32, 32)
+    trained.eval()
+    torch.testing.assert_close(
+        served(images, mode='tensor'), trained(images, mode='tensor')
+    )
