@@ -124,9 +124,9 @@ class T2TClsHead(VisionTransformerClsHead):
         # that starts drloc from other weights) or hold it (a model built
         # for inference without it, which drops it)
         if self.drloc_cfg is None:
-            for key in [k for k in state_dict if str(k).startswith(prefix)]:
-                if str(key)[len(prefix) :].startswith('drloc.'):
-                    del state_dict[key]
+            mlp = prefix + 'drloc.'
+            for key in [k for k in state_dict if str(k).startswith(mlp)]:
+                del state_dict[key]
         own = self.state_dict(keep_vars=True)
         check_supplied_weights(
             type(self).__name__,
