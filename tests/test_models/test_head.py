@@ -262,3 +262,41 @@ def test_a_drloc_checkpoint_serves_the_recipe_through_get_model(tmp_path):
     torch.testing.assert_close(
         served(images, mode='tensor'), trained(images, mode='tensor')
     )
+
+
+def test_the_run_check_refuses_drloc_without_a_token_grid(tiny_arch):
+    """drloc behind a backbone whose raw tokens carry a class token: one
+    line before the run, and the first training step says the same."""
+    model = MODELS.build(
+        dict(
+            type='ImageClassifier',
+            backbone=dict(
+                type='T2TViT', arch=tiny_arch(), img_size=32, out_type='raw'
+            ),
+            head=dict(
+                type='T2TClsHead',
+                num_classes=5,
+                in_channels=32,
+                pool='attention',
+                drloc=dict(),
+            ),
+        )
+    )
+    advice = (
+        "set out_type='raw' and with_cls_token=False (or "
+        "out_type='featmap') in the backbone."
+    )
+    assert width_problem(model) == (
+        'T2TClsHead with drloc reads a square grid of tokens, got '
+        f"out_type='raw' with a class token; {advice}"
+    )
+    samples = [DataSample().set_gt_label(0)]
+    with pytest.raises(ValueError) as error:
+        model(torch.zeros(1, 3, 32, 32), samples, mode='loss')
+    # 2x2 tokens (strides 4, 2, 2 at 32 px) and the class token
+    assert str(error.value) == (
+        'T2TClsHead with drloc reads a square grid of tokens, got features '
+        f'of shape (1, 5, 32); {advice}'
+    )
+    model.backbone.with_cls_token = False
+    assert width_problem(model) is None

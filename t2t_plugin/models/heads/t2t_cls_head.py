@@ -55,6 +55,11 @@ class T2TClsHead(VisionTransformerClsHead):
 
     POOLS = ('token', 'attention')
     DRLOC_DEFAULTS = dict(weight=0.1, pairs=64, hidden=512)
+    GRID_ADVICE = (
+        'T2TClsHead with drloc reads a square grid of tokens, got {}; set '
+        "out_type='raw' and with_cls_token=False (or out_type='featmap') in "
+        'the backbone.'
+    )
 
     def __init__(
         self,
@@ -172,12 +177,26 @@ class T2TClsHead(VisionTransformerClsHead):
         side = math.isqrt(feat.shape[1]) if feat.dim() == 3 else 0
         if side < 2 or side * side != feat.shape[1]:
             raise ValueError(
-                'T2TClsHead with drloc reads a square grid of tokens, got '
-                f"features of shape {tuple(feat.shape)}. Set out_type='raw' "
-                "and with_cls_token=False (or out_type='featmap') in the "
-                'backbone.'
+                self.GRID_ADVICE.format(
+                    f'features of shape {tuple(feat.shape)}'
+                )
             )
         return feat, (side, side)
+
+    def grid_problem(
+        self, out_type: str, with_cls_token: bool
+    ) -> Optional[str]:
+        """One line when ``drloc`` cannot read the token grid of a backbone
+        of this ``out_type`` (with or without a class token), or None: the
+        run checks it before training."""
+        if self.drloc_cfg is None or out_type == 'featmap':
+            return None
+        if out_type == 'raw' and not with_cls_token:
+            return None
+        given = f"out_type='{out_type}'" + (
+            ' with a class token' if out_type == 'raw' else ''
+        )
+        return self.GRID_ADVICE.format(given)
 
     def drloc_loss(self, feats: Sequence[torch.Tensor]) -> torch.Tensor:
         """The relative localisation loss (before ``weight``) of random
