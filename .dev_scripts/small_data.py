@@ -148,14 +148,21 @@ def train(args) -> int:
     return int(failed > 0)
 
 
-def evaluations(work_dir: str) -> list:
-    """(epoch, top-1) of every evaluation of the run in ``work_dir``."""
-    from t2t_plugin.analysis import find_scalar_files, load_scalars
+def top1_curve(files: list) -> list:
+    """(epoch, top-1) of every evaluation in the scalar logs ``files``."""
+    from t2t_plugin.analysis import load_scalars
 
-    _, val = load_scalars(find_scalar_files(work_dir))
+    _, val = load_scalars(files)
     return [
         (r['step'], r['accuracy/top1']) for r in val if 'accuracy/top1' in r
     ]
+
+
+def evaluations(work_dir: str) -> list:
+    """(epoch, top-1) of every evaluation of the run in ``work_dir``."""
+    from t2t_plugin.analysis import find_scalar_files
+
+    return top1_curve(find_scalar_files(work_dir))
 
 
 def last_top1(work_dir: str):
@@ -319,16 +326,6 @@ def lever_log(logs: str, data: str, lever: str, epochs: int, seed: int):
     return osp.join(logs, f'{data}_mimetic{middle}_{epochs}e_seed{seed}.json')
 
 
-def lever_curve(log: str) -> list:
-    """(epoch, top-1) of every evaluation in a log, or [] without one."""
-    from t2t_plugin.analysis import load_scalars
-
-    _, val = load_scalars([log]) if osp.exists(log) else ([], [])
-    return [
-        (r['step'], r['accuracy/top1']) for r in val if 'accuracy/top1' in r
-    ]
-
-
 def draw_levers(curves: dict, names: list, budgets: list, out: str) -> None:
     """One panel per (set, epochs), top-1 after each evaluation, a line
     per lever (the recipe in black)."""
@@ -402,11 +399,10 @@ def levers(args) -> int:
                 os.makedirs(args.logs, exist_ok=True)
                 shutil.copy(found[-1], log)
     curves = {
-        (lever, data, epochs): lever_curve(
-            lever_log(args.logs, data, lever, epochs, args.seed)
-        )
+        (lever, data, epochs): top1_curve([log] if osp.exists(log) else [])
         for lever in args.levers
         for data, epochs in budgets
+        for log in [lever_log(args.logs, data, lever, epochs, args.seed)]
     }
     if args.figure:
         draw_levers(curves, args.levers, budgets, args.figure)

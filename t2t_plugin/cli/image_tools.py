@@ -54,7 +54,7 @@ def find_images(path: str) -> list[Path]:
     images, folder = list_images(path), Path(path)
     left_out = non_image_files(folder) if folder.is_dir() else []
     if left_out:
-        names = few(path.relative_to(folder) for path in left_out)
+        names = few(file.relative_to(folder) for file in left_out)
         print(
             f'warning: {len(left_out)} file(s) of {folder} left out, not of '
             f'an image kind read here ({", ".join(IMAGE_SUFFIXES)}): {names}',
