@@ -30,7 +30,10 @@ class NonFiniteGuardHook(Hook):
     ones out of ``max_keep_ckpts``) when the loss turns into NaN. This hook
     stops after ``max_consecutive`` non-finite losses in a row (one
     overflow does not), and before any checkpoint with NaN or infinite
-    weights is written.
+    weights is written. The loss judged is the total the optimizer steps
+    on: every entry of the step's outputs whose key holds ``loss`` (an
+    auxiliary loss such as ``loss_drloc`` as well as the head's), the
+    entries mmengine's ``parse_losses`` sums.
 
     Args:
         max_consecutive (int): Consecutive non-finite losses that stop
@@ -55,19 +58,33 @@ class NonFiniteGuardHook(Hook):
         data_batch=None,
         outputs: Optional[dict] = None,
     ) -> None:
-        """Count consecutive non-finite losses; stop at the limit."""
-        loss = (outputs or {}).get('loss')
-        if loss is None:
+        """Count consecutive non-finite total losses; stop at the limit."""
+        losses = {
+            key: float(torch.as_tensor(value).detach().double().mean())
+            for key, value in (outputs or {}).items()
+            if 'loss' in key
+        }
+        if not losses:
             return
-        value = float(torch.as_tensor(loss).detach().float().mean())
-        if math.isfinite(value):
+        bad = [
+            key for key, value in losses.items() if not math.isfinite(value)
+        ]
+        if not bad:
             self.count = 0
             return
         self.count += 1
         if self.count >= self.max_consecutive:
+            # mmengine's parse_losses sums every entry whose key holds
+            # 'loss' (its total, or the head's own 'loss' that replaced
+            # it in the outputs): any non-finite term makes the sum so
+            total = sum(losses.values())
+            terms = ', '.join(
+                f'{key}={losses[key]}' for key in bad if key != 'loss'
+            )
             raise NonFiniteLossError(
                 f'Training stopped at iteration {runner.iter + 1}: loss is '
-                f'{value} for {self.count} iterations in a row. {_ADVICE}'
+                f'{total}{f" ({terms})" if terms else ""} for {self.count} '
+                f'iterations in a row. {_ADVICE}'
             )
 
     def after_train_epoch(self, runner) -> None:

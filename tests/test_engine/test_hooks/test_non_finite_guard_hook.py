@@ -5,10 +5,18 @@ import math
 
 import pytest
 import torch
+from mmpretrain.structures import DataSample
 
 from t2t_plugin.engine.hooks import NonFiniteGuardHook, NonFiniteLossError
 
-from ...helpers import DEMO, fake_runner, one_line, run_main
+from ...helpers import (
+    DEMO,
+    MMPRETRAIN_TOOLS,
+    digit_model,
+    fake_runner,
+    one_line,
+    run_main,
+)
 
 
 def test_guard_stops_after_consecutive_non_finite_losses():
@@ -69,3 +77,64 @@ def test_diverging_training_stops_in_one_line(tmp_path):
             for v in state.values()
             if v.is_floating_point()
         ), path
+
+
+@pytest.fixture
+def nan_auxiliary_loss(monkeypatch):
+    """The demo's head with an auxiliary loss that is NaN at every step,
+    beside a finite classification loss."""
+    from t2t_plugin.models.heads import T2TClsHead
+
+    loss = T2TClsHead.loss
+
+    def with_nan_term(self, feats, data_samples, **kwargs):
+        losses = loss(self, feats, data_samples, **kwargs)
+        losses['loss_aux'] = feats[-1].sum() * math.nan
+        return losses
+
+    monkeypatch.setattr(T2TClsHead, 'loss', with_nan_term)
+
+
+def test_guard_judges_the_total_loss_of_the_step(nan_auxiliary_loss):
+    from mmengine.optim import OptimWrapper
+
+    model = digit_model()
+    optim_wrapper = OptimWrapper(torch.optim.SGD(model.parameters(), lr=0.1))
+    batch = dict(
+        inputs=[torch.randint(0, 255, (1, 8, 8), dtype=torch.uint8)] * 2,
+        data_samples=[DataSample().set_gt_label(d) for d in (3, 7)],
+    )
+    outputs = model.train_step(batch, optim_wrapper)
+    # mmengine's outputs: the head's 'loss' in place of the total
+    assert math.isfinite(float(outputs['loss'].detach()))
+    assert math.isnan(float(outputs['loss_aux'].detach()))
+    hook = NonFiniteGuardHook(max_consecutive=2)
+    runner = fake_runner()
+    hook.after_train_iter(runner, 0, outputs=outputs)
+    runner.iter = 1
+    with pytest.raises(NonFiniteLossError) as info:
+        hook.after_train_iter(runner, 1, outputs=outputs)
+    assert str(info.value).startswith(
+        'Training stopped at iteration 2: loss is nan (loss_aux=nan) for 2 '
+        'iterations in a row.'
+    )
+
+
+@pytest.mark.parametrize('tool', ['train', MMPRETRAIN_TOOLS / 'train.py'])
+def test_a_nan_auxiliary_loss_stops_training(
+    tool, nan_auxiliary_loss, tmp_path
+):
+    work_dir = tmp_path / 'work'
+    result = run_main(
+        tool, DEMO, '--work-dir', work_dir, '--cfg-options',
+        'train_cfg.max_epochs=2', 'train_dataloader.batch_size=16',
+        'train_dataloader.dataset.indices=64',
+        'default_hooks.checkpoint.interval=1',
+        'default_hooks.non_finite.max_consecutive=3',
+    )  # fmt: skip
+    assert result.returncode == 1, result.stderr[-2000:]
+    assert (
+        'Training stopped at iteration 3: loss is nan (loss_aux=nan) for 3 '
+        'iterations in a row.'
+    ) in result.stderr
+    assert not list(work_dir.glob('*.pth'))
