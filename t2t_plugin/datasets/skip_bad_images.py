@@ -2,7 +2,7 @@ import logging
 import multiprocessing
 import os.path as osp
 from collections.abc import Iterator
-from typing import Any, Callable, Optional
+from typing import Any, Callable, NamedTuple, Optional
 
 import torch
 from mmengine.logging import print_log
@@ -56,6 +56,16 @@ def oversized_image(path: Any) -> Optional[str]:
         f'{width}x{height} pixels, above the {limit} that are decoded at '
         'most (PIL.Image.MAX_IMAGE_PIXELS); resize the image'
     )
+
+
+class BadImage(NamedTuple):
+    """An image :class:`SkipBadImages` could not use."""
+
+    path: str
+    problem: str
+    # whether it is the image of the sample asked for (that sample was
+    # replaced) rather than one tried in its place
+    asked_for: bool
 
 
 class SkipBadImages:
@@ -128,7 +138,7 @@ class SkipBadImages:
     def __call__(self, data_info: dict) -> Any:
         size = len(self.dataset)
         index = data_info.get('sample_idx', 0)
-        for _ in range(size):
+        for attempt in range(size):
             path = str(data_info.get('img_path') or f'sample {index}')
             try:
                 problem = oversized_image(data_info.get('img_path'))
@@ -149,7 +159,7 @@ class SkipBadImages:
                 logger='current',
                 level=logging.WARNING,
             )
-            self.reports.put((path, problem))
+            self.reports.put(BadImage(path, problem, attempt == 0))
             index = (index + 1) % size
             data_info = self.dataset.get_data_info(index)
         raise RuntimeError(
@@ -157,7 +167,7 @@ class SkipBadImages:
             'failed to load (see the warnings above).'
         )
 
-    def drain(self) -> tuple[tuple[str, str], ...]:
+    def drain(self) -> tuple[BadImage, ...]:
         """The reports made since the last call, in the main process."""
         reports = []
         while True:

@@ -67,6 +67,7 @@ def test_a_bad_image_behind_the_sample_seeding_wrapper_is_skipped(tmp_path):
     assert wrapper.reports.get(timeout=5) == (
         str(bad),
         f'failed to load image: {bad}',
+        True,
     )
 
 

@@ -2,7 +2,7 @@ from mmengine.hooks import Hook
 from mmengine.registry import HOOKS
 from mmengine.runner import EpochBasedTrainLoop
 
-from ...datasets.skip_bad_images import SkipBadImages, base_datasets
+from ...datasets.skip_bad_images import BadImage, SkipBadImages, base_datasets
 from ..sample_seeded_runner import LoaderGuard
 from .run_checks import TrainingStopped, t2t_module
 
@@ -42,7 +42,7 @@ class BadImageHook(Hook, LoaderGuard):
         self.bad: set = set()
         # by mode: an iteration-based run validates before its one
         # after_train_epoch, which sums up the training's reports
-        self.reports: dict[str, list[tuple[str, str]]] = {}
+        self.reports: dict[str, list[BadImage]] = {}
 
     def guard(self, runner, loader, key: str) -> None:
         """Guard the pipelines of the datasets ``loader`` reads (the
@@ -84,7 +84,7 @@ class BadImageHook(Hook, LoaderGuard):
         for wrapper in self.wrappers.get(f'{mode}_dataloader', ()):
             reports = wrapper.drain()
             self.reports.setdefault(mode, []).extend(reports)
-            self.bad.update(path for path, _ in reports)
+            self.bad.update(report.path for report in reports)
         if len(self.bad) > self.max_bad_images:
             where = (
                 f'at iteration {runner.iter + 1}'
@@ -108,10 +108,12 @@ class BadImageHook(Hook, LoaderGuard):
         if what is None:
             by_epoch = isinstance(runner.train_loop, EpochBasedTrainLoop)
             what = f'Epoch {runner.epoch + 1}' if by_epoch else 'Training'
-        paths = sorted({path for path, _ in reports})
+        paths = sorted({report.path for report in reports})
         shown = ', '.join(paths[:10]) + (' ...' if len(paths) > 10 else '')
+        # a bad image tried in place of another is not one more sample
+        samples = sum(report.asked_for for report in reports)
         runner.logger.warning(
             f'{what}: skipped '
-            f'{len(reports)} sample(s) from {len(paths)} image(s) that '
+            f'{samples} sample(s) from {len(paths)} image(s) that '
             f'could not be used (each replaced by the next image): {shown}'
         )

@@ -22,6 +22,12 @@ from ...helpers import (
     run_main,
     write_png,
 )
+from ...test_datasets.image_folders import (
+    class_folders,
+    lite_options,
+    train_through_both_tools,
+    write_jpeg,
+)
 
 
 def bad_image_folder(root: Path) -> None:
@@ -68,13 +74,19 @@ def test_bad_images_are_replaced_counted_and_limited(test_mode, tmp_path):
     ]
     time.sleep(0.2)  # the queue's feeder thread
     reports = wrapper.drain()
-    assert {Path(path).name for path, _ in reports} == {
+    assert {Path(report.path).name for report in reports} == {
         'empty.png',
         'odd.png',
         'text.png',
         'truncated.png',
     }
-    odd = next(p for path, p in reports if path.endswith('odd.png'))
+    # b/odd tries b/truncated and a/empty in its place, b/truncated tries
+    # a/empty: 7 bad images met, 4 samples replaced
+    assert len(reports) == 7
+    assert sorted(
+        Path(report.path).name for report in reports if report.asked_for
+    ) == ['empty.png', 'odd.png', 'text.png', 'truncated.png']
+    odd = next(r.problem for r in reports if r.path.endswith('odd.png'))
     assert (
         odd == '9x9 pixels after the pipeline, not multiples of the stride 2'
     )
@@ -119,3 +131,22 @@ def test_a_bad_validation_image_is_skipped_and_counted(tmp_path):
     runner.test()
     hook = next(h for h in runner.hooks if isinstance(h, BadImageHook))
     assert hook.bad == {str(empty)}
+
+
+def test_bad_images_in_a_row_count_once_each(tmp_path):
+    """Three bad training images in a row: the first sample tries all
+    three before a usable one, yet an epoch that reads each sample once
+    skipped 3 samples, not 3 + 2 + 1."""
+    root = class_folders(tmp_path / 'data')
+    bad = []
+    for index in range(3):
+        path = root / 'train' / 'c1' / f'bad{index}.jpg'
+        data = write_jpeg(path, seed=index)
+        path.write_bytes(data[: len(data) // 2])
+        bad.append(str(path))
+    for done in train_through_both_tools(tmp_path, lite_options(root)):
+        assert done.returncode == 0, done.stderr[-3000:]
+        assert (
+            'Epoch 1: skipped 3 sample(s) from 3 image(s) that could not be '
+            f'used (each replaced by the next image): {", ".join(bad)}'
+        ) in done.stdout
