@@ -26,6 +26,11 @@ if [ -n "$GRES" ]; then
     GRES_ARGS=(--gres="$GRES")
 fi
 TOOLS="$(cd "$(dirname "$0")" && pwd)"
+# shellcheck source=tools/launch_checks.sh
+. "$TOOLS/launch_checks.sh"
+require_count GPUS "$GPUS" 1 65536 'tasks in all, one per GPU'
+require_count GPUS_PER_NODE "$GPUS_PER_NODE" 1 65536 'tasks per node'
+require_count CPUS_PER_TASK "$CPUS_PER_TASK" 1 65536 'CPUs of each task'
 
 # shellcheck disable=SC2086
 PYTHONPATH="$TOOLS/..${PYTHONPATH:+:$PYTHONPATH}" \

@@ -1,19 +1,27 @@
-"""Distributed runs: the gloo set-up for machines without CUDA, and the
-ranks that stopped answering.
+"""Distributed runs: the opening of the process group (gloo on machines
+without CUDA), the launch failures a user can act on, and the ranks that
+stopped answering.
 
 mmengine's ``init_dist`` calls ``torch.cuda.set_device`` whatever the
 backend: without CUDA, :class:`~t2t_plugin.engine.SampleSeededRunner`
 opens the group with :func:`init_cpu_dist` instead (and gives DDP no
-device ids). Used by the runner and :class:`RankHeartbeatHook`; nothing
-here imports the rest of the engine.
+device ids). Used by the runner, :class:`RankHeartbeatHook` and the
+launcher of ``tools/dist_*.sh``; nothing here imports the rest of the
+engine.
 """
 
+import contextlib
 import datetime
 import os
+import socket
 import subprocess
 import time
+from collections.abc import Iterator
+from typing import Optional
 
+import torch
 import torch.distributed as torch_dist
+from mmengine.dist import init_dist
 
 # Seconds a collective operation waits for the other ranks before the run
 # ends (torch's default, 1800, keeps a job with a frozen rank hanging for
@@ -106,6 +114,110 @@ def _export_mpi_env() -> None:
     os.environ['WORLD_SIZE'] = os.environ['OMPI_COMM_WORLD_SIZE']
     os.environ['RANK'] = os.environ['OMPI_COMM_WORLD_RANK']
     os.environ['LOCAL_RANK'] = os.environ['OMPI_COMM_WORLD_LOCAL_RANK']
+
+
+def port_in_use(error: BaseException) -> bool:
+    """Whether ``error`` is a rendezvous server that could not listen on
+    its port because another process listens there."""
+    text = str(error)
+    return 'EADDRINUSE' in text or 'address already in use' in text.lower()
+
+
+def free_port_after(port: int) -> Optional[int]:
+    """The first port above ``port`` that this host can listen on now,
+    for the advice of :func:`busy_port_message`; None if none is near."""
+    for candidate in range(port + 1, min(port + 100, 65536)):
+        with socket.socket() as sock:
+            # as torch's TCPStore does: a port left in TIME_WAIT is free
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            try:
+                sock.bind(('', candidate))
+            except OSError:
+                continue
+            return candidate
+    return None
+
+
+def busy_port_message(port: int, variable: str) -> str:
+    """One line for a rendezvous port that another process holds, naming
+    the environment variable that sets it (``PORT`` of tools/dist_*.sh,
+    ``MASTER_PORT`` of the other launchers)."""
+    free = free_port_after(port)
+    example = f', e.g. {variable}={free}' if free is not None else ''
+    return (
+        f'Port {port} is in use on this host (another run or program '
+        f'listens on it), so the processes cannot meet there; set '
+        f'{variable} to a free port{example}.'
+    )
+
+
+def gpu_shortage(processes: int, gpus: int) -> Optional[str]:
+    """Why ``processes`` processes of a node cannot have one of its
+    ``gpus`` CUDA devices each, or None if they can."""
+    if processes <= gpus:
+        return None
+    return (
+        f'{processes} processes on this node need one GPU each, but it has '
+        f'{gpus} (torch.cuda.device_count(), which CUDA_VISIBLE_DEVICES '
+        'limits)'
+    )
+
+
+@contextlib.contextmanager
+def rendezvous_failures(variable: str = 'MASTER_PORT') -> Iterator[None]:
+    """Within it, a rendezvous port held by another process ends as a
+    :class:`LaunchError` of :func:`busy_port_message` (``variable`` names
+    the port's setting), the original error as its cause."""
+    try:
+        yield
+    except RuntimeError as error:  # torch's DistNetworkError
+        if not port_in_use(error):
+            raise
+        port = int(os.environ.get('MASTER_PORT', '0') or 0)
+        raise LaunchError(busy_port_message(port, variable)) from error
+
+
+def open_process_group(launcher: str, dist_cfg: dict) -> None:
+    """Open the process group of a run started by ``launcher``: gloo
+    without CUDA (:func:`init_cpu_dist`), else mmengine's ``init_dist``
+    with ``dist_cfg`` (its ``timeout`` in seconds) once this process has
+    a GPU of its own. A port held by another process, a launcher's
+    variables that are unset and a node with fewer GPUs than processes
+    raise :class:`LaunchError`."""
+    with rendezvous_failures():
+        if not torch.cuda.is_available():
+            init_cpu_dist(launcher, timeout=dist_cfg['timeout'])
+            return
+        if launcher == 'pytorch':
+            # mmengine's init_dist reads them without a word when unset
+            _require(
+                launcher,
+                (
+                    'MASTER_ADDR',
+                    'MASTER_PORT',
+                    'RANK',
+                    'WORLD_SIZE',
+                    'LOCAL_RANK',
+                ),
+                'start the script with torchrun, e.g. tools/dist_train.sh',
+            )
+        local_rank = int(
+            os.environ.get('LOCAL_RANK')
+            or os.environ.get('SLURM_LOCALID')
+            or os.environ.get('OMPI_COMM_WORLD_LOCAL_RANK')
+            or 0
+        )
+        processes = int(os.environ.get('LOCAL_WORLD_SIZE') or local_rank + 1)
+        gpus = torch.cuda.device_count()
+        shortage = gpu_shortage(max(processes, local_rank + 1), gpus)
+        if shortage:
+            raise LaunchError(
+                f'{shortage}; start at most {gpus} processes per node '
+                '(NGPUS of tools/dist_train.sh, GPUS_PER_NODE of '
+                'tools/slurm_train.sh), or hide the GPUs '
+                '(CUDA_VISIBLE_DEVICES=) to train on CPU processes.'
+            )
+        init_dist(launcher, **dist_cfg)
 
 
 def init_cpu_dist(launcher: str, timeout: float = DEFAULT_TIMEOUT) -> None:

@@ -24,8 +24,8 @@ from ..datasets.sample_seeding import own_generator, sample_seeded_loader
 from .config import ConfigError, check_config
 from .distributed import (
     DEFAULT_TIMEOUT,
-    init_cpu_dist,
     is_timeout,
+    open_process_group,
     silent_ranks_message,
 )
 from .errors import RunCheckError, TrainingStopped
@@ -259,16 +259,15 @@ class SampleSeededRunner(Runner):
         return one_line_failures(self.work_dir, self.dist_timeout)
 
     def setup_env(self, env_cfg: dict) -> None:
-        """mmengine's, with the process group's timeout and, without
-        CUDA, its gloo set-up; then a timestamp no earlier run of this
-        process had."""
+        """mmengine's, with the process group opened by
+        :func:`~t2t_plugin.engine.distributed.open_process_group` (its
+        timeout, the gloo set-up without CUDA, the launch failures as one
+        line); then a timestamp no earlier run of this process had."""
         dist_cfg = dict(env_cfg.get('dist_cfg') or {})
         dist_cfg.setdefault('timeout', DEFAULT_TIMEOUT)
         self.dist_timeout: float = dist_cfg['timeout']
         if self.distributed and not is_distributed():
-            if not torch.cuda.is_available():
-                init_cpu_dist(self.launcher, timeout=self.dist_timeout)
-            env_cfg = dict(env_cfg, dist_cfg=dist_cfg)
+            open_process_group(self.launcher, dist_cfg)
         super().setup_env(env_cfg)
         timestamp, count = self.timestamp, 1
         while self.timestamp in _STARTED:

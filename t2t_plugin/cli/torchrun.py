@@ -1,0 +1,86 @@
+"""torchrun as ``tools/dist_*.sh`` start it, with what stops the launch
+in one line.
+
+``python -m t2t_plugin.cli.torchrun TORCHRUN_ARGUMENTS`` is torchrun
+(``torch.distributed.run``): a port that another process holds, more
+processes than the node has GPUs and a worker that fails end in one line
+and the exit code instead of torchrun's traceback. What opens the process
+group inside each worker (and turns its own failures into one line) is
+:func:`~t2t_plugin.engine.distributed.open_process_group`, for every door.
+"""
+
+import logging
+import sys
+from collections.abc import Sequence
+from typing import Optional
+
+import torch
+from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
+from torch.distributed.run import parse_args, run
+
+from ..engine.distributed import busy_port_message, gpu_shortage, port_in_use
+
+# torchrun's agent logs each failed worker (and its stopping of the
+# others) before it raises; the one line below says it instead
+_AGENT_LOGGERS = (
+    'torch.distributed.elastic.multiprocessing.api',
+    'torch.distributed.elastic.agent.server.api',
+)
+
+
+def failed_worker_line(error: ChildFailedError) -> tuple[str, int]:
+    """One line naming the first worker that failed, and the exit code for
+    the launcher: the worker's, or 128 + the signal that killed it."""
+    rank, failure = error.get_first_failure()
+    if failure.exitcode < 0:
+        how = f'was killed by {failure.signal_name()}'
+        code = 128 - failure.exitcode
+    else:
+        how = f'exited with code {failure.exitcode}'
+        code = failure.exitcode
+    return (
+        f'Rank {rank} (local rank {failure.local_rank}, pid {failure.pid}) '
+        f'{how}, so torchrun stopped the other ranks; its own error is '
+        'printed above.',
+        code or 1,
+    )
+
+
+def torchrun(argv: Sequence[str]) -> int:
+    """Run torchrun with ``argv``; its exit code (0: every worker
+    succeeded), after one line on stderr for what stopped the launch."""
+    args = parse_args(list(argv))
+    processes = args.nproc_per_node
+    if processes.isdigit() and torch.cuda.is_available():
+        shortage = gpu_shortage(int(processes), torch.cuda.device_count())
+        if shortage:
+            print(
+                f'NGPUS={processes}: {shortage}; set NGPUS to at most '
+                f'{torch.cuda.device_count()}, or hide the GPUs '
+                '(CUDA_VISIBLE_DEVICES=) to run CPU processes (gloo).',
+                file=sys.stderr,
+            )
+            return 2
+    for name in _AGENT_LOGGERS:
+        logging.getLogger(name).setLevel(logging.CRITICAL)
+    try:
+        run(args)
+    except ChildFailedError as error:
+        line, code = failed_worker_line(error)
+        print(line, file=sys.stderr)
+        return code
+    except RuntimeError as error:  # the agent's DistNetworkError
+        if not port_in_use(error):
+            raise
+        print(busy_port_message(args.master_port, 'PORT'), file=sys.stderr)
+        return 2
+    return 0
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    """``python -m t2t_plugin.cli.torchrun``: :func:`torchrun`."""
+    return torchrun(sys.argv[1:] if argv is None else argv)
+
+
+if __name__ == '__main__':
+    sys.exit(main())
