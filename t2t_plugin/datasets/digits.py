@@ -4,6 +4,13 @@ import numpy as np
 from mmpretrain.datasets import BaseDataset
 from mmpretrain.registry import DATASETS
 
+from .option_checks import (
+    check_choice,
+    check_dataset_options,
+    check_fraction,
+    check_integer,
+)
+
 
 @DATASETS.register_module()
 class DigitsDataset(BaseDataset):
@@ -16,7 +23,8 @@ class DigitsDataset(BaseDataset):
             ``'train'``.
         val_ratio (float): Share of the images that go to ``val``.
             Defaults to 0.2 (1,438 train, 359 val images).
-        seed (int): Seed of the split permutation. Defaults to 0.
+        seed (int): Seed of the split permutation (0 or more). Defaults
+            to 0.
         pipeline (Sequence): Transforms of each sample. Defaults to ().
         **kwargs: Other arguments of mmpretrain's ``BaseDataset``.
     """
@@ -32,12 +40,10 @@ class DigitsDataset(BaseDataset):
         pipeline: Optional[list] = None,
         **kwargs,
     ) -> None:
-        if split not in self.SPLITS:
-            raise ValueError(
-                f'Unknown split {split!r}; choose one of {self.SPLITS}.'
-            )
-        if not 0 < val_ratio < 1:
-            raise ValueError(f'val_ratio must lie in (0, 1), got {val_ratio}.')
+        check_choice('DigitsDataset', 'split', split, self.SPLITS)
+        check_fraction('DigitsDataset', 'val_ratio', val_ratio)
+        check_integer('DigitsDataset', 'seed', seed, minimum=0)
+        check_dataset_options('DigitsDataset', kwargs)
         self.split = split
         self.val_ratio = val_ratio
         self.seed = seed

@@ -19,6 +19,8 @@ from mmengine.dist import get_rank, sync_random_seed
 from mmengine.registry import DATA_SAMPLERS, DATASETS
 from torch.utils.data import Sampler, get_worker_info
 
+from .option_checks import check_integer
+
 
 class SeededIndex(int):
     """A dataset index that carries the seed (in ``[0, 2**64)``) of its
@@ -69,6 +71,7 @@ class SampleSeedSampler(Sampler):
         dataset: Any,
         seed: Optional[int] = None,
     ) -> None:
+        check_integer('SampleSeedSampler', 'seed', seed, optional=True)
         if isinstance(sampler, dict):
             default_args = dict(dataset=dataset, seed=seed)
             sampler = DATA_SAMPLERS.build(sampler, default_args=default_args)
@@ -109,6 +112,17 @@ class SampleSeededDataset:
     """
 
     def __init__(self, dataset: Union[dict, Any]) -> None:
+        # text has an item and a length too
+        if isinstance(dataset, (str, bytes)) or not (
+            isinstance(dataset, dict)
+            or (
+                hasattr(dataset, '__getitem__') and hasattr(dataset, '__len__')
+            )
+        ):
+            raise ValueError(
+                'SampleSeededDataset: dataset must be a dataset or its '
+                f'config (a dict with its type), got {dataset!r}.'
+            )
         self.dataset = (
             DATASETS.build(dataset) if isinstance(dataset, dict) else dataset
         )

@@ -8,6 +8,8 @@ import torch
 from mmengine.logging import print_log
 from PIL import Image
 
+from .option_checks import check_integer
+
 
 def base_datasets(dataset: Any) -> Iterator[Any]:
     """The datasets that read samples, inside any wrappers
@@ -105,6 +107,8 @@ class SkipBadImages:
         in_channels: Optional[int] = None,
         size_multiple: Optional[int] = None,
     ) -> None:
+        check_integer('SkipBadImages', 'in_channels', in_channels, 1, True)
+        check_integer('SkipBadImages', 'size_multiple', size_multiple, 1, True)
         self.dataset = dataset
         self.pipeline = pipeline
         self.in_channels = in_channels

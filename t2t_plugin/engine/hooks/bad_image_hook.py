@@ -2,6 +2,7 @@ from mmengine.hooks import Hook
 from mmengine.registry import HOOKS
 from mmengine.runner import EpochBasedTrainLoop
 
+from ...datasets.option_checks import check_integer
 from ...datasets.skip_bad_images import BadImage, SkipBadImages, base_datasets
 from ..sample_seeded_runner import LoaderGuard
 from .run_checks import TrainingStopped, t2t_module
@@ -32,11 +33,7 @@ class BadImageHook(Hook, LoaderGuard):
     priority = 'NORMAL'
 
     def __init__(self, max_bad_images: int = 100) -> None:
-        if not isinstance(max_bad_images, int) or max_bad_images < 0:
-            raise ValueError(
-                'BadImageHook: max_bad_images must be a whole number >= 0, '
-                f'got {max_bad_images!r}.'
-            )
+        check_integer('BadImageHook', 'max_bad_images', max_bad_images, 0)
         self.max_bad_images = max_bad_images
         self.wrappers: dict[str, list[SkipBadImages]] = {}
         self.bad: set = set()

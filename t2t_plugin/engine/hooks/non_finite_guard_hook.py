@@ -5,6 +5,7 @@ import torch
 from mmengine.hooks import Hook
 from mmengine.registry import HOOKS
 
+from ...datasets.option_checks import check_integer
 from ...models.checkpoint_checks import non_finite_tensors
 from .run_checks import TrainingStopped
 
@@ -43,11 +44,9 @@ class NonFiniteGuardHook(Hook):
     priority = GUARD_PRIORITY
 
     def __init__(self, max_consecutive: int = 5) -> None:
-        if max_consecutive < 1:
-            raise ValueError(
-                'NonFiniteGuardHook: max_consecutive must be at '
-                f'least 1, got {max_consecutive}.'
-            )
+        check_integer(
+            'NonFiniteGuardHook', 'max_consecutive', max_consecutive, 1
+        )
         self.max_consecutive = max_consecutive
         self.count = 0
 
