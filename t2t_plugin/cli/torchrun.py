@@ -3,8 +3,9 @@ in one line.
 
 ``python -m t2t_plugin.cli.torchrun TORCHRUN_ARGUMENTS`` is torchrun
 (``torch.distributed.run``): a port that another process holds, more
-processes than the node has GPUs and a worker that fails end in one line
-and the exit code instead of torchrun's traceback. What opens the process
+processes than the node has GPUs, a worker that fails and a signal that
+stops the launcher end in one line and the exit code instead of
+torchrun's traceback. What opens the process
 group inside each worker (and turns its own failures into one line) is
 :func:`~t2t_plugin.engine.distributed.open_process_group`, for every door.
 """
@@ -15,6 +16,7 @@ from collections.abc import Sequence
 from typing import Optional
 
 import torch
+from torch.distributed.elastic.multiprocessing import SignalException
 from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
 from torch.distributed.run import parse_args, run
 
@@ -69,6 +71,12 @@ def torchrun(argv: Sequence[str]) -> int:
         line, code = failed_worker_line(error)
         print(line, file=sys.stderr)
         return code
+    except SignalException as error:  # Ctrl-C, or a kill of the launcher
+        print(
+            f'torchrun received {error.sigval.name} and stopped the workers.',
+            file=sys.stderr,
+        )
+        return 128 + error.sigval.value
     except RuntimeError as error:  # the agent's DistNetworkError
         if not port_in_use(error):
             raise

@@ -5,9 +5,11 @@ too few GPUs, a worker that fails) is one line."""
 
 import json
 import re
+import signal
 import socket
 import subprocess
 import sys
+import time
 
 import pytest
 import torch
@@ -282,6 +284,44 @@ def test_torchrun_names_the_worker_that_failed(ending, code, how, tmp_path):
         'other ranks; its own error is printed above.',
         line,
     ), line
+
+
+def test_a_stopped_launcher_is_one_line(tmp_path):
+    """A kill of the launcher (Ctrl-C sends SIGINT to it and the workers
+    alike) stops the workers and says so in one line."""
+    script = tmp_path / 'worker.py'
+    script.write_text(
+        'import os, pathlib, time\n'
+        f"pathlib.Path({str(tmp_path)!r}, os.environ['RANK']).touch()\n"
+        'time.sleep(120)\n'
+    )
+    launcher = subprocess.Popen(
+        [
+            sys.executable,
+            '-m',
+            't2t_plugin.cli.torchrun',
+            '--nproc_per_node=2',
+            f'--master_port={free_port()}',
+            str(script),
+        ],  # fmt: skip
+        cwd=ROOT,
+        env=tool_env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    deadline = time.monotonic() + 120
+    while not all((tmp_path / rank).exists() for rank in '01'):
+        assert time.monotonic() < deadline and launcher.poll() is None
+        time.sleep(0.2)
+    launcher.send_signal(signal.SIGTERM)
+    out, err = launcher.communicate(timeout=120)
+    result = subprocess.CompletedProcess(
+        launcher.args, launcher.returncode, out, err
+    )
+    assert only_line(result, 143) == (
+        'torchrun received SIGTERM and stopped the workers.'
+    )
 
 
 def test_a_busy_port_inside_the_run_is_one_line(
