@@ -20,7 +20,11 @@ from torch.distributed.elastic.multiprocessing import SignalException
 from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
 from torch.distributed.run import parse_args, run
 
-from ..engine.distributed import busy_port_message, gpu_shortage, port_in_use
+from ..engine.distributed import (
+    LaunchError,
+    gpu_shortage,
+    rendezvous_failures,
+)
 
 # torchrun's agent logs each failed worker (and its stopping of the
 # others) before it raises; the one line below says it instead
@@ -66,7 +70,11 @@ def torchrun(argv: Sequence[str]) -> int:
     for name in _AGENT_LOGGERS:
         logging.getLogger(name).setLevel(logging.CRITICAL)
     try:
-        run(args)
+        with rendezvous_failures(args.master_port, 'PORT'):
+            run(args)
+    except LaunchError as error:
+        print(error, file=sys.stderr)
+        return 2
     except ChildFailedError as error:
         line, code = failed_worker_line(error)
         print(line, file=sys.stderr)
@@ -77,11 +85,6 @@ def torchrun(argv: Sequence[str]) -> int:
             file=sys.stderr,
         )
         return 128 + error.sigval.value
-    except RuntimeError as error:  # the agent's DistNetworkError
-        if not port_in_use(error):
-            raise
-        print(busy_port_message(args.master_port, 'PORT'), file=sys.stderr)
-        return 2
     return 0
 
 

@@ -164,16 +164,20 @@ def gpu_shortage(processes: int, gpus: int) -> Optional[str]:
 
 
 @contextlib.contextmanager
-def rendezvous_failures(variable: str = 'MASTER_PORT') -> Iterator[None]:
+def rendezvous_failures(
+    port: Optional[int] = None, variable: str = 'MASTER_PORT'
+) -> Iterator[None]:
     """Within it, a rendezvous port held by another process ends as a
-    :class:`LaunchError` of :func:`busy_port_message` (``variable`` names
-    the port's setting), the original error as its cause."""
+    :class:`LaunchError` of :func:`busy_port_message`, the original error
+    as its cause. ``port`` defaults to ``MASTER_PORT`` of the environment,
+    ``variable`` is the setting the message names."""
     try:
         yield
     except RuntimeError as error:  # torch's DistNetworkError
         if not port_in_use(error):
             raise
-        port = int(os.environ.get('MASTER_PORT', '0') or 0)
+        if port is None:
+            port = int(os.environ.get('MASTER_PORT') or 0)
         raise LaunchError(busy_port_message(port, variable)) from error
 
 
