@@ -5,8 +5,8 @@ in one line.
 (``torch.distributed.run``): a port that another process holds, more
 processes than the node has GPUs, a worker that fails and a signal that
 stops the launcher end in one line and the exit code instead of
-torchrun's traceback. What opens the process
-group inside each worker (and turns its own failures into one line) is
+torchrun's traceback. What opens the process group inside each worker
+(and turns its own failures into one line) is
 :func:`~t2t_plugin.engine.distributed.open_process_group`, for every door.
 """
 
@@ -38,17 +38,23 @@ def failed_worker_line(error: ChildFailedError) -> tuple[str, int]:
     """One line naming the first worker that failed, and the exit code for
     the launcher: the worker's, or 128 + the signal that killed it."""
     rank, failure = error.get_first_failure()
-    if failure.exitcode < 0:
-        how = f'was killed by {failure.signal_name()}'
-        code = 128 - failure.exitcode
-    else:
-        how = f'exited with code {failure.exitcode}'
-        code = failure.exitcode
+    worker = (
+        f'Rank {rank} (local rank {failure.local_rank}, pid {failure.pid})'
+    )
+    stopped = 'so torchrun stopped the other ranks'
+    if failure.exitcode >= 0:
+        return (
+            f'{worker} exited with code {failure.exitcode}, {stopped}; its '
+            'own error is printed above.',
+            failure.exitcode or 1,
+        )
+    name = failure.signal_name()
+    # a kill the user did not send is most often the kernel's
+    why = ' (the out-of-memory killer sends it: see dmesg)'
     return (
-        f'Rank {rank} (local rank {failure.local_rank}, pid {failure.pid}) '
-        f'{how}, so torchrun stopped the other ranks; its own error is '
-        'printed above.',
-        code or 1,
+        f'{worker} was killed by {name}, {stopped}'
+        f'{why if name == "SIGKILL" else ""}.',
+        128 - failure.exitcode,
     )
 
 
