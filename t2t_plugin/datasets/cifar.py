@@ -12,14 +12,14 @@ from mmpretrain.datasets import CIFAR10, CIFAR100
 from mmpretrain.registry import DATASETS
 
 from .. import doc_pages
-from .option_checks import check_choice, check_dataset_options, check_text
+from .option_checks import check_choice, check_dataset_options, check_path
 from .safe_pickle import load_data_pickle
 
 
 class _LocalCIFARMixin:
     def __init__(self, data_root: str, split: str = 'train', **kwargs) -> None:
         owner = type(self).__name__
-        check_text(owner, 'data_root', data_root)
+        check_path(owner, 'data_root', data_root)
         check_choice(owner, 'split', split, ('train', 'test'))
         check_dataset_options(owner, kwargs)
         super().__init__(

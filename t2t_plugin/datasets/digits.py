@@ -7,8 +7,8 @@ from mmpretrain.registry import DATASETS
 from .option_checks import (
     check_choice,
     check_dataset_options,
-    check_fraction,
-    check_integer,
+    check_int,
+    check_ratio,
 )
 
 
@@ -41,8 +41,8 @@ class DigitsDataset(BaseDataset):
         **kwargs,
     ) -> None:
         check_choice('DigitsDataset', 'split', split, self.SPLITS)
-        check_fraction('DigitsDataset', 'val_ratio', val_ratio)
-        check_integer('DigitsDataset', 'seed', seed, minimum=0)
+        check_ratio('DigitsDataset', 'val_ratio', val_ratio)
+        check_int('DigitsDataset', 'seed', seed, minimum=0)
         check_dataset_options('DigitsDataset', kwargs)
         self.split = split
         self.val_ratio = val_ratio

@@ -1,75 +1,96 @@
-"""Checks of the options our datasets, dataset wrappers and run guards are
-built with: a value of the wrong type or out of range is refused when the
-part is built, in one line naming the part, the option, what it takes and
-the value given (``test_mode='yes'`` would otherwise be true, a count of
-``2.5`` fail deep in a loader)."""
+"""The checks of the options our datasets, dataset wrappers and run guards
+are built with: a value of the wrong type or out of range is one line at
+build time, naming the part, the option, the value given and what is
+accepted (``test_mode='yes'`` would otherwise be true, a count of ``2.5``
+fail deep in a loader). A bool is a bool, a count an int (not a bool) of
+at least its minimum. The lines read as those of the model parts'
+options."""
 
 import math
-from collections.abc import Sequence
+from collections.abc import Iterable
+from numbers import Integral, Real
 from typing import Any, Optional
 
 
-def _refuse(owner: str, name: str, what: str, value: Any) -> None:
-    raise ValueError(f'{owner}: {name} must be {what}, got {value!r}.')
+class OptionError(ValueError):
+    """A dataset's, wrapper's or guard's option has a value it cannot
+    take."""
 
 
-def check_bool(owner: str, name: str, value: Any) -> None:
-    """``value`` is ``True`` or ``False`` (not ``'yes'``, ``0`` or None)."""
+def _refuse(owner: str, name: str, value: Any, accepted: str) -> OptionError:
+    return OptionError(f'{owner} got {name}={value!r}; {accepted}.')
+
+
+def check_bool(owner: str, name: str, value: Any) -> bool:
+    """``value`` if it is a bool (``'yes'``, ``'no'``, 0 and 1 are not)."""
     if not isinstance(value, bool):
-        _refuse(owner, name, 'True or False', value)
+        raise _refuse(owner, name, value, 'give True or False')
+    return value
 
 
-def check_integer(
+def check_int(
     owner: str,
     name: str,
     value: Any,
-    minimum: Optional[int] = None,
-    optional: bool = False,
-) -> None:
-    """``value`` is a whole number (not a bool, not ``2.0``) of at least
-    ``minimum``; None too if ``optional``."""
-    if optional and value is None:
-        return
+    minimum: int = 1,
+    maximum: Optional[int] = None,
+) -> int:
+    """``value`` if it is an int (not a bool, not ``2.0``) of at least
+    ``minimum`` (and at most ``maximum``)."""
     if (
         isinstance(value, bool)
-        or not isinstance(value, int)
-        or (minimum is not None and value < minimum)
+        or not isinstance(value, Integral)
+        or value < minimum
+        or (maximum is not None and value > maximum)
     ):
-        what = 'a whole number' + (
-            f' of at least {minimum}' if minimum is not None else ''
+        limit = f' and at most {maximum}' if maximum is not None else ''
+        raise _refuse(
+            owner, name, value, f'give an integer of at least {minimum}{limit}'
         )
-        _refuse(owner, name, what + (' or None' if optional else ''), value)
+    return int(value)
 
 
-def check_fraction(owner: str, name: str, value: Any) -> None:
-    """``value`` is a number strictly between 0 and 1."""
+def check_ratio(owner: str, name: str, value: Any) -> float:
+    """``value`` if it is a number strictly between 0 and 1: a share that
+    leaves something on both sides (the images of a split)."""
     if (
         isinstance(value, bool)
-        or not isinstance(value, (int, float))
-        or not 0 < value < 1
+        or not isinstance(value, Real)
         or not math.isfinite(value)
+        or not 0 < value < 1
     ):
-        _refuse(owner, name, 'a number between 0 and 1 (both excluded)', value)
+        raise _refuse(
+            owner, name, value, 'give a number between 0 and 1 (both excluded)'
+        )
+    return float(value)
 
 
-def check_choice(owner: str, name: str, value: Any, choices: Sequence) -> None:
-    """``value`` is one of ``choices``."""
-    if not any(type(value) is type(c) and value == c for c in choices):
-        _refuse(owner, name, f'one of {", ".join(map(repr, choices))}', value)
+def check_choice(owner: str, name: str, value: Any, choices: Iterable) -> str:
+    """``value`` if it is one of the strings ``choices``."""
+    choices = tuple(choices)
+    if isinstance(value, str) and value in choices:
+        return value
+    raise _refuse(
+        owner,
+        name,
+        value,
+        f'choose one of {", ".join(repr(c) for c in choices)}',
+    )
 
 
-def check_text(owner: str, name: str, value: Any) -> None:
-    """``value`` is a string that is not empty (a path, a name)."""
+def check_path(owner: str, name: str, value: Any) -> str:
+    """``value`` if it is a path: text that is not empty."""
     if not isinstance(value, str) or not value:
-        _refuse(owner, name, 'a path (text that is not empty)', value)
+        raise _refuse(owner, name, value, 'give a folder path')
+    return value
 
 
 def check_dataset_options(owner: str, options: dict) -> None:
     """The options of mmengine's ``BaseDataset`` that ``options`` (the
     keyword arguments a dataset of ours passes on) sets: its switches are
-    bools, ``max_refetch`` a whole number of at least 0."""
+    bools, ``max_refetch`` an int of at least 0."""
     for name in ('test_mode', 'lazy_init', 'serialize_data'):
         if name in options:
             check_bool(owner, name, options[name])
     if 'max_refetch' in options:
-        check_integer(owner, 'max_refetch', options['max_refetch'], minimum=0)
+        check_int(owner, 'max_refetch', options['max_refetch'], minimum=0)

@@ -19,7 +19,7 @@ from mmengine.dist import get_rank, sync_random_seed
 from mmengine.registry import DATA_SAMPLERS, DATASETS
 from torch.utils.data import Sampler, get_worker_info
 
-from .option_checks import check_integer
+from .option_checks import OptionError, check_int
 
 
 class SeededIndex(int):
@@ -71,7 +71,8 @@ class SampleSeedSampler(Sampler):
         dataset: Any,
         seed: Optional[int] = None,
     ) -> None:
-        check_integer('SampleSeedSampler', 'seed', seed, optional=True)
+        if seed is not None:
+            check_int('SampleSeedSampler', 'seed', seed, minimum=0)
         if isinstance(sampler, dict):
             default_args = dict(dataset=dataset, seed=seed)
             sampler = DATA_SAMPLERS.build(sampler, default_args=default_args)
@@ -119,9 +120,9 @@ class SampleSeededDataset:
                 hasattr(dataset, '__getitem__') and hasattr(dataset, '__len__')
             )
         ):
-            raise ValueError(
-                'SampleSeededDataset: dataset must be a dataset or its '
-                f'config (a dict with its type), got {dataset!r}.'
+            raise OptionError(
+                f'SampleSeededDataset got dataset={dataset!r}; give a '
+                'dataset or its config (a dict with its type).'
             )
         self.dataset = (
             DATASETS.build(dataset) if isinstance(dataset, dict) else dataset

@@ -8,7 +8,7 @@ import torch
 from mmengine.logging import print_log
 from PIL import Image
 
-from .option_checks import check_integer
+from .option_checks import check_int
 
 
 def base_datasets(dataset: Any) -> Iterator[Any]:
@@ -107,8 +107,12 @@ class SkipBadImages:
         in_channels: Optional[int] = None,
         size_multiple: Optional[int] = None,
     ) -> None:
-        check_integer('SkipBadImages', 'in_channels', in_channels, 1, True)
-        check_integer('SkipBadImages', 'size_multiple', size_multiple, 1, True)
+        for name, value in (
+            ('in_channels', in_channels),
+            ('size_multiple', size_multiple),
+        ):
+            if value is not None:
+                check_int('SkipBadImages', name, value)
         self.dataset = dataset
         self.pipeline = pipeline
         self.in_channels = in_channels

@@ -2,7 +2,7 @@ from mmengine.hooks import Hook
 from mmengine.registry import HOOKS
 from mmengine.runner import EpochBasedTrainLoop
 
-from ...datasets.option_checks import check_integer
+from ...datasets.option_checks import check_int
 from ...datasets.skip_bad_images import BadImage, SkipBadImages, base_datasets
 from ..sample_seeded_runner import LoaderGuard
 from .run_checks import TrainingStopped, t2t_module
@@ -33,7 +33,7 @@ class BadImageHook(Hook, LoaderGuard):
     priority = 'NORMAL'
 
     def __init__(self, max_bad_images: int = 100) -> None:
-        check_integer('BadImageHook', 'max_bad_images', max_bad_images, 0)
+        check_int('BadImageHook', 'max_bad_images', max_bad_images, 0)
         self.max_bad_images = max_bad_images
         self.wrappers: dict[str, list[SkipBadImages]] = {}
         self.bad: set = set()

@@ -5,7 +5,7 @@ import torch
 from mmengine.hooks import Hook
 from mmengine.registry import HOOKS
 
-from ...datasets.option_checks import check_integer
+from ...datasets.option_checks import check_int
 from ...models.checkpoint_checks import non_finite_tensors
 from .run_checks import TrainingStopped
 
@@ -44,9 +44,7 @@ class NonFiniteGuardHook(Hook):
     priority = GUARD_PRIORITY
 
     def __init__(self, max_consecutive: int = 5) -> None:
-        check_integer(
-            'NonFiniteGuardHook', 'max_consecutive', max_consecutive, 1
-        )
+        check_int('NonFiniteGuardHook', 'max_consecutive', max_consecutive)
         self.max_consecutive = max_consecutive
         self.count = 0
 
