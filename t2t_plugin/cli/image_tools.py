@@ -107,7 +107,16 @@ def draw_images(
     console = Console(soft_wrap=True)
     try:
         images = find_images(args.image)
-        check_writable_folder(args.out_dir, '--out-dir')
+        # a PNG written beside the images could replace one of them
+        folders = {str(image.parent): image for image in reversed(images)}
+        check_writable_folder(
+            args.out_dir,
+            '--out-dir',
+            {
+                f'the folder of {image}': folder
+                for folder, image in folders.items()
+            },
+        )
         cfg = load_config(args.config)
         if check_config is not None:
             check_config(cfg, args)

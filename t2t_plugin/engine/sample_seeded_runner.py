@@ -22,7 +22,7 @@ from torch.utils.data import DataLoader
 
 from ..datasets.safe_pickle import DataFileError, annotation_files
 from ..datasets.sample_seeding import own_generator, sample_seeded_loader
-from .config import ConfigError, check_config
+from .config import ConfigError, check_config, loop_start
 from .distributed import (
     DEFAULT_TIMEOUT,
     init_cpu_dist,
@@ -197,15 +197,6 @@ def start_point(
     return StartPoint(load_from, False, note, level)
 
 
-def _loop_start(path: str) -> str:
-    """A looping path cut at the link that closes the loop."""
-    parts = path.split(os.sep)
-    for index, part in enumerate(parts):
-        if part and part in parts[index + 1 :]:
-            return os.sep.join(parts[: parts.index(part, index + 1)])
-    return path
-
-
 def os_error_line(error: OSError, where: Optional[str]) -> Optional[str]:
     """One line for the OSErrors a user can act on (a full disk, a link
     loop, a folder that cannot be written), else None; ``where`` names the
@@ -219,7 +210,7 @@ def os_error_line(error: OSError, where: Optional[str]) -> Optional[str]:
         )
     if error.errno == errno.ELOOP:
         return (
-            f'Cannot read {_loop_start(str(where))}: a symbolic link loop '
+            f'Cannot read {loop_start(str(where))}: a symbolic link loop '
             '(a link to a folder above it); remove or replace the link.'
         )
     if error.errno in (errno.EACCES, errno.EROFS):
