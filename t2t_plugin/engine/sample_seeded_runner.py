@@ -61,7 +61,8 @@ def checkpoint_folders(work_dir: str, default_hooks: Optional[dict]) -> list:
     ``out_dir/<work dir's name>`` for a CheckpointHook with a local
     ``out_dir`` (as CheckpointHook joins them)."""
     folders = [work_dir]
-    out_dir = ((default_hooks or {}).get('checkpoint') or {}).get('out_dir')
+    hook = (default_hooks or {}).get('checkpoint')
+    out_dir = hook.get('out_dir') if isinstance(hook, dict) else None
     if isinstance(out_dir, str) and '://' not in out_dir:
         folders.append(
             osp.join(out_dir, osp.basename(work_dir.rstrip(osp.sep)))
@@ -83,6 +84,12 @@ def newest_intact_checkpoint(work_dir: str) -> Optional[str]:
     return next((path for _, path in found if is_intact(path)), None)
 
 
+# Why a resume does not follow the file last_checkpoint names.
+OUTSIDE = 'lies outside the work dir'
+MISSING = 'does not exist'
+CUT_SHORT = 'is cut short'
+
+
 def _pointer(folders: Sequence[str]) -> tuple[Optional[str], Optional[str]]:
     """The checkpoint ``last_checkpoint`` of the work dir (``folders[0]``)
     names (None without one), and why it is not to be followed (None if
@@ -95,11 +102,11 @@ def _pointer(folders: Sequence[str]) -> tuple[Optional[str], Optional[str]]:
     if named is None:
         return None, None
     if not lies_in(named, folders):
-        return named, 'lies outside it'
+        return named, OUTSIDE
     if not osp.isfile(named):
-        return named, 'does not exist'
+        return named, MISSING
     if not is_intact(named):
-        return named, 'is cut short'
+        return named, CUT_SHORT
     return named, None
 
 
@@ -157,7 +164,7 @@ def start_point(
             return StartPoint(load_from, bool(resume and load_from))
         named, reason = _pointer(folders)
         problem = None
-        if reason in ('lies outside it', 'is cut short'):
+        if reason in (OUTSIDE, CUT_SHORT):
             problem = (
                 f'{named}, the checkpoint last_checkpoint names in '
                 f"{work_dir}, {reason}, and mmengine's Runner would resume "
@@ -176,7 +183,7 @@ def start_point(
     if reason:
         hint = (
             f' (--resume {named} continues from it)'
-            if reason == 'lies outside it'
+            if reason == OUTSIDE
             else ''
         )
         skipped = (

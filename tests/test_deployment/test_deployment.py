@@ -520,27 +520,24 @@ def test_tool_never_writes_over_its_inputs(
     notes = tmp_path / 'notes.txt'
     notes.write_text('mine')
     before = {p: p.read_bytes() for p in (config, checkpoint, notes)}
+    an_input = ', an input of this command; give another path.'
     cases = [
-        (checkpoint, [], 'is the checkpoint, an input of this command'),
-        (link, ['--force'], 'is the checkpoint, an input of this command'),
-        (config, ['--force'], 'is the config, an input of this command'),
+        (checkpoint, [], f' is the checkpoint{an_input}'),
+        (link, ['--force'], f' is the checkpoint{an_input}'),
+        (config, ['--force'], f' is the config{an_input}'),
         (
             notes,
             [],
-            'exists and is not an ONNX model; give a new name, or '
-            '--force to replace it.',
+            ' exists and is not an ONNX model; give a new name, or --force '
+            'to replace it.',
         ),
+        (notes / 'x.onnx', [], f': {notes} is a file, not a folder.'),
     ]
     for out, extra, message in cases:
         code = tool.main([str(config), str(checkpoint), str(out), *extra])
         err = capsys.readouterr().err.strip().splitlines()
-        assert code == 2 and len(err) == 1
-        assert err[0] == (
-            f'pytorch2onnx.py: error: The output {out} {message}'
-            if message.endswith('.')
-            else f'pytorch2onnx.py: error: The output {out} {message}; give '
-            'another path.'
-        )
+        assert code == 2
+        assert err == [f'pytorch2onnx.py: error: The output {out}{message}']
     assert {p: p.read_bytes() for p in before} == before
     assert (
         tool.main([str(config), str(checkpoint), str(notes), '--force']) == 0

@@ -2,7 +2,7 @@
 input, no link loop, no file on the way, a writable folder, no other file
 replaced unless asked), through its doors: the work dir of our
 tools/train.py and of the configs' runner, the --out of our tools/test.py
-and of mmpretrain's (WorkDirHook)."""
+and of mmpretrain's tools/test.py (WorkDirHook)."""
 
 import os
 from pathlib import Path
@@ -10,15 +10,20 @@ from pathlib import Path
 import pytest
 import torch
 from mmengine.config import Config
-from mmengine.evaluator import DumpResults
 from mmengine.registry import RUNNERS
-from mmengine.runner import Runner
 
 from t2t_plugin.apis import check_writable_file, check_writable_folder
 from t2t_plugin.engine.config import ConfigError, output_problem
-from t2t_plugin.engine.hooks import RunCheckError
 
-from ..helpers import DEMO, DIGIT_CLASSES, one_line, run_main, save_checkpoint
+from ..helpers import (
+    DEMO,
+    DIGIT_CLASSES,
+    last_line,
+    one_line,
+    run_main,
+    run_mmpretrain_tool,
+    save_checkpoint,
+)
 
 
 def test_output_problem_names_each_case(tmp_path):
@@ -115,15 +120,16 @@ def test_test_out_never_replaces_the_checkpoint(tmp_path):
         'test', DEMO, pickled, '--work-dir', tmp_path / 'w', '--out', pickled
     )
     assert ours.returncode == 1 and one_line(ours.stderr) == expected
-    # what mmpretrain's tools/test.py makes of --out
-    cfg = Config.fromfile(DEMO)
-    cfg.merge_from_dict(
-        dict(work_dir=str(tmp_path / 'd'), load_from=str(pickled))
+    theirs = run_mmpretrain_tool(
+        'test',
+        DEMO,
+        pickled,
+        '--work-dir',
+        tmp_path / 'd',
+        '--out',
+        pickled,
     )
-    runner = Runner.from_cfg(cfg)
-    runner.test_evaluator.metrics.append(DumpResults(str(pickled)))
-    with pytest.raises(RunCheckError) as info:
-        runner.test()
-    assert str(info.value) == expected
+    assert theirs.returncode == 1
+    assert last_line(theirs.stderr).endswith(f'RunCheckError: {expected}')
     assert pickled.read_bytes() == before
     assert torch.load(pickled, weights_only=False)['state_dict']

@@ -258,6 +258,22 @@ def test_a_read_only_out_dir_is_refused_before_the_work(
     ]
 
 
+def test_an_out_dir_that_holds_the_images_is_refused(tiny, capsys):
+    """Its PNGs could replace the images (a second run reads the first
+    run's ``a_...png`` as an image): refused before the work."""
+    config, checkpoint, images = tiny
+    before = {p: p.read_bytes() for p in images.iterdir()}
+    code = vis_features.main(
+        [str(images), str(config), str(checkpoint), '--out-dir', str(images)]
+    )
+    assert code == 1
+    assert capsys.readouterr().err.strip().splitlines() == [
+        f'error: --out-dir {images} is the folder of {images / "a.png"}, an '
+        'input of this command; give another path.'
+    ]
+    assert {p: p.read_bytes() for p in images.iterdir()} == before
+
+
 LITE = ROOT / 'configs/t2t-vit-lite_1xb64_custom-32px.py'
 DEMO = ROOT / 'configs/t2t-vit-mini_1xb64_digits.py'
 

@@ -121,8 +121,9 @@ def test_a_pointer_outside_the_work_dir_is_not_followed(one_epoch, tmp_path):
     start = start_point(str(copy), None, True)
     assert (start.load_from, start.resumes) == (own, True)
     assert start.note == (
-        f'{pointer} names {run / "epoch_1.pth"}, which lies outside it: not '
-        f'followed (--resume {run / "epoch_1.pth"} continues from it); '
+        f'{pointer} names {run / "epoch_1.pth"}, which lies outside the '
+        f'work dir: not followed (--resume {run / "epoch_1.pth"} continues '
+        'from it); '
         f'resuming {own}, the newest intact checkpoint of the work dir.'
     )
     # a file given explicitly is resumed wherever it lies
@@ -146,7 +147,7 @@ def test_a_pointer_outside_the_work_dir_is_not_followed(one_epoch, tmp_path):
     (empty / 'last_checkpoint').write_text(str(run / 'epoch_1.pth'))
     assert start_point(str(empty), None, True).note == (
         f'{empty / "last_checkpoint"} names {run / "epoch_1.pth"}, which '
-        'lies outside it: not followed (--resume '
+        'lies outside the work dir: not followed (--resume '
         f'{run / "epoch_1.pth"} continues from it); no checkpoint in '
         f'{empty} to resume; starting from scratch.'
     )
@@ -165,7 +166,10 @@ def test_a_pointer_outside_the_work_dir_is_not_followed(one_epoch, tmp_path):
         *options,
     )
     assert ours.returncode == 0, ours.stderr[-3000:]
-    assert f'{pointer} names {run / "epoch_1.pth"}, which lies' in ours.stdout
+    assert (
+        f'{pointer} names {run / "epoch_1.pth"}, which lies outside'
+        in ours.stdout
+    )
     assert contents(run) == before
     assert pointer.read_text() == str(copy / 'epoch_2.pth')
 
@@ -174,9 +178,9 @@ def test_a_pointer_outside_the_work_dir_is_not_followed(one_epoch, tmp_path):
     error = door(DEMO, dict(as_dict(options), resume=True), copy)
     assert str(error) == (
         f'{run / "epoch_1.pth"}, the checkpoint last_checkpoint names in '
-        f"{copy}, lies outside it, and mmengine's Runner would resume it; "
-        'resume the file you mean with --resume PATH, or set runner_type = '
-        "'SampleSeededRunner' (it takes the newest intact checkpoint of the "
-        'work dir).'
+        f"{copy}, lies outside the work dir, and mmengine's Runner would "
+        'resume it; resume the file you mean with --resume PATH, or set '
+        "runner_type = 'SampleSeededRunner' (it takes the newest intact "
+        'checkpoint of the work dir).'
     )
     assert contents(run) == before
