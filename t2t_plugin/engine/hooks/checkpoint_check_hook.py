@@ -74,9 +74,10 @@ class CheckpointCheckHook(Hook):
     """Check the checkpoints a run reads, when it reads them.
 
     Before the run, the checkpoint it starts from and the ``init_cfg``
-    checkpoints must exist (``SampleSeededRunner`` chooses what a resume
-    without a file continues from; under mmengine's Runner, a checkpoint
-    ``last_checkpoint`` names that is cut short is refused). As it loads, a
+    checkpoints must exist (``start_point`` chooses what a resume without
+    a file continues from; under mmengine's Runner, a checkpoint
+    ``last_checkpoint`` names that is cut short or lies outside the work
+    dir is refused). As it loads, a
     resumed checkpoint must be a training checkpoint of these classes, a
     tested one have the dataset's classes; fine-tuning on other classes gets
     one warning line.
