@@ -764,7 +764,8 @@ def output_problem(
     ``--out``, ``--out-dir``, an export, a converted checkpoint).
 
     The path (a ``file``, else a folder) must not be one of ``inputs``
-    (``{'the checkpoint': PATH}``, links resolved), must not pass through
+    (``{'the checkpoint': PATH}``, links resolved) nor lie in an input
+    folder, must not pass through
     a symbolic link loop or a file, and the folder that holds or would
     hold it must be writable; a file must not be a folder, nor read-only.
     ``replaces=(kind, test)``: an existing file may be replaced only if
@@ -775,6 +776,17 @@ def output_problem(
             return (
                 f'{what} {path} is {name}, an input of this command; give '
                 'another path.'
+            )
+        # what is written in an input folder is read by the next run
+        real = osp.realpath(osp.expanduser(given or ''))
+        if (
+            given
+            and osp.isdir(real)
+            and osp.realpath(path).startswith(real.rstrip(os.sep) + os.sep)
+        ):
+            return (
+                f'{what} {path} lies in {name} {given}, an input of this '
+                'command; give a path outside it.'
             )
     # the existing part of the path, from the root: loops and files
     parts = path.split(os.sep)

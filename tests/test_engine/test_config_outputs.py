@@ -36,6 +36,22 @@ def test_output_problem_names_each_case(tmp_path):
         f'OUT {link} is the checkpoint, an input of this command; give '
         'another path.'
     )
+    assert output_problem(
+        str(tmp_path / 'vis'),
+        '--out-dir',
+        False,
+        {'the image folder': str(tmp_path)},
+    ) == (
+        f'--out-dir {tmp_path / "vis"} lies in the image folder {tmp_path}, '
+        'an input of this command; give a path outside it.'
+    )
+    # beside a single image: its drawings never take its name
+    assert (
+        output_problem(
+            str(tmp_path), '--out-dir', False, {'the image': str(model)}
+        )
+        is None
+    )
     loop = tmp_path / 'loop'
     loop.symlink_to(loop)
     assert output_problem(str(loop / 'run'), '--work-dir') == (

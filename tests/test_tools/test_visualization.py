@@ -258,19 +258,36 @@ def test_a_read_only_out_dir_is_refused_before_the_work(
     ]
 
 
-def test_an_out_dir_that_holds_the_images_is_refused(tiny, capsys):
-    """Its PNGs could replace the images (a second run reads the first
-    run's ``a_...png`` as an image): refused before the work."""
+def test_an_out_dir_in_the_image_folder_is_refused(tiny, capsys):
+    """Drawn there, a PNG is an image of the next run, which can replace
+    it: refused before the work; the images are left as they were."""
     config, checkpoint, images = tiny
     before = {p: p.read_bytes() for p in images.iterdir()}
-    code = vis_features.main(
-        [str(images), str(config), str(checkpoint), '--out-dir', str(images)]
-    )
-    assert code == 1
-    assert capsys.readouterr().err.strip().splitlines() == [
-        f'error: --out-dir {images} is the folder of {images / "a.png"}, an '
-        'input of this command; give another path.'
-    ]
+    for out_dir, end in (
+        (
+            images,
+            'is the image folder, an input of this command; give '
+            'another path.',
+        ),
+        (
+            images / 'vis',
+            f'lies in the image folder {images}, an input of '
+            'this command; give a path outside it.',
+        ),
+    ):
+        code = vis_features.main(
+            [
+                str(images),
+                str(config),
+                str(checkpoint),
+                '--out-dir',
+                str(out_dir),
+            ]
+        )
+        assert code == 1
+        assert capsys.readouterr().err.strip().splitlines() == [
+            f'error: --out-dir {out_dir} {end}'
+        ]
     assert {p: p.read_bytes() for p in images.iterdir()} == before
 
 
