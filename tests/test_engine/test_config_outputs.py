@@ -149,3 +149,30 @@ def test_test_out_never_replaces_the_checkpoint(tmp_path):
     assert last_line(theirs.stderr).endswith(f'RunCheckError: {expected}')
     assert pickled.read_bytes() == before
     assert torch.load(pickled, weights_only=False)['state_dict']
+
+
+def test_every_door_asks_output_problem(monkeypatch, tmp_path):
+    """The rule patched: the configs' runner (the work dir), WorkDirHook
+    (--out of mmpretrain's test.py) and the export tool answer with it."""
+    from t2t_plugin.apis import input_checks
+    from t2t_plugin.engine import config
+    from t2t_plugin.engine.hooks import work_dir_hook
+
+    from ..helpers import load_tool
+
+    asked = []
+
+    def owner(path, what, *args, **kwargs):
+        asked.append(what)
+        return f'{what}: refused by the owner'
+
+    for module in (config, input_checks, work_dir_hook):
+        monkeypatch.setattr(module, 'output_problem', owner)
+    cfg = Config.fromfile(DEMO)
+    cfg.work_dir = str(tmp_path / 'w')
+    with pytest.raises(ConfigError, match='--work-dir: refused by the owner'):
+        RUNNERS.build(cfg)
+    export = load_tool('tools/deployment/pytorch2onnx.py')
+    checkpoint = save_checkpoint(tmp_path / 'm.pth', DIGIT_CLASSES)
+    assert export.main([DEMO, str(checkpoint), str(tmp_path / 'm.onnx')]) == 2
+    assert asked == ['--work-dir', 'The output']

@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from t2t_plugin.engine.hooks.resume_guard_hook import settings_changes
-from t2t_plugin.engine.sample_seeded_runner import start_point
+from t2t_plugin.engine.sample_seeded_runner import StartPoint, start_point
 
 from ...helpers import (
     DEMO,
@@ -184,3 +184,30 @@ def test_a_pointer_outside_the_work_dir_is_not_followed(one_epoch, tmp_path):
         'checkpoint of the work dir).'
     )
     assert contents(run) == before
+
+
+def test_every_door_asks_start_point(monkeypatch, tmp_path):
+    """The choice patched: the configs' runner (what mmpretrain's and our
+    tools build) and CheckpointCheckHook under mmengine's own Runner take
+    its answer."""
+    from mmengine.config import Config
+    from mmengine.registry import RUNNERS
+
+    from t2t_plugin.engine import sample_seeded_runner
+    from t2t_plugin.engine.hooks import run_checks
+
+    asked = []
+
+    def owner(work_dir, load_from, resume, default_hooks=None, **kwargs):
+        asked.append(kwargs.get('host_runner', False))
+        return StartPoint(None, False, problem='refused by the owner')
+
+    monkeypatch.setattr(sample_seeded_runner, 'start_point', owner)
+    monkeypatch.setattr(run_checks, 'start_point', owner)
+    cfg = Config.fromfile(DEMO)
+    cfg.merge_from_dict(dict(work_dir=str(tmp_path / 'a'), resume=True))
+    runner = RUNNERS.build(cfg)
+    assert (runner.load_from, runner.resumes) == (None, False)
+    error = door(DEMO, dict(resume=True), tmp_path / 'b')
+    assert str(error) == 'refused by the owner'
+    assert asked == [False, True]
