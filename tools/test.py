@@ -123,7 +123,15 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     if loaded is None:
         return code
     if args.out_item == 'metrics':  # WorkDirHook checks DumpResults' file
-        problem = config_reader.output_problem(args.out, '--out')
+        problem = config_reader.output_problem(
+            args.out,
+            '--out',
+            file=True,
+            inputs={
+                'the checkpoint': args.checkpoint,
+                'the config': args.config,
+            },
+        )
         if problem:
             print(problem, file=sys.stderr)
             return 1

@@ -37,6 +37,9 @@ default_hooks = dict(
     # One training per work dir (train.lock); writable --out / --show-dir;
     # room on disk for each checkpoint.
     work_dir=dict(type='WorkDirHook'),
+    # A resume deletes no other run's best checkpoint and names a batch
+    # size or learning rate other than the checkpoint's.
+    resume_guard=dict(type='ResumeGuardHook'),
     # Unreadable or unusable images of any split are skipped, counted and
     # summarised; more than max_bad_images different ones stop the run.
     bad_images=dict(type='BadImageHook', max_bad_images=100),

@@ -4,13 +4,14 @@ folder or file the results go to."""
 
 import inspect
 import math
-import os
-import tempfile
+from collections.abc import Callable
 from pathlib import Path
 from typing import Optional, Union
 
 import torch
 from mmengine.config import Config
+
+from ..engine.config import output_problem
 
 # 64x64 tokens, a 1024x1024 image at stride 16: attention memory grows with
 # the square of the tokens, so a huge input is refused rather than left to
@@ -103,31 +104,32 @@ def check_shape_budget(
         )
 
 
-def check_writable_folder(folder: Union[str, Path], option: str) -> None:
-    """Make ``folder`` and check that files can be written into it, before
-    the work whose results go there (ValueError if not)."""
-    folder = Path(folder)
-    try:
-        folder.mkdir(parents=True, exist_ok=True)
-        with tempfile.TemporaryFile(dir=folder):
-            pass
-    except OSError as error:
-        reason = (
-            'a file'
-            if folder.exists() and not folder.is_dir()
-            else error.strerror or type(error).__name__
-        )
-        raise ValueError(
-            f'{option} {folder} cannot take files ({reason}); give a '
-            'writable folder.'
-        ) from None
+def check_writable_folder(
+    folder: Union[str, Path],
+    option: str,
+    inputs: Optional[dict[str, str]] = None,
+) -> None:
+    """Check that files can be written into ``folder``
+    (:func:`~t2t_plugin.engine.config.output_problem`, ValueError if not),
+    then make it, before the work whose results go there."""
+    problem = output_problem(str(folder), option, inputs=inputs)
+    if problem:
+        raise ValueError(problem)
+    Path(folder).mkdir(parents=True, exist_ok=True)
 
 
-def check_writable_file(path: Union[str, Path], option: str) -> None:
-    """Check that ``path`` can be written (its folder made if needed)."""
-    path = Path(path)
-    if path.is_dir():
-        raise ValueError(f'{option} {path} is a folder; give a file path.')
-    check_writable_folder(path.parent, f'The folder of {option}')
-    if path.exists() and not os.access(path, os.W_OK):
-        raise ValueError(f'{option} {path} is read-only; give another path.')
+def check_writable_file(
+    path: Union[str, Path],
+    option: str,
+    inputs: Optional[dict[str, str]] = None,
+    replaces: Optional[tuple[str, Callable[[str], bool]]] = None,
+) -> None:
+    """Check that ``path`` can be written
+    (:func:`~t2t_plugin.engine.config.output_problem`, ValueError if not),
+    then make its folder."""
+    problem = output_problem(
+        str(path), option, file=True, inputs=inputs, replaces=replaces
+    )
+    if problem:
+        raise ValueError(problem)
+    Path(path).parent.mkdir(parents=True, exist_ok=True)

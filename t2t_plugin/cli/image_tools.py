@@ -107,7 +107,10 @@ def draw_images(
     console = Console(soft_wrap=True)
     try:
         images = find_images(args.image)
-        check_writable_folder(args.out_dir, '--out-dir')
+        # drawn into the image folder, a PNG is an image of the next run
+        # and can be replaced by that run's drawing
+        kind = 'the image folder' if Path(args.image).is_dir() else 'the image'
+        check_writable_folder(args.out_dir, '--out-dir', {kind: args.image})
         cfg = load_config(args.config)
         if check_config is not None:
             check_config(cfg, args)

@@ -7,6 +7,7 @@ from .onnx_export import (
     check_input_size,
     export_onnx,
     external_data_file,
+    is_onnx_model,
     tensor_bytes,
 )
 from .runtimes import (
@@ -26,6 +27,7 @@ __all__ = [
     'compare',
     'export_onnx',
     'external_data_file',
+    'is_onnx_model',
     'max_abs_diff',
     'quantize_int8',
     'sample_images',

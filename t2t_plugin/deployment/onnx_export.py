@@ -2,7 +2,11 @@
 symbolic batch, height and width (the position table is resized inside the
 graph), so that one file serves 224, 384 and non-square inputs."""
 
+import glob
 import json
+import os
+import shutil
+import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -230,15 +234,56 @@ def export_onnx(
     holds its weights (it loads alone from any folder) unless
     ``external_data`` is True, or None and they exceed protobuf's 2 GB
     limit: then they go to ``<path>.data`` beside it
-    (:func:`external_data_file`). Raises ValueError if the model cannot be
-    captured.
+    (:func:`external_data_file`). Both are written beside ``path`` under
+    temporary names (in ``.<name>.<random>.tmp/``, which the next export
+    to ``path`` removes if a kill left it) and renamed into place at the
+    end, so that an interrupted export leaves an earlier one intact.
+    Raises ValueError if the model cannot be captured.
     """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     if external_data is None:
         external_data = tensor_bytes(model.module) > INLINE_LIMIT
-    # the weights of an earlier export to this path would be left stale
-    path.with_name(path.name + '.data').unlink(missing_ok=True)
+    # written in a folder of its own beside the file, then renamed into
+    # place: a kill or an error leaves an earlier export as it was
+    for killed in path.parent.glob(f'.{glob.escape(path.name)}.*.tmp'):
+        shutil.rmtree(killed, ignore_errors=True)  # an export killed before
+    staging = Path(
+        tempfile.mkdtemp(
+            prefix=f'.{path.name}.', suffix='.tmp', dir=path.parent
+        )
+    )
+    try:
+        _export_to(
+            model,
+            staging / path.name,
+            opset,
+            dynamic_batch,
+            dynamic_size,
+            batch_size,
+            external_data,
+        )
+        weights = external_data_file(staging / path.name)
+        if weights is not None:
+            os.replace(weights, path.parent / weights.name)
+        os.replace(staging / path.name, path)
+        if weights is None:
+            # the weights of an earlier export to this path, left stale
+            path.with_name(path.name + '.data').unlink(missing_ok=True)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    return path
+
+
+def _export_to(
+    model: ExportableModel,
+    path: Path,
+    opset: int,
+    dynamic_batch: bool,
+    dynamic_size: bool,
+    batch_size: int,
+    external_data: bool,
+) -> None:
     axes: dict[int, object] = {}
     if dynamic_batch:
         axes[0] = torch.export.Dim('batch', min=1, max=MAX_BATCH)
@@ -291,7 +336,19 @@ def export_onnx(
     onnx_model = onnx.load(str(path), load_external_data=False)
     onnx.helper.set_model_props(onnx_model, {TILING_KEY: json.dumps(tiling)})
     onnx.save(onnx_model, str(path))
-    return path
+
+
+def is_onnx_model(path: Union[str, Path]) -> bool:
+    """Whether ``path`` holds an ONNX model (an earlier export, which an
+    export may replace)."""
+    import onnx
+
+    try:
+        model = onnx.load(str(path), load_external_data=False)
+    # protobuf's DecodeError, or what onnx raises for another file
+    except Exception:
+        return False
+    return model.ir_version > 0 and len(model.graph.node) > 0
 
 
 def check_input_size(model: ExportableModel, size: Sequence[int]) -> None:

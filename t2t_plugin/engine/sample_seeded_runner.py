@@ -7,7 +7,8 @@ import os
 import os.path as osp
 import re
 import zipfile
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 from typing import Optional, Union
 
 import torch
@@ -21,7 +22,7 @@ from torch.utils.data import DataLoader
 
 from ..datasets.safe_pickle import DataFileError, annotation_files
 from ..datasets.sample_seeding import own_generator, sample_seeded_loader
-from .config import ConfigError, check_config
+from .config import ConfigError, check_config, loop_start
 from .distributed import (
     DEFAULT_TIMEOUT,
     is_timeout,
@@ -44,16 +45,34 @@ def is_intact(path: str) -> bool:
         return False
 
 
+def lies_in(path: str, folders: Sequence[str]) -> bool:
+    """Whether ``path`` (relative to the current folder) is inside one of
+    ``folders``, links resolved."""
+    real = osp.realpath(osp.expanduser(path))
+    for folder in folders:
+        folder = osp.realpath(osp.expanduser(folder))
+        if osp.commonpath([real, folder]) == folder:
+            return True
+    return False
+
+
+def checkpoint_folders(work_dir: str, default_hooks: Optional[dict]) -> list:
+    """Where a run's checkpoints go: its work dir, and
+    ``out_dir/<work dir's name>`` for a CheckpointHook with a local
+    ``out_dir`` (as CheckpointHook joins them)."""
+    folders = [work_dir]
+    hook = (default_hooks or {}).get('checkpoint')
+    out_dir = hook.get('out_dir') if isinstance(hook, dict) else None
+    if isinstance(out_dir, str) and '://' not in out_dir:
+        folders.append(
+            osp.join(out_dir, osp.basename(work_dir.rstrip(osp.sep)))
+        )
+    return folders
+
+
 def newest_intact_checkpoint(work_dir: str) -> Optional[str]:
-    """The checkpoint a resume without a file continues from: the one named
-    in ``last_checkpoint`` if intact, else the newest intact ``epoch_N.pth``
-    / ``iter_N.pth`` of the work dir, or None."""
-    record = osp.join(work_dir, 'last_checkpoint')
-    if osp.isfile(record):
-        with open(record) as f:
-            named = f.read().strip()
-        if named and is_intact(named):
-            return named
+    """The newest intact ``epoch_N.pth`` / ``iter_N.pth`` of a work dir,
+    or None."""
     if not osp.isdir(work_dir):
         return None
     found = []
@@ -65,13 +84,124 @@ def newest_intact_checkpoint(work_dir: str) -> Optional[str]:
     return next((path for _, path in found if is_intact(path)), None)
 
 
-def _loop_start(path: str) -> str:
-    """A looping path cut at the link that closes the loop."""
-    parts = path.split(os.sep)
-    for index, part in enumerate(parts):
-        if part and part in parts[index + 1 :]:
-            return os.sep.join(parts[: parts.index(part, index + 1)])
-    return path
+# Why a resume does not follow the file last_checkpoint names.
+OUTSIDE = 'lies outside the work dir'
+MISSING = 'does not exist'
+CUT_SHORT = 'is cut short'
+
+
+def _pointer(folders: Sequence[str]) -> tuple[Optional[str], Optional[str]]:
+    """The checkpoint ``last_checkpoint`` of the work dir (``folders[0]``)
+    names (None without one), and why it is not to be followed (None if
+    it is)."""
+    record = osp.join(folders[0], 'last_checkpoint')
+    if not osp.isfile(record):
+        return None, None
+    with open(record) as f:
+        named = f.read().strip() or None
+    if named is None:
+        return None, None
+    if not lies_in(named, folders):
+        return named, OUTSIDE
+    if not osp.isfile(named):
+        return named, MISSING
+    if not is_intact(named):
+        return named, CUT_SHORT
+    return named, None
+
+
+@dataclass(frozen=True)
+class StartPoint:
+    """The checkpoint a run starts from (None: from scratch or its
+    ``init_cfg``), whether it resumes that checkpoint's training, a line
+    for the log about the choice, and, under mmengine's own Runner, a line
+    refusing what that Runner would resume wrongly. A ``last_checkpoint``
+    not followed makes the note a warning."""
+
+    load_from: Optional[str]
+    resumes: bool
+    note: Optional[str] = None
+    note_level: int = logging.INFO
+    problem: Optional[str] = None
+
+
+def start_point(
+    work_dir: str,
+    load_from: Optional[str],
+    resume: Union[bool, str],
+    default_hooks: Optional[dict] = None,
+    host_runner: bool = False,
+) -> StartPoint:
+    """Which checkpoint a run of ``work_dir`` starts from, for a config's
+    ``load_from`` and ``resume``: the one decision every door reads.
+
+    ``resume=True`` without ``load_from`` continues from the checkpoint
+    ``last_checkpoint`` names if it lies in the run's folders
+    (:func:`checkpoint_folders`) and is intact, else from the newest
+    intact checkpoint of the work dir (a pointer it does not follow is
+    named in ``note``); ``resume='auto'`` does the same but starts from
+    ``load_from`` (or from scratch) when the work dir has none. A file
+    given with ``resume=True`` is resumed wherever it lies: continuing
+    another run in a new folder is ordinary. ``host_runner``: the file
+    mmengine's own Runner takes instead (whatever ``last_checkpoint``
+    names), with ``problem`` where that would resume the wrong file.
+    """
+    work_dir = osp.abspath(work_dir)
+    folders = checkpoint_folders(work_dir, default_hooks)
+    if host_runner:
+        if resume == 'auto' and load_from:
+            return StartPoint(
+                load_from,
+                True,
+                problem=(
+                    "resume='auto' is SampleSeededRunner's: mmengine's "
+                    f'Runner would resume the run of load_from={load_from} '
+                    "instead of the work dir's; set runner_type = "
+                    "'SampleSeededRunner' or leave load_from out."
+                ),
+            )
+        if not (resume and not load_from):
+            return StartPoint(load_from, bool(resume and load_from))
+        named, reason = _pointer(folders)
+        problem = None
+        if reason in (OUTSIDE, CUT_SHORT):
+            problem = (
+                f'{named}, the checkpoint last_checkpoint names in '
+                f"{work_dir}, {reason}, and mmengine's Runner would resume "
+                'it; resume the file you mean with --resume PATH, or set '
+                "runner_type = 'SampleSeededRunner' (it takes the newest "
+                'intact checkpoint of the work dir).'
+            )
+        return StartPoint(named, named is not None, problem=problem)
+    if not (resume == 'auto' or (resume and not load_from)):
+        return StartPoint(load_from, bool(resume and load_from))
+    named, reason = _pointer(folders)
+    if named is not None and reason is None:
+        return StartPoint(named, True)
+    latest = newest_intact_checkpoint(work_dir)
+    skipped = ''
+    if reason:
+        hint = (
+            f' (--resume {named} continues from it)'
+            if reason == OUTSIDE
+            else ''
+        )
+        skipped = (
+            f'{osp.join(work_dir, "last_checkpoint")} names {named}, which '
+            f'{reason}: not followed{hint}; '
+        )
+    level = logging.WARNING if skipped else logging.INFO
+    if latest is not None:
+        note = (
+            f'{skipped}resuming {latest}, the newest intact checkpoint of '
+            'the work dir.'
+        )
+        return StartPoint(latest, True, note if skipped else None, level)
+    load_from = load_from if resume == 'auto' else None
+    anew = f'load_from={load_from}' if load_from else 'scratch'
+    none = f'checkpoint in {work_dir} to resume; starting from {anew}.'
+    note = f'{skipped}no {none}' if skipped else f'No {none}'
+    return StartPoint(load_from, False, note, level)
 
 
 def os_error_line(error: OSError, where: Optional[str]) -> Optional[str]:
@@ -87,7 +217,7 @@ def os_error_line(error: OSError, where: Optional[str]) -> Optional[str]:
         )
     if error.errno == errno.ELOOP:
         return (
-            f'Cannot read {_loop_start(str(where))}: a symbolic link loop '
+            f'Cannot read {loop_start(str(where))}: a symbolic link loop '
             '(a link to a folder above it); remove or replace the link.'
         )
     if error.errno in (errno.EACCES, errno.EROFS):
@@ -159,11 +289,14 @@ class SampleSeededRunner(Runner):
     ``runner_type = 'SampleSeededRunner'`` in a config selects it.
 
     It also chooses the checkpoint a run starts from, once, for every tool
-    that builds it: ``resume=True`` without ``load_from`` continues from the
-    newest intact checkpoint of the work dir (mmengine's Runner takes the
-    file ``last_checkpoint`` names, even one cut short by a kill), and
-    ``resume='auto'`` does the same but starts from ``load_from`` (or from
-    scratch) when the work dir has none. Hooks read the choice from public
+    that builds it (:func:`start_point`): ``resume=True`` without
+    ``load_from`` continues from the checkpoint ``last_checkpoint`` names
+    when that lies in the work dir and is intact, else from the newest
+    intact checkpoint of the work dir, naming the pointer it did not follow
+    (mmengine's Runner takes whatever file ``last_checkpoint`` names, even
+    one cut short by a kill or another run's), and ``resume='auto'`` does
+    the same but starts from ``load_from`` (or from scratch) when the work
+    dir has none. Hooks read the choice from public
     attributes: ``load_from`` (the checkpoint the run starts from, or None),
     ``resumes`` (whether it continues that checkpoint's training) and
     ``mode`` (``'train'``, ``'val'`` or ``'test'`` once the run started,
@@ -206,36 +339,33 @@ class SampleSeededRunner(Runner):
         is resolved here, before mmengine's Runner sees it."""
         bound = inspect.signature(Runner.__init__).bind(None, *args, **kwargs)
         arguments = bound.arguments
-        load_from = arguments.get('load_from')
         resume = arguments.get('resume', False)
-        starts_anew = None
-        if resume == 'auto' or (resume and not load_from):
-            latest = newest_intact_checkpoint(
-                osp.abspath(arguments['work_dir'])
-            )
-            if latest is not None:
-                load_from, resume = latest, True
-            else:
-                load_from = load_from if resume == 'auto' else None
-                resume = False
-                starts_anew = (
-                    f'load_from={load_from}' if load_from else 'scratch'
-                )
-            arguments['load_from'], arguments['resume'] = load_from, resume
+        choice = start_point(
+            arguments['work_dir'],
+            arguments.get('load_from'),
+            resume,
+            arguments.get('default_hooks'),
+        )
+        if (choice.load_from, choice.resumes) != (
+            arguments.get('load_from'),
+            resume,
+        ):
+            arguments['load_from'] = choice.load_from
+            arguments['resume'] = choice.resumes
             if arguments.get('cfg') is not None:
                 # the config dumped to the work dir says what the run did
                 cfg = copy.deepcopy(arguments['cfg'])
-                cfg['load_from'], cfg['resume'] = load_from, resume
+                cfg['load_from'], cfg['resume'] = (
+                    choice.load_from,
+                    choice.resumes,
+                )
                 arguments['cfg'] = cfg
         super().__init__(*bound.args[1:], **bound.kwargs)
-        self.load_from: Optional[str] = load_from
-        self.resumes = bool(resume and load_from)
+        self.load_from: Optional[str] = choice.load_from
+        self.resumes = choice.resumes
         self.mode: Optional[str] = None
-        if starts_anew:
-            self.logger.info(
-                f'No checkpoint in {self.work_dir} to resume; starting from '
-                f'{starts_anew}.'
-            )
+        if choice.note:
+            self.logger.log(choice.note_level, choice.note)
 
     def train(self) -> nn.Module:
         """mmengine's, with ``mode`` set for the hooks."""

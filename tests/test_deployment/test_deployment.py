@@ -21,6 +21,7 @@ from t2t_plugin.deployment import (
     compare,
     export_onnx,
     external_data_file,
+    onnx_export,
     quantize_int8,
     sample_images,
 )
@@ -400,7 +401,7 @@ def _has(module):
             'sides to be multiples of 2. Resize or pad the image, e.g. to '
             '10x8.',
         ),
-        ('out_is_folder', 'is a folder; give a file path.'),
+        ('out_is_folder', 'is a folder; give a file name.'),
         (
             'not_t2t',
             'Only T2T-ViT models export here; the config builds a '
@@ -501,3 +502,107 @@ def test_untileable_sizes_are_refused_at_export_and_at_run_time(
         f'pytorch2onnx.py: error: {message}'
     ]
     assert not out.exists()
+
+
+def test_tool_never_writes_over_its_inputs(
+    tool, digits_checkpoint, tmp_path, capsys
+):
+    """OUT that is the checkpoint or the config (links resolved) is
+    refused even with --force; an existing file that is not an ONNX model
+    only with --force. The inputs are left as they were."""
+    config = tmp_path / 'digits.py'
+    demo = ROOT / 'configs' / 't2t-vit-mini_1xb64_digits.py'
+    config.write_text(f'_base_ = [{str(demo)!r}]\n')
+    checkpoint = tmp_path / 'digits.pth'
+    shutil.copy(digits_checkpoint, checkpoint)
+    link = tmp_path / 'link.pth'
+    link.symlink_to(checkpoint)
+    notes = tmp_path / 'notes.txt'
+    notes.write_text('mine')
+    before = {p: p.read_bytes() for p in (config, checkpoint, notes)}
+    an_input = ', an input of this command; give another path.'
+    cases = [
+        (checkpoint, [], f' is the checkpoint{an_input}'),
+        (link, ['--force'], f' is the checkpoint{an_input}'),
+        (config, ['--force'], f' is the config{an_input}'),
+        (
+            notes,
+            [],
+            ' exists and is not an ONNX model; give a new name, or --force '
+            'to replace it.',
+        ),
+        (notes / 'x.onnx', [], f': {notes} is a file, not a folder.'),
+    ]
+    for out, extra, message in cases:
+        code = tool.main([str(config), str(checkpoint), str(out), *extra])
+        err = capsys.readouterr().err.strip().splitlines()
+        assert code == 2
+        assert err == [f'pytorch2onnx.py: error: The output {out}{message}']
+    assert {p: p.read_bytes() for p in before} == before
+    assert (
+        tool.main([str(config), str(checkpoint), str(notes), '--force']) == 0
+    )
+    assert onnx_export.is_onnx_model(notes)
+    assert checkpoint.read_bytes() == before[checkpoint]
+
+
+KILLED_EXPORT = """
+import os, signal, sys
+import torch
+from t2t_plugin.deployment import build_exportable, export_onnx
+
+def half_then_killed(module, args, path, **kwargs):
+    with open(path, 'wb') as f:
+        f.write(b'half an export')
+        f.flush()
+    os.kill(os.getpid(), signal.SIGKILL)
+
+torch.onnx.export = half_then_killed
+export_onnx(build_exportable(sys.argv[1], None), sys.argv[2])
+"""
+
+
+def test_an_interrupted_export_leaves_the_earlier_one(tmp_path, monkeypatch):
+    """A process killed (SIGKILL) while it writes, or an export that fails
+    halfway: the earlier OUT.onnx and OUT.onnx.data are as they were."""
+    import signal
+    import subprocess
+    import sys
+
+    from ..helpers import tool_env
+
+    out = tmp_path / 'digits.onnx'
+    earlier = {
+        out: b'an earlier export',
+        out.with_name('digits.onnx.data'): b'its weights',
+    }
+    for path, data in earlier.items():
+        path.write_bytes(data)
+    config = str(ROOT / 'configs' / 't2t-vit-mini_1xb64_digits.py')
+    killed = subprocess.run(
+        [sys.executable, '-c', KILLED_EXPORT, config, str(out)],
+        env=tool_env(),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert killed.returncode == -signal.SIGKILL, killed.stderr[-2000:]
+    assert {p: p.read_bytes() for p in earlier} == earlier
+    (staging,) = (p for p in tmp_path.iterdir() if p.is_dir())
+    assert (staging / 'digits.onnx').read_bytes() == b'half an export'
+
+    def fails_halfway(module, args, path, **kwargs):
+        with open(path, 'wb') as f:
+            f.write(b'half an export')
+        raise RuntimeError('disk went away')
+
+    monkeypatch.setattr(torch.onnx, 'export', fails_halfway)
+    model = build_exportable(config, None)
+    with pytest.raises(ValueError, match='disk went away'):
+        export_onnx(model, out)
+    assert {p: p.read_bytes() for p in earlier} == earlier
+    # the temporary folders, of the killed export too, are gone
+    assert sorted(p.name for p in tmp_path.iterdir()) == [
+        'digits.onnx',
+        'digits.onnx.data',
+    ]

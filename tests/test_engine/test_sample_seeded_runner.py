@@ -13,6 +13,7 @@ from mmengine.registry import RUNNERS
 
 from t2t_plugin.datasets import SampleSeededDataset, SampleSeedSampler
 from t2t_plugin.engine import SampleSeededRunner, newest_intact_checkpoint
+from t2t_plugin.engine.sample_seeded_runner import start_point
 
 from ..helpers import (
     DEMO,
@@ -113,12 +114,20 @@ def test_resume_auto_takes_the_newest_intact_checkpoint(one_epoch, tmp_path):
     whole = (work_dir / 'epoch_1.pth').read_bytes()
     (work_dir / 'epoch_2.pth').write_bytes(whole[: len(whole) // 2])
     (work_dir / 'last_checkpoint').write_text(str(work_dir / 'epoch_2.pth'))
-    assert newest_intact_checkpoint(str(work_dir)) == str(
-        work_dir / 'epoch_1.pth'
+    start = start_point(str(work_dir), None, True)
+    assert (start.load_from, start.resumes) == (
+        str(work_dir / 'epoch_1.pth'),
+        True,
+    )
+    assert start.note.startswith(
+        f'{work_dir / "last_checkpoint"} names {work_dir / "epoch_2.pth"}, '
+        'which is cut short: not followed; resuming'
     )
     (work_dir / 'last_checkpoint').write_text('')
-    assert newest_intact_checkpoint(str(work_dir)) == str(
-        work_dir / 'epoch_1.pth'
+    start = start_point(str(work_dir), None, True)
+    assert (start.load_from, start.note) == (
+        str(work_dir / 'epoch_1.pth'),
+        None,
     )
     assert newest_intact_checkpoint(str(tmp_path / 'none')) is None
     # mmengine's Runner would resume from the truncated file
@@ -131,8 +140,9 @@ def test_resume_auto_takes_the_newest_intact_checkpoint(one_epoch, tmp_path):
     assert str(door(DEMO, options, work_dir)) == (
         f'{work_dir / "epoch_2.pth"}, the checkpoint last_checkpoint names '
         f"in {work_dir}, is cut short, and mmengine's Runner would resume "
-        'it; resume an intact one with --resume PATH, or set runner_type = '
-        "'SampleSeededRunner' (it takes the newest intact one)."
+        'it; resume the file you mean with --resume PATH, or set '
+        "runner_type = 'SampleSeededRunner' (it takes the newest intact "
+        'checkpoint of the work dir).'
     )
     assert door(DEMO, options, work_dir, build=RUNNERS.build) is None
     assert (work_dir / 'epoch_2.pth').stat().st_size > len(whole) // 2

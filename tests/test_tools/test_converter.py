@@ -516,6 +516,50 @@ def test_tool_reports_an_unwritable_destination_and_goes_on(tmp_path, capsys):
     assert len(err) == 1 and err[0].startswith('error: ')
 
 
+def test_tool_never_writes_over_its_source(tmp_path, capsys):
+    """DST that is the source (links resolved) is refused, an existing
+    file that is not a checkpoint only without --force; an earlier
+    conversion is replaced. The source stays as it was."""
+    src = tmp_path / 'T2T_tiny.pth.tar'
+    torch.save(
+        {'state_dict_ema': tiny_official('performer').state_dict()}, src
+    )
+    before = src.read_bytes()
+    link = tmp_path / 'link.pth'
+    link.symlink_to(src)
+    notes = tmp_path / 'notes.pth'
+    notes.write_text('mine')
+    for dst, extra, end in (
+        (
+            src,
+            ['--force'],
+            f'is the source {src}, an input of this '
+            'command; give another path.',
+        ),
+        (
+            link,
+            [],
+            f'is the source {src}, an input of this command; give '
+            'another path.',
+        ),
+        (
+            notes,
+            [],
+            'exists and is not a checkpoint; give a new name, or '
+            '--force to replace it.',
+        ),
+    ):
+        assert converter_tool.main([str(src), str(dst), *extra]) == 1
+        err = capsys.readouterr().err.strip().splitlines()
+        assert err == [f'error: DST {dst} {end}']
+    assert src.read_bytes() == before and notes.read_text() == 'mine'
+    out = tmp_path / 'out.pth'
+    for _ in range(2):  # the second run replaces the first's checkpoint
+        assert converter_tool.main([str(src), str(out)]) == 0
+    assert converter_tool.main([str(src), str(notes), '--force']) == 0
+    assert src.read_bytes() == before
+
+
 def test_zoo_archs_of_the_same_shapes_are_named():
     weights = _official_shapes('14')
     plain = detect_official_arch(weights, arch_zoo=ZOO_OF_OURS)

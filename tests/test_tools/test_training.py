@@ -371,3 +371,16 @@ def test_plot_curves_tool_redraws_from_a_work_dir(
     )
     assert plot_tool.main() == 1
     assert 'No training log found' in capsys.readouterr().err
+
+    # --out over the log it reads: refused, the log left as it was
+    log = sorted(work_dir.glob('*/vis_data/scalars.json'))[0]
+    before = log.read_bytes()
+    monkeypatch.setattr(
+        sys, 'argv', ['plot_curves.py', str(log), '--out', str(log)]
+    )
+    assert plot_tool.main() == 1
+    assert capsys.readouterr().err.strip() == (
+        f'--out {log} is the log {log}, an input of this command; give '
+        'another path.'
+    )
+    assert log.read_bytes() == before

@@ -218,10 +218,7 @@ def test_tools_skip_unreadable_images_and_refuse_a_file_as_out_dir(
     not_a_folder = tmp_path / 'notes.txt'
     not_a_folder.write_text('')
     # checked before the model is read: a missing checkpoint is not reached
-    for folder, reason in (
-        (not_a_folder, 'a file'),
-        (not_a_folder / 'below', 'Not a directory'),
-    ):
+    for folder in (not_a_folder, not_a_folder / 'below'):
         assert (
             tool.main(
                 [
@@ -235,8 +232,8 @@ def test_tools_skip_unreadable_images_and_refuse_a_file_as_out_dir(
             == 1
         )
         assert capsys.readouterr().err.strip().splitlines() == [
-            f'error: --out-dir {folder} cannot take files ({reason}); give '
-            'a writable folder.'
+            f'error: --out-dir {folder}: {not_a_folder} is a file, not a '
+            'folder.'
         ]
 
 
@@ -256,9 +253,42 @@ def test_a_read_only_out_dir_is_refused_before_the_work(
     folder.chmod(0o755)
     assert code == 1
     assert capsys.readouterr().err.strip().splitlines() == [
-        f'error: --out-dir {folder} cannot take files (Permission denied); '
-        'give a writable folder.'
+        f'error: --out-dir {folder}: {folder} is not writable; choose a '
+        'folder you can write to.'
     ]
+
+
+def test_an_out_dir_in_the_image_folder_is_refused(tiny, capsys):
+    """Drawn there, a PNG is an image of the next run, which can replace
+    it: refused before the work; the images are left as they were."""
+    config, checkpoint, images = tiny
+    before = {p: p.read_bytes() for p in images.iterdir()}
+    for out_dir, end in (
+        (
+            images,
+            'is the image folder, an input of this command; give '
+            'another path.',
+        ),
+        (
+            images / 'vis',
+            f'lies in the image folder {images}, an input of '
+            'this command; give a path outside it.',
+        ),
+    ):
+        code = vis_features.main(
+            [
+                str(images),
+                str(config),
+                str(checkpoint),
+                '--out-dir',
+                str(out_dir),
+            ]
+        )
+        assert code == 1
+        assert capsys.readouterr().err.strip().splitlines() == [
+            f'error: --out-dir {out_dir} {end}'
+        ]
+    assert {p: p.read_bytes() for p in images.iterdir()} == before
 
 
 LITE = ROOT / 'configs/t2t-vit-lite_1xb64_custom-32px.py'

@@ -11,6 +11,7 @@ import os.path as osp
 import sys
 
 from t2t_plugin.analysis import find_scalar_files, load_scalars, plot_curves
+from t2t_plugin.engine.config import output_problem
 
 
 def main() -> int:
@@ -44,11 +45,21 @@ def main() -> int:
             file=sys.stderr,
         )
         return 1
+    out = args.out or default_out
+    problem = output_problem(
+        out,
+        '--out',
+        file=True,
+        inputs={f'the log {path}': path for path in files},
+    )
+    if problem:
+        print(problem, file=sys.stderr)
+        return 1
     train, val = load_scalars(files)
     if not train and not val:
         print(f'No scalars in {" ".join(files)}', file=sys.stderr)
         return 1
-    out = plot_curves(train, val, args.out or default_out, title=title)
+    out = plot_curves(train, val, out, title=title)
     print(
         f'Curves of {len(train)} training and {len(val)} evaluation '
         f'records saved to {out}'

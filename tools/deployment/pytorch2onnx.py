@@ -29,6 +29,7 @@ from t2t_plugin.deployment import (
     compare,
     export_onnx,
     external_data_file,
+    is_onnx_model,
     sample_images,
 )
 from t2t_plugin.engine import load_config
@@ -63,6 +64,7 @@ def parse_args(argv: Optional[list[str]] = None) -> argparse.Namespace:
         ('--static-size', 'fix height and width'),
         ('--verify', 'check the file in onnxruntime against PyTorch'),
         ('--openvino', 'run the same checks in OpenVINO (fp32)'),
+        ('--force', 'replace an existing OUT that is not an ONNX model'),
     ):
         parser.add_argument(flag, action='store_true', help=text)
     parser.add_argument(
@@ -115,11 +117,18 @@ def check_inputs(model, args) -> dict[str, torch.Tensor]:
 
 
 def run(args: argparse.Namespace, console: Console) -> int:
+    # before the model is built: never over an input, nor over a file
+    # that is not an earlier export unless asked
+    check_writable_file(
+        args.out,
+        'The output',
+        inputs={'the checkpoint': args.checkpoint, 'the config': args.config},
+        replaces=None if args.force else ('an ONNX model', is_onnx_model),
+    )
     if args.shape:  # before the model is built and run at that size
         stride = config_stride(load_config(args.config))
         check_shape_budget(args.shape, stride, args.max_tokens)
     model = build_exportable(args.config, args.checkpoint, args.output)
-    check_writable_file(args.out, 'The output')
     if args.shape:
         check_input_size(model, args.shape)
         if args.static_size:

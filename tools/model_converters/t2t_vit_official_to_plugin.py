@@ -12,6 +12,7 @@ import torch
 from mmpretrain.datasets.categories import IMAGENET_CATEGORIES
 from rich.console import Console
 
+from t2t_plugin.apis import check_writable_file
 from t2t_plugin.cli.reporting import progress
 from t2t_plugin.converters import (
     convert_official_checkpoint,
@@ -19,6 +20,7 @@ from t2t_plugin.converters import (
     matching_config,
 )
 from t2t_plugin.engine import AtomicLocalBackend, read_checkpoint
+from t2t_plugin.engine.sample_seeded_runner import is_intact
 from t2t_plugin.models.backbones import T2TViT
 
 CHECKPOINT_SUFFIXES = ('.pth.tar', '.pth', '.pt', '.tar', '.bin')
@@ -43,6 +45,11 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
         help='encoder heads (the weights do not tell): needed for archs '
         'outside the zoo (guessed from a head width of 64 otherwise) and '
         'to tell 14 (6) from 14-resnext (32) when the file name does not',
+    )
+    parser.add_argument(
+        '--force',
+        action='store_true',
+        help='replace existing files in DST that are not PyTorch checkpoints',
     )
     parser.add_argument(
         '--trust-pickle',
@@ -127,6 +134,14 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     console = Console(soft_wrap=True)
     try:
         jobs = collect_jobs(args.src, args.dst)
+        sources = {f'the source {src}': str(src) for src, _ in jobs}
+        for _, dst in jobs:  # before anything is converted
+            check_writable_file(
+                dst,
+                'DST',
+                inputs=sources,
+                replaces=None if args.force else ('a checkpoint', is_intact),
+            )
     except (OSError, ValueError) as error:
         print(f'error: {error}', file=sys.stderr)
         return 1

@@ -12,6 +12,7 @@ from .pyramid_stride_check_hook import (
 )
 from .random_state_hook import RandomStateHook
 from .rank_heartbeat_hook import RankHeartbeatHook
+from .resume_guard_hook import ResumeGuardHook
 from .run_check_hook import RunCheckHook
 from .run_checks import RunCheckError, TrainingStopped
 from .training_curves_hook import TrainingCurvesHook
@@ -30,6 +31,7 @@ __all__ = [
     'RandomStateHook',
     'ReadableVisualizationHook',
     'RankHeartbeatHook',
+    'ResumeGuardHook',
     'RunCheckError',
     'RunCheckHook',
     'TooManyBadImagesError',

@@ -8,12 +8,12 @@ from mmengine.registry import HOOKS
 from ... import doc_pages
 from ..checkpoint import CheckpointMismatchError, checkpoint_state_dict
 from ..config import few
-from ..sample_seeded_runner import SampleSeededRunner, is_intact
 from .run_checks import (
     RunCheckError,
     bare_model,
     built_loaders,
     is_training,
+    start_of,
     started_from,
 )
 
@@ -74,9 +74,10 @@ class CheckpointCheckHook(Hook):
     """Check the checkpoints a run reads, when it reads them.
 
     Before the run, the checkpoint it starts from and the ``init_cfg``
-    checkpoints must exist (``SampleSeededRunner`` chooses what a resume
-    without a file continues from; under mmengine's Runner, a checkpoint
-    ``last_checkpoint`` names that is cut short is refused). As it loads, a
+    checkpoints must exist (``start_point`` chooses what a resume without
+    a file continues from; under mmengine's Runner, a checkpoint
+    ``last_checkpoint`` names that is cut short or lies outside the work
+    dir is refused). As it loads, a
     resumed checkpoint must be a training checkpoint of these classes, a
     tested one have the dataset's classes; fine-tuning on other classes gets
     one warning line.
@@ -86,9 +87,10 @@ class CheckpointCheckHook(Hook):
 
     def before_run(self, runner) -> None:
         """Check the files before they are read."""
-        load_from, resumes = started_from(runner)
-        if not isinstance(runner, SampleSeededRunner):
-            self._check_plain_resume(runner, load_from)
+        start = start_of(runner)
+        if start.problem:
+            raise RunCheckError(start.problem)
+        load_from, resumes = start.load_from, start.resumes
         paths = [load_from] if load_from else []
         if is_training(runner) and not resumes:
             paths += list(init_checkpoints(runner.cfg.get('model')))
@@ -99,32 +101,6 @@ class CheckpointCheckHook(Hook):
                 raise RunCheckError(
                     f'Checkpoint not found: expected {path} (see {doc}).'
                 )
-
-    @staticmethod
-    def _check_plain_resume(runner, load_from: Optional[str]) -> None:
-        """What mmengine's own Runner would resume wrongly."""
-        resume = runner.cfg.get('resume')
-        if resume == 'auto' and runner.cfg.get('load_from'):
-            raise RunCheckError(
-                "resume='auto' is SampleSeededRunner's: mmengine's Runner "
-                f'would resume the run of load_from={load_from} instead of '
-                "the work dir's; set runner_type = 'SampleSeededRunner' or "
-                'leave load_from out.'
-            )
-        if (
-            resume
-            and not runner.cfg.get('load_from')
-            and load_from
-            and osp.isfile(load_from)
-            and not is_intact(load_from)
-        ):
-            raise RunCheckError(
-                f'{load_from}, the checkpoint last_checkpoint names in '
-                f"{runner.work_dir}, is cut short, and mmengine's Runner "
-                'would resume it; resume an intact one with --resume PATH, '
-                "or set runner_type = 'SampleSeededRunner' (it takes the "
-                'newest intact one).'
-            )
 
     def after_load_checkpoint(self, runner, checkpoint: dict) -> None:
         """Check a checkpoint just read, before its weights are loaded."""

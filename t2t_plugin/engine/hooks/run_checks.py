@@ -6,13 +6,12 @@ from typing import Any, Optional
 
 from mmengine.hooks import CheckpointHook
 from mmengine.optim import BaseOptimWrapper
-from mmengine.runner import find_latest_checkpoint
 
 from ...models.backbones import T2TViT
 from ...models.heads import T2TClsHead
 from ...models.necks import T2TFeaturePyramid
 from ..errors import RunCheckError, TrainingStopped
-from ..sample_seeded_runner import SampleSeededRunner
+from ..sample_seeded_runner import SampleSeededRunner, StartPoint, start_point
 
 __all__ = ['RunCheckError', 'TrainingStopped']
 
@@ -46,19 +45,29 @@ def built_loaders(runner) -> dict[str, Any]:
     return loaders
 
 
+def start_of(runner) -> StartPoint:
+    """Which checkpoint the run starts from, as
+    :func:`~t2t_plugin.engine.sample_seeded_runner.start_point` decides it
+    (once, for every door), with, under mmengine's own Runner, what that
+    Runner would resume wrongly (``problem``)."""
+    if isinstance(runner, SampleSeededRunner):
+        return StartPoint(runner.load_from, runner.resumes)
+    # mmengine's Runner keeps its choice private: what its config asks
+    # for (Runner.from_cfg passes both), judged by the same rule
+    return start_point(
+        runner.work_dir,
+        runner.cfg.get('load_from'),
+        runner.cfg.get('resume', False),
+        runner.cfg.get('default_hooks'),
+        host_runner=True,
+    )
+
+
 def started_from(runner) -> tuple[Optional[str], bool]:
     """The checkpoint the run starts from (None without one) and whether
-    it resumes that checkpoint's training."""
-    if isinstance(runner, SampleSeededRunner):
-        return runner.load_from, runner.resumes
-    # mmengine's Runner keeps both private: what its config asks for
-    # (Runner.from_cfg passes both), and without a file the one its
-    # load_or_resume takes
-    load_from = runner.cfg.get('load_from')
-    resume = bool(runner.cfg.get('resume'))
-    if resume and not load_from:
-        load_from = find_latest_checkpoint(runner.work_dir)
-    return load_from, bool(resume and load_from)
+    it resumes that checkpoint's training (:func:`start_of`)."""
+    start = start_of(runner)
+    return start.load_from, start.resumes
 
 
 def bare_model(runner) -> Any:

@@ -19,6 +19,7 @@ from .run_checks import (
     checkpoint_hook,
     is_training,
     run_mode,
+    started_from,
 )
 
 LOCK_FILE = 'train.lock'
@@ -105,8 +106,14 @@ class WorkDirHook(Hook):
 
     def before_run(self, runner) -> None:
         """Check the outputs; lock the work dir of a training run."""
+        inputs = {
+            'the checkpoint': started_from(runner)[0],
+            'the config': runner.cfg.filename,
+        }
         for what, path in self._outputs(runner):
-            problem = output_problem(path, what)
+            problem = output_problem(
+                path, what, file=what == '--out', inputs=inputs
+            )
             if problem:
                 raise RunCheckError(problem)
         if is_training(runner) and is_main_process():

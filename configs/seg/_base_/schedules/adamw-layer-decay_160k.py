@@ -49,6 +49,7 @@ default_hooks = dict(
     run_check=dict(type='RunCheckHook'),
     checkpoint_check=dict(type='CheckpointCheckHook'),
     work_dir=dict(type='WorkDirHook'),
+    resume_guard=dict(type='ResumeGuardHook'),
     bad_images=dict(type='BadImageHook', max_bad_images=100),
     non_finite=dict(type='NonFiniteGuardHook', max_consecutive=5),
     non_finite_outputs=dict(type='NonFiniteOutputHook'),
