@@ -75,25 +75,34 @@ _WIDE96 = [
 _STRIDES_221 = ['model.backbone.t2t_cfg.strides=[2,2,1]']
 _NO_T2T_DROP = ['model.backbone.t2t_cfg.drop_rate=0.0']
 _MLP1 = ['model.backbone.arch.feedforward_channels=128']
+_STRIDES_411 = [
+    'model.backbone.t2t_cfg.kernel_sizes=[7,3,3]',
+    'model.backbone.t2t_cfg.strides=[4,1,1]',
+    'model.backbone.t2t_cfg.paddings=[2,1,1]',
+]
+_CONV_STEM = ['model.backbone.arch.token_layer=conv_stem']
 FRONTIER = {
     'recipe': [],
     't2t_drop0': _NO_T2T_DROP,
     'strides_221': _STRIDES_221,
-    'strides_411_k7': [
-        'model.backbone.t2t_cfg.kernel_sizes=[7,3,3]',
-        'model.backbone.t2t_cfg.strides=[4,1,1]',
-        'model.backbone.t2t_cfg.paddings=[2,1,1]',
-    ],
+    'strides_411_k7': _STRIDES_411,
     'token_dims16': ['model.backbone.t2t_cfg.token_dims=16'],
     'mlp1': _MLP1,
     'depth3': ['model.backbone.arch.num_layers=3'],
     'heads2': ['model.backbone.arch.num_heads=2'],
     'wide96': _WIDE96,
-    'conv_stem': ['model.backbone.arch.token_layer=conv_stem'],
+    'conv_stem': _CONV_STEM,
     'strides_221_drop0': _STRIDES_221 + _NO_T2T_DROP,
     'strides_221_drop0_mlp1': _STRIDES_221 + _NO_T2T_DROP + _MLP1,
     'strides_221_drop0_wide96': _STRIDES_221 + _NO_T2T_DROP + _WIDE96,
-    'conv_stem_mlp1': ['model.backbone.arch.token_layer=conv_stem'] + _MLP1,
+    'strides_221_drop0_depth3': _STRIDES_221
+    + _NO_T2T_DROP
+    + ['model.backbone.arch.num_layers=3'],
+    'strides_411_k7_drop0': _STRIDES_411 + _NO_T2T_DROP,
+    'strides_411_k7_drop0_mlp1': _STRIDES_411 + _NO_T2T_DROP + _MLP1,
+    'strides_411_k7_drop0_wide96': _STRIDES_411 + _NO_T2T_DROP + _WIDE96,
+    'conv_stem_mlp1': _CONV_STEM + _MLP1,
+    'conv_stem_wide96': _CONV_STEM + _WIDE96,
 }
 # handwriting is not mirrored: the train pipeline's RandomFlip off
 SET_OPTIONS = {'digits': ['train_dataloader.dataset.pipeline.3.prob=0.0']}
