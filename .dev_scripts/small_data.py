@@ -29,6 +29,15 @@ Three steps, each a sub-command (run from the repository root):
     ``--logs`` and copies their logs there; then it prints one row per
     lever from those logs, with params, MACs and training images/s as
     ``table`` measures them; ``--figure`` draws their curves.
+``frontier``
+    The speed of candidates inside the T2T-ViT family (:data:`FRONTIER`:
+    widths, depth, soft-split strides and the token count they give, token
+    layer, heads, MLP ratio, the T2T layers' dropout) beside the reference
+    config (ResNet-18), all in alternating rounds of one process on one
+    thread, batch 64, through the configs' data preprocessor
+    (``t2t_plugin.analysis.speed.StepRunner``): params, MACs, training and
+    inference images/s and their ratio to the reference's (the median of
+    the rounds' ratios; above 1: faster than the reference).
 """
 
 import argparse
@@ -56,6 +65,44 @@ LEVERS = {
         'model.backbone.drop_path_rate=0.1',
     ],
     'drloc': ['model.head.drloc.weight=0.1'],
+}
+# Candidates of the speed frontier, each the recipe with these options.
+_WIDE96 = [
+    'model.backbone.arch.embed_dims=96',
+    'model.backbone.arch.feedforward_channels=192',
+    'model.head.in_channels=96',
+]
+_STRIDES_221 = ['model.backbone.t2t_cfg.strides=[2,2,1]']
+_NO_T2T_DROP = ['model.backbone.t2t_cfg.drop_rate=0.0']
+_MLP1 = ['model.backbone.arch.feedforward_channels=128']
+_STRIDES_411 = [
+    'model.backbone.t2t_cfg.kernel_sizes=[7,3,3]',
+    'model.backbone.t2t_cfg.strides=[4,1,1]',
+    'model.backbone.t2t_cfg.paddings=[2,1,1]',
+]
+_CONV_STEM = ['model.backbone.arch.token_layer=conv_stem']
+FRONTIER = {
+    'recipe': [],
+    't2t_drop0': _NO_T2T_DROP,
+    'strides_221': _STRIDES_221,
+    'strides_411_k7': _STRIDES_411,
+    'token_dims16': ['model.backbone.t2t_cfg.token_dims=16'],
+    'mlp1': _MLP1,
+    'depth3': ['model.backbone.arch.num_layers=3'],
+    'heads2': ['model.backbone.arch.num_heads=2'],
+    'wide96': _WIDE96,
+    'conv_stem': _CONV_STEM,
+    'strides_221_drop0': _STRIDES_221 + _NO_T2T_DROP,
+    'strides_221_drop0_mlp1': _STRIDES_221 + _NO_T2T_DROP + _MLP1,
+    'strides_221_drop0_wide96': _STRIDES_221 + _NO_T2T_DROP + _WIDE96,
+    'strides_221_drop0_depth3': _STRIDES_221
+    + _NO_T2T_DROP
+    + ['model.backbone.arch.num_layers=3'],
+    'strides_411_k7_drop0': _STRIDES_411 + _NO_T2T_DROP,
+    'strides_411_k7_drop0_mlp1': _STRIDES_411 + _NO_T2T_DROP + _MLP1,
+    'strides_411_k7_drop0_wide96': _STRIDES_411 + _NO_T2T_DROP + _WIDE96,
+    'conv_stem_mlp1': _CONV_STEM + _MLP1,
+    'conv_stem_wide96': _CONV_STEM + _WIDE96,
 }
 # handwriting is not mirrored: the train pipeline's RandomFlip off
 SET_OPTIONS = {'digits': ['train_dataloader.dataset.pipeline.3.prob=0.0']}
@@ -184,6 +231,7 @@ def model_of(config: str, options: tuple = ()):
         cfg.merge_from_dict(parser.parse_args(['--options', *options]).options)
     init_default_scope('mmpretrain')
     cfg.model.head.num_classes = 10
+    cfg.model.data_preprocessor = dict(cfg.data_preprocessor, num_classes=10)
     return MODELS.build(cfg.model), cfg.get('img_size', 32)
 
 
@@ -432,6 +480,59 @@ def levers(args) -> int:
     return int(failed > 0)
 
 
+def frontier(args) -> int:
+    import statistics
+
+    import torch
+    from mmpretrain.structures import DataSample
+
+    from t2t_plugin.analysis.complexity import count_complexity
+    from t2t_plugin.analysis.speed import StepRunner, alternating_rounds
+
+    torch.set_num_threads(args.threads)
+    torch.manual_seed(0)
+    models = {args.reference_name: model_of(args.reference)}
+    for name in args.candidates:
+        models[name] = model_of(args.config, tuple(FRONTIER[name]))
+    batch = 64
+    samples = [DataSample().set_gt_label(i % 10) for i in range(batch)]
+    rates, ratios = {}, {}
+    for mode in ('train', 'infer'):
+        steps = {}
+        for name, (model, size) in models.items():
+            images = torch.randint(0, 256, (batch, 3, size, size))
+            steps[name] = StepRunner(
+                model, images.byte(), mode == 'train', 'fp32', samples
+            )
+            steps[name]()
+        seconds = alternating_rounds(steps, args.rounds, args.iters)
+        reference = seconds[args.reference_name]
+        for name, values in seconds.items():
+            rates[name, mode] = batch * args.iters / statistics.median(values)
+            ratios[name, mode] = statistics.median(
+                r / v for r, v in zip(reference, values)
+            )
+    print(
+        f'one thread, batch {batch}, {args.rounds} rounds of {args.iters} '
+        f"steps; x: images/s over {args.reference_name}'s"
+    )
+    print(
+        '| candidate | params | MACs | train img/s | train x | infer img/s '
+        '| infer x |'
+    )
+    print('|---|---|---|---|---|---|---|')
+    for name, (model, size) in models.items():
+        complexity = count_complexity(model, (size, size))
+        print(
+            f'| {name} | {complexity.params / 1e6:.2f} M | '
+            f'{complexity.macs / 1e6:.1f} M | {rates[name, "train"]:.0f} | '
+            f'{ratios[name, "train"]:.2f} | {rates[name, "infer"]:.0f} | '
+            f'{ratios[name, "infer"]:.2f} |',
+            flush=True,
+        )
+    return 0
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     commands = parser.add_subparsers(dest='command', required=True)
@@ -468,11 +569,27 @@ def main(argv=None) -> int:
     ablation.add_argument('--work-dir', default='work_dirs/levers')
     ablation.add_argument('--speed-rounds', type=int, default=5)
     ablation.add_argument('--figure', help='draw the curves into this file')
+    speed = commands.add_parser('frontier', help='the speed of candidates')
+    speed.add_argument('config', help='the recipe')
+    speed.add_argument(
+        '--reference',
+        default='.dev_scripts/small_data/resnet-18_1xb64_custom-32px.py',
+    )
+    speed.add_argument('--reference-name', default='resnet-18')
+    speed.add_argument(
+        '--candidates',
+        nargs='+',
+        choices=list(FRONTIER),
+        default=list(FRONTIER),
+    )
+    speed.add_argument('--rounds', type=int, default=5)
+    speed.add_argument('--iters', type=int, default=2)
+    speed.add_argument('--threads', type=int, default=1)
     args = parser.parse_args(argv)
     if args.command == 'folders':
         write_folders(args.out, args.fashion)
         return 0
-    commands = dict(train=train, table=table, levers=levers)
+    commands = dict(train=train, table=table, levers=levers, frontier=frontier)
     return commands[args.command](args)
 
 

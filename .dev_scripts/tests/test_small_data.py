@@ -185,3 +185,47 @@ def test_levers_trains_the_missing_runs_and_prints_their_row(tmp_path, capsys):
     assert rows['recipe'][1] == f'{params / 1e6:.2f} M'
     assert rows['drloc'][1] == f'{(params + mlp) / 1e6:.2f} M'
     assert rows['drloc'][2] == rows['recipe'][2]
+
+
+def test_frontier_prints_each_candidate_beside_the_reference(
+    monkeypatch, capsys
+):
+    script = load_script()
+    # a round takes 1 us per parameter: each ratio is the reference's
+    # parameter count over the candidate's
+    monkeypatch.setattr(
+        't2t_plugin.analysis.speed.time_steps',
+        lambda step, iters: (
+            1e-6 * sum(p.numel() for p in step.model.parameters())
+        ),
+    )
+    arguments = ['frontier', str(RECIPE), '--rounds', '2', '--iters', '1']
+    candidates = ['--candidates', 'recipe', 'strides_221']
+    assert script.main(arguments + candidates) == 0
+    out = capsys.readouterr().out
+    rows = {
+        cells[0]: cells[1:]
+        for cells in (
+            [c.strip() for c in line.strip('|').split('|')]
+            for line in out.splitlines()
+            if line.startswith(('| resnet-18', '| recipe', '| strides_221'))
+        )
+    }
+    assert list(rows) == ['resnet-18', 'recipe', 'strides_221']
+    params = {
+        'resnet-18': script.model_of(str(REFERENCE))[0],
+        'recipe': script.model_of(str(RECIPE))[0],
+    }
+    params = {
+        k: sum(p.numel() for p in m.parameters()) for k, m in params.items()
+    }
+    ratio = params['resnet-18'] / params['recipe']
+    assert rows['recipe'][0] == f'{params["recipe"] / 1e6:.2f} M'
+    # train x and infer x
+    assert rows['recipe'][3] == rows['recipe'][5] == f'{ratio:.2f}'
+    assert rows['resnet-18'][3] == '1.00'
+    # images/s: 64 images per round of one step
+    assert rows['recipe'][2] == f'{64 / (1e-6 * params["recipe"]):.0f}'
+    # strides 2, 2, 1: the second T2T layer on 8x8 tokens, not 16x16
+    macs = {name: float(cells[1].split()[0]) for name, cells in rows.items()}
+    assert macs['strides_221'] < macs['recipe']

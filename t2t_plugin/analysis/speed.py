@@ -1,15 +1,20 @@
-"""Repeatable inference and training steps, their time and peak tensor
-memory (the tensors alive when a step starts plus the most allocated during
-it), as ``tools/analysis_tools/benchmark.py`` reports them."""
+"""Repeatable inference and training steps, their time, measured alone or
+in alternating rounds beside other models, their peak tensor memory (the
+tensors alive when a step starts plus the most allocated during it) and the
+operators they spend it in, as ``tools/analysis_tools/benchmark.py``
+reports them."""
 
 import contextlib
 import os
 import sys
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from itertools import accumulate
+from typing import Optional
 
 import torch
+from mmengine.model import BaseModel
 from torch import nn
 from torch.profiler import ProfilerActivity, profile
 
@@ -25,17 +30,35 @@ class StepRunner:
     square of the first output. The learning rate is 0: AdamW does all its
     arithmetic, but every repeat computes on the loaded weights. ``dtype``
     is ``'fp32'``, or ``'bf16'`` / ``'fp16'`` autocast.
+
+    With ``data_samples`` (their labels), ``model`` is an mmengine
+    ``BaseModel`` such as mmpretrain's ``ImageClassifier`` and a step is
+    what its training loop does: the images (raw pixels) through the
+    model's data preprocessor, then ``mode='loss'`` and the sum of its
+    losses in training, ``mode='tensor'`` in inference.
     """
 
     def __init__(
-        self, model: nn.Module, images: torch.Tensor, train: bool, dtype: str
+        self,
+        model: nn.Module,
+        images: torch.Tensor,
+        train: bool,
+        dtype: str,
+        data_samples: Optional[Sequence] = None,
     ) -> None:
         if dtype not in DTYPES:
             raise ValueError(
                 f'Unknown dtype {dtype!r}; choose one of {sorted(DTYPES)}.'
             )
+        if data_samples is not None and not isinstance(model, BaseModel):
+            raise ValueError(
+                f'{type(model).__name__} has no data preprocessor and no loss '
+                'mode; give data samples only with an mmengine BaseModel '
+                '(an ImageClassifier).'
+            )
         self.model = model
         self.images = images
+        self.data_samples = data_samples
         self.train = train
         self.device = images.device
         self.amp_dtype = DTYPES[dtype]
@@ -58,15 +81,24 @@ class StepRunner:
         )
         if not self.train:
             with torch.inference_mode(), autocast:
-                self.model(self.images)
+                if self.data_samples is None:
+                    self.model(self.images)
+                else:
+                    self.model(self._preprocessed()['inputs'], mode='tensor')
             return
         self.optimizer.zero_grad(set_to_none=True)
         with autocast:
-            output = self.model(self.images)
-        # backbones return a tuple of outputs, the official model a tensor
-        if isinstance(output, (tuple, list)):
-            output = output[0]
-        loss = output.float().square().mean()
+            if self.data_samples is None:
+                output = self.model(self.images)
+            else:
+                losses = self.model(**self._preprocessed(), mode='loss')
+        if self.data_samples is None:
+            # backbones return a tuple of outputs, the official model a tensor
+            if isinstance(output, (tuple, list)):
+                output = output[0]
+            loss = output.float().square().mean()
+        else:
+            loss, _ = self.model.parse_losses(losses)
         if self.scaler is None:
             loss.backward()
             self.optimizer.step()
@@ -74,6 +106,10 @@ class StepRunner:
             self.scaler.scale(loss).backward()
             self.scaler.step(self.optimizer)
             self.scaler.update()
+
+    def _preprocessed(self) -> dict:
+        data = dict(inputs=self.images, data_samples=self.data_samples)
+        return self.model.data_preprocessor(data, self.train)
 
     def live_tensors(self) -> Iterator[torch.Tensor]:
         """The tensors that stay alive between steps."""
@@ -102,6 +138,52 @@ def time_steps(step: StepRunner, iters: int) -> float:
         step()
     synchronize(step.device)
     return time.perf_counter() - start
+
+
+def alternating_rounds(
+    steps: Mapping[str, StepRunner], rounds: int, iters: int
+) -> dict[str, list[float]]:
+    """Seconds of ``iters`` calls of each step, in ``rounds`` rounds that
+    take the steps in turn (A, B, A, B, ...), so that a change of the
+    machine's load hits all of them alike; one list per step, a value per
+    round."""
+    seconds = {name: [] for name in steps}
+    for _ in range(rounds):
+        for name, step in steps.items():
+            seconds[name].append(time_steps(step, iters))
+    return seconds
+
+
+@dataclass
+class OpTime:
+    """One operator's share of a step: its own time (children excluded)
+    and calls, per step."""
+
+    name: str
+    self_ms: float
+    share: float
+    calls: float
+
+
+def top_operators(step: StepRunner, calls: int, top: int) -> list[OpTime]:
+    """The ``top`` operators by own time over ``calls`` calls of ``step``
+    (torch.profiler, CPU time), per step; ``share`` is of the whole time
+    the profiler saw."""
+    with _quiet_stderr(), profile(activities=[ProfilerActivity.CPU]) as p:
+        for _ in range(calls):
+            step()
+    events = [e for e in p.key_averages() if e.self_cpu_time_total > 0]
+    total = sum(e.self_cpu_time_total for e in events)
+    events.sort(key=lambda e: e.self_cpu_time_total, reverse=True)
+    return [
+        OpTime(
+            event.key,
+            event.self_cpu_time_total / 1e3 / calls,
+            event.self_cpu_time_total / total,
+            event.count / calls,
+        )
+        for event in events[:top]
+    ]
 
 
 def tensor_bytes(tensors: Iterable[torch.Tensor]) -> int:

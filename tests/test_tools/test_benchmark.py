@@ -5,15 +5,26 @@ clock is replaced where a rate is checked.
 """
 
 import json
+import os
+import statistics
 
 import pytest
 import torch
+from mmengine.config import Config
+from mmpretrain.registry import MODELS
+from mmpretrain.structures import DataSample
 from torch import nn
 from torch.nn import functional as F
 
-from t2t_plugin.analysis.speed import StepRunner, peak_memory, tensor_bytes
+from t2t_plugin.analysis.speed import (
+    StepRunner,
+    alternating_rounds,
+    peak_memory,
+    tensor_bytes,
+    top_operators,
+)
 
-from ..helpers import run_main, write_tiny_model
+from ..helpers import MEAN, STD, run_main, write_tiny_model
 
 
 class _Allocator(nn.Module):
@@ -76,6 +87,71 @@ def test_bf16_training_step_computes_in_bf16(tiny_t2t_vit):
     assert {p.grad.dtype for p in model.parameters()} == {torch.float32}
 
 
+def test_classifier_step_trains_its_loss_on_preprocessed_images(tmp_path):
+    config, _, _ = write_tiny_model(tmp_path, num_classes=3)
+    cfg = Config.fromfile(str(config))
+    cfg.model.data_preprocessor = cfg.data_preprocessor
+    model = MODELS.build(cfg.model)
+    images = torch.randint(0, 256, (2, 3, 32, 32), dtype=torch.uint8)
+    samples = [DataSample().set_gt_label(label) for label in (0, 2)]
+    seen, losses = [], []
+    model.backbone.register_forward_pre_hook(
+        lambda module, inputs: seen.append(inputs[0])
+    )
+    model.head.register_forward_hook(
+        lambda module, inputs, output: losses.append(output)
+    )
+    step = StepRunner(model, images, True, 'fp32', samples)
+    step()
+    # BGR -> RGB, then (x - mean) / std: the config's data preprocessor
+    mean = torch.tensor(MEAN).view(1, 3, 1, 1)
+    std = torch.tensor(STD).view(1, 3, 1, 1)
+    expected = (images.flip(1).float() - mean) / std
+    torch.testing.assert_close(seen[0], expected)
+    # the head ran in loss mode, on the samples' labels
+    assert set(model.head.loss(model.extract_feat(seen[0]), samples)) == {
+        'loss'
+    }
+    assert all(p.grad is not None for p in model.parameters())
+    StepRunner(model, images, False, 'fp32', samples)()
+    assert len(seen) == 3 and seen[2].dtype == torch.float32
+
+
+def test_data_samples_need_a_base_model():
+    with pytest.raises(
+        ValueError, match='_Allocator has no data preprocessor'
+    ):
+        StepRunner(_Allocator(), torch.ones(1, 8), False, 'fp32', [])
+
+
+def test_alternating_rounds_take_the_steps_in_turn(monkeypatch):
+    calls = []
+    monkeypatch.setattr(
+        't2t_plugin.analysis.speed.time_steps',
+        lambda step, iters: calls.append((step, iters)) or len(calls),
+    )
+    seconds = alternating_rounds({'a': 'A', 'b': 'B'}, rounds=3, iters=4)
+    assert calls == [('A', 4), ('B', 4)] * 3
+    assert seconds == {'a': [1, 3, 5], 'b': [2, 4, 6]}
+
+
+def test_top_operators_are_a_share_of_the_step(tiny_t2t_vit):
+    step = StepRunner(
+        tiny_t2t_vit('performer'), torch.randn(2, 3, 32, 32), True, 'fp32'
+    )
+    step()
+    ops = top_operators(step, calls=2, top=4)
+    assert len(ops) == 4
+    times = [op.self_ms for op in ops]
+    assert times == sorted(times, reverse=True) and times[-1] > 0
+    assert 0 < sum(op.share for op in ops) <= 1
+    # one LayerNorm per T2T and encoder layer, two per layer, and the
+    # final one: each step calls layer norm 2 * (2 + 2) + 1 times
+    norm = top_operators(step, calls=2, top=1000)
+    calls = {op.name: op.calls for op in norm}
+    assert calls['aten::native_layer_norm'] == 2 * (2 + 2) + 1
+
+
 def test_unknown_dtype_is_refused():
     with pytest.raises(ValueError, match=r"Unknown dtype 'fp8'; choose one"):
         StepRunner(_Allocator(), torch.ones(1, 8), train=False, dtype='fp8')
@@ -128,6 +204,105 @@ def test_tool_reports_the_rate_and_memory_of_the_config_model(
     assert f'Rows saved to {out_json}' in result.stdout
 
 
+def test_compare_measures_configs_side_by_side(tmp_path, monkeypatch):
+    first, _, first_model = write_tiny_model(tmp_path, num_classes=3)
+    other, _, other_model = write_tiny_model(
+        tmp_path, num_classes=3, token_layer='transformer'
+    )
+    # a round of a model takes 1 us per parameter, 3 us for the second
+    # round: the ratio is that of the parameter counts
+    rounds = {}
+
+    def seconds(step, iters):
+        key = id(step)
+        rounds[key] = rounds.get(key, 0) + 1
+        size = sum(p.numel() for p in step.model.parameters())
+        return size * 1e-6 * (3 if rounds[key] == 2 else 1)
+
+    monkeypatch.setattr('t2t_plugin.analysis.speed.time_steps', seconds)
+    out_json = tmp_path / 'speed.json'
+    result = run_main(
+        'analysis_tools/benchmark',
+        first,
+        '--compare',
+        other,
+        '--batch-size',
+        '2',
+        '--iters',
+        '2',
+        '--rounds',
+        '3',
+        '--warmup',
+        '0',
+        '--modes',
+        'train',
+        'infer',
+        '--threads',
+        '1',
+        'all',
+        '--json',
+        out_json,
+    )
+    assert result.returncode == 0, result.stderr
+    rows = json.loads(out_json.read_text())
+    size = {
+        'tiny_performer_3': sum(p.numel() for p in first_model.parameters()),
+        'tiny_transformer_3': sum(p.numel() for p in other_model.parameters()),
+    }
+    assert [(r['threads'], r['mode'], r['config']) for r in rows] == [
+        (threads, mode, config)
+        for threads in (1, os.cpu_count())
+        for mode in ('train', 'infer')
+        for config in ('tiny_performer_3', 'tiny_transformer_3')
+    ]
+    for row in rows:
+        median = statistics.median([1, 3, 1]) * size[row['config']] * 1e-6
+        assert row['images_per_s'] == pytest.approx(2 * 2 / median)
+        assert row['best_images_per_s'] == pytest.approx(
+            2 * 2 / (size[row['config']] * 1e-6)
+        )
+        assert row['params'] == size[row['config']]
+        assert row['macs'] > 0
+        if row['config'] == 'tiny_performer_3':
+            assert row['first_over_this'] is None
+        else:
+            assert row['first_over_this'] == pytest.approx(
+                size['tiny_transformer_3'] / size['tiny_performer_3']
+            )
+    header = next(
+        line for line in result.stdout.splitlines() if 'images/s' in line
+    )
+    for column in ('config', 'threads', 'best', 'first x', 'params', 'MACs'):
+        assert column in header
+    assert 'first x: the images/s of tiny_performer_3 over' in result.stdout
+
+
+def test_profile_lists_the_training_step_operators(tmp_path):
+    config, _, _ = write_tiny_model(tmp_path)
+    out_json = tmp_path / 'speed.json'
+    result = run_main(
+        'analysis_tools/benchmark',
+        config,
+        '--batch-size',
+        '2',
+        '--iters',
+        '1',
+        '--warmup',
+        '1',
+        '--modes',
+        'train',
+        '--profile',
+        '3',
+        '--json',
+        out_json,
+    )
+    assert result.returncode == 0, result.stderr
+    (row,) = json.loads(out_json.read_text())
+    assert len(row['top_operators']) == 3
+    assert 'the 3 operators with the most own time' in result.stdout
+    assert row['top_operators'][0]['name'] in result.stdout
+
+
 @pytest.mark.parametrize(
     'args, message',
     [
@@ -136,12 +311,45 @@ def test_tool_reports_the_rate_and_memory_of_the_config_model(
             'error: --batch-size must be at least 1, got 0',
         ),
         (['--dtypes', 'fp8'], "invalid choice: 'fp8'"),
+        (['--rounds', '0'], 'error: --rounds must be at least 1, got 0'),
+        (
+            ['--threads', '0'],
+            "a thread count is a positive number or 'all', got '0'",
+        ),
+        (
+            ['--profile', '5'],
+            'error: --profile lists a training step: add train to --modes',
+        ),
     ],
 )
 def test_bad_options_are_refused(args, message):
     result = run_main('analysis_tools/benchmark', 'cfg.py', *args)
     assert result.returncode == 2
     assert message in result.stderr
+
+
+def test_missing_compared_config_is_one_line(tmp_path):
+    config, _, _ = write_tiny_model(tmp_path)
+    result = run_main(
+        'analysis_tools/benchmark',
+        config,
+        '--compare',
+        tmp_path / 'none.py',
+    )
+    assert result.returncode == 1
+    assert result.stderr == (
+        f'benchmark.py: error: Config file not found: {tmp_path}/none.py.\n'
+    )
+
+
+def test_a_config_compared_with_itself_is_one_line(tmp_path):
+    config, _, _ = write_tiny_model(tmp_path)
+    result = run_main('analysis_tools/benchmark', config, '--compare', config)
+    assert result.returncode == 2
+    assert result.stderr == (
+        f'benchmark.py: error: {config} is measured twice (as '
+        'tiny_performer_10); compare different configs\n'
+    )
 
 
 def test_missing_config_is_one_line(tmp_path):

@@ -6,8 +6,10 @@ from torch import nn
 
 
 class _SoftSplitFunction(torch.autograd.Function):
-    """Patch gather of a channels-last map, with ``F.fold`` as backward:
-    autograd through the strided view is several times slower."""
+    """Patch gather of a channels-last map, with a scatter-add of the
+    patches' gradients as backward: autograd through the strided view is
+    several times slower, and so is ``F.fold`` (col2im, which needs the
+    gradients transposed to channels-first first)."""
 
     @staticmethod
     def forward(
@@ -30,14 +32,27 @@ class _SoftSplitFunction(torch.autograd.Function):
         ctx, grad: torch.Tensor
     ) -> tuple[torch.Tensor, Optional[int], Optional[int], Optional[int]]:
         height, width, kernel_size, stride, padding = ctx.geometry
-        grad_map = F.fold(
-            grad.transpose(1, 2),
-            (height, width),
-            kernel_size,
-            padding=padding,
-            stride=stride,
+        rows = (height + 2 * padding - kernel_size) // stride + 1
+        cols = (width + 2 * padding - kernel_size) // stride + 1
+        batch, channels = grad.shape[0], grad.shape[-1] // kernel_size**2
+        windows = grad.reshape(
+            batch, rows, cols, channels, kernel_size, kernel_size
         )
-        return grad_map.permute(0, 2, 3, 1), None, None, None
+        grad_map = grad.new_zeros(
+            batch, height + 2 * padding, width + 2 * padding, channels
+        )
+        # one strided add per kernel offset, each on whole channel rows
+        for row in range(kernel_size):
+            for col in range(kernel_size):
+                grad_map[
+                    :,
+                    row : row + stride * (rows - 1) + 1 : stride,
+                    col : col + stride * (cols - 1) + 1 : stride,
+                ] += windows[..., row, col]
+        grad_map = grad_map[
+            :, padding : padding + height, padding : padding + width
+        ]
+        return grad_map, None, None, None
 
 
 class SoftSplit(nn.Module):
