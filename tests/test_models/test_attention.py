@@ -205,3 +205,18 @@ def test_mimetic_init_keeps_what_it_cannot_shape():
     assert torch.equal(after[27:32], before[27:32])
     assert torch.equal(after[59:], before[59:])
     assert torch.equal(attn.proj.weight, proj)
+
+
+def test_attention_weights_are_those_the_forward_applies():
+    """What the pictures draw: rows of the softmax of ``scale * q k^T``,
+    each summing to 1, which the forward applies to the values."""
+    torch.manual_seed(0)
+    layer = SelfAttention(24, 24, num_heads=3).eval()
+    x = torch.randn(2, 5, 24)
+    weights = layer.attention_weights(x)
+    q, k, v = layer.split_heads(x)
+    expected = ((q @ k.transpose(-2, -1)) * 8**-0.5).softmax(-1)
+    torch.testing.assert_close(weights, expected)
+    torch.testing.assert_close(weights.sum(-1), torch.ones(2, 3, 5))
+    out = (weights @ v).transpose(1, 2).reshape(2, 5, 24)
+    torch.testing.assert_close(layer(x), layer.proj(out))

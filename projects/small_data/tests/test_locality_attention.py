@@ -13,6 +13,7 @@ from projects.small_data.levers import (
     LocalitySelfAttention,
     LocalityTransformerLayer,
 )
+from t2t_plugin.analysis import cls_attention_maps
 from t2t_plugin.models import T2TViT
 from t2t_plugin.models.layers import SelfAttention, TransformerLayer
 
@@ -144,3 +145,37 @@ def test_the_config_builds_through_get_model():
         for layer in model.backbone.encoder
     )
     assert model(torch.randn(1, 3, 32, 32), mode='tensor').shape == (1, 3)
+
+
+def test_the_pictures_draw_the_attention_the_model_applies(tiny_arch):
+    """What tools/visualization/vis_attention.py draws of a class token
+    (cls_attention_maps): the rows of the model's own locality attention,
+    its learned scale and mask included, each summing to 1 with the class
+    token's own (masked) position."""
+    torch.manual_seed(0)
+    backbone = T2TViT(
+        arch=tiny_arch(num_heads=2),
+        img_size=64,
+        layer_cfgs=dict(type='LocalityTransformerLayer'),
+    ).eval()
+    attn = backbone.encoder[-1].attn
+    with torch.no_grad():
+        attn.logit_scale.fill_(2.5)
+    seen = {}
+    attn.register_forward_hook(
+        lambda module, args, out: seen.__setitem__('x', args[0])
+    )
+    images = torch.randn(1, 3, 64, 64)
+    maps = cls_attention_maps(backbone, images, [-1])[1]
+    assert maps.shape == (1, 2, 4, 4)
+    x = seen['x']
+    # the class token's row written out: softmax of 2.5 * q k^T over the
+    # other tokens, then the image tokens' part
+    q, k, _ = attn.split_heads(x)
+    logits = 2.5 * (q[:, :, :1] @ k.transpose(-2, -1))
+    logits[..., 0] = -math.inf
+    row = logits.softmax(-1)[:, :, 0]
+    torch.testing.assert_close(maps.flatten(2), row[:, :, 1:])
+    torch.testing.assert_close(
+        maps.flatten(2).sum(-1), torch.ones(1, 2), atol=1e-6, rtol=0
+    )
