@@ -168,3 +168,19 @@ def check_ints(
             f'give {length} integers, each of at least {minimum}',
         )
     return tuple(int(v) for v in value)
+
+
+def check_size(owner: str, name: str, value: Any) -> tuple[int, int]:
+    """``value`` as ``(height, width)`` if it is a positive int or a pair
+    of them: an image size."""
+    pair = (
+        (value, value)
+        if isinstance(value, Integral) and not isinstance(value, bool)
+        else value
+    )
+    try:
+        return check_ints(owner, name, pair, 2)
+    except OptionError:
+        raise _refuse(
+            owner, name, value, 'give a positive integer or a pair of them'
+        ) from None

@@ -37,6 +37,8 @@ from ..option_checks import (
     check_int,
     check_keys,
     check_number,
+    check_positive,
+    check_size,
     nearest,
 )
 from ..t2t import T2TModule
@@ -124,6 +126,14 @@ class T2TViT(BaseModule):
         for alias in (name, f't2t-vit-{name}')
     }
     OUT_TYPES = ('cls_token', 'featmap', 'avg_featmap', 'raw')
+    # the modes of F.interpolate for a 2-D table
+    INTERPOLATE_MODES = (
+        'bicubic',
+        'bilinear',
+        'nearest',
+        'nearest-exact',
+        'area',
+    )
     num_extra_tokens = 1
 
     def __init__(
@@ -154,6 +164,7 @@ class T2TViT(BaseModule):
         self.arch_settings = self.resolve_arch(arch)
         arch_img_size = self.arch_settings.pop('img_size', 224)
         img_size = arch_img_size if img_size is None else img_size
+        check_size(owner, 'img_size', img_size)
         self.embed_dims = self.arch_settings['embed_dims']
         self.num_layers = self.arch_settings['num_layers']
         check_choice(owner, 'out_type', out_type, self.OUT_TYPES)
@@ -173,6 +184,9 @@ class T2TViT(BaseModule):
             check_fraction(owner, name, rate)
         check_int(owner, 'in_channels', in_channels)
         check_int(owner, 'frozen_stages', frozen_stages, minimum=-1)
+        check_choice(
+            owner, 'interpolate_mode', interpolate_mode, self.INTERPOLATE_MODES
+        )
         if out_type == 'cls_token' and not with_cls_token:
             raise ValueError(
                 'out_type="cls_token" needs with_cls_token=True;'
@@ -298,9 +312,19 @@ class T2TViT(BaseModule):
                 f', unknown {sorted(unknown)}.'
             )
         settings = {'token_layer': 'performer', **arch}
-        mlp_ratio = settings.pop('mlp_ratio', 3.0)
+        owner = cls.__name__
+        for name in ('embed_dims', 'num_layers', 'num_heads'):
+            check_int(owner, f'arch.{name}', settings[name])
+        mlp_ratio = check_positive(
+            owner, 'arch.mlp_ratio', settings.pop('mlp_ratio', 3.0)
+        )
         settings.setdefault(
             'feedforward_channels', int(arch['embed_dims'] * mlp_ratio)
+        )
+        check_int(
+            owner,
+            'arch.feedforward_channels',
+            settings['feedforward_channels'],
         )
         return settings
 
@@ -353,6 +377,12 @@ class T2TViT(BaseModule):
             out_indices = [out_indices]
         parsed = []
         for index in out_indices:
+            check_int(
+                type(self).__name__,
+                'out_indices entry',
+                index,
+                -self.num_layers,
+            )
             resolved = index + self.num_layers if index < 0 else index
             if not 0 <= resolved < self.num_layers:
                 raise ValueError(

@@ -5,7 +5,12 @@ from mmcv.cnn.bricks import DropPath
 from mmpretrain.registry import MODELS
 from torch import nn
 
-from ..option_checks import check_fraction, check_int, check_positive
+from ..option_checks import (
+    check_bool,
+    check_fraction,
+    check_int,
+    check_positive,
+)
 from .ffn import FFN
 from .self_attention import SelfAttention
 
@@ -50,6 +55,8 @@ class TransformerLayer(nn.Module):
         super().__init__()
         owner = type(self).__name__
         check_int(owner, 'feedforward_channels', feedforward_channels)
+        check_bool(owner, 'qkv_bias', qkv_bias)
+        check_bool(owner, 'v_shortcut', v_shortcut)
         check_fraction(owner, 'drop_rate', drop_rate)
         check_fraction(owner, 'drop_path_rate', drop_path_rate)
         check_positive(owner, 'norm_eps', norm_eps)

@@ -15,6 +15,7 @@ from ..option_checks import (
     check_int,
     check_ints,
     check_positive,
+    check_size,
     nearest,
 )
 from .soft_split import SoftSplit
@@ -135,6 +136,7 @@ class T2TModule(BaseModule):
         super().__init__(init_cfg=init_cfg)
         owner = type(self).__name__
         layer_cls = self.token_layer_class(token_layer)
+        check_size(owner, 'img_size', img_size)
         check_int(owner, 'in_channels', in_channels)
         check_int(owner, 'embed_dims', embed_dims)
         check_int(owner, 'token_dims', token_dims)
