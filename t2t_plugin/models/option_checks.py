@@ -97,11 +97,10 @@ def check_fraction(
 ) -> float:
     """``value`` if it is a number in ``[0, 1)`` (``[0, 1]`` when
     ``closed``): a dropout rate, a share of a loss."""
-    upper_ok = value <= 1 if closed else value < 1
     if (
         not _real(value)
         or not math.isfinite(value)
-        or not (value >= 0 and upper_ok)
+        or not (0 <= value and (value <= 1 if closed else value < 1))
     ):
         interval = '[0, 1]' if closed else '[0, 1)'
         raise _refuse(owner, name, value, f'give a number in {interval}')

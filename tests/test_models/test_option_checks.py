@@ -69,6 +69,7 @@ def test_the_checks_accept_what_they_name():
         (check_number, (math.nan,), 'opt=nan; give a finite number'),
         (check_fraction, (1.0,), 'opt=1.0; give a number in [0, 1)'),
         (check_fraction, (-0.1,), 'opt=-0.1; give a number in [0, 1)'),
+        (check_fraction, ('0.1',), "opt='0.1'; give a number in [0, 1)"),
         (check_choice, ('atention', ('token', 'attention')),
          "opt='atention'; choose one of 'token', 'attention' (did you mean "
          "'attention'?)"),

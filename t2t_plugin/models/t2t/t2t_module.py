@@ -84,7 +84,7 @@ class T2TModule(BaseModule):
     and the projection convolutions of the same geometry: together one
     linear map of the pixels.
 
-    The two T2T layers are built through mmpretrain's ``MODELS``: a
+    The class of the two T2T layers comes from mmpretrain's ``MODELS``: a
     ``token_layer`` that is not one of :data:`TOKEN_LAYERS` names a
     registered class (a project's), built as the product's are. A class
     with ``reads_map = False`` reads the tokens of a soft split:
@@ -158,16 +158,7 @@ class T2TModule(BaseModule):
         if self.reads_map:
             widths = (in_channels, token_dims, token_dims, embed_dims)
             self.soft_split0, self.soft_split1 = (
-                MODELS.build(
-                    dict(
-                        type=layer_cls,
-                        in_channels=widths[i],
-                        out_channels=widths[i + 1],
-                        kernel_size=split_args[i][0],
-                        stride=split_args[i][1],
-                        padding=split_args[i][2],
-                    )
-                )
+                layer_cls(widths[i], widths[i + 1], *split_args[i])
                 for i in range(2)
             )
             self.project = nn.Conv2d(widths[2], widths[3], *split_args[2])
@@ -175,30 +166,23 @@ class T2TModule(BaseModule):
             self.soft_split0, self.soft_split1, self.soft_split2 = (
                 SoftSplit(*args) for args in split_args
             )
-            in_dims = (
-                in_channels * self.kernel_sizes[0] ** 2,
-                token_dims * self.kernel_sizes[1] ** 2,
-            )
             accepted = inspect.signature(layer_cls).parameters
+            given = dict(
+                mlp_ratio=mlp_ratio,
+                kernel_ratio=kernel_ratio,
+                drop_rate=drop_rate,
+            )
             options = {
                 name: value
-                for name, value in dict(
-                    mlp_ratio=mlp_ratio,
-                    kernel_ratio=kernel_ratio,
-                    drop_rate=drop_rate,
-                ).items()
+                for name, value in given.items()
                 if name in accepted and value is not None
             }
             self.attention1, self.attention2 = (
-                MODELS.build(
-                    dict(
-                        type=layer_cls,
-                        in_dims=dims,
-                        token_dims=token_dims,
-                        **options,
-                    )
+                layer_cls(dims, token_dims, **options)
+                for dims in (
+                    in_channels * self.kernel_sizes[0] ** 2,
+                    token_dims * self.kernel_sizes[1] ** 2,
                 )
-                for dims in in_dims
             )
             self.project = nn.Linear(
                 token_dims * self.kernel_sizes[2] ** 2, embed_dims
