@@ -100,7 +100,7 @@ def check_fraction(
     if (
         not _real(value)
         or not math.isfinite(value)
-        or not (0 <= value and (value <= 1 if closed else value < 1))
+        or not (value >= 0 and (value <= 1 if closed else value < 1))
     ):
         interval = '[0, 1]' if closed else '[0, 1)'
         raise _refuse(owner, name, value, f'give a number in {interval}')
