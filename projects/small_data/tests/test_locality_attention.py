@@ -8,14 +8,24 @@ import pytest
 import torch
 from mmengine.config import Config
 from mmpretrain import get_model
+from mmpretrain.registry import MODELS
 
 from projects.small_data.levers import (
     LocalitySelfAttention,
     LocalityTransformerLayer,
 )
 from t2t_plugin.analysis import cls_attention_maps
+from t2t_plugin.apis import load_model, preprocess_image
 from t2t_plugin.models import T2TViT
 from t2t_plugin.models.layers import SelfAttention, TransformerLayer
+from tests.helpers import (
+    MEAN,
+    RESIZE_PIPELINE,
+    STD,
+    TINY_CONFIG,
+    load_tool,
+    write_image,
+)
 
 from . import CONFIGS
 
@@ -178,4 +188,65 @@ def test_the_pictures_draw_the_attention_the_model_applies(tiny_arch):
     torch.testing.assert_close(maps.flatten(2), row[:, :, 1:])
     torch.testing.assert_close(
         maps.flatten(2).sum(-1), torch.ones(1, 2), atol=1e-6, rtol=0
+    )
+
+
+def test_vis_attention_draws_the_models_own_attention(tmp_path, monkeypatch):
+    """tools/visualization/vis_attention.py on a model of locality
+    attention (reached with custom_imports): the map it lays over the
+    image is the class token's row of the model's own attention (its
+    learned scale and mask), the head mean."""
+    config = tmp_path / 'tiny_lsa.py'
+    config.write_text(
+        TINY_CONFIG.format(
+            token_layer='performer',
+            num_classes=3,
+            mean=list(MEAN),
+            std=list(STD),
+            pipeline=RESIZE_PIPELINE,
+        )
+        + "model['backbone']['layer_cfgs'] = dict("
+        "type='LocalityTransformerLayer')\n"
+        "custom_imports = dict(imports=['t2t_plugin', "
+        "'projects.small_data.levers'], allow_failed_imports=False)\n"
+    )
+    model = MODELS.build(Config.fromfile(str(config)).model)
+    with torch.no_grad():
+        for name, param in model.named_parameters():
+            param.normal_(0, 0.2)
+        model.backbone.encoder[1].attn.logit_scale.fill_(3.0)
+    checkpoint = tmp_path / 'tiny_lsa.pth'
+    torch.save(dict(state_dict=model.state_dict(), meta={}), checkpoint)
+    image = tmp_path / 'a.png'
+    write_image(image)
+
+    vis_attention = load_tool('tools/visualization/vis_attention.py')
+    drawn = []
+
+    def overlay(picture, attention, alpha):
+        drawn.append(torch.as_tensor(attention))
+        return picture
+
+    monkeypatch.setattr(vis_attention, 'overlay', overlay)
+    arguments = [str(image), str(config), str(checkpoint), '--blocks', '1']
+    out_dir = ['--out-dir', str(tmp_path / 'out')]
+    assert vis_attention.main(arguments + out_dir) == 0
+    assert (tmp_path / 'out' / 'a_attention.png').is_file()
+
+    served = load_model(str(config), str(checkpoint))
+    inputs, _ = preprocess_image(served, image)
+    attn = served.backbone.encoder[1].attn
+    seen = {}
+    attn.register_forward_hook(
+        lambda module, args, out: seen.__setitem__('x', args[0])
+    )
+    with torch.no_grad():
+        served.backbone(inputs)
+        rows = attn.attention_weights(seen['x'])[0, :, 0]
+    assert attn.logit_scale.item() == 3.0
+    torch.testing.assert_close(rows.sum(-1), torch.ones(2))
+    assert torch.all(rows[:, 0] == 0)  # not on itself
+    (picture,) = drawn
+    torch.testing.assert_close(
+        picture.float(), rows[:, 1:].mean(0).reshape(2, 2)
     )
