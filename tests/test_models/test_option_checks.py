@@ -187,6 +187,10 @@ def test_custom_arch_values(tiny_arch, arch, message):
          'integer of at least 1.'),
         (dict(in_channels='128'), "T2TClsHead got in_channels='128'; give "
          'an integer of at least 1.'),
+        (dict(topk=(1, 0)), 'T2TClsHead got topk=(1, 0); give 2 integers, '
+         'each of at least 1.'),
+        (dict(topk='5'), "T2TClsHead got topk='5'; give an integer of at "
+         'least 1.'),
         (dict(pool='atention'), "T2TClsHead got pool='atention'; choose "
          "one of 'token', 'attention' (did you mean 'attention'?)."),
     ],

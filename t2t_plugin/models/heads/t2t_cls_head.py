@@ -11,7 +11,7 @@ from ..checkpoint_checks import (
     check_supplied_weights,
     mismatch,
 )
-from ..option_checks import check_choice, check_int
+from ..option_checks import check_choice, check_int, check_ints
 
 # what to do instead of loading a checkpoint with another classifier
 FINE_TUNE_ADVICE = (
@@ -72,6 +72,11 @@ class T2TClsHead(VisionTransformerClsHead):
         check_int(owner, 'num_classes', num_classes)
         check_int(owner, 'in_channels', in_channels)
         check_choice(owner, 'pool', pool, self.POOLS)
+        topk = kwargs.get('topk', (1,))
+        if isinstance(topk, (list, tuple)):
+            check_ints(owner, 'topk', topk, len(topk))
+        else:
+            check_int(owner, 'topk', topk)
         super().__init__(
             num_classes=num_classes,
             in_channels=in_channels,
