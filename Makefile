@@ -146,8 +146,12 @@ test: lint test-pinned
 		ONEDL_INSTALL_AFTER='$(OLD_VENV)/installed slurm-packages' \
 		test-torch2.1-then-slurm test-onedl
 
+# The suite, and the tests of the research code in projects/ (run by
+# make test as the product's are).
+PROJECT_TESTS := projects/small_data/tests
+
 test-pinned: install-tests install-dense
-	$(call PYTEST,$(PYTHON)) tests -m 'not slurm' $(PYTEST_ARGS)
+	$(call PYTEST,$(PYTHON)) tests $(PROJECT_TESTS) -m 'not slurm' $(PYTEST_ARGS)
 
 # What the other two stacks run: the tests of the parts that call into
 # torch, mmengine and mmpretrain, whose behaviour differs between their
@@ -159,7 +163,8 @@ test-pinned: install-tests install-dense
 STACK_TESTS := tests/test_models tests/test_engine tests/test_datasets \
 	tests/test_apis/test_inference.py tests/test_tools/test_converter.py \
 	tests/test_tools/test_training.py tests/test_tools/test_test_tool_outputs.py \
-	tests/test_configs/test_custom_data.py tests/test_packaging.py
+	tests/test_configs/test_custom_data.py tests/test_packaging.py \
+	$(PROJECT_TESTS)
 STACK_MARKS := 'not dense and not slurm and (not slow or mim)'
 
 $(OLD_VENV)/installed: Makefile setup.py | $(OLD_VENV)/bin/python
@@ -222,8 +227,8 @@ test-torch2.1-then-slurm: test-torch2.1 slurm-packages
 	$(call SLURM_TEST,$(OLD_VENV)/bin/python)
 
 lint: install-tests
-	$(PYTHON) -m ruff check t2t_plugin tools tests configs setup.py .dev_scripts
-	$(PYTHON) -m ruff format --check t2t_plugin tools tests configs setup.py .dev_scripts
+	$(PYTHON) -m ruff check t2t_plugin tools tests configs setup.py .dev_scripts projects
+	$(PYTHON) -m ruff format --check t2t_plugin tools tests configs setup.py .dev_scripts projects
 
 # The demo installs only into the project's own .venv. An environment it
 # did not create (the active one, or PYTHON=...) is used as it is when it

@@ -24,11 +24,13 @@ Three steps, each a sub-command (run from the repository root):
     figures come from the same minutes of the machine.
 ``levers``
     The ablation of docs/custom_data.md: the recipe and each lever of
-    :data:`LEVERS` on top of it, on both sets at 12 and 30 epochs, one
-    seed. With ``--run`` it trains the runs whose logs are missing from
-    ``--logs`` and copies their logs there; then it prints one row per
-    lever from those logs, with params, MACs and training images/s as
-    ``table`` measures them; ``--figure`` draws their curves.
+    :data:`LEVERS` on top of it (options of the recipe, or a config of
+    ``projects/small_data``), on both sets at 12 and 30 epochs, one seed.
+    With ``--run`` it trains the runs whose logs are missing from
+    ``--logs`` (``--project-logs`` for the project's levers) and copies
+    their logs there; then it prints one row per lever from those logs,
+    with params, MACs and training images/s as ``table`` measures them;
+    ``--figure`` draws their curves.
 ``frontier``
     The speed of candidates inside the T2T-ViT family (:data:`FRONTIER`:
     widths, depth, soft-split strides and the token count they give, token
@@ -51,20 +53,39 @@ import time
 from collections import defaultdict
 
 ROOT = osp.dirname(osp.dirname(osp.abspath(__file__)))
+# the project's configs import projects.small_data.levers
+if ROOT not in sys.path:
+    sys.path.insert(0, ROOT)
+PROJECT = osp.join(ROOT, 'projects', 'small_data')
 
-# The levers of the ablation, each on top of the recipe: their options.
+
+def project_config(lever: str) -> str:
+    """The project's config of a lever on top of the recipe."""
+    return osp.join(
+        PROJECT, 'configs', f't2t-vit-lite_1xb64_custom-32px-{lever}.py'
+    )
+
+
+# The levers of the ablation, each on top of the recipe: the config that
+# trains it (None: the recipe given) and its options.
 LEVERS = {
-    'recipe': [],
-    'lsa': ['model.backbone.layer_cfgs.locality_attn=True'],
-    'conv_tokens': ['model.backbone.arch.token_layer=convolution'],
-    'conv_stem': ['model.backbone.arch.token_layer=conv_stem'],
-    'transformer_tokens': ['model.backbone.arch.token_layer=transformer'],
-    'mean_pool': [
-        'model.backbone.out_type=avg_featmap',
-        'model.head.pool=token',
-        'model.backbone.drop_path_rate=0.1',
-    ],
-    'drloc': ['model.head.drloc.weight=0.1'],
+    'recipe': (None, []),
+    'lsa': (project_config('lsa'), []),
+    'conv_tokens': (None, ['model.backbone.arch.token_layer=convolution']),
+    'conv_stem': (project_config('conv-stem'), []),
+    'transformer_tokens': (
+        None,
+        ['model.backbone.arch.token_layer=transformer'],
+    ),
+    'mean_pool': (
+        None,
+        [
+            'model.backbone.out_type=avg_featmap',
+            'model.head.pool=token',
+            'model.backbone.drop_path_rate=0.1',
+        ],
+    ),
+    'drloc': (project_config('drloc'), []),
 }
 # Candidates of the speed frontier, each the recipe with these options.
 _WIDE96 = [
@@ -188,8 +209,14 @@ def train(args) -> int:
         ]
         print(' '.join(command), flush=True)
         os.makedirs(work_dir, exist_ok=True)
+        # the project's configs import projects.small_data from the root
+        path = os.environ.get('PYTHONPATH')
+        env = dict(
+            os.environ,
+            PYTHONPATH=os.pathsep.join([ROOT] + ([path] if path else [])),
+        )
         with open(osp.join(work_dir, 'stdout.log'), 'w') as log:
-            code = subprocess.call(command, stdout=log, stderr=log)
+            code = subprocess.call(command, stdout=log, stderr=log, env=env)
         failed += code != 0
         print(f'seed {seed}: exit {code}, top-1 {last_top1(work_dir)}')
     return int(failed > 0)
@@ -366,12 +393,15 @@ def table(args) -> int:
     return 0
 
 
-def lever_log(logs: str, data: str, lever: str, epochs: int, seed: int):
+def lever_log(args, data: str, lever: str, epochs: int) -> str:
     """Where the ablation keeps a run's log: the recipe's runs are
     ``<set>_mimetic_<E>e_seed<N>.json``, the levers'
-    ``<set>_mimetic_<lever>_<E>e_seed<N>.json``."""
+    ``<set>_mimetic_<lever>_<E>e_seed<N>.json``, in ``--logs``, or in
+    ``--project-logs`` for a lever of the project."""
     middle = '' if lever == 'recipe' else f'_{lever}'
-    return osp.join(logs, f'{data}_mimetic{middle}_{epochs}e_seed{seed}.json')
+    logs = args.logs if LEVERS[lever][0] is None else args.project_logs
+    name = f'{data}_mimetic{middle}_{epochs}e_seed{args.seed}.json'
+    return osp.join(logs, name)
 
 
 def draw_levers(curves: dict, names: list, budgets: list, out: str) -> None:
@@ -423,39 +453,42 @@ def levers(args) -> int:
     failed = 0
     for lever in args.levers:
         for data, epochs in budgets:
-            log = lever_log(args.logs, data, lever, epochs, args.seed)
+            log = lever_log(args, data, lever, epochs)
             if not args.run or osp.exists(log):
                 continue
             work_dir = osp.join(args.work_dir, lever)
+            config, options = LEVERS[lever]
             run = argparse.Namespace(
-                config=args.config,
+                config=config or args.config,
                 data=osp.join(args.data_root, data),
                 epochs=epochs,
                 seeds=[args.seed],
                 work_dir=work_dir,
-                cfg_options=SET_OPTIONS.get(data, []) + LEVERS[lever],
+                cfg_options=SET_OPTIONS.get(data, []) + options,
             )
             failed += train(run)
             run_dir = osp.join(
                 work_dir,
                 data,
-                run_name(args.config, epochs),
+                run_name(run.config, epochs),
                 f'seed{args.seed}',
             )
             found = find_scalar_files(run_dir)
             if found:
-                os.makedirs(args.logs, exist_ok=True)
+                os.makedirs(osp.dirname(log), exist_ok=True)
                 shutil.copy(found[-1], log)
     curves = {
         (lever, data, epochs): top1_curve([log] if osp.exists(log) else [])
         for lever in args.levers
         for data, epochs in budgets
-        for log in [lever_log(args.logs, data, lever, epochs, args.seed)]
+        for log in [lever_log(args, data, lever, epochs)]
     }
     if args.figure:
         draw_levers(curves, args.levers, budgets, args.figure)
     models = {
-        lever: model_of(args.config, tuple(LEVERS[lever]))
+        lever: model_of(
+            LEVERS[lever][0] or args.config, tuple(LEVERS[lever][1])
+        )
         for lever in args.levers
     }
     speed = speeds(models, args.speed_rounds)
@@ -558,6 +591,11 @@ def main(argv=None) -> int:
     ablation = commands.add_parser('levers', help='the ablation of levers')
     ablation.add_argument('config', help='the recipe')
     ablation.add_argument('--logs', default='docs/assets/small_data')
+    ablation.add_argument(
+        '--project-logs',
+        default='projects/small_data/logs',
+        help="the logs of the project's levers",
+    )
     ablation.add_argument('--levers', nargs='+', default=list(LEVERS))
     ablation.add_argument('--sets', nargs='+', default=['fashion', 'digits'])
     ablation.add_argument('--epochs', type=int, nargs='+', default=[12, 30])

@@ -1,5 +1,5 @@
-"""Every shell command and Python snippet of README.md and docs/*.md, run
-or checked as written.
+"""Every shell command and Python snippet of README.md, docs/*.md and the
+projects' README.md, run or checked as written.
 
 The pages are parsed when the tests are collected, so a block added or
 changed anywhere is tested without touching this file. Fenced blocks in
@@ -54,7 +54,13 @@ from mmengine.config import Config
 
 from .helpers import ROOT, load_tool, run_main, write_image
 
-PAGES = [ROOT / 'README.md', *sorted((ROOT / 'docs').glob('*.md'))]
+PAGES = [
+    ROOT / 'README.md',
+    *sorted((ROOT / 'docs').glob('*.md')),
+    *sorted((ROOT / 'projects').glob('*/README.md')),
+]
+# the configs a command names: the product's and the projects'
+CONFIG_WORD = re.compile(r'^(configs|projects/[\w-]+/configs)/.*\.py$')
 FENCE = re.compile(
     r'(?:<!--\s*doc-test:\s*(?P<marker>.*?)\s*-->\s*\n)?'
     r'^```(?P<lang>[\w-]*)[^\n]*\n(?P<body>.*?)^```',
@@ -206,7 +212,7 @@ def dry_run_command(words: list[str], monkeypatch) -> None:
     if words[0] == 'bash':
         assert (ROOT / words[1]).is_file(), words[1]
         for word in words[2:]:
-            if word.startswith('configs/'):
+            if CONFIG_WORD.match(word):
                 check_config(word)
         return
     tool = _tool_path(words)
@@ -215,7 +221,7 @@ def dry_run_command(words: list[str], monkeypatch) -> None:
     assert tool.is_file(), f'{tool.relative_to(ROOT)} does not exist'
     args = words[2:]
     for word in args:
-        if word.startswith('configs/') and word.endswith('.py'):
+        if CONFIG_WORD.match(word):
             check_config(word)
     if not any(PLACEHOLDER.search(word) for word in args):
         parse_with_the_tool(tool, args, monkeypatch)

@@ -143,6 +143,8 @@ def test_levers_trains_the_missing_runs_and_prints_their_row(tmp_path, capsys):
         '3',
         '--logs',
         str(logs),
+        '--project-logs',
+        str(logs),
         '--data-root',
         str(data),
         '--work-dir',
@@ -156,7 +158,10 @@ def test_levers_trains_the_missing_runs_and_prints_their_row(tmp_path, capsys):
         'fashion_mimetic_drloc_3e_seed0.json',
     ]
     out = capsys.readouterr().out
-    assert 'model.head.drloc.weight=0.1' in out
+    assert (
+        'projects/small_data/configs/t2t-vit-lite_1xb64_custom-32px-drloc.py'
+        in out
+    )
     # a second call reads the logs, trains nothing and draws the curves
     figure = tmp_path / 'levers.png'
     assert script.main([*arguments, '--figure', str(figure)]) == 0

@@ -6,7 +6,6 @@ from collections.abc import Sequence
 from typing import Callable
 
 import torch
-import torch.nn.functional as F
 from torch import nn
 
 
@@ -100,9 +99,9 @@ def cls_attention_maps(
     each of ``layer_indices`` (resolved, from 0), ``(B, heads, h, w)``, the
     weight it gives each image token (on itself left out: rows sum to <= 1).
 
-    A hook on each chosen block's :class:`SelfAttention` runs its fused
-    attention on its own q, k and scale with the identity as values: the
-    output rows are the softmax rows, with no re-implemented softmax.
+    A hook on each chosen block's attention asks it for its own weights
+    (``attention_weights``: the ones its forward applies, a learned scale
+    or a mask of a subclass included) of the tokens it was given.
     """
     if not backbone.with_cls_token:
         raise ValueError(
@@ -117,17 +116,8 @@ def cls_attention_maps(
     blocks = {backbone.encoder[index].attn: index for index in layers}
 
     def read(module, args, output):
-        q, k, _ = module.split_heads(args[0])
-        batch, heads, length, _ = k.shape
-        identity = torch.eye(length, dtype=q.dtype, device=q.device).expand(
-            batch, heads, length, length
-        )
-        rows = F.scaled_dot_product_attention(
-            q[:, :, :1], k, identity, scale=module.scale
-        )
-        captured[blocks[module]] = (
-            rows[:, :, 0, extra:].reshape(batch, heads, *grid).float()
-        )
+        rows = module.attention_weights(args[0])[:, :, 0, extra:]
+        captured[blocks[module]] = rows.reshape(*rows.shape[:2], *grid).float()
 
     _forward_with_hooks(backbone, images, [(attn, read) for attn in blocks])
     return captured

@@ -1,7 +1,5 @@
 """Each attention of the package against its plain formula."""
 
-import math
-
 import pytest
 import torch
 
@@ -132,81 +130,6 @@ def test_attention_runs_through_fused_kernel(monkeypatch):
     assert calls == [pytest.approx(32**-0.5), pytest.approx(147**-0.5)]
 
 
-def _locality_reference(x, layer, scale):
-    """Locality self-attention written out: per head, ``softmax`` of
-    ``scale * q k^T`` with the diagonal left out of the sum, then
-    ``proj``."""
-    sd = layer.state_dict()
-    heads, dims = layer.num_heads, layer.embed_dims
-    head = dims // heads
-    qkv = x @ sd['qkv.weight'].t()
-    out = torch.zeros(x.shape[0], x.shape[1], dims)
-    for b in range(x.shape[0]):
-        for h in range(heads):
-            q, k, v = (
-                qkv[b, :, i * dims + h * head : i * dims + (h + 1) * head]
-                for i in range(3)
-            )
-            for i in range(x.shape[1]):
-                logits = [
-                    scale * float(q[i] @ k[j]) if j != i else -math.inf
-                    for j in range(x.shape[1])
-                ]
-                weights = torch.softmax(torch.tensor(logits), dim=0)
-                out[b, i, h * head : (h + 1) * head] = weights @ v
-    return out @ sd['proj.weight'].t() + sd['proj.bias']
-
-
-def test_locality_attention_masks_the_diagonal_and_learns_the_scale():
-    torch.manual_seed(0)
-    layer = SelfAttention(32, 32, num_heads=4, locality=True).eval()
-    assert layer.logit_scale.shape == (1,)
-    assert layer.logit_scale.item() == pytest.approx(8**-0.5)
-    x = torch.randn(2, 6, 32)
-    torch.testing.assert_close(
-        layer(x), _locality_reference(x, layer, 8**-0.5), atol=1e-5, rtol=1e-5
-    )
-    # the scale is a parameter: another value is another temperature
-    with torch.no_grad():
-        layer.logit_scale.fill_(1.3)
-    torch.testing.assert_close(
-        layer(x), _locality_reference(x, layer, 1.3), atol=1e-5, rtol=1e-5
-    )
-    layer(x).sum().backward()
-    assert layer.logit_scale.grad.abs().item() > 0
-
-
-def test_locality_attention_only_where_asked():
-    plain = TransformerLayer(32, 4, 64)
-    assert not plain.attn.locality
-    assert 'attn.logit_scale' not in plain.state_dict()
-    local = TransformerLayer(32, 4, 64, locality_attn=True)
-    assert local.attn.locality
-    # with two tokens each one can only attend to the other
-    attn = local.attn.eval()
-    x = torch.randn(1, 2, 32)
-    v = (x @ attn.qkv.weight.t())[..., 64:]
-    expected = v.flip(1) @ attn.proj.weight.t() + attn.proj.bias
-    torch.testing.assert_close(attn(x), expected, atol=1e-5, rtol=1e-5)
-
-
-def test_locality_attention_runs_through_fused_kernel(monkeypatch):
-    calls = []
-    original = torch.nn.functional.scaled_dot_product_attention
-
-    def spy(*args, **kwargs):
-        calls.append((kwargs['scale'], kwargs['attn_mask']))
-        return original(*args, **kwargs)
-
-    monkeypatch.setattr(
-        torch.nn.functional, 'scaled_dot_product_attention', spy
-    )
-    TransformerLayer(64, 2, 64, locality_attn=True)(torch.randn(1, 3, 64))
-    ((scale, mask),) = calls
-    assert scale == 1.0
-    assert torch.equal(mask, ~torch.eye(3, dtype=torch.bool))
-
-
 def _qk_products(attn):
     """``W_q^T W_k`` of each head, ``(heads, input_dims, input_dims)``."""
     q, k, _ = attn.qkv.weight.view(
@@ -282,3 +205,18 @@ def test_mimetic_init_keeps_what_it_cannot_shape():
     assert torch.equal(after[27:32], before[27:32])
     assert torch.equal(after[59:], before[59:])
     assert torch.equal(attn.proj.weight, proj)
+
+
+def test_attention_weights_are_those_the_forward_applies():
+    """What the pictures draw: rows of the softmax of ``scale * q k^T``,
+    each summing to 1, which the forward applies to the values."""
+    torch.manual_seed(0)
+    layer = SelfAttention(24, 24, num_heads=3).eval()
+    x = torch.randn(2, 5, 24)
+    weights = layer.attention_weights(x)
+    q, k, v = layer.split_heads(x)
+    expected = ((q @ k.transpose(-2, -1)) * 8**-0.5).softmax(-1)
+    torch.testing.assert_close(weights, expected)
+    torch.testing.assert_close(weights.sum(-1), torch.ones(2, 3, 5))
+    out = (weights @ v).transpose(1, 2).reshape(2, 5, 24)
+    torch.testing.assert_close(layer(x), layer.proj(out))

@@ -101,7 +101,7 @@ def test_default_t2t_geometry():
 
 
 @pytest.mark.parametrize(
-    'token_layer', ['transformer', 'performer', 'convolution', 'conv_stem']
+    'token_layer', ['transformer', 'performer', 'convolution']
 )
 def test_non_square_input(token_layer):
     backbone = T2TViT(
@@ -485,60 +485,3 @@ def test_attn_init_default_and_mistakes():
         with pytest.raises(ValueError) as error:
             T2TViT(arch=small_arch(), img_size=32, attn_init=bad)
         assert str(error.value) == message.format(bad)
-
-
-def test_locality_attention_through_layer_cfgs():
-    backbone = T2TViT(
-        arch=small_arch(), img_size=32, layer_cfgs=dict(locality_attn=True)
-    )
-    assert all(layer.attn.locality for layer in backbone.encoder)
-    # the T2T layers keep the official attention
-    assert not backbone.tokens_to_token.attention1.attn.locality
-    assert backbone(torch.randn(2, 3, 32, 32))[0].shape == (2, 48)
-
-
-def test_conv_stem_matches_formula():
-    """conv, BatchNorm, ReLU twice, then the projection; the running
-    statistics and affine terms of the norms set to other values."""
-    torch.manual_seed(0)
-    module = T2TModule(
-        img_size=32,
-        embed_dims=24,
-        token_dims=8,
-        token_layer='conv_stem',
-        kernel_sizes=(3, 3, 3),
-        strides=(2, 1, 2),
-        paddings=(1, 1, 1),
-    ).eval()
-    for name, value in module.state_dict().items():
-        if not name.startswith('norm_act') or 'num_batches' in name:
-            continue
-        if name.endswith(('.running_var', '.weight')):
-            value.uniform_(0.5, 2.0)
-        else:
-            value.normal_()
-    sd = module.state_dict()
-    x = torch.randn(2, 3, 32, 32)
-    y = x
-    for step, (stride, padding) in enumerate(((2, 1), (1, 1))):
-        y = torch.nn.functional.conv2d(
-            y,
-            sd[f'soft_split{step}.weight'],
-            sd[f'soft_split{step}.bias'],
-            stride,
-            padding,
-        )
-        norm = f'norm_act{step}.0'
-        y = (y - sd[f'{norm}.running_mean'][:, None, None]) / torch.sqrt(
-            sd[f'{norm}.running_var'][:, None, None] + 1e-5
-        )
-        y = y * sd[f'{norm}.weight'][:, None, None]
-        y = torch.relu(y + sd[f'{norm}.bias'][:, None, None])
-    y = torch.nn.functional.conv2d(
-        y, sd['project.weight'], sd['project.bias'], 2, 1
-    )
-    tokens, grid, maps = module(x)
-    assert grid == (8, 8) and maps[1].shape == (2, 8, 16, 16)
-    torch.testing.assert_close(
-        tokens, y.flatten(2).transpose(1, 2), atol=1e-5, rtol=1e-5
-    )

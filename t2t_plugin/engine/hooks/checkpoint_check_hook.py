@@ -20,11 +20,14 @@ from .run_checks import (
 
 def init_checkpoints(node: object) -> Iterator[str]:
     """``checkpoint`` entries of every ``init_cfg`` of a model config, and
-    the ``teacher_checkpoint`` of a ``DistillationClassifier`` (also read
-    when the weights are initialised)."""
+    every ``*_checkpoint`` string of a model part (a part that reads more
+    weights when it is initialised, e.g. a teacher's)."""
     if isinstance(node, dict):
-        if isinstance(node.get('teacher_checkpoint'), str):
-            yield node['teacher_checkpoint']
+        yield from (
+            value
+            for key, value in node.items()
+            if str(key).endswith('_checkpoint') and isinstance(value, str)
+        )
         init_cfgs = node.get('init_cfg')
         for init_cfg in (
             init_cfgs if isinstance(init_cfgs, list) else [init_cfgs]

@@ -92,8 +92,9 @@ def width_problem(model: Any) -> Optional[str]:
     """One line when the stated ``in_channels`` of a T2TClsHead right
     after a T2TViT, or of a T2TFeaturePyramid, are not the widths the
     backbone gives (another arch than they were stated for), naming the
-    config key to set, or when the head's ``drloc`` cannot read the
-    backbone's token grid; None when they agree."""
+    config key to set, or when the head cannot read what the backbone
+    gives in another way (``T2TClsHead.backbone_problem``); None when they
+    agree."""
     backbone = getattr(model, 'backbone', None)
     if not isinstance(backbone, T2TViT):
         return None
@@ -110,11 +111,7 @@ def width_problem(model: Any) -> Optional[str]:
             and name == 'head'
             and getattr(model, 'neck', None) is None
         ):
-            problem = module.width_problem(
-                backbone.embed_dims
-            ) or module.grid_problem(
-                backbone.out_type, backbone.with_cls_token
-            )
+            problem = module.backbone_problem(backbone)
         if problem:
             return problem
     return None

@@ -1,3 +1,4 @@
+import inspect
 import math
 import re
 from collections.abc import Mapping, Sequence
@@ -28,6 +29,17 @@ from ..layers import (
     SelfAttention,
     TransformerLayer,
     sinusoid_position_table,
+)
+from ..option_checks import (
+    check_bool,
+    check_choice,
+    check_fraction,
+    check_int,
+    check_keys,
+    check_number,
+    check_positive,
+    check_size,
+    nearest,
 )
 from ..t2t import T2TModule
 
@@ -89,8 +101,9 @@ class T2TViT(BaseModule):
             layer. Defaults to False.
         t2t_cfg (dict): Extra :class:`T2TModule` arguments. Defaults to {}.
         layer_cfgs (dict | Sequence[dict]): Extra encoder layer arguments,
-            for all or one per layer, e.g. ``dict(locality_attn=True)``.
-            Defaults to {}.
+            for all or one per layer, e.g. ``dict(qk_scale=0.1)``; a
+            ``type`` builds another registered layer (a subclass of
+            :class:`TransformerLayer`). Defaults to {}.
         attn_init (dict, optional): How the attention layers (encoder and
             transformer T2T layers) start, after the official
             initialisation: ``dict(type='mimetic')`` with optional
@@ -113,6 +126,14 @@ class T2TViT(BaseModule):
         for alias in (name, f't2t-vit-{name}')
     }
     OUT_TYPES = ('cls_token', 'featmap', 'avg_featmap', 'raw')
+    # the modes of F.interpolate for a 2-D table
+    INTERPOLATE_MODES = (
+        'bicubic',
+        'bilinear',
+        'nearest',
+        'nearest-exact',
+        'area',
+    )
     num_extra_tokens = 1
 
     def __init__(
@@ -138,17 +159,34 @@ class T2TViT(BaseModule):
         init_cfg: Optional[dict] = None,
     ) -> None:
         super().__init__(init_cfg=init_cfg)
+        owner = type(self).__name__
         self.attn_init = self._check_attn_init(attn_init)
         self.arch_settings = self.resolve_arch(arch)
         arch_img_size = self.arch_settings.pop('img_size', 224)
         img_size = arch_img_size if img_size is None else img_size
+        check_size(owner, 'img_size', img_size)
         self.embed_dims = self.arch_settings['embed_dims']
         self.num_layers = self.arch_settings['num_layers']
-        if out_type not in self.OUT_TYPES:
-            raise ValueError(
-                f'Unknown out_type {out_type!r}; choose one of '
-                f'{self.OUT_TYPES}.'
-            )
+        check_choice(owner, 'out_type', out_type, self.OUT_TYPES)
+        for name, flag in (
+            ('out_t2t_maps', out_t2t_maps),
+            ('qkv_bias', qkv_bias),
+            ('final_norm', final_norm),
+            ('with_cls_token', with_cls_token),
+            ('with_cp', with_cp),
+        ):
+            check_bool(owner, name, flag)
+        for name, rate in (
+            ('drop_rate', drop_rate),
+            ('attn_drop_rate', attn_drop_rate),
+            ('drop_path_rate', drop_path_rate),
+        ):
+            check_fraction(owner, name, rate)
+        check_int(owner, 'in_channels', in_channels)
+        check_int(owner, 'frozen_stages', frozen_stages, minimum=-1)
+        check_choice(
+            owner, 'interpolate_mode', interpolate_mode, self.INTERPOLATE_MODES
+        )
         if out_type == 'cls_token' and not with_cls_token:
             raise ValueError(
                 'out_type="cls_token" needs with_cls_token=True;'
@@ -163,7 +201,9 @@ class T2TViT(BaseModule):
         self.frozen_stages = frozen_stages
         self.with_cp = with_cp
 
-        t2t_cfg = dict(t2t_cfg or {})
+        t2t_cfg = check_keys(
+            owner, 't2t_cfg', t2t_cfg or {}, T2TModule.option_names()
+        )
         clashes = {'img_size', 'in_channels', 'embed_dims'} & set(t2t_cfg)
         if clashes:
             raise ValueError(
@@ -207,7 +247,8 @@ class T2TViT(BaseModule):
                     'or a single dict.'
                 )
         else:
-            layer_cfgs = [dict(layer_cfgs or {})] * self.num_layers
+            layer_cfgs = [layer_cfgs or {}] * self.num_layers
+        layer_cfgs = [self._check_layer_cfg(cfg) for cfg in layer_cfgs]
         common = dict(
             embed_dims=self.embed_dims,
             num_heads=self.arch_settings['num_heads'],
@@ -218,7 +259,7 @@ class T2TViT(BaseModule):
         )
         rates = torch.linspace(0, drop_path_rate, self.num_layers).tolist()
         self.encoder = ModuleList(
-            TransformerLayer(**{**common, 'drop_path_rate': rate, **extra})
+            MODELS.build({**common, 'drop_path_rate': rate, **extra})
             for rate, extra in zip(rates, layer_cfgs)
         )
         self.norm = (
@@ -271,14 +312,24 @@ class T2TViT(BaseModule):
                 f', unknown {sorted(unknown)}.'
             )
         settings = {'token_layer': 'performer', **arch}
-        mlp_ratio = settings.pop('mlp_ratio', 3.0)
+        owner = cls.__name__
+        for name in ('embed_dims', 'num_layers', 'num_heads'):
+            check_int(owner, f'arch.{name}', settings[name])
+        mlp_ratio = check_positive(
+            owner, 'arch.mlp_ratio', settings.pop('mlp_ratio', 3.0)
+        )
         settings.setdefault(
             'feedforward_channels', int(arch['embed_dims'] * mlp_ratio)
         )
+        check_int(
+            owner,
+            'arch.feedforward_channels',
+            settings['feedforward_channels'],
+        )
         return settings
 
-    @staticmethod
-    def _check_attn_init(attn_init: Optional[dict]) -> Optional[dict]:
+    @classmethod
+    def _check_attn_init(cls, attn_init: Optional[dict]) -> Optional[dict]:
         if attn_init is None:
             return None
         known = {'alpha_qk', 'beta_qk', 'alpha_vo', 'beta_vo'}
@@ -286,18 +337,52 @@ class T2TViT(BaseModule):
         kind = settings.pop('type', None)
         unknown = set(settings) - known
         if kind != 'mimetic' or unknown:
+            close = [nearest(key, known) for key in sorted(unknown)]
+            hint = f" (did you mean '{close[0]}'?)" if any(close) else ''
             raise ValueError(
-                f'Unknown attn_init {attn_init!r}; give None (the official '
-                "initialisation) or dict(type='mimetic') with optional "
-                f'{", ".join(sorted(known))}.'
+                f'Unknown attn_init {attn_init!r}{hint}; give None (the '
+                "official initialisation) or dict(type='mimetic') with "
+                f'optional {", ".join(sorted(known))}.'
             )
+        for name, value in settings.items():
+            check_number(cls.__name__, f'attn_init.{name}', value)
         return settings
+
+    @staticmethod
+    def _check_layer_cfg(layer_cfg: Mapping) -> dict:
+        # the arguments of the layer's class, named with the nearest one
+        if not isinstance(layer_cfg, Mapping):
+            raise ValueError(
+                f'T2TViT got layer_cfgs entry {layer_cfg!r}; give a dict '
+                'of encoder layer arguments.'
+            )
+        cfg = {'type': 'TransformerLayer', **layer_cfg}
+        layer_cls = MODELS.get(cfg['type'])
+        if not (
+            isinstance(layer_cls, type)
+            and issubclass(layer_cls, TransformerLayer)
+        ):
+            raise ValueError(
+                f'T2TViT got layer_cfgs type {cfg["type"]!r}; give the '
+                'registered type of a TransformerLayer (or leave it out).'
+            )
+        accepted = set(inspect.signature(layer_cls).parameters) | {'type'}
+        check_keys('T2TViT', 'layer_cfgs', cfg, accepted)
+        # the class itself: built under another default scope (mmdet's),
+        # a name would be looked up in that scope's registry
+        return {**cfg, 'type': layer_cls}
 
     def _parse_out_indices(self, out_indices) -> list[int]:
         if isinstance(out_indices, int):
             out_indices = [out_indices]
         parsed = []
         for index in out_indices:
+            check_int(
+                type(self).__name__,
+                'out_indices entry',
+                index,
+                -self.num_layers,
+            )
             resolved = index + self.num_layers if index < 0 else index
             if not 0 <= resolved < self.num_layers:
                 raise ValueError(

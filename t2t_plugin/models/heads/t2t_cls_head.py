@@ -1,4 +1,3 @@
-import math
 from collections.abc import Sequence
 from typing import Optional
 
@@ -12,6 +11,7 @@ from ..checkpoint_checks import (
     check_supplied_weights,
     mismatch,
 )
+from ..option_checks import check_choice, check_int, check_ints
 
 # what to do instead of loading a checkpoint with another classifier
 FINE_TUNE_ADVICE = (
@@ -37,16 +37,17 @@ class T2TClsHead(VisionTransformerClsHead):
     that does not match the features is refused at the first forward, in
     one line naming both and the key to set.
 
+    A subclass may train auxiliary parts beside the classifier (an extra
+    loss's MLP, as ``projects/small_data``'s localisation loss): named
+    ``aux_*``, they are optional in a checkpoint, and a head without them
+    drops them, so that a checkpoint trained with them serves inference.
+
     Args:
         num_classes (int): Number of classes.
         in_channels (int): Input width: the backbone's ``embed_dims``
             (384 for T2T-ViT-14).
         pool (str): ``'token'`` (the (B, C) vector of the backbone) or
             ``'attention'``. Defaults to ``'token'``.
-        drloc (dict, optional): The relative localisation loss,
-            ``dict(weight=0.1, pairs=64, hidden=512)`` (any key may be left
-            out); needs the token grid: ``out_type='raw'`` without a class
-            token, or ``'featmap'``. Defaults to None (no such loss).
         init_cfg (dict, optional): Defaults to trunc-normal (std 0.02)
             weights and zero bias.
         **kwargs: Other :class:`VisionTransformerClsHead` arguments, e.g.
@@ -54,56 +55,38 @@ class T2TClsHead(VisionTransformerClsHead):
     """
 
     POOLS = ('token', 'attention')
-    DRLOC_DEFAULTS = dict(weight=0.1, pairs=64, hidden=512)
-    GRID_ADVICE = (
-        'T2TClsHead with drloc reads a square grid of tokens, got {}; set '
-        "out_type='raw' and with_cls_token=False (or out_type='featmap') in "
-        'the backbone.'
-    )
+    # the name prefix of a subclass's training-only parts
+    AUX_PREFIX = 'aux_'
 
     def __init__(
         self,
         num_classes: int,
         in_channels: int,
         pool: str = 'token',
-        drloc: Optional[dict] = None,
         init_cfg: Optional[dict] = dict(
             type='TruncNormal', layer='Linear', std=0.02, bias=0.0
         ),
         **kwargs,
     ) -> None:
+        owner = type(self).__name__
+        check_int(owner, 'num_classes', num_classes)
+        check_int(owner, 'in_channels', in_channels)
+        check_choice(owner, 'pool', pool, self.POOLS)
+        topk = kwargs.get('topk', (1,))
+        if isinstance(topk, (list, tuple)):
+            check_ints(owner, 'topk', topk, len(topk))
+        else:
+            check_int(owner, 'topk', topk)
         super().__init__(
             num_classes=num_classes,
             in_channels=in_channels,
             init_cfg=init_cfg,
             **kwargs,
         )
-        if pool not in self.POOLS:
-            raise ValueError(
-                f'Unknown pool {pool!r} of T2TClsHead; choose one of '
-                f'{self.POOLS}.'
-            )
         self.pool = pool
         if pool == 'attention':
             # one score per token; trunc-normal as the classifier (init_cfg)
             self.attention_pool = nn.Linear(in_channels, 1)
-        self.drloc_cfg = None
-        if drloc is not None:
-            unknown = sorted(set(drloc) - set(self.DRLOC_DEFAULTS))
-            if unknown:
-                raise ValueError(
-                    f'Unknown drloc keys {unknown} of T2TClsHead; it takes '
-                    f'{sorted(self.DRLOC_DEFAULTS)}.'
-                )
-            self.drloc_cfg = {**self.DRLOC_DEFAULTS, **drloc}
-            hidden = self.drloc_cfg['hidden']
-            self.drloc = nn.Sequential(
-                nn.Linear(2 * in_channels, hidden),
-                nn.ReLU(),
-                nn.Linear(hidden, hidden),
-                nn.ReLU(),
-                nn.Linear(hidden, 2),
-            )
         self._register_load_state_dict_pre_hook(self._prepare_checkpoint)
 
     def _prepare_checkpoint(
@@ -125,20 +108,20 @@ class T2TClsHead(VisionTransformerClsHead):
                 f'{FINE_TUNE_ADVICE}.',
                 local_metadata,
             )
-        # the localisation MLP only trains: a checkpoint may lack it (a run
-        # that starts drloc from other weights) or hold it (a model built
-        # for inference without it, which drops it)
-        if self.drloc_cfg is None:
-            mlp = prefix + 'drloc.'
-            for key in [k for k in state_dict if str(k).startswith(mlp)]:
-                del state_dict[key]
+        # training-only parts: a checkpoint may lack them (a run that
+        # starts them from other weights) or hold them (a head built for
+        # inference without them, which drops them)
         own = self.state_dict(keep_vars=True)
+        aux = prefix + self.AUX_PREFIX
+        for key in [k for k in state_dict if str(k).startswith(aux)]:
+            if key[len(prefix) :] not in own:
+                del state_dict[key]
         check_supplied_weights(
             type(self).__name__,
             own,
             state_dict,
             prefix,
-            optional=[key for key in own if key.startswith('drloc.')],
+            optional=[k for k in own if k.startswith(self.AUX_PREFIX)],
             advice=FINE_TUNE_ADVICE,
             local_metadata=local_metadata,
         )
@@ -152,9 +135,16 @@ class T2TClsHead(VisionTransformerClsHead):
         if width == self.in_channels:
             return None
         return (
-            f'T2TClsHead has in_channels={self.in_channels}, but the '
-            f'backbone gives features of width {width}; set {key}={width}.'
+            f'{type(self).__name__} has in_channels={self.in_channels}, '
+            f'but the backbone gives features of width {width}; set '
+            f'{key}={width}.'
         )
+
+    def backbone_problem(self, backbone: nn.Module) -> Optional[str]:
+        """One line when this head cannot read the outputs of ``backbone``
+        (a ``T2TViT``), checked before a run: its width. A subclass that
+        reads more (a token grid) adds its own check."""
+        return self.width_problem(backbone.embed_dims)
 
     def _check_width(self, width: int) -> None:
         problem = self.width_problem(width)
@@ -165,73 +155,6 @@ class T2TClsHead(VisionTransformerClsHead):
         """The weights ``(B, N, 1)`` that ``pool='attention'`` gives the
         tokens ``(B, N, C)``: a softmax over the tokens."""
         return self.attention_pool(tokens).softmax(dim=1)
-
-    def token_grid(
-        self, feats: Sequence[torch.Tensor]
-    ) -> tuple[torch.Tensor, tuple[int, int]]:
-        """The output tokens ``(B, N, C)`` and their grid ``(h, w)``: of a
-        feature map, or of square raw tokens without a class token."""
-        feat = feats[-1]
-        if feat.dim() == 4:
-            return feat.flatten(2).transpose(1, 2), tuple(feat.shape[2:])
-        side = math.isqrt(feat.shape[1]) if feat.dim() == 3 else 0
-        if side < 2 or side * side != feat.shape[1]:
-            raise ValueError(
-                self.GRID_ADVICE.format(
-                    f'features of shape {tuple(feat.shape)}'
-                )
-            )
-        return feat, (side, side)
-
-    def grid_problem(
-        self, out_type: str, with_cls_token: bool
-    ) -> Optional[str]:
-        """One line when ``drloc`` cannot read the token grid of a backbone
-        of this ``out_type`` (with or without a class token), or None: the
-        run checks it before training."""
-        if self.drloc_cfg is None or out_type == 'featmap':
-            return None
-        if out_type == 'raw' and not with_cls_token:
-            return None
-        given = f"out_type='{out_type}'" + (
-            ' with a class token' if out_type == 'raw' else ''
-        )
-        return self.GRID_ADVICE.format(given)
-
-    def drloc_loss(self, feats: Sequence[torch.Tensor]) -> torch.Tensor:
-        """The relative localisation loss (before ``weight``) of random
-        token pairs, ``pairs`` per image."""
-        tokens, (height, width) = self.token_grid(feats)
-        batch, count = tokens.shape[:2]
-        pairs = self.drloc_cfg['pairs']
-        first, second = (
-            torch.randint(count, (batch, pairs), device=tokens.device)
-            for _ in range(2)
-        )
-        pick = torch.arange(batch, device=tokens.device)[:, None]
-        both = torch.cat([tokens[pick, first], tokens[pick, second]], dim=-1)
-        scale = torch.tensor([height, width], device=tokens.device)
-        offset = (
-            torch.stack(
-                [
-                    first // width - second // width,
-                    first % width - second % width,
-                ],
-                dim=-1,
-            )
-            / scale
-        ).to(tokens.dtype)
-        return (self.drloc(both) - offset).abs().mean()
-
-    def loss(
-        self, feats: Sequence[torch.Tensor], data_samples: list, **kwargs
-    ) -> dict:
-        losses = super().loss(feats, data_samples, **kwargs)
-        if self.drloc_cfg is not None:
-            losses['loss_drloc'] = self.drloc_cfg['weight'] * self.drloc_loss(
-                feats
-            )
-        return losses
 
     def pre_logits(self, feats: Sequence[torch.Tensor]) -> torch.Tensor:
         feat = feats[-1]

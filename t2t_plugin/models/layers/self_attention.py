@@ -5,6 +5,13 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from ..option_checks import (
+    check_bool,
+    check_fraction,
+    check_int,
+    check_positive,
+)
+
 
 class SelfAttention(nn.Module):
     """Multi-head self-attention on ``F.scaled_dot_product_attention``.
@@ -18,11 +25,10 @@ class SelfAttention(nn.Module):
             ``head_dims ** -0.5``.
         v_shortcut (bool): Add ``v`` to the output (the T2T layers'
             residual). Defaults to False.
-        locality (bool): Locality self-attention (Lee et al. 2021, "Vision
-            Transformer for Small-Size Datasets"): ``scale`` becomes a
-            learned parameter, ``logit_scale``, and no token attends to
-            itself, which sharpens attention on the others. Defaults to
-            False.
+
+    A variant of the attention (another scale, a mask) overrides
+    :meth:`scaled_query`: the forward and :meth:`attention_weights`, which
+    the visualisation tools draw, both go through it.
     """
 
     def __init__(
@@ -35,9 +41,18 @@ class SelfAttention(nn.Module):
         attn_drop: float = 0.0,
         proj_drop: float = 0.0,
         v_shortcut: bool = False,
-        locality: bool = False,
     ) -> None:
         super().__init__()
+        owner = type(self).__name__
+        check_int(owner, 'input_dims', input_dims)
+        check_int(owner, 'embed_dims', embed_dims)
+        check_int(owner, 'num_heads', num_heads)
+        if scale is not None:
+            check_positive(owner, 'scale', scale)
+        check_bool(owner, 'qkv_bias', qkv_bias)
+        check_fraction(owner, 'attn_drop', attn_drop)
+        check_fraction(owner, 'proj_drop', proj_drop)
+        check_bool(owner, 'v_shortcut', v_shortcut)
         if embed_dims % num_heads:
             raise ValueError(
                 f'embed_dims ({embed_dims}) must be divisible '
@@ -50,11 +65,6 @@ class SelfAttention(nn.Module):
         self.scale = self.head_dims**-0.5 if scale is None else scale
         self.attn_drop = attn_drop
         self.v_shortcut = v_shortcut
-        self.locality = locality
-        if locality:
-            # shape (1,), so that optimisers treat it as a norm or bias
-            # (``flat_decay_mult``), not as a weight to decay
-            self.logit_scale = nn.Parameter(torch.tensor([self.scale]))
         self.qkv = nn.Linear(input_dims, embed_dims * 3, bias=qkv_bias)
         self.proj = nn.Linear(embed_dims, embed_dims)
         self.proj_drop = nn.Dropout(proj_drop)
@@ -118,14 +128,30 @@ class SelfAttention(nn.Module):
         # projection's layout, without another copy
         return tuple(t.transpose(1, 2) for t in qkv.unbind(2))
 
+    def scaled_query(
+        self, q: torch.Tensor
+    ) -> tuple[torch.Tensor, float, Optional[torch.Tensor]]:
+        """What the softmax of ``q @ k^T`` is taken of: the query, the
+        factor on the products and a boolean mask (True: may attend) of
+        ``(N, N)``, or None. Here ``q``, ``scale`` and no mask."""
+        return q, self.scale, None
+
+    def attention_weights(self, x: torch.Tensor) -> torch.Tensor:
+        """The attention ``(B, heads, N, N)`` of the tokens ``x``, each row
+        a softmax over the tokens: the weights the forward applies to the
+        values (written out, where the forward's fused kernel keeps them
+        to itself)."""
+        q, k, _ = self.split_heads(x)
+        q, scale, mask = self.scaled_query(q)
+        logits = (q @ k.transpose(-2, -1)) * scale
+        if mask is not None:
+            logits = logits.masked_fill(~mask, float('-inf'))
+        return logits.softmax(dim=-1)
+
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         batch, length, _ = x.shape
         q, k, v = self.split_heads(x)
-        scale, mask = self.scale, None
-        if self.locality:
-            # the learned scale goes into q: the kernel takes a float only
-            q, scale = q * self.logit_scale.to(q.dtype), 1.0
-            mask = ~torch.eye(length, dtype=torch.bool, device=x.device)
+        q, scale, mask = self.scaled_query(q)
         out = F.scaled_dot_product_attention(
             q,
             k,

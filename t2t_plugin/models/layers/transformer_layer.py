@@ -2,12 +2,20 @@ from typing import Optional
 
 import torch
 from mmcv.cnn.bricks import DropPath
+from mmpretrain.registry import MODELS
 from torch import nn
 
+from ..option_checks import (
+    check_bool,
+    check_fraction,
+    check_int,
+    check_positive,
+)
 from .ffn import FFN
 from .self_attention import SelfAttention
 
 
+@MODELS.register_module()
 class TransformerLayer(nn.Module):
     """Pre-norm transformer layer: ``x + attn(LN(x))``, ``x + FFN(LN(x))``.
 
@@ -22,10 +30,13 @@ class TransformerLayer(nn.Module):
             ``head_dims ** -0.5``.
         drop_rate (float): Dropout after the attention projection and in the
             FFN. Defaults to 0.
-        locality_attn (bool): Locality self-attention, a learned scale and
-            no attention of a token to itself (see :class:`SelfAttention`).
-            Defaults to False.
+
+    Registered in ``MODELS``: the backbone builds its encoder layers from
+    ``layer_cfgs``, whose ``type`` may name a subclass (another attention:
+    set ``attention_cls``), as ``projects/small_data`` does.
     """
+
+    attention_cls = SelfAttention
 
     def __init__(
         self,
@@ -40,9 +51,15 @@ class TransformerLayer(nn.Module):
         attn_drop_rate: float = 0.0,
         drop_path_rate: float = 0.0,
         norm_eps: float = 1e-5,
-        locality_attn: bool = False,
     ) -> None:
         super().__init__()
+        owner = type(self).__name__
+        check_int(owner, 'feedforward_channels', feedforward_channels)
+        check_bool(owner, 'qkv_bias', qkv_bias)
+        check_bool(owner, 'v_shortcut', v_shortcut)
+        check_fraction(owner, 'drop_rate', drop_rate)
+        check_fraction(owner, 'drop_path_rate', drop_path_rate)
+        check_positive(owner, 'norm_eps', norm_eps)
         input_dims = input_dims or embed_dims
         if input_dims != embed_dims and not v_shortcut:
             raise ValueError(
@@ -52,7 +69,7 @@ class TransformerLayer(nn.Module):
             )
         self.v_shortcut = v_shortcut
         self.ln1 = nn.LayerNorm(input_dims, eps=norm_eps)
-        self.attn = SelfAttention(
+        self.attn = self.attention_cls(
             input_dims,
             embed_dims,
             num_heads=num_heads,
@@ -61,7 +78,6 @@ class TransformerLayer(nn.Module):
             attn_drop=attn_drop_rate,
             proj_drop=drop_rate,
             v_shortcut=self.v_shortcut,
-            locality=locality_attn,
         )
         self.ln2 = nn.LayerNorm(embed_dims, eps=norm_eps)
         self.ffn = FFN(

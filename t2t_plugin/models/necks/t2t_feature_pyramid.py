@@ -7,6 +7,8 @@ from mmpretrain.models.utils import build_norm_layer
 from mmpretrain.registry import MODELS
 from torch import nn
 
+from ..option_checks import check_ints
+
 
 @MODELS.register_module()
 class T2TFeaturePyramid(BaseModule):
@@ -58,7 +60,17 @@ class T2TFeaturePyramid(BaseModule):
         ),
     ) -> None:
         super().__init__(init_cfg=init_cfg)
-        in_channels = tuple(in_channels)
+        owner = type(self).__name__
+        if isinstance(in_channels, (str, bytes)) or not isinstance(
+            in_channels, Sequence
+        ):
+            raise ValueError(
+                f'{owner} got in_channels={in_channels!r}; give the widths '
+                'of the backbone outputs, e.g. (64, 64, 384).'
+            )
+        in_channels = check_ints(
+            owner, 'in_channels', in_channels, len(in_channels)
+        )
         if len(in_channels) < 3:
             raise ValueError(
                 'T2TFeaturePyramid needs the two T2T maps and at least one '
@@ -77,9 +89,12 @@ class T2TFeaturePyramid(BaseModule):
                 'each 0, 1, 2 or 3 (strides 4, 8, 16, 32), got '
                 f'{out_indices}.'
             )
-        if isinstance(out_channels, int):
+        if isinstance(out_channels, int) and not isinstance(
+            out_channels, bool
+        ):
             out_channels = (out_channels,) * len(out_indices)
         out_channels = tuple(out_channels)
+        check_ints(owner, 'out_channels', out_channels, len(out_channels))
         if len(out_channels) != len(out_indices):
             raise ValueError(
                 f'out_channels needs one width per output level '

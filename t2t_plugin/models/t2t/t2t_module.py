@@ -1,3 +1,4 @@
+import inspect
 import math
 from collections.abc import Sequence
 from typing import Optional, Union
@@ -8,11 +9,23 @@ from mmengine.model import BaseModule
 from mmpretrain.registry import MODELS
 from torch import nn
 
+from ..option_checks import (
+    check_bool,
+    check_fraction,
+    check_int,
+    check_ints,
+    check_positive,
+    check_size,
+    nearest,
+)
 from .soft_split import SoftSplit
-from .token_performer import TokenPerformer
-from .token_transformer import TokenTransformer
 
-TOKEN_LAYERS = ('transformer', 'performer', 'convolution', 'conv_stem')
+# the product's token layers by name, each a class registered in MODELS
+TOKEN_LAYERS = {
+    'transformer': 'TokenTransformer',
+    'performer': 'TokenPerformer',
+    'convolution': 'TokenConvolution',
+}
 
 
 def _pair(value: Union[int, Sequence[int]]) -> tuple[int, int]:
@@ -69,10 +82,18 @@ class T2TModule(BaseModule):
 
     ``token_layer='convolution'`` (Table 7 of the paper) makes the splits
     and the projection convolutions of the same geometry: together one
-    linear map of the pixels. ``'conv_stem'`` puts a BatchNorm and a ReLU
-    after the first two, the convolutional stem of Xiao et al. 2021
-    ("Early convolutions help transformers see better"), which makes small
-    ViTs less sensitive to schedule and optimiser.
+    linear map of the pixels.
+
+    The class of the two T2T layers comes from mmpretrain's ``MODELS``: a
+    ``token_layer`` that is not one of :data:`TOKEN_LAYERS` names a
+    registered class (a project's), built as the product's are. A class
+    with ``reads_map = False`` reads the tokens of a soft split:
+    ``cls(in_dims, token_dims, **options)``, ``options`` being those of
+    ``mlp_ratio``, ``kernel_ratio`` and ``drop_rate`` that its constructor
+    names (``drop_rate=None``: the layer's own default); one with
+    ``reads_map = True`` replaces the split and reads the map ``(B, C, H,
+    W)``, built as ``nn.Conv2d`` of the split's geometry, and the
+    projection is then a convolution too.
 
     Args:
         img_size (int | tuple): Sets ``init_out_size``. Defaults to 224.
@@ -80,8 +101,8 @@ class T2TModule(BaseModule):
         embed_dims (int): Output token width. Defaults to 384.
         token_dims (int): Width between the T2T layers. Defaults to 64.
         token_layer (str): ``'transformer'``, ``'performer'``,
-            ``'convolution'`` or ``'conv_stem'``. Defaults to
-            ``'performer'``.
+            ``'convolution'``, or the registered type of a token layer.
+            Defaults to ``'performer'``.
         kernel_sizes (Sequence[int]): Soft split kernels.
             Defaults to ``(7, 3, 3)``.
         strides (Sequence[int]): Their strides. Defaults to ``(4, 2, 2)``.
@@ -113,62 +134,85 @@ class T2TModule(BaseModule):
         init_cfg: Optional[dict] = None,
     ) -> None:
         super().__init__(init_cfg=init_cfg)
-        if token_layer not in TOKEN_LAYERS:
-            raise ValueError(
-                f'Unknown T2T token_layer {token_layer!r}; '
-                f'choose one of {TOKEN_LAYERS}.'
-            )
-        for name, value in (
-            ('kernel_sizes', kernel_sizes),
-            ('strides', strides),
-            ('paddings', paddings),
-        ):
-            if len(value) != 3:
-                raise ValueError(
-                    f'T2TModule needs one value per soft split in `{name}`, '
-                    f'3 in all; got {tuple(value)}.'
-                )
+        owner = type(self).__name__
+        layer_cls = self.token_layer_class(token_layer)
+        check_size(owner, 'img_size', img_size)
+        check_int(owner, 'in_channels', in_channels)
+        check_int(owner, 'embed_dims', embed_dims)
+        check_int(owner, 'token_dims', token_dims)
+        self.kernel_sizes = check_ints(owner, 'kernel_sizes', kernel_sizes, 3)
+        self.strides = check_ints(owner, 'strides', strides, 3)
+        self.paddings = check_ints(owner, 'paddings', paddings, 3, minimum=0)
+        check_positive(owner, 'mlp_ratio', mlp_ratio)
+        check_positive(owner, 'kernel_ratio', kernel_ratio)
+        if drop_rate is not None:
+            check_fraction(owner, 'drop_rate', drop_rate)
+        self.with_cp = check_bool(owner, 'with_cp', with_cp)
         self.in_channels = in_channels
         self.embed_dims = embed_dims
         self.token_dims = token_dims
         self.token_layer = token_layer
-        self.kernel_sizes = tuple(kernel_sizes)
-        self.strides = tuple(strides)
-        self.paddings = tuple(paddings)
-        self.with_cp = with_cp
+        self.reads_map = layer_cls.reads_map
 
         split_args = list(zip(self.kernel_sizes, self.strides, self.paddings))
-        if token_layer in ('convolution', 'conv_stem'):
+        if self.reads_map:
             widths = (in_channels, token_dims, token_dims, embed_dims)
-            self.soft_split0, self.soft_split1, self.project = (
-                nn.Conv2d(widths[i], widths[i + 1], *split_args[i])
-                for i in range(3)
+            self.soft_split0, self.soft_split1 = (
+                layer_cls(widths[i], widths[i + 1], *split_args[i])
+                for i in range(2)
             )
-            if token_layer == 'conv_stem':
-                self.norm_act0, self.norm_act1 = (
-                    nn.Sequential(nn.BatchNorm2d(token_dims), nn.ReLU())
-                    for _ in range(2)
-                )
+            self.project = nn.Conv2d(widths[2], widths[3], *split_args[2])
         else:
             self.soft_split0, self.soft_split1, self.soft_split2 = (
                 SoftSplit(*args) for args in split_args
             )
-            in_dims = (
-                in_channels * self.kernel_sizes[0] ** 2,
-                token_dims * self.kernel_sizes[1] ** 2,
+            accepted = inspect.signature(layer_cls).parameters
+            given = dict(
+                mlp_ratio=mlp_ratio,
+                kernel_ratio=kernel_ratio,
+                drop_rate=drop_rate,
             )
-            if token_layer == 'transformer':
-                layer, args = TokenTransformer, (mlp_ratio, drop_rate or 0.0)
-            else:
-                drop = 0.1 if drop_rate is None else drop_rate
-                layer, args = TokenPerformer, (kernel_ratio, drop)
+            options = {
+                name: value
+                for name, value in given.items()
+                if name in accepted and value is not None
+            }
             self.attention1, self.attention2 = (
-                layer(dims, token_dims, *args) for dims in in_dims
+                layer_cls(dims, token_dims, **options)
+                for dims in (
+                    in_channels * self.kernel_sizes[0] ** 2,
+                    token_dims * self.kernel_sizes[1] ** 2,
+                )
             )
             self.project = nn.Linear(
                 token_dims * self.kernel_sizes[2] ** 2, embed_dims
             )
         self.init_out_size = self.output_sizes(_pair(img_size))[-1]
+
+    @classmethod
+    def option_names(cls) -> list[str]:
+        """The arguments of the constructor."""
+        return [
+            name
+            for name in inspect.signature(cls).parameters
+            if name not in ('self', 'args', 'kwargs')
+        ]
+
+    @staticmethod
+    def token_layer_class(token_layer: str) -> type:
+        """The registered class of a ``token_layer`` name or type; one line
+        naming the product's names (and the nearest) for another."""
+        name = TOKEN_LAYERS.get(token_layer, token_layer)
+        layer_cls = MODELS.get(name) if isinstance(name, str) else None
+        if getattr(layer_cls, 'reads_map', None) is None:
+            close = nearest(token_layer, TOKEN_LAYERS)
+            hint = f" (did you mean '{close}'?)" if close else ''
+            raise ValueError(
+                f'T2TModule got token_layer={token_layer!r}; choose one of '
+                f'{", ".join(repr(n) for n in TOKEN_LAYERS)}{hint}, or the '
+                'registered type of a token layer (a class with reads_map).'
+            )
+        return layer_cls
 
     @property
     def total_stride(self) -> int:
@@ -200,11 +244,9 @@ class T2TModule(BaseModule):
         sizes = self.output_sizes(x.shape[-2:])
         batch = x.shape[0]
         maps = []
-        if self.token_layer in ('convolution', 'conv_stem'):
+        if self.reads_map:
             for step in range(2):
                 x = getattr(self, f'soft_split{step}')(x)
-                if self.token_layer == 'conv_stem':
-                    x = getattr(self, f'norm_act{step}')(x)
                 maps.append(x)
             tokens = self.project(x).flatten(2).transpose(1, 2)
             return tokens, sizes[2], maps

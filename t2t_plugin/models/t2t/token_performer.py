@@ -1,9 +1,11 @@
 import math
 
 import torch
+from mmpretrain.registry import MODELS
 from torch import nn
 
 from ..layers import FFN
+from ..option_checks import check_fraction, check_int, check_positive
 
 
 class PerformerAttention(nn.Module):
@@ -31,8 +33,19 @@ class PerformerAttention(nn.Module):
         proj_drop: float = 0.1,
     ) -> None:
         super().__init__()
+        owner = type(self).__name__
+        check_int(owner, 'in_dims', in_dims)
+        check_int(owner, 'token_dims', token_dims)
+        check_positive(owner, 'kernel_ratio', kernel_ratio)
+        check_fraction(owner, 'proj_drop', proj_drop)
         self.token_dims = token_dims
         self.num_features = int(token_dims * kernel_ratio)
+        if self.num_features < 1:
+            raise ValueError(
+                f'{owner} got kernel_ratio={kernel_ratio!r}, which gives '
+                f'token_dims={token_dims} no random feature; give at least '
+                f'{1 / token_dims:g}.'
+            )
         # the official layout orders the projection as k, q, v
         self.kqv = nn.Linear(in_dims, 3 * token_dims)
         self.proj = nn.Linear(token_dims, token_dims)
@@ -63,12 +76,16 @@ class PerformerAttention(nn.Module):
         return v + self.proj_drop(self.proj(y.to(v.dtype)))
 
 
+@MODELS.register_module()
 class TokenPerformer(nn.Module):
     """The T2T performer layer: ``y = attn(LN(x))``, then ``y + FFN(LN(y))``.
 
     ``drop_rate`` applies after the attention projection and the FFN, as
     in the official code.
     """
+
+    # reads the tokens of a soft split (see T2TModule)
+    reads_map = False
 
     def __init__(
         self,

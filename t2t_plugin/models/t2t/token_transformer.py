@@ -1,6 +1,10 @@
+from mmpretrain.registry import MODELS
+
 from ..layers import TransformerLayer
+from ..option_checks import check_positive
 
 
+@MODELS.register_module()
 class TokenTransformer(TransformerLayer):
     """The T2T transformer layer: one head, ``in_dims -> token_dims``.
 
@@ -9,6 +13,9 @@ class TokenTransformer(TransformerLayer):
     the head width 64) and the attention residual is ``v``.
     """
 
+    # reads the tokens of a soft split (see T2TModule)
+    reads_map = False
+
     def __init__(
         self,
         in_dims: int,
@@ -16,6 +23,7 @@ class TokenTransformer(TransformerLayer):
         mlp_ratio: float = 1.0,
         drop_rate: float = 0.0,
     ) -> None:
+        check_positive(type(self).__name__, 'mlp_ratio', mlp_ratio)
         super().__init__(
             embed_dims=token_dims,
             num_heads=1,

@@ -12,21 +12,26 @@ from mmengine.optim import build_optim_wrapper
 from mmpretrain.registry import MODELS
 from mmpretrain.structures import DataSample
 
+from projects.small_data.levers import DistillationClassifier
+from projects.small_data.levers.distillation_classifier import (
+    hard_distillation_loss,
+    soft_distillation_loss,
+)
 from t2t_plugin.engine import (
     CheckpointError,
     CheckpointMismatchError,
     read_checkpoint,
 )
-from t2t_plugin.models import DistillationClassifier
-from t2t_plugin.models.classifiers.distillation_classifier import (
-    hard_distillation_loss,
-    soft_distillation_loss,
+from tests.helpers import ROOT, TINY_ARCH, run_main, run_mmpretrain_tool
+from tests.test_datasets.image_folders import (
+    LITE,
+    class_folders,
+    lite_options,
 )
 
-from ..helpers import ROOT, TINY_ARCH, run_main, run_mmpretrain_tool
-from ..test_datasets.image_folders import LITE, class_folders, lite_options
+from . import CONFIGS
 
-DISTILL = ROOT / 'configs' / 't2t-vit-lite_1xb64_custom-32px-distill.py'
+DISTILL = CONFIGS / 't2t-vit-lite_1xb64_custom-32px-distill.py'
 NUM_CLASSES = 3
 
 STUDENT = dict(
@@ -274,12 +279,18 @@ def test_arguments_are_checked():
         'model.head.num_classes=3; set model.teacher.head.num_classes to 3 '
         'and use a teacher trained on the same classes.'
     )
-    with pytest.raises(ValueError, match='kd_mode'):
-        build(kd_mode='feature')
-    with pytest.raises(ValueError, match='kd_weight'):
-        build(kd_weight=1.5)
-    with pytest.raises(ValueError, match='temperature'):
-        build(temperature=0)
+    for option, value, accepted in (
+        ('kd_mode', 'feature', "choose one of 'soft', 'hard'"),
+        ('kd_weight', 1.5, 'give a number in [0, 1]'),
+        ('kd_weight', float('nan'), 'give a number in [0, 1]'),
+        ('temperature', 0, 'give a finite number above 0'),
+        ('temperature', '4', 'give a finite number above 0'),
+    ):
+        with pytest.raises(ValueError) as error:
+            build(**{option: value})
+        assert str(error.value) == (
+            f'DistillationClassifier got {option}={value!r}; {accepted}.'
+        )
 
 
 # ---------------------------------------------------------------- config --

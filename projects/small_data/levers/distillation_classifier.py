@@ -9,6 +9,13 @@ from mmpretrain.registry import MODELS
 from mmpretrain.structures import DataSample
 from torch import nn
 
+from t2t_plugin.engine.checkpoint import load_state_dict_strictly
+from t2t_plugin.models.option_checks import (
+    check_choice,
+    check_fraction,
+    check_positive,
+)
+
 
 def soft_distillation_loss(
     student_logits: torch.Tensor,
@@ -113,20 +120,18 @@ class DistillationClassifier(ImageClassifier):
         kd_mode: str = 'soft',
         **kwargs,
     ) -> None:
+        owner = type(self).__name__
+        check_choice(owner, 'kd_mode', kd_mode, self.KD_MODES)
+        check_fraction(owner, 'kd_weight', kd_weight, closed=True)
+        check_positive(owner, 'temperature', temperature)
+        if teacher_checkpoint is not None and not isinstance(
+            teacher_checkpoint, str
+        ):
+            raise ValueError(
+                f'{owner} got teacher_checkpoint={teacher_checkpoint!r}; '
+                "give the path of the teacher's checkpoint, or None."
+            )
         super().__init__(**kwargs)
-        if kd_mode not in self.KD_MODES:
-            raise ValueError(
-                f'Unknown kd_mode {kd_mode!r} of DistillationClassifier; '
-                f'choose one of {self.KD_MODES}.'
-            )
-        if not 0 <= kd_weight <= 1:
-            raise ValueError(
-                f'model.kd_weight must be between 0 and 1, got {kd_weight}.'
-            )
-        if not temperature > 0:
-            raise ValueError(
-                f'model.temperature must be positive, got {temperature}.'
-            )
         # a model passed in keeps its weights; a config's are initialised
         # with the student's (init_weights)
         self._teacher_from_config = not isinstance(teacher, nn.Module)
@@ -173,10 +178,6 @@ class DistillationClassifier(ImageClassifier):
         self.teacher.eval()
 
     def _load_teacher(self, path: str) -> None:
-        # t2t_plugin.engine imports the models package: a module-level
-        # import would be circular
-        from ...engine.checkpoint import load_state_dict_strictly
-
         source = f'teacher_checkpoint {path}'
         # every scheme of CheckpointLoader reads through the plugin's safe
         # reader (a missing file is one CheckpointError line)

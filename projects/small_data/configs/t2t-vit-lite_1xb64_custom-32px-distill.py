@@ -1,6 +1,7 @@
-# The small-image recipe of ./t2t-vit-lite_1xb64_custom-32px.py, taught by
-# a ResNet-18 trained on the same folders (knowledge distillation: the
-# student also learns the teacher's class probabilities). Train the teacher
+# The small-image recipe of configs/t2t-vit-lite_1xb64_custom-32px.py,
+# taught by a ResNet-18 trained on the same folders (knowledge
+# distillation: the student also learns the teacher's class
+# probabilities). Train the teacher
 # first, with the same pipeline, data preprocessor and schedule:
 #
 #   python tools/train.py \
@@ -10,7 +11,13 @@
 # train the student with this config (--cfg-options teacher_checkpoint=PATH
 # for another teacher). The student's checkpoints hold no teacher: they load
 # into the recipe's config for testing and deployment.
-_base_ = ['./t2t-vit-lite_1xb64_custom-32px.py']
+_base_ = ['../../../configs/t2t-vit-lite_1xb64_custom-32px.py']
+
+# run from the repository root, with it on the path (PYTHONPATH=.)
+custom_imports = dict(
+    imports=['t2t_plugin', 'projects.small_data.levers'],
+    allow_failed_imports=False,
+)
 
 teacher_checkpoint = 'work_dirs/resnet-18_1xb64_custom-32px/epoch_12.pth'
 num_classes = 3  # the number of class folders; the teacher's as well

@@ -1,0 +1,10 @@
+# The suite's fixtures (tests/conftest.py): the same random state, no
+# Runner globals left behind, and the shared builders.
+from tests.conftest import (  # noqa: F401
+    _format_each_config_once,
+    _no_runner_globals,
+    _seed,
+    _stop_loader_workers,
+    tiny_arch,
+    tiny_t2t_vit,
+)

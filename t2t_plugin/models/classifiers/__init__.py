@@ -1,3 +1,0 @@
-from .distillation_classifier import DistillationClassifier
-
-__all__ = ['DistillationClassifier']

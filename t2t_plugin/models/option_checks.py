@@ -1,0 +1,185 @@
+"""The checks of the model parts' options, made when a part is built.
+
+Every option of the backbone, the T2T module, its token layers, the head
+and the neck (and of the parts of ``projects/``) goes through these
+functions, so that a wrong value is one line at build time, whatever door
+builds the model (our tools, mmpretrain's ``get_model``, ``MODELS.build``):
+the class, the option, the value given and what is accepted. A bool is a
+bool (``'no'`` is no bool), a count a positive int, a loss weight a finite
+positive number; a key a part does not take is named with its nearest
+valid key.
+"""
+
+import difflib
+import math
+from collections.abc import Iterable, Mapping
+from numbers import Integral, Real
+from typing import Any, Optional
+
+
+class OptionError(ValueError):
+    """A model part's option has a value the part cannot take."""
+
+
+def _refuse(owner: str, name: str, value: Any, accepted: str) -> OptionError:
+    return OptionError(f'{owner} got {name}={value!r}; {accepted}.')
+
+
+def nearest(word: str, candidates: Iterable[str]) -> Optional[str]:
+    """The candidate closest to ``word``, or None when none is close."""
+    found = difflib.get_close_matches(str(word), list(candidates), n=1)
+    return found[0] if found else None
+
+
+def check_bool(owner: str, name: str, value: Any) -> bool:
+    """``value`` if it is a bool (``'yes'``, ``'no'``, 0 and 1 are not)."""
+    if not isinstance(value, bool):
+        raise _refuse(owner, name, value, 'give True or False')
+    return value
+
+
+def check_int(
+    owner: str,
+    name: str,
+    value: Any,
+    minimum: int = 1,
+    maximum: Optional[int] = None,
+) -> int:
+    """``value`` if it is an int (not a bool) of at least ``minimum`` (and
+    at most ``maximum``: a size whose memory grows with it)."""
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, Integral)
+        or value < minimum
+        or (maximum is not None and value > maximum)
+    ):
+        limit = f' and at most {maximum}' if maximum is not None else ''
+        raise _refuse(
+            owner,
+            name,
+            value,
+            f'give an integer of at least {minimum}{limit}',
+        )
+    return int(value)
+
+
+def _real(value: Any) -> bool:
+    return isinstance(value, Real) and not isinstance(value, bool)
+
+
+def check_positive(
+    owner: str, name: str, value: Any, maximum: Optional[float] = None
+) -> float:
+    """``value`` if it is a finite number above 0 (at most ``maximum``):
+    a loss weight, a temperature, a ratio of widths."""
+    if (
+        not _real(value)
+        or not math.isfinite(value)
+        or value <= 0
+        or (maximum is not None and value > maximum)
+    ):
+        limit = f' and at most {maximum:g}' if maximum is not None else ''
+        raise _refuse(
+            owner, name, value, f'give a finite number above 0{limit}'
+        )
+    return float(value)
+
+
+def check_number(owner: str, name: str, value: Any) -> float:
+    """``value`` if it is a finite number (a coefficient of any sign)."""
+    if not _real(value) or not math.isfinite(value):
+        raise _refuse(owner, name, value, 'give a finite number')
+    return float(value)
+
+
+def check_fraction(
+    owner: str, name: str, value: Any, closed: bool = False
+) -> float:
+    """``value`` if it is a number in ``[0, 1)`` (``[0, 1]`` when
+    ``closed``): a dropout rate, a share of a loss."""
+    if (
+        not _real(value)
+        or not math.isfinite(value)
+        or not (value >= 0 and (value <= 1 if closed else value < 1))
+    ):
+        interval = '[0, 1]' if closed else '[0, 1)'
+        raise _refuse(owner, name, value, f'give a number in {interval}')
+    return float(value)
+
+
+def check_choice(
+    owner: str, name: str, value: Any, choices: Iterable[str]
+) -> str:
+    """``value`` if it is one of ``choices``; else the line names them and
+    the nearest one."""
+    choices = tuple(choices)
+    if isinstance(value, str) and value in choices:
+        return value
+    close = nearest(value, choices) if isinstance(value, str) else None
+    hint = f" (did you mean '{close}'?)" if close else ''
+    raise _refuse(
+        owner,
+        name,
+        value,
+        f'choose one of {", ".join(repr(c) for c in choices)}{hint}',
+    )
+
+
+def check_keys(
+    owner: str, name: str, given: Any, known: Iterable[str]
+) -> dict:
+    """``given`` as a dict if it is a mapping whose keys are all in
+    ``known``; an unknown key is named with the nearest known one."""
+    known = sorted(known)
+    if not isinstance(given, Mapping):
+        raise _refuse(
+            owner, name, given, f'give a dict with keys among {known}'
+        )
+    for key in given:
+        if key not in known:
+            close = nearest(key, known)
+            hint = f"did you mean '{close}'? " if close else ''
+            raise OptionError(
+                f'{owner} got an unknown key {key!r} in {name}; {hint}'
+                f'it takes {", ".join(known)}.'
+            )
+    return dict(given)
+
+
+def check_ints(
+    owner: str, name: str, value: Any, length: int, minimum: int = 1
+) -> tuple[int, ...]:
+    """``value`` if it is a sequence of ``length`` ints, each of at least
+    ``minimum``."""
+    if (
+        isinstance(value, (str, bytes, Mapping))
+        or not isinstance(value, Iterable)
+        or len(tuple(value)) != length
+        or any(
+            isinstance(v, bool) or not isinstance(v, Integral) or v < minimum
+            for v in value
+        )
+    ):
+        raise _refuse(
+            owner,
+            name,
+            value,
+            f'give {length} integers, each of at least {minimum}',
+        )
+    return tuple(int(v) for v in value)
+
+
+def check_size(owner: str, name: str, value: Any) -> tuple[int, int]:
+    """``value`` as ``(height, width)`` if it is a positive int or a pair
+    of them: an image size."""
+    pair = (
+        (value, value)
+        if isinstance(value, Integral) and not isinstance(value, bool)
+        else value
+    )
+    try:
+        return check_ints(owner, name, pair, 2)
+    except OptionError:
+        raise _refuse(
+            owner, name, value, 'give a positive integer or a pair of them'
+        ) from None
