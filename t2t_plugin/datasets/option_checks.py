@@ -8,46 +8,17 @@ options."""
 
 import math
 from collections.abc import Iterable
-from numbers import Integral, Real
-from typing import Any, Optional
+from numbers import Real
+from typing import Any
 
-
-class OptionError(ValueError):
-    """A dataset's, wrapper's or guard's option has a value it cannot
-    take."""
-
-
-def _refuse(owner: str, name: str, value: Any, accepted: str) -> OptionError:
-    return OptionError(f'{owner} got {name}={value!r}; {accepted}.')
-
-
-def check_bool(owner: str, name: str, value: Any) -> bool:
-    """``value`` if it is a bool (``'yes'``, ``'no'``, 0 and 1 are not)."""
-    if not isinstance(value, bool):
-        raise _refuse(owner, name, value, 'give True or False')
-    return value
-
-
-def check_int(
-    owner: str,
-    name: str,
-    value: Any,
-    minimum: int = 1,
-    maximum: Optional[int] = None,
-) -> int:
-    """``value`` if it is an int (not a bool, not ``2.0``) of at least
-    ``minimum`` (and at most ``maximum``)."""
-    if (
-        isinstance(value, bool)
-        or not isinstance(value, Integral)
-        or value < minimum
-        or (maximum is not None and value > maximum)
-    ):
-        limit = f' and at most {maximum}' if maximum is not None else ''
-        raise _refuse(
-            owner, name, value, f'give an integer of at least {minimum}{limit}'
-        )
-    return int(value)
+# One set of checks for every part: the type and range rules, and the
+# wording of the line, are the model options'.
+from ..models.option_checks import (  # noqa: F401
+    OptionError,
+    _refuse,
+    check_bool,
+    check_int,
+)
 
 
 def check_ratio(owner: str, name: str, value: Any) -> float:
