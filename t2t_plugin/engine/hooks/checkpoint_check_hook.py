@@ -6,7 +6,8 @@ from mmengine.hooks import Hook
 from mmengine.registry import HOOKS
 
 from ... import doc_pages
-from ..checkpoint import CheckpointMismatchError, checkpoint_state_dict
+from ...models.backbones import T2TViT
+from ..checkpoint import CheckpointMismatchError, checkpoint_weights
 from ..config import few
 from ..sample_seeded_runner import SampleSeededRunner, is_intact
 from .run_checks import (
@@ -79,7 +80,7 @@ class CheckpointCheckHook(Hook):
     ``last_checkpoint`` names that is cut short is refused). As it loads, a
     resumed checkpoint must be a training checkpoint of these classes, a
     tested one have the dataset's classes; fine-tuning on other classes gets
-    one warning line.
+    one warning line. Saved checkpoints record the backbone's arch.
     """
 
     priority = 'VERY_HIGH'
@@ -126,6 +127,18 @@ class CheckpointCheckHook(Hook):
                 'newest intact one).'
             )
 
+    def before_save_checkpoint(self, runner, checkpoint: dict) -> None:
+        """Record the backbone's arch in ``meta['t2t_arch']``: a load into
+        another arch of the same weight shapes (other heads or strides)
+        is then refused by the models' load hooks."""
+        backbone = next(
+            (m for m in bare_model(runner).modules() if isinstance(m, T2TViT)),
+            None,
+        )
+        if backbone is not None:
+            meta = checkpoint.setdefault('meta', {})
+            meta['t2t_arch'] = backbone.arch_record()
+
     def after_load_checkpoint(self, runner, checkpoint: dict) -> None:
         """Check a checkpoint just read, before its weights are loaded."""
         path, resumes = started_from(runner)
@@ -140,9 +153,7 @@ class CheckpointCheckHook(Hook):
             # the model's load hooks see their own parts only; what lies
             # outside them would be left out without a word of ours
             model = bare_model(runner)
-            foreign = foreign_parts(
-                checkpoint_state_dict(checkpoint, path), model
-            )
+            foreign = foreign_parts(checkpoint_weights(checkpoint), model)
             if foreign:
                 raise CheckpointMismatchError(
                     f'{path} holds weights of {few(foreign)}, which this '
