@@ -29,7 +29,13 @@ from mmengine.dist import get_dist_info
 from mmengine.logging import HistoryBuffer, print_log
 from mmengine.runner import checkpoint as mmengine_checkpoint
 
-from ..compat import HAS_ADD_SAFE_GLOBALS, safe_globals
+from ..compat import (
+    HAS_ADD_SAFE_GLOBALS,
+    mmcls_backbone_weights,
+    mmengine_home,
+    safe_globals,
+    torch_weights_only_globals,
+)
 from ..converters.mmpretrain import HEADS_KEY, mmpretrain_to_plugin
 from ..converters.official import official_to_plugin, strip_module_prefix
 from ..datasets.safe_pickle import (
@@ -149,9 +155,7 @@ class _CheckpointUnpickler(AllowListUnpickler):
 
     @functools.cached_property
     def allowed(self) -> dict[tuple[str, str], Any]:
-        from torch import _weights_only_unpickler
-
-        by_path = dict(_weights_only_unpickler._get_allowed_globals())
+        by_path = torch_weights_only_globals()
         # numpy arrays of protocol 2 files carry their bytes as latin-1 text
         by_path['_codecs.encode'] = codecs.encode
         for entry in [*checkpoint_safe_globals(), argparse.Namespace]:
@@ -585,9 +589,7 @@ def _read_release(path: str, scheme: str) -> Any:
     if releases[name].startswith(('http://', 'https://')):
         checkpoint = _read_download(releases[name])
     else:  # open-mmlab://: a file of MMENGINE_HOME
-        local = osp.join(
-            mmengine_checkpoint._get_mmengine_home(), releases[name]
-        )
+        local = osp.join(mmengine_home(), releases[name])
         if not osp.isfile(local):
             raise CheckpointError(
                 f'Checkpoint not found: {local} (where {path} points).'
@@ -595,7 +597,7 @@ def _read_release(path: str, scheme: str) -> Any:
         checkpoint = _torch_load(local)
     if scheme == 'mmcls://' and isinstance(checkpoint, Mapping):
         # as mmengine: the backbone's weights, without the 'backbone.' prefix
-        return mmengine_checkpoint._process_mmcls_checkpoint(checkpoint)
+        return mmcls_backbone_weights(checkpoint)
     return checkpoint
 
 
