@@ -1159,3 +1159,66 @@ def test_scheme_payload_through_load_from_of_the_training_tool(
         '--trust-pickle if it comes from a source you trust.'
     )
     assert not marker.exists()
+
+
+# --- one owner per decision, reached by every door ------------------------
+
+OWNERS = {
+    # decision: (module, name) of the one function that decides it
+    'safe to read': ('t2t_plugin.engine.checkpoint', 'read_checkpoint'),
+    'structure valid': ('t2t_plugin.engine.checkpoint', 'check_structure'),
+    'layout converted': ('t2t_plugin.engine.checkpoint', 'plugin_layout'),
+    'weights fit': ('t2t_plugin.models.backbones.t2t_vit', 'check_fit'),
+    'classes match': (
+        't2t_plugin.engine.hooks.checkpoint_check_hook',
+        'class_mismatch',
+    ),
+}
+
+
+def test_every_door_reaches_each_owner_once_per_load(tmp_path, monkeypatch):
+    """Each checkpoint decision has one owner: patched, it is called by
+    our tools/test.py, by mmpretrain's get_model and by mmengine's own
+    Runner, and the file is read once per load."""
+    import importlib
+
+    from ..helpers import run_main
+
+    calls = []
+
+    def counted(decision, owner):
+        def wrapper(*args, **kwargs):
+            calls.append(decision)
+            return owner(*args, **kwargs)
+
+        return wrapper
+
+    for decision, (module, name) in OWNERS.items():
+        module = importlib.import_module(module)
+        monkeypatch.setattr(
+            module, name, counted(decision, getattr(module, name))
+        )
+    path = tmp_path / 'run.pth'
+    classes = [str(digit) for digit in range(10)]
+    torch.save(
+        {
+            'state_dict': _demo_classifier().state_dict(),
+            'meta': {'dataset_meta': {'classes': classes}},
+        },
+        path,
+    )
+    result = run_main('test', DEMO, path, '--work-dir', tmp_path / 'ours')
+    assert result.returncode == 0, result.stderr
+    assert set(calls) == set(OWNERS)
+    assert calls.count('safe to read') == 1
+    calls.clear()
+    get_model(DEMO, pretrained=str(path))
+    assert set(calls) == set(OWNERS) - {'classes match'}
+    assert calls.count('safe to read') == 1
+    calls.clear()
+    cfg = Config.fromfile(DEMO)
+    cfg.work_dir = str(tmp_path / 'runner')
+    cfg.load_from = str(path)
+    Runner.from_cfg(cfg).test()
+    assert set(calls) == set(OWNERS)
+    assert calls.count('safe to read') == 1
