@@ -122,60 +122,53 @@ def warn_if_mmcv_ops_lack_cuda() -> None:
         warn_once(problem)
 
 
-# Private names of torch, mmengine and mmpretrain, used here only: each
-# has no public equivalent, and tests/test_engine/test_compat.py fails
-# loudly when a release renames or changes one.
+# Private names of torch, mmengine and mmpretrain, used here only, each
+# for want of a public one; tests/test_engine/test_compat.py fails when a
+# release renames or changes one.
 
 
 def torch_weights_only_globals() -> dict[str, Any]:
-    """torch's allow-list of ``torch.load(weights_only=True)``, by dotted
-    path: the base of the reader's own allow-list on torch < 2.4, which
-    cannot extend torch's (``_get_allowed_globals`` has no public twin)."""
+    """torch's allow-list of ``torch.load(weights_only=True)`` by dotted
+    path, which the reader extends itself before torch 2.4."""
     from torch import _weights_only_unpickler
 
     return dict(_weights_only_unpickler._get_allowed_globals())
 
 
 def rebuild_tensor() -> Any:
-    """The function a pickled tensor names (``torch._utils.
-    _rebuild_tensor_v2``), which the data files' safe unpickler allows."""
+    """The function a pickled tensor names, for the safe unpickler."""
     return torch._utils._rebuild_tensor_v2
 
 
 def default_store() -> 'torch.distributed.Store':
-    """The key-value store of the default process group; torch has no
-    public getter for it (``_get_default_store``)."""
+    """The key-value store of the default process group."""
     return torch.distributed.distributed_c10d._get_default_store()
 
 
 def mmengine_home() -> str:
-    """Where mmengine keeps the files of ``open-mmlab://`` names; it
-    resolves them with ``_get_mmengine_home`` and exposes no public one."""
+    """Where mmengine keeps the files of ``open-mmlab://`` names."""
     from mmengine.runner import checkpoint
 
     return checkpoint._get_mmengine_home()
 
 
 def mmcls_backbone_weights(checkpoint: dict) -> dict:
-    """mmengine's reading of an ``mmcls://`` checkpoint (the backbone's
-    weights, without ``backbone.``): ``_process_mmcls_checkpoint``, so
-    that the scheme keeps mmengine's meaning when we read the file."""
+    """What mmengine's ``mmcls://`` loader makes of a checkpoint (the
+    backbone's weights, bare), for the reader to keep its meaning."""
     from mmengine.runner import checkpoint as mmengine_checkpoint
 
     return mmengine_checkpoint._process_mmcls_checkpoint(checkpoint)
 
 
 def set_runner_timestamp(runner: Any, timestamp: str) -> None:
-    """Rename a run's timestamp (log folder); mmengine's Runner sets it in
-    ``setup_env`` and offers no setter (``Runner._timestamp``)."""
+    """Rename a run's timestamp, which mmengine's Runner sets in
+    ``setup_env`` without a setter."""
     runner._timestamp = timestamp
 
 
 def unbuilt_train_dataloader(runner: Any) -> Any:
-    """The train dataloader as the Runner keeps it before its loop is
-    built (a config dict, or a DataLoader); the public
-    ``runner.train_dataloader`` builds the loop
-    (``Runner._train_dataloader``)."""
+    """The Runner's train dataloader (config or loader) before its loop is
+    built; the public property builds the loop."""
     return runner._train_dataloader
 
 
@@ -185,17 +178,16 @@ def set_train_dataloader(runner: Any, dataloader: Any) -> None:
 
 
 def model_dataset_meta(model: Any) -> dict:
-    """The dataset meta mmpretrain's ``get_model`` attaches to a model,
-    which its inferencers read (``model._dataset_meta``)."""
+    """The dataset meta mmpretrain's ``get_model`` attaches to a model."""
     return getattr(model, '_dataset_meta', None) or {}
 
 
 def set_model_dataset_meta(model: Any, meta: dict) -> None:
-    """Attach class names as mmpretrain's ``get_model`` does."""
+    """Attach a dataset meta as ``get_model`` does, for the inferencers."""
     model._dataset_meta = meta
 
 
 def model_config(model: Any) -> Any:
-    """The config mmpretrain's ``get_model`` attaches to a model, which
-    its inferencers build their pipeline from (``model._config``)."""
+    """The config ``get_model`` attaches to a model, which mmpretrain's
+    inferencers build their pipeline from."""
     return model._config
