@@ -131,11 +131,8 @@ class CheckpointCheckHook(Hook):
         """Record the backbone's arch in ``meta['t2t_arch']``: a load into
         another arch of the same weight shapes (other heads or strides)
         is then refused by the models' load hooks."""
-        backbone = next(
-            (m for m in bare_model(runner).modules() if isinstance(m, T2TViT)),
-            None,
-        )
-        if backbone is not None:
+        backbone = getattr(bare_model(runner), 'backbone', None)
+        if isinstance(backbone, T2TViT):
             meta = checkpoint.setdefault('meta', {})
             meta['t2t_arch'] = backbone.arch_record()
 
