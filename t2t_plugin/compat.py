@@ -120,3 +120,74 @@ def warn_if_mmcv_ops_lack_cuda() -> None:
     problem = mmcv_cuda_ops_problem(True, _ext.get_compiling_cuda_version())
     if problem:
         warn_once(problem)
+
+
+# Private names of torch, mmengine and mmpretrain, used here only, each
+# for want of a public one; tests/test_engine/test_compat.py fails when a
+# release renames or changes one.
+
+
+def torch_weights_only_globals() -> dict[str, Any]:
+    """torch's allow-list of ``torch.load(weights_only=True)`` by dotted
+    path, which the reader extends itself before torch 2.4."""
+    from torch import _weights_only_unpickler
+
+    return dict(_weights_only_unpickler._get_allowed_globals())
+
+
+def rebuild_tensor() -> Any:
+    """The function a pickled tensor names, for the safe unpickler."""
+    return torch._utils._rebuild_tensor_v2
+
+
+def default_store() -> 'torch.distributed.Store':
+    """The key-value store of the default process group."""
+    return torch.distributed.distributed_c10d._get_default_store()
+
+
+def mmengine_home() -> str:
+    """Where mmengine keeps the files of ``open-mmlab://`` names."""
+    from mmengine.runner import checkpoint
+
+    return checkpoint._get_mmengine_home()
+
+
+def mmcls_backbone_weights(checkpoint: dict) -> dict:
+    """What mmengine's ``mmcls://`` loader makes of a checkpoint (the
+    backbone's weights, bare), for the reader to keep its meaning."""
+    from mmengine.runner import checkpoint as mmengine_checkpoint
+
+    return mmengine_checkpoint._process_mmcls_checkpoint(checkpoint)
+
+
+def set_runner_timestamp(runner: Any, timestamp: str) -> None:
+    """Rename a run's timestamp, which mmengine's Runner sets in
+    ``setup_env`` without a setter."""
+    runner._timestamp = timestamp
+
+
+def unbuilt_train_dataloader(runner: Any) -> Any:
+    """The Runner's train dataloader (config or loader) before its loop is
+    built; the public property builds the loop."""
+    return runner._train_dataloader
+
+
+def set_train_dataloader(runner: Any, dataloader: Any) -> None:
+    """Replace the dataloader the Runner builds its training loop from."""
+    runner._train_dataloader = dataloader
+
+
+def model_dataset_meta(model: Any) -> dict:
+    """The dataset meta mmpretrain's ``get_model`` attaches to a model."""
+    return getattr(model, '_dataset_meta', None) or {}
+
+
+def set_model_dataset_meta(model: Any, meta: dict) -> None:
+    """Attach a dataset meta as ``get_model`` does, for the inferencers."""
+    model._dataset_meta = meta
+
+
+def model_config(model: Any) -> Any:
+    """The config ``get_model`` attaches to a model, which mmpretrain's
+    inferencers build their pipeline from."""
+    return model._config

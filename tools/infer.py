@@ -32,6 +32,7 @@ from t2t_plugin.cli.options import (
     check_arguments,
 )
 from t2t_plugin.cli.reporting import LOAD_ERRORS, one_line
+from t2t_plugin.compat import model_config
 
 
 def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
@@ -77,7 +78,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         return 1
     inferencer = ImageClassificationInferencer(model, device=args.device)
     # the same pipeline as the other tools: 1-channel models get grey levels
-    inferencer.pipeline = test_pipeline(model._config)
+    inferencer.pipeline = test_pipeline(model_config(model))
 
     top1: dict[Path, int] = {}
 

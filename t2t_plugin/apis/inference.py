@@ -19,6 +19,7 @@ from mmpretrain.registry import TRANSFORMS
 from PIL import Image
 from torch import nn
 
+from ..compat import model_config, model_dataset_meta, set_model_dataset_meta
 from ..engine.checkpoint import load_state_dict_strictly, read_checkpoint
 from ..engine.config import load_config
 from .input_checks import token_count
@@ -59,7 +60,7 @@ def load_model(
         load_state_dict_strictly(built, loaded, str(checkpoint))
         meta = loaded.get('meta') or {}
         if (meta.get('dataset_meta') or {}).get('classes'):
-            built._dataset_meta = meta['dataset_meta']
+            set_model_dataset_meta(built, meta['dataset_meta'])
     _match_class_names(built)
     return built.to(device).eval()
 
@@ -68,11 +69,11 @@ def _match_class_names(model: nn.Module) -> None:
     """ImageNet's class names, or none, for a head whose number of classes
     is not that of the test dataset's names, which get_model gives."""
     num_classes = getattr(getattr(model, 'head', None), 'num_classes', None)
-    classes = (model._dataset_meta or {}).get('classes')
+    classes = model_dataset_meta(model).get('classes')
     if num_classes is None or (classes and len(classes) == num_classes):
         return
-    model._dataset_meta = (
-        dict(classes=IMAGENET_CATEGORIES) if num_classes == 1000 else {}
+    set_model_dataset_meta(
+        model, dict(classes=IMAGENET_CATEGORIES) if num_classes == 1000 else {}
     )
 
 
@@ -150,13 +151,13 @@ def check_token_budget(
     from the size in the file's header, before the image is decoded."""
     kinds = [
         str(step.get('type', ''))
-        for step in model._config.test_dataloader.dataset.pipeline
+        for step in model_config(model).test_dataloader.dataset.pipeline
     ]
     resizes = any('Resize' in kind or 'Crop' in kind for kind in kinds)
     if isinstance(image, (str, Path)) and not resizes:
         width, height = read_image_size(image)
     else:
-        packed = test_pipeline(model._config)(read_image_input(image))
+        packed = test_pipeline(model_config(model))(read_image_input(image))
         height, width = packed['inputs'].shape[-2:]
     tokens = token_count(
         height, width, model.backbone.tokens_to_token.total_stride
@@ -177,7 +178,7 @@ def preprocess_image(
     """The normalised batch ``(1, C, H, W)`` of an image file or BGR array
     for a model of :func:`load_model`, and the image after the test
     pipeline (not normalised) as ``(H, W, 3)`` uint8 RGB, to draw on."""
-    packed = test_pipeline(model._config)(read_image_input(image))
+    packed = test_pipeline(model_config(model))(read_image_input(image))
     picture = packed['inputs'].permute(1, 2, 0).cpu().numpy()
     if picture.shape[2] == 1:
         picture = np.repeat(picture, 3, axis=2)

@@ -18,6 +18,8 @@ import torch
 import yaml
 from mmengine.fileio import PickleHandler, YamlHandler
 
+from ..compat import rebuild_tensor
+
 # numpy 1.26 has only a stub of ``numpy._core``; numpy 2 warns on
 # ``numpy.core``
 try:
@@ -172,9 +174,7 @@ class _AnnotationUnpickler(_DataUnpickler):
         ('builtins', 'complex'): complex,
         ('builtins', 'bytearray'): bytearray,
         ('collections', 'OrderedDict'): collections.OrderedDict,
-        ('torch._utils', '_rebuild_tensor_v2'): (
-            torch._utils._rebuild_tensor_v2
-        ),
+        ('torch._utils', '_rebuild_tensor_v2'): rebuild_tensor(),
         ('torch.storage', '_load_from_bytes'): _tensor_storage,
     }
 

@@ -19,7 +19,7 @@ from mmpretrain.registry import MODELS
 from torch import nn
 
 from ..engine.checkpoint import (
-    checkpoint_state_dict,
+    checkpoint_weights,
     load_state_dict_strictly,
     read_checkpoint,
 )
@@ -177,9 +177,7 @@ def _load_parts(
         for part in parts.values():
             part.init_weights()
         return
-    state_dict = checkpoint_state_dict(
-        read_checkpoint(checkpoint), str(checkpoint)
-    )
+    state_dict = checkpoint_weights(read_checkpoint(checkpoint))
     for prefix, part in parts.items():
         own = {
             key[len(prefix) :]: value

@@ -3,16 +3,15 @@ the layer-decay optimizer constructor, the training-curves hook and the
 runner that seeds augmentation per sample; the one reader of checkpoints
 and configs that every tool and API uses."""
 
+from ..models.checkpoint_checks import non_finite_tensors
 from .checkpoint import (
     AtomicLocalBackend,
     CheckpointError,
     CheckpointMismatchError,
-    check_finite_weights,
     checkpoint_read_error,
     checkpoint_safe_globals,
-    checkpoint_state_dict,
+    checkpoint_weights,
     load_state_dict_strictly,
-    non_finite_tensors,
     read_checkpoint,
     remove_stale_temp_files,
 )
@@ -31,11 +30,10 @@ __all__ = [
     'ConfigError',
     'SampleSeededRunner',
     'TrainingCurvesHook',
-    'check_finite_weights',
     'checkpoint_read_error',
     'checkpoint_safe_globals',
     'check_config',
-    'checkpoint_state_dict',
+    'checkpoint_weights',
     'load_config',
     'load_state_dict_strictly',
     'newest_intact_checkpoint',

@@ -17,7 +17,6 @@ import pickle
 import re
 import tempfile
 import urllib.error
-from collections import OrderedDict
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Callable, Optional, Union
@@ -30,7 +29,14 @@ from mmengine.dist import get_dist_info
 from mmengine.logging import HistoryBuffer, print_log
 from mmengine.runner import checkpoint as mmengine_checkpoint
 
-from ..compat import HAS_ADD_SAFE_GLOBALS, safe_globals
+from ..compat import (
+    HAS_ADD_SAFE_GLOBALS,
+    mmcls_backbone_weights,
+    mmengine_home,
+    safe_globals,
+    torch_weights_only_globals,
+)
+from ..converters.mmpretrain import HEADS_KEY, mmpretrain_to_plugin
 from ..converters.official import official_to_plugin, strip_module_prefix
 from ..datasets.safe_pickle import (
     AllowListUnpickler,
@@ -40,8 +46,8 @@ from ..datasets.safe_pickle import (
 from ..models.checkpoint_checks import (
     CheckpointError,
     CheckpointMismatchError,
-    mark_checkpoint_file,
-    non_finite_tensors,
+    CheckpointSource,
+    note_source,
 )
 
 # The process umask can only be read by setting it; read it once, before
@@ -149,9 +155,7 @@ class _CheckpointUnpickler(AllowListUnpickler):
 
     @functools.cached_property
     def allowed(self) -> dict[tuple[str, str], Any]:
-        from torch import _weights_only_unpickler
-
-        by_path = dict(_weights_only_unpickler._get_allowed_globals())
+        by_path = torch_weights_only_globals()
         # numpy arrays of protocol 2 files carry their bytes as latin-1 text
         by_path['_codecs.encode'] = codecs.encode
         for entry in [*checkpoint_safe_globals(), argparse.Namespace]:
@@ -241,19 +245,23 @@ def read_checkpoint(
     trust_pickle: bool = False,
     convert_official: bool = True,
 ) -> dict[str, Any]:
-    """Read a checkpoint file or URL onto the CPU, safely.
+    """Read a checkpoint file or URL onto the CPU, safely: the one place
+    that reads, checks the structure of and converts a checkpoint.
 
     Every path ends in ``torch.load(weights_only=True)`` plus the allow-list
     of :func:`checkpoint_safe_globals`: ``http(s)://`` URLs through torch's
     hub cache, mmengine's other schemes resolved as mmengine resolves them.
-    Official T2T-ViT releases come back in this plugin's layout.
+    Foreign layouts come back in this plugin's (:func:`plugin_layout`),
+    and the weights remember the file (and the arch it records) for the
+    models' load hooks (:func:`~t2t_plugin.models.checkpoint_checks.
+    check_fit`), so that every refusal names it.
 
     Args:
         path_or_url (str | Path): A local file or a URL.
         trust_pickle (bool): Read local files with the full unpickler (runs
             any code the file holds). Defaults to False.
-        convert_official (bool): Convert official releases. Defaults to
-            True; the converter tool reads them as they are.
+        convert_official (bool): Convert foreign layouts. Defaults to True;
+            the converter tool reads official releases as they are.
 
     Raises:
         CheckpointError: If the file is missing, damaged, holds objects the
@@ -277,17 +285,82 @@ def read_checkpoint(
             "with torch.save({'state_dict': model.state_dict()}, path)."
         )
     check_structure(checkpoint, path)
-    if convert_official:
-        try:
-            converted = official_to_plugin(checkpoint)
-        except ValueError as error:
-            raise CheckpointError(
-                'Cannot convert official checkpoint '
-                f'{osp.basename(path)}: {error}'
-            ) from None
-        checkpoint = dict(checkpoint) if converted is None else converted
-    # the models' load hooks name the file in their messages
-    return mark_checkpoint_file(checkpoint, path)
+    if not convert_official:
+        return dict(checkpoint)
+    checkpoint = plugin_layout(checkpoint, path)
+    _note_weights(checkpoint, path)
+    return checkpoint
+
+
+def plugin_layout(checkpoint: Mapping[str, Any], path: str) -> dict[str, Any]:
+    """``checkpoint`` in this plugin's layout: official releases renamed
+    (:func:`~t2t_plugin.converters.official_to_plugin`), runs of
+    mmpretrain's ``T2T_ViT`` rescaled (:func:`~t2t_plugin.converters.
+    mmpretrain_to_plugin`, with one line saying so), and the ``module.``
+    prefix of DDP-wrapped weights dropped.
+
+    Raises:
+        CheckpointError: For a layout that is recognised but cannot be
+            converted.
+    """
+    try:
+        official = official_to_plugin(checkpoint)
+    except ValueError as error:
+        raise CheckpointError(
+            f'Cannot convert official checkpoint {osp.basename(path)}: {error}'
+        ) from None
+    if official is not None:
+        return official
+    try:
+        converted = mmpretrain_to_plugin(checkpoint)
+    except ValueError as error:
+        raise CheckpointError(
+            f"Cannot convert checkpoint {path} of mmpretrain's T2T_ViT: "
+            f'{error}.'
+        ) from None
+    if converted is not None:
+        print_log(
+            f"Checkpoint {path} comes from mmpretrain's T2T_ViT, whose "
+            'attention scales q.k by sqrt(head_dim) instead of the official '
+            "scale: its q weights are rescaled to give that model's outputs "
+            f'(num_heads={converted["meta"]["t2t_arch"][HEADS_KEY]}).',
+            logger='current',
+            level=logging.WARNING,
+        )
+        checkpoint = converted
+    nested = [
+        k for k in _WEIGHT_ENTRIES if isinstance(checkpoint.get(k), Mapping)
+    ]
+    if not nested:
+        return _unwrapped(checkpoint)
+    checkpoint = dict(checkpoint)
+    for key in nested:
+        checkpoint[key] = _unwrapped(checkpoint[key])
+    return checkpoint
+
+
+def _unwrapped(weights: Mapping[str, Any]) -> Mapping[str, Any]:
+    # DDP's prefix; weights without it stay as read (with their _metadata)
+    if any(key.startswith('module.') for key in weights):
+        return strip_module_prefix(weights)
+    return weights
+
+
+# The entries of an mmengine checkpoint that hold weights.
+_WEIGHT_ENTRIES = ('state_dict', 'ema_state_dict')
+
+
+def _note_weights(checkpoint: Mapping[str, Any], path: str) -> None:
+    meta = checkpoint.get('meta')
+    arch = meta.get('t2t_arch') if isinstance(meta, Mapping) else None
+    # the model's weights last: a Pretrained init reads them
+    entries = [checkpoint.get(key) for key in reversed(_WEIGHT_ENTRIES)]
+    for weights in [e for e in entries if isinstance(e, Mapping)] or [
+        checkpoint
+    ]:
+        note_source(
+            weights, CheckpointSource(path, arch or {}, tuple(weights))
+        )
 
 
 def check_structure(
@@ -299,7 +372,8 @@ def check_structure(
 
     Raises:
         CheckpointError: If its weights are no dict named by strings, or
-            its meta, dataset meta or class names are of another type.
+            its meta, dataset meta, class names or arch record are of
+            another type.
     """
     weights = checkpoint.get('state_dict', checkpoint)
     if not isinstance(weights, Mapping):
@@ -320,14 +394,18 @@ def check_structure(
             f"The 'meta' of {source} is a {type(meta).__name__}, not a dict; "
             "save a dict there (mmengine's meta) or leave it out."
         )
-    dataset_meta = meta.get('dataset_meta', {})
-    if not isinstance(dataset_meta, Mapping):
-        raise CheckpointError(
-            f"The meta['dataset_meta'] of {source} is a "
-            f"{type(dataset_meta).__name__}, not a dict; save the dataset's "
-            'metainfo there or leave it out.'
-        )
-    classes = dataset_meta.get('classes', [])
+    for part, what in (
+        ('dataset_meta', "the dataset's metainfo"),
+        ('t2t_arch', 'the arch as config keys and values'),
+    ):
+        value = meta.get(part, {})
+        if not isinstance(value, Mapping):
+            raise CheckpointError(
+                f'The meta[{part!r}] of {source} is a '
+                f'{type(value).__name__}, not a dict; save {what} there or '
+                'leave it out.'
+            )
+    classes = meta.get('dataset_meta', {}).get('classes', [])
     if not isinstance(classes, (list, tuple)) or not all(
         isinstance(name, str) for name in classes
     ):
@@ -340,35 +418,12 @@ def check_structure(
         )
 
 
-def checkpoint_state_dict(
-    checkpoint: Mapping[str, Any], source: str = 'the checkpoint'
-) -> 'OrderedDict[str, torch.Tensor]':
-    """The weights of a checkpoint (its ``state_dict``, or itself), without
-    ``module.`` prefixes; ``source`` names it in errors.
-
-    Raises:
-        CheckpointError: As :func:`check_structure`.
-    """
-    check_structure(checkpoint, source)
-    return strip_module_prefix(checkpoint.get('state_dict', checkpoint))
-
-
-def check_finite_weights(
-    state_dict: Mapping[str, Any], source: str = 'the checkpoint'
-) -> None:
-    """Refuse weights holding NaN or infinity (``source`` names them): a
-    diverged run saves such weights, which score chance or NaN silently.
-
-    Raises:
-        CheckpointError: If any floating-point tensor is not finite.
-    """
-    bad = non_finite_tensors(state_dict)
-    if bad:
-        raise CheckpointError(
-            f'Checkpoint {source} holds NaN or infinite weights in '
-            f'{len(bad)} tensor(s), e.g. {bad[:3]}; it comes from a run '
-            'that diverged: take an earlier checkpoint.'
-        )
+def checkpoint_weights(
+    checkpoint: Mapping[str, Any],
+) -> Mapping[str, torch.Tensor]:
+    """The weights of a checkpoint that :func:`read_checkpoint` returned:
+    its ``state_dict``, or itself."""
+    return checkpoint.get('state_dict', checkpoint)
 
 
 def load_state_dict_strictly(
@@ -377,27 +432,20 @@ def load_state_dict_strictly(
     source: str = 'the checkpoint',
 ) -> None:
     """Load a checkpoint (as :func:`read_checkpoint` returns it) into a
-    model; every weight must be finite (:func:`check_finite_weights`) and
-    fit. ``source`` names it in errors.
+    model: the model's load hooks judge the weights they own, and every
+    other entry must fit too. ``source`` names it in errors.
 
     Raises:
         CheckpointMismatchError: If weights are missing, unexpected or of
             another shape.
-        CheckpointError: If the checkpoint holds no weights, or weights
-            that are not finite.
     """
-    state_dict = checkpoint_state_dict(checkpoint, source)
-    check_finite_weights(state_dict, source)
     try:
-        result = model.load_state_dict(state_dict, strict=False)
-    except CheckpointMismatchError as error:
-        # a load hook's line; the weights come without the file's name
-        raise error.naming(source) from None
-    except ValueError as error:
-        raise CheckpointMismatchError(
-            f'{source} does not fit the model: {error}'
-        ) from None
+        result = model.load_state_dict(
+            checkpoint_weights(checkpoint), strict=False
+        )
     except RuntimeError as error:  # shapes differ
+        if isinstance(error, CheckpointMismatchError):
+            raise
         # torch's message: a header line, then one line per problem
         problems = [
             line.strip().rstrip('.')
@@ -541,9 +589,7 @@ def _read_release(path: str, scheme: str) -> Any:
     if releases[name].startswith(('http://', 'https://')):
         checkpoint = _read_download(releases[name])
     else:  # open-mmlab://: a file of MMENGINE_HOME
-        local = osp.join(
-            mmengine_checkpoint._get_mmengine_home(), releases[name]
-        )
+        local = osp.join(mmengine_home(), releases[name])
         if not osp.isfile(local):
             raise CheckpointError(
                 f'Checkpoint not found: {local} (where {path} points).'
@@ -551,7 +597,7 @@ def _read_release(path: str, scheme: str) -> Any:
         checkpoint = _torch_load(local)
     if scheme == 'mmcls://' and isinstance(checkpoint, Mapping):
         # as mmengine: the backbone's weights, without the 'backbone.' prefix
-        return mmengine_checkpoint._process_mmcls_checkpoint(checkpoint)
+        return mmcls_backbone_weights(checkpoint)
     return checkpoint
 
 
@@ -565,9 +611,8 @@ def load_for_mmengine(filename: str, map_location: Any = None) -> dict:
         isinstance(map_location, (str, torch.device))
         and str(map_location) != 'cpu'
     ):
-        return mark_checkpoint_file(
-            _to_device(checkpoint, map_location), filename
-        )
+        checkpoint = _to_device(checkpoint, map_location)
+        _note_weights(checkpoint, filename)
     return checkpoint
 
 

@@ -23,6 +23,8 @@ import torch
 import torch.distributed as torch_dist
 from mmengine.dist import init_dist
 
+from .. import compat
+
 # Seconds a collective operation waits for the other ranks before the run
 # ends (torch's default, 1800, keeps a job with a frozen rank hanging for
 # half an hour). Set env_cfg.dist_cfg.timeout in a config to change it.
@@ -49,8 +51,8 @@ def heartbeat_key(rank: int) -> str:
 
 def default_store() -> torch_dist.Store:
     """The key-value store of the default process group. torch has no
-    public getter for it; this is the one place that reads it."""
-    return torch_dist.distributed_c10d._get_default_store()
+    public getter for it (:func:`~t2t_plugin.compat.default_store`)."""
+    return compat.default_store()
 
 
 class LaunchError(RuntimeError):

@@ -20,6 +20,11 @@ from mmengine.runner import BaseLoop, Runner
 from torch import nn
 from torch.utils.data import DataLoader
 
+from ..compat import (
+    set_runner_timestamp,
+    set_train_dataloader,
+    unbuilt_train_dataloader,
+)
 from ..datasets.safe_pickle import DataFileError, annotation_files
 from ..datasets.sample_seeding import own_generator, sample_seeded_loader
 from .config import ConfigError, check_config, loop_start
@@ -403,7 +408,7 @@ class SampleSeededRunner(Runner):
         while self.timestamp in _STARTED:
             count += 1
             # mmengine sets the timestamp here and offers no setter
-            self._timestamp = f'{timestamp}_{count}'
+            set_runner_timestamp(self, f'{timestamp}_{count}')
         _STARTED.add(self.timestamp)
 
     def wrap_model(
@@ -470,18 +475,18 @@ class SampleSeededRunner(Runner):
         first: an iteration-based loop starts the loader's workers when it
         is built, before any hook is called, and the workers keep the
         datasets as they were then."""
-        if isinstance(self._train_dataloader, dict):
+        loader = unbuilt_train_dataloader(self)
+        if isinstance(loader, dict):
             randomness = self.cfg.get('randomness') or {}
-            self._train_dataloader = self.build_dataloader(
-                sample_seeded_loader(self._train_dataloader),
+            loader = self.build_dataloader(
+                sample_seeded_loader(loader),
                 seed=self.seed,
                 diff_rank_seed=randomness.get('diff_rank_seed', False),
             )
+            set_train_dataloader(self, loader)
             for hook in self.hooks:
                 if isinstance(hook, LoaderGuard):
-                    hook.guard(
-                        self, self._train_dataloader, 'train_dataloader'
-                    )
+                    hook.guard(self, loader, 'train_dataloader')
         loop = super().build_train_loop(loop)
         own_generator(loop.dataloader)
         return loop

@@ -294,7 +294,7 @@ def test_infer_tool_mistakes_are_one_line(tmp_path, capsys):
     diverged = tmp_path / 'diverged.pth'
     torch.save(dict(state_dict=state), diverged)
     assert infer.main([str(image), str(config), str(diverged)]) == 1
-    assert 'NaN or infinite weights' in one_error_line(capsys)
+    assert 'holds NaN or infinite values' in one_error_line(capsys)
 
 
 def test_infer_tool_refuses_inputs_above_the_token_budget(tmp_path, capsys):

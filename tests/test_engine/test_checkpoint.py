@@ -338,11 +338,6 @@ PREFIX_CASES = {
         "'pos_embed', 'tokens_to_token'); it is a bare T2TViT checkpoint: "
         'drop prefix from init_cfg.'
     ),
-    # a classifier saved from inside a DataParallel wrapper
-    'wrapped': (
-        "its {n} entries start with 'module'); its T2TViT weights sit "
-        "under 'module.backbone.': set prefix to that."
-    ),
     'resnet': (
         "its 1 entries start with 'conv1'); it holds no T2TViT weights: "
         'give the checkpoint of a model with this T2TViT (a classifier, '
@@ -362,6 +357,21 @@ def _prefix_case_file(case, folder):
     path = folder / f'{case}.pth'
     torch.save({'state_dict': state}, path)
     return path, len(state)
+
+
+def test_pretrained_prefix_reads_a_wrapped_classifier(tmp_path):
+    """The reader drops DDP's ``module.`` prefix for every loader, a
+    Pretrained prefix included."""
+    path, _ = _prefix_case_file('wrapped', tmp_path)
+    cfg = Config.fromfile(DEMO)
+    cfg.model.backbone.init_cfg = dict(
+        type='Pretrained', checkpoint=str(path), prefix='backbone.'
+    )
+    model = MODELS.build(cfg.model)
+    model.init_weights()
+    saved = torch.load(path, weights_only=True)['state_dict']
+    for key, value in model.backbone.state_dict().items():
+        assert torch.equal(value, saved[f'module.backbone.{key}']), key
 
 
 @pytest.mark.parametrize('case', PREFIX_CASES)
@@ -442,6 +452,100 @@ def test_weights_that_are_not_tensors_are_refused(tmp_path):
     _refused_by_both_doors(path, expected)
 
 
+def _another_kind(value, kind):
+    if kind == 'qint8':
+        return torch.quantize_per_tensor(value, 0.01, 0, torch.qint8)
+    return value.to(getattr(torch, kind))
+
+
+@pytest.mark.parametrize('kind', ['int64', 'bool', 'int8', 'qint8'])
+def test_weights_of_another_kind_are_refused(kind, tmp_path):
+    """copy_ would cast integers and booleans and skip quantized weights:
+    a weight is a floating tensor, or the load is refused."""
+    state = _demo_classifier().state_dict()
+    encoder = [key for key in state if key.startswith('backbone.encoder.')]
+    for key in encoder:
+        state[key] = _another_kind(state[key], kind)
+    path = tmp_path / f'{kind}.pth'
+    torch.save({'state_dict': state}, path)
+    expected = (
+        f'The checkpoint {path} holds {len(encoder)} weight(s) of T2TViT of '
+        f'another kind than the model, e.g. {encoder[0]} (torch.{kind}); '
+        'only floating-point weights load: save the weights of the trained '
+        'model as they are, not cast to integers or quantized.'
+    )
+    _refused_by_both_doors(path, expected)
+
+
+def _saved_by_a_run(path, **options):
+    """The demo classifier's checkpoint as a run of our configs saves it:
+    CheckpointCheckHook records the backbone's arch in its meta."""
+    from types import SimpleNamespace
+
+    from t2t_plugin.engine.hooks.checkpoint_check_hook import (
+        CheckpointCheckHook,
+    )
+
+    cfg = Config.fromfile(DEMO)
+    cfg.merge_from_dict(options)
+    model = MODELS.build(cfg.model)
+    checkpoint = {'state_dict': model.state_dict(), 'meta': {'epoch': 1}}
+    CheckpointCheckHook().before_save_checkpoint(
+        SimpleNamespace(model=model), checkpoint
+    )
+    torch.save(checkpoint, path)
+    return checkpoint['meta']
+
+
+def test_a_run_records_its_arch_in_the_checkpoint(one_epoch, tmp_path):
+    """Our configs' CheckpointCheckHook records the arch in every
+    checkpoint a run saves."""
+    meta = read_checkpoint(one_epoch / 'epoch_1.pth')['meta']
+    assert meta == {**meta, **_saved_by_a_run(tmp_path / 'run.pth')}
+    assert meta['t2t_arch'] == {
+        'model.backbone.arch.token_layer': 'performer',
+        'model.backbone.arch.embed_dims': 64,
+        'model.backbone.arch.num_layers': 4,
+        'model.backbone.arch.num_heads': 4,
+        'model.backbone.arch.feedforward_channels': 128,
+        'model.backbone.t2t_cfg.kernel_sizes': [3, 3, 3],
+        'model.backbone.t2t_cfg.strides': [1, 1, 2],
+        'model.backbone.t2t_cfg.paddings': [1, 1, 1],
+    }
+
+
+@pytest.mark.parametrize(
+    'key,saved,built',
+    [
+        ('model.backbone.arch.num_heads', 4, 8),
+        ('model.backbone.t2t_cfg.strides', [1, 1, 2], [1, 2, 1]),
+    ],
+)
+def test_another_arch_of_the_same_shapes_is_refused(
+    key, saved, built, tmp_path
+):
+    """Other heads or strides give weights of the same shapes: the arch
+    the checkpoint records tells them apart."""
+    path = tmp_path / 'run.pth'
+    _saved_by_a_run(path)
+    expected = (
+        f'The checkpoint {path} was trained with {key}={saved}, this model '
+        f'has {key}={built}: the weights have the same shapes but mean '
+        'something else; use the config it was trained with (set '
+        f'{key}={saved}).'
+    )
+    option = key.removeprefix('model.')
+    _refused_by_both_doors(path, expected, **{f'model.{option}': built})
+    # a checkpoint without the record (an official release, an older
+    # file) loads as before
+    checkpoint = torch.load(path, weights_only=True)
+    del checkpoint['meta']['t2t_arch']
+    torch.save(checkpoint, path)
+    cfg = Config.fromfile(DEMO)
+    cfg.merge_from_dict({key: built})
+    get_model(cfg, pretrained=str(path))
+
+
 @pytest.mark.parametrize('saved,built', [(4, 2), (2, 4)])
 def test_another_depth_is_another_arch(saved, built, tmp_path):
     cfg = Config.fromfile(DEMO)
@@ -503,9 +607,10 @@ def test_entries_a_model_knowingly_leaves_unused_still_load(tmp_path):
     assert 'norm.weight' not in built.state_dict()
 
 
-def test_the_ema_copy_of_the_weights_names_the_file(tmp_path):
+def test_the_ema_copy_of_the_weights_is_refused(tmp_path):
     """mmengine's EMAHook loads a deep copy of the weights before the
-    model's own load: its refusal names the file all the same."""
+    model's own load: the same refusal (the copy's tensors are no longer
+    the ones the reader read, so it says 'the checkpoint')."""
     cfg = Config.fromfile(DEMO)
     cfg.model.backbone.arch.num_layers = 2
     path = tmp_path / '2_layers.pth'
@@ -518,7 +623,7 @@ def test_the_ema_copy_of_the_weights_names_the_file(tmp_path):
     with pytest.raises(CheckpointMismatchError) as error:
         runner.test()
     assert str(error.value) == (
-        f'The checkpoint {path} has 2 encoder layers, this T2T-ViT has 4 '
+        'The checkpoint has 2 encoder layers, this T2T-ViT has 4 '
         f'(arch {_demo_arch()}). Use the arch the checkpoint was trained '
         'with.'
     )
@@ -646,13 +751,9 @@ def test_official_names_are_converted_by_the_reader_alone(
     cfg = Config.fromfile(DEMO)
     with pytest.raises(CheckpointMismatchError) as error:
         MODELS.build(cfg.model.backbone).load_state_dict(raw)
-    assert str(error.value) == (
-        'The checkpoint holds the official T2T-ViT names (blocks.N, '
-        'tokens_to_token.attention1, ...), which a load_state_dict call '
-        "does not convert: load the file with mmengine's load_checkpoint, "
-        'init_cfg=Pretrained or t2t_plugin.engine.read_checkpoint, which '
-        'convert them, or convert it with '
-        'tools/model_converters/t2t_vit_official_to_plugin.py.'
+    assert str(error.value).startswith(
+        'The checkpoint holds none of the 76 weights of T2TViT (expected '
+        "e.g. 'cls_token', 'pos_embed'; it has "
     )
     calls = []
 
@@ -684,18 +785,26 @@ def test_is_official_tells_the_names_wherever_they_are_kept():
     assert not is_official([1, 2])
 
 
-def test_an_unnamed_refusal_is_named_by_the_caller_that_knows_the_file():
-    from t2t_plugin.models.checkpoint_checks import CHECKPOINT, mismatch
+def test_refusals_name_the_file_the_reader_read_the_tensors_from(tmp_path):
+    from t2t_plugin.models.checkpoint_checks import check_fit, source_of
 
-    template = f'The {CHECKPOINT} has {{4}} layers'
-    unnamed = mismatch(template)
-    assert str(unnamed) == 'The checkpoint has {4} layers'
-    assert (
-        str(unnamed.naming('a.pth')) == 'The checkpoint a.pth has {4} layers'
-    )
-    named = mismatch(template, {'checkpoint_file': 'b.pth'})
-    assert str(named) == 'The checkpoint b.pth has {4} layers'
-    assert named.naming('a.pth') is named
+    state = _demo_classifier().state_dict()
+    path = tmp_path / 'read.pth'
+    torch.save({'state_dict': state}, path)
+    read = read_checkpoint(path)['state_dict']
+    assert source_of(read).path == str(path)
+    assert source_of(dict(read), 'backbone.').path == str(path)
+    # weights built in memory, or copied, come from no file
+    assert source_of(state) is None
+    assert source_of(copy.deepcopy(read)) is None
+    own = {'w': torch.zeros(2)}
+    for weights, named in (
+        (read, f'checkpoint {path}'),
+        (state, 'checkpoint'),
+    ):
+        with pytest.raises(CheckpointMismatchError) as error:
+            check_fit('Part', own, weights, 'head.layers.head.')
+        assert str(error.value).startswith(f'The {named} holds none of')
 
 
 def test_the_converter_is_a_leaf():
@@ -1052,3 +1161,66 @@ def test_scheme_payload_through_load_from_of_the_training_tool(
         '--trust-pickle if it comes from a source you trust.'
     )
     assert not marker.exists()
+
+
+# --- one owner per decision, reached by every door ------------------------
+
+OWNERS = {
+    # decision: (module, name) of the one function that decides it
+    'safe to read': ('t2t_plugin.engine.checkpoint', 'read_checkpoint'),
+    'structure valid': ('t2t_plugin.engine.checkpoint', 'check_structure'),
+    'layout converted': ('t2t_plugin.engine.checkpoint', 'plugin_layout'),
+    'weights fit': ('t2t_plugin.models.backbones.t2t_vit', 'check_fit'),
+    'classes match': (
+        't2t_plugin.engine.hooks.checkpoint_check_hook',
+        'class_mismatch',
+    ),
+}
+
+
+def test_every_door_reaches_each_owner_once_per_load(tmp_path, monkeypatch):
+    """Each checkpoint decision has one owner: patched, it is called by
+    our tools/test.py, by mmpretrain's get_model and by mmengine's own
+    Runner, and the file is read once per load."""
+    import importlib
+
+    from ..helpers import run_main
+
+    calls = []
+
+    def counted(decision, owner):
+        def wrapper(*args, **kwargs):
+            calls.append(decision)
+            return owner(*args, **kwargs)
+
+        return wrapper
+
+    for decision, (module, name) in OWNERS.items():
+        module = importlib.import_module(module)
+        monkeypatch.setattr(
+            module, name, counted(decision, getattr(module, name))
+        )
+    path = tmp_path / 'run.pth'
+    classes = [str(digit) for digit in range(10)]
+    torch.save(
+        {
+            'state_dict': _demo_classifier().state_dict(),
+            'meta': {'dataset_meta': {'classes': classes}},
+        },
+        path,
+    )
+    result = run_main('test', DEMO, path, '--work-dir', tmp_path / 'ours')
+    assert result.returncode == 0, result.stderr
+    assert set(calls) == set(OWNERS)
+    assert calls.count('safe to read') == 1
+    calls.clear()
+    get_model(DEMO, pretrained=str(path))
+    assert set(calls) == set(OWNERS) - {'classes match'}
+    assert calls.count('safe to read') == 1
+    calls.clear()
+    cfg = Config.fromfile(DEMO)
+    cfg.work_dir = str(tmp_path / 'runner')
+    cfg.load_from = str(path)
+    Runner.from_cfg(cfg).test()
+    assert set(calls) == set(OWNERS)
+    assert calls.count('safe to read') == 1

@@ -1,6 +1,7 @@
 """t2t_plugin.compat: features of newer torch degrade to one warning line,
 on the installed torch and with the features faked away."""
 
+import inspect
 import subprocess
 import sys
 import types
@@ -116,3 +117,79 @@ def test_gpu_machine_with_cpu_only_mmcv_warns_once_on_import(
     compat.warn_if_mmcv_ops_lack_cuda()
     [message] = messages(fresh_warnings)
     assert message.startswith('mmcv was built without CUDA ops')
+
+
+# --- the private names of the hosts: each fails here when a release
+# renames or changes it -----------------------------------------------------
+
+
+def test_torch_weights_only_globals_hold_the_tensor_rebuilders():
+    allowed = compat.torch_weights_only_globals()
+    assert (
+        allowed['torch._utils._rebuild_tensor_v2'] is compat.rebuild_tensor()
+    )
+    assert (
+        allowed['collections.OrderedDict']
+        is __import__('collections').OrderedDict
+    )
+
+
+def test_a_pickled_tensor_names_rebuild_tensor():
+    rebuild, _ = torch.zeros(2).__reduce_ex__(2)
+    assert rebuild is compat.rebuild_tensor()
+
+
+def test_default_store_is_the_process_groups(tmp_path):
+    import torch.distributed as dist
+
+    store = dist.FileStore(str(tmp_path / 'store'), 1)
+    dist.init_process_group('gloo', store=store, rank=0, world_size=1)
+    try:
+        found = compat.default_store()
+        assert isinstance(found, dist.Store)
+        found.set('key', 'value')
+        assert found.get('key') == b'value'
+    finally:
+        dist.destroy_process_group()
+
+
+def test_mmengine_home_follows_its_variable(tmp_path, monkeypatch):
+    monkeypatch.setenv('MMENGINE_HOME', str(tmp_path))
+    assert compat.mmengine_home() == str(tmp_path)
+
+
+def test_mmcls_backbone_weights_are_the_backbones_bare():
+    weight = torch.zeros(1)
+    checkpoint = {'state_dict': {'backbone.a': weight, 'head.b': weight}}
+    assert compat.mmcls_backbone_weights(checkpoint) == {
+        'state_dict': {'a': weight}
+    }
+
+
+def test_runner_timestamp_and_train_dataloader_are_the_runners():
+    from mmengine.runner import Runner
+
+    runner = Runner.__new__(Runner)
+    compat.set_runner_timestamp(runner, '20260101_000000')
+    assert runner.timestamp == '20260101_000000'
+    loader = dict(batch_size=2)
+    compat.set_train_dataloader(runner, loader)
+    assert compat.unbuilt_train_dataloader(runner) is loader
+    # mmengine builds its training loop from that attribute
+    assert 'self._train_dataloader' in inspect.getsource(
+        Runner.build_train_loop
+    )
+
+
+def test_get_model_attaches_the_config_and_dataset_meta():
+    from mmpretrain import get_model
+
+    from ..helpers import DEMO
+
+    model = get_model(DEMO)
+    assert compat.model_config(model).model.backbone.type == 'T2TViT'
+    # the classes of the config's test dataset
+    classes = compat.model_dataset_meta(model)['classes']
+    assert list(classes) == [str(digit) for digit in range(10)]
+    compat.set_model_dataset_meta(model, dict(classes=['a', 'b']))
+    assert compat.model_dataset_meta(model) == dict(classes=['a', 'b'])

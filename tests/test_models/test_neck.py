@@ -321,6 +321,46 @@ def test_a_checkpoint_of_the_pyramid_loads_strictly():
         assert torch.equal(value, saved[name]), name
 
 
+@pytest.mark.parametrize('spoil', ['int64', 'nan', 'unused'])
+def test_a_checkpoint_of_the_pyramid_must_fit_it(spoil):
+    """The neck's load hook runs the fit check every part shares; a
+    checkpoint without the neck leaves it new."""
+    from t2t_plugin.engine import CheckpointMismatchError
+
+    widths = (64, 64, EMBED_DIMS)
+    model = pyramid_model(widths, arch=TINY)
+    saved = model.state_dict()
+    key = 'neck.levels.0.0.weight'
+    if spoil == 'int64':
+        saved[key] = saved[key].long()
+        expected = (
+            'The checkpoint holds 1 weight(s) of T2TFeaturePyramid of another '
+            f'kind than the model, e.g. {key} (torch.int64)'
+        )
+    elif spoil == 'nan':
+        saved[key] = torch.full_like(saved[key], float('nan'))
+        expected = (
+            'The checkpoint holds NaN or infinite values in 1 weight(s) of '
+            f"T2TFeaturePyramid, e.g. '{key}'"
+        )
+    else:
+        saved['neck.levels.4.0.weight'] = saved[key]
+        expected = (
+            "The checkpoint holds 1 entries under 'neck.' that "
+            "T2TFeaturePyramid does not have (e.g. 'neck.levels.4.0.weight')"
+        )
+    with pytest.raises(CheckpointMismatchError) as error:
+        model.load_state_dict(saved)
+    assert str(error.value).startswith(expected)
+    without_neck = {
+        k: v for k, v in model.state_dict().items() if 'neck' not in k
+    }
+    result = model.load_state_dict(without_neck, strict=False)
+    assert result.missing_keys == [
+        k for k in saved if k.startswith('neck.levels') and 'levels.4' not in k
+    ]
+
+
 def test_widths_of_another_arch_are_one_line_naming_the_key():
     """A config written for T2T-ViT-14 with the arch changed to 7 on the
     command line: the first forward names both widths and the key; the

@@ -6,7 +6,8 @@ from mmengine.hooks import Hook
 from mmengine.registry import HOOKS
 
 from ... import doc_pages
-from ..checkpoint import CheckpointMismatchError, checkpoint_state_dict
+from ...models.backbones import T2TViT
+from ..checkpoint import CheckpointMismatchError, checkpoint_weights
 from ..config import few
 from .run_checks import (
     RunCheckError,
@@ -83,7 +84,7 @@ class CheckpointCheckHook(Hook):
     dir is refused). As it loads, a
     resumed checkpoint must be a training checkpoint of these classes, a
     tested one have the dataset's classes; fine-tuning on other classes gets
-    one warning line.
+    one warning line. Saved checkpoints record the backbone's arch.
     """
 
     priority = 'VERY_HIGH'
@@ -105,6 +106,15 @@ class CheckpointCheckHook(Hook):
                     f'Checkpoint not found: expected {path} (see {doc}).'
                 )
 
+    def before_save_checkpoint(self, runner, checkpoint: dict) -> None:
+        """Record the backbone's arch in ``meta['t2t_arch']``: a load into
+        another arch of the same weight shapes (other heads or strides)
+        is then refused by the models' load hooks."""
+        backbone = getattr(bare_model(runner), 'backbone', None)
+        if isinstance(backbone, T2TViT):
+            meta = checkpoint.setdefault('meta', {})
+            meta['t2t_arch'] = backbone.arch_record()
+
     def after_load_checkpoint(self, runner, checkpoint: dict) -> None:
         """Check a checkpoint just read, before its weights are loaded."""
         path, resumes = started_from(runner)
@@ -119,9 +129,7 @@ class CheckpointCheckHook(Hook):
             # the model's load hooks see their own parts only; what lies
             # outside them would be left out without a word of ours
             model = bare_model(runner)
-            foreign = foreign_parts(
-                checkpoint_state_dict(checkpoint, path), model
-            )
+            foreign = foreign_parts(checkpoint_weights(checkpoint), model)
             if foreign:
                 raise CheckpointMismatchError(
                     f'{path} holds weights of {few(foreign)}, which this '

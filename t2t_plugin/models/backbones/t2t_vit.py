@@ -2,28 +2,21 @@ import inspect
 import math
 import re
 from collections.abc import Mapping, Sequence
-from typing import Optional, Union
+from typing import Any, Optional, Union
 
 import torch
 import torch.utils.checkpoint as cp
 from mmengine.logging import MMLogger
 from mmengine.model import BaseModule, ModuleList, weight_init
-from mmengine.runner import CheckpointLoader
 from mmpretrain.models.utils import resize_pos_embed
 from mmpretrain.registry import MODELS
 from torch import nn
 
-from ...converters.official import (
-    is_official,
-    strip_module_prefix,
-    unwrap_checkpoint,
-)
 from ..checkpoint_checks import (
-    CHECKPOINT,
     CheckpointMismatchError,
-    check_supplied_weights,
-    check_tensors,
-    mismatch,
+    check_fit,
+    checkpoint_name,
+    latest_source,
 )
 from ..layers import (
     SelfAttention,
@@ -419,57 +412,38 @@ class T2TViT(BaseModule):
             if message is None:
                 raise
             raise CheckpointMismatchError(message) from None
-        except CheckpointMismatchError as error:
-            # mmengine's Pretrained with a prefix hands the load hooks the
-            # weights without the file's name: the init_cfg has it
-            files = {cfg['checkpoint'] for cfg in self._pretrained_cfgs()}
-            if len(files) != 1:
-                raise
-            raise error.naming(files.pop()) from None
 
-    def _pretrained_cfgs(self) -> list[Mapping]:
+    def _missing_prefix_message(self, error: str) -> Optional[str]:
+        # mmengine asserts that some key of a Pretrained file starts with
+        # its prefix: say what the file holds and which prefix would do
         configs = (
             self.init_cfg
             if isinstance(self.init_cfg, list)
             else [self.init_cfg]
         )
-        return [
-            cfg
-            for cfg in configs
-            if isinstance(cfg, Mapping) and cfg.get('type') == 'Pretrained'
-        ]
-
-    def _missing_prefix_message(self, error: str) -> Optional[str]:
-        # mmengine asserts that some key of a Pretrained file starts with
-        # its prefix: say what the file holds and which prefix would do
-        for cfg in self._pretrained_cfgs():
-            prefix = cfg.get('prefix')
-            if not prefix:
-                continue
-            full = prefix if prefix.endswith('.') else prefix + '.'
-            if error != f'{full} is not in the pretrained model':
-                continue
-            checkpoint = CheckpointLoader.load_checkpoint(
-                cfg['checkpoint'], map_location='cpu'
-            )
-            weights = checkpoint.get('state_dict', checkpoint)
-            weights = weights if isinstance(weights, Mapping) else {}
-            return self._prefix_advice(cfg['checkpoint'], full, weights)
+        for cfg in configs:
+            prefix = cfg.get('prefix') if isinstance(cfg, Mapping) else None
+            full = f'{prefix.rstrip(".")}.' if prefix else ''
+            source = prefix and latest_source(str(cfg.get('checkpoint')))
+            if source and error == f'{full} is not in the pretrained model':
+                return self._prefix_advice(source.path, full, source.keys)
         return None
 
-    def _prefix_advice(self, path: str, prefix: str, weights: Mapping) -> str:
+    def _prefix_advice(
+        self, path: str, prefix: str, keys: Sequence[str]
+    ) -> str:
         owner, marker = type(self).__name__, 'tokens_to_token.project.weight'
-        tops = sorted({str(key).split('.')[0] for key in weights})
+        tops = sorted({key.split('.')[0] for key in keys})
         held = (
-            f'its {len(weights)} entries start with '
+            f'its {len(keys)} entries start with '
             f'{", ".join(repr(top) for top in tops[:5])}'
             f'{", ..." if len(tops) > 5 else ""}'
             if tops
             else 'it holds no weights'
         )
         found = sorted(
-            str(key)[: -len(marker)]
-            for key in weights
+            key[: -len(marker)]
+            for key in keys
             if f'.{key}'.endswith(f'.{marker}')
         )
         if found == ['']:
@@ -492,29 +466,30 @@ class T2TViT(BaseModule):
             f'{prefix!r} ({held}); {advice}.'
         )
 
+    def arch_record(self) -> dict[str, Any]:
+        """The arch as config keys and values, which a run records in its
+        checkpoints' ``meta['t2t_arch']`` and a load compares: archs of
+        the same weight shapes (other heads, strides) are told apart."""
+        t2t = self.tokens_to_token
+        return {
+            **{
+                f'model.backbone.arch.{key}': value
+                for key, value in self.arch_settings.items()
+            },
+            'model.backbone.arch.token_layer': t2t.token_layer,
+            **{
+                f'model.backbone.t2t_cfg.{key}': list(getattr(t2t, key))
+                for key in ('kernel_sizes', 'strides', 'paddings')
+            },
+        }
+
     def _prepare_checkpoint(
         self, state_dict: dict, prefix: str, local_metadata: dict, *args
     ) -> None:
-        # loaded as the whole model, the backbone takes a classifier's
-        # checkpoint as it is (official releases come converted by the
-        # checkpoint reader, the one place that converts them)
-        if not prefix and is_official(state_dict):
-            raise mismatch(
-                f'The {CHECKPOINT} holds the official T2T-ViT names '
-                '(blocks.N, tokens_to_token.attention1, ...), which a '
-                'load_state_dict call does not convert: load the file with '
-                "mmengine's load_checkpoint, init_cfg=Pretrained or "
-                't2t_plugin.engine.read_checkpoint, which convert them, or '
-                'convert it with '
-                'tools/model_converters/t2t_vit_official_to_plugin.py.',
-                local_metadata,
-            )
+        # loaded as the whole model (Pretrained without a prefix), the
+        # backbone takes a classifier's checkpoint as it is
         dropped = self._adopt_layout(state_dict) if not prefix else 0
-        own = self.state_dict(keep_vars=True)
-        check_tensors(
-            type(self).__name__, own, state_dict, prefix, local_metadata
-        )
-        self._check_arch(state_dict, prefix, local_metadata)
+        self._check_arch(state_dict, prefix)
         # the fixed sinusoidal table: the model's own serves as well; and a
         # model without a class token (its table has no cls position)
         # leaves this one's class token new
@@ -527,14 +502,14 @@ class T2TViT(BaseModule):
             and math.isqrt(pos.shape[1]) ** 2 == pos.shape[1]
         ):
             optional.append('cls_token')
-        self._resize_checkpoint_pos_embed(state_dict, prefix, local_metadata)
+        self._resize_checkpoint_pos_embed(state_dict, prefix)
         # what a model built without them knowingly leaves unused
         droppable = [] if self.with_cls_token else ['cls_token']
         if not self.final_norm:
             droppable += ['norm.weight', 'norm.bias']
-        loaded, left = check_supplied_weights(
+        loaded, left = check_fit(
             type(self).__name__,
-            own,
+            self.state_dict(keep_vars=True),
             state_dict,
             prefix,
             optional=optional,
@@ -544,9 +519,9 @@ class T2TViT(BaseModule):
                 'detector checkpoint, set backbone.init_cfg=dict(type='
                 "'Pretrained', checkpoint=FILE, prefix='backbone.')"
             ),
-            local_metadata=local_metadata,
             droppable=droppable,
             whole_model=not prefix,
+            arch=self.arch_record(),
         )
         self._load_report = (loaded, left, dropped)
 
@@ -567,9 +542,10 @@ class T2TViT(BaseModule):
 
     @staticmethod
     def _adopt_layout(state_dict: dict) -> int:
-        # in place: containers, ``module.`` and ``backbone.`` undone;
-        # returns how many other entries it dropped
-        weights = strip_module_prefix(unwrap_checkpoint(state_dict))
+        # in place: a classifier's ``backbone.`` undone (the reader has
+        # converted foreign layouts); returns how many other entries it
+        # dropped
+        weights = dict(state_dict)
         ours = {
             k.removeprefix('backbone.'): v
             for k, v in weights.items()
@@ -580,9 +556,7 @@ class T2TViT(BaseModule):
         state_dict.update(ours)
         return dropped
 
-    def _check_arch(
-        self, state_dict: dict, prefix: str, local_metadata: dict
-    ) -> None:
+    def _check_arch(self, state_dict: dict, prefix: str) -> None:
         table = state_dict.get(
             prefix + 'cls_token', state_dict.get(prefix + 'pos_embed')
         )
@@ -592,11 +566,11 @@ class T2TViT(BaseModule):
             else None
         )
         if width is not None and width != self.embed_dims:
-            raise mismatch(
-                f'The {CHECKPOINT} has embed_dims={width}, this T2T-ViT has '
-                f'{self.embed_dims} (arch {self.arch_settings}). Use the arch '
-                'the checkpoint was trained with.',
-                local_metadata,
+            raise CheckpointMismatchError(
+                f'The {checkpoint_name(state_dict, prefix)} has '
+                f'embed_dims={width}, this T2T-ViT has {self.embed_dims} '
+                f'(arch {self.arch_settings}). Use the arch the checkpoint '
+                'was trained with.'
             )
         layers = {
             int(match.group(1))
@@ -608,11 +582,11 @@ class T2TViT(BaseModule):
         }
         depth = max(layers) + 1 if layers else self.num_layers
         if depth != self.num_layers:
-            raise mismatch(
-                f'The {CHECKPOINT} has {depth} encoder layers, this T2T-ViT '
-                f'has {self.num_layers} (arch {self.arch_settings}). Use the '
-                'arch the checkpoint was trained with.',
-                local_metadata,
+            raise CheckpointMismatchError(
+                f'The {checkpoint_name(state_dict, prefix)} has {depth} '
+                f'encoder layers, this T2T-ViT has {self.num_layers} (arch '
+                f'{self.arch_settings}). Use the arch the checkpoint was '
+                'trained with.'
             )
         token_layer = self.tokens_to_token.token_layer
         found = [
@@ -626,23 +600,27 @@ class T2TViT(BaseModule):
         ]
         if any(kind != token_layer for kind in found):
             found = found[0]
-            raise mismatch(
-                f'The {CHECKPOINT} has {found} T2T layers, this T2T-ViT has '
-                f'{token_layer} ones. Pick the matching arch: performer '
-                "archs are '7'...'24', transformer ones 't-14', 't-19', "
-                "'t-24'.",
-                local_metadata,
+            raise CheckpointMismatchError(
+                f'The {checkpoint_name(state_dict, prefix)} has {found} T2T '
+                f'layers, this T2T-ViT has {token_layer} ones. Pick the '
+                "matching arch: performer archs are '7'...'24', transformer "
+                "ones 't-14', 't-19', 't-24'."
             )
 
     def _resize_checkpoint_pos_embed(
-        self, state_dict: dict, prefix: str, local_metadata: dict
+        self, state_dict: dict, prefix: str
     ) -> None:
         cls_key, pos_key = prefix + 'cls_token', prefix + 'pos_embed'
         if pos_key not in state_dict:
             return
         ckpt_pos = state_dict[pos_key]
-        # a table of another rank is refused with the other shapes
-        if ckpt_pos.dim() != 3 or ckpt_pos.shape == self.pos_embed.shape:
+        # a table of another rank or kind is refused by the fit check
+        if (
+            not isinstance(ckpt_pos, torch.Tensor)
+            or not ckpt_pos.is_floating_point()
+            or ckpt_pos.dim() != 3
+            or ckpt_pos.shape == self.pos_embed.shape
+        ):
             return
         # a table without a cls position comes from a with_cls_token=False
         # model; its grid part is what gets resized
@@ -657,13 +635,13 @@ class T2TViT(BaseModule):
             if side > 0 and side * side == length - extra:
                 break
         else:
-            raise mismatch(
-                f'The position table of the {CHECKPOINT} has {length} '
+            raise CheckpointMismatchError(
+                'The position table of the '
+                f'{checkpoint_name(state_dict, prefix)} has {length} '
                 'positions, which is no square token grid (with or without '
                 'a cls position), so its grid is unknown. Build the model '
                 "with the checkpoint's img_size, or drop `pos_embed` from "
-                "the checkpoint to keep this model's own sinusoidal table.",
-                local_metadata,
+                "the checkpoint to keep this model's own sinusoidal table."
             )
         MMLogger.get_current_instance().info(
             f'Resize the position table from {tuple(ckpt_pos.shape)} to '

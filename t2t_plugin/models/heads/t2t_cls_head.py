@@ -7,9 +7,9 @@ from mmpretrain.registry import MODELS
 from torch import nn
 
 from ..checkpoint_checks import (
-    CHECKPOINT,
-    check_supplied_weights,
-    mismatch,
+    CheckpointMismatchError,
+    check_fit,
+    checkpoint_name,
 )
 from ..option_checks import check_choice, check_int, check_ints
 
@@ -28,10 +28,9 @@ class T2TClsHead(VisionTransformerClsHead):
 
     mmpretrain's :class:`VisionTransformerClsHead` (same keys) with the
     official trunc-normal init (upstream starts from zeros), an input check,
-    and a load hook that takes the official ``head.*`` keys and refuses
-    another number of classes. ``pool='attention'`` is CCT's sequence
-    pooling (softmax over a linear score per token) of ``out_type='raw'``
-    or ``'featmap'`` outputs.
+    and a load hook that refuses another number of classes.
+    ``pool='attention'`` is CCT's sequence pooling (softmax over a linear
+    score per token) of ``out_type='raw'`` or ``'featmap'`` outputs.
 
     The config states ``in_channels``, as mmpretrain's heads do; a width
     that does not match the features is refused at the first forward, in
@@ -92,21 +91,16 @@ class T2TClsHead(VisionTransformerClsHead):
     def _prepare_checkpoint(
         self, state_dict: dict, prefix: str, local_metadata: dict, *args
     ) -> None:
-        for name in ('weight', 'bias'):
-            official, ours = prefix + name, f'{prefix}layers.head.{name}'
-            if official in state_dict and ours not in state_dict:
-                state_dict[ours] = state_dict.pop(official)
         weight = state_dict.get(f'{prefix}layers.head.weight')
         if (
             isinstance(weight, torch.Tensor)
             and weight.dim() == 2
             and weight.shape[0] != self.num_classes
         ):
-            raise mismatch(
-                f'The {CHECKPOINT} classifies {weight.shape[0]} classes, '
-                f"this model's head {self.num_classes} (num_classes); "
-                f'{FINE_TUNE_ADVICE}.',
-                local_metadata,
+            raise CheckpointMismatchError(
+                f'The {checkpoint_name(state_dict, prefix)} classifies '
+                f"{weight.shape[0]} classes, this model's head "
+                f'{self.num_classes} (num_classes); {FINE_TUNE_ADVICE}.'
             )
         # training-only parts: a checkpoint may lack them (a run that
         # starts them from other weights) or hold them (a head built for
@@ -116,14 +110,13 @@ class T2TClsHead(VisionTransformerClsHead):
         for key in [k for k in state_dict if str(k).startswith(aux)]:
             if key[len(prefix) :] not in own:
                 del state_dict[key]
-        check_supplied_weights(
+        check_fit(
             type(self).__name__,
             own,
             state_dict,
             prefix,
             optional=[k for k in own if k.startswith(self.AUX_PREFIX)],
             advice=FINE_TUNE_ADVICE,
-            local_metadata=local_metadata,
         )
 
     def width_problem(

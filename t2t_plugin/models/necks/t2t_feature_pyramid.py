@@ -7,6 +7,7 @@ from mmpretrain.models.utils import build_norm_layer
 from mmpretrain.registry import MODELS
 from torch import nn
 
+from ..checkpoint_checks import check_fit
 from ..option_checks import check_ints
 
 
@@ -28,6 +29,9 @@ class T2TFeaturePyramid(BaseModule):
     'featmap', out_t2t_maps=True)``; its output suits mmdet's ``FPN`` or
     mmseg's ``UPerHead``. Leave out levels a head does not read with
     ``out_indices``, so that no parameter goes unused under DDP.
+
+    A checkpoint that holds the neck's weights must fit them (the fit
+    check of every part); one without them leaves the neck new.
 
     The config states ``in_channels``, as mmdet's and mmseg's necks do;
     widths that do not match the backbone's outputs are refused at the
@@ -113,6 +117,17 @@ class T2TFeaturePyramid(BaseModule):
             self._block(level_inputs[index], out_dims, norm_cfg)
             for index, out_dims in zip(out_indices, out_channels)
         )
+        self._register_load_state_dict_pre_hook(self._check_checkpoint)
+
+    def _check_checkpoint(self, state_dict: dict, prefix: str, *args) -> None:
+        # a checkpoint without this neck (a classifier's, for a detector)
+        # leaves it new; one that holds it must fit it whole
+        if any(str(key).startswith(prefix) for key in state_dict):
+            own = self.state_dict(keep_vars=True)
+            batches = [k for k in own if k.endswith('.num_batches_tracked')]
+            check_fit(
+                type(self).__name__, own, state_dict, prefix, optional=batches
+            )
 
     @staticmethod
     def backbone_widths(backbone: nn.Module) -> Optional[tuple[int, ...]]:
