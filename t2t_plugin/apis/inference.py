@@ -19,8 +19,9 @@ from mmpretrain.registry import TRANSFORMS
 from PIL import Image
 from torch import nn
 
+from t2t_preflight.config import load_config
+
 from ..engine.checkpoint import load_state_dict_strictly, read_checkpoint
-from ..engine.config import load_config
 from .input_checks import token_count
 
 # What a bad image file raises on decoding: OpenCV asserts (cv2.error) on

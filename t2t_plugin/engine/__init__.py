@@ -3,6 +3,8 @@ the layer-decay optimizer constructor, the training-curves hook and the
 runner that seeds augmentation per sample; the one reader of checkpoints
 and configs that every tool and API uses."""
 
+from t2t_preflight import ConfigError, check_config, load_config
+
 from .checkpoint import (
     AtomicLocalBackend,
     CheckpointError,
@@ -16,11 +18,14 @@ from .checkpoint import (
     read_checkpoint,
     remove_stale_temp_files,
 )
-from .config import ConfigError, check_config, load_config
 from .hooks import TrainingCurvesHook
 from .optim_constructor import BackboneLayerDecayOptimWrapperConstructor
 from .optim_wrapper import AutocastOptimWrapper
-from .sample_seeded_runner import SampleSeededRunner, newest_intact_checkpoint
+from .sample_seeded_runner import (
+    SampleSeededRunner,
+    build_runner,
+    newest_intact_checkpoint,
+)
 
 __all__ = [
     'AtomicLocalBackend',
@@ -31,6 +36,7 @@ __all__ = [
     'ConfigError',
     'SampleSeededRunner',
     'TrainingCurvesHook',
+    'build_runner',
     'check_finite_weights',
     'checkpoint_read_error',
     'checkpoint_safe_globals',
