@@ -83,7 +83,7 @@ def load_config(
     elif isinstance(config, (str, Path)):
         if not Path(config).is_file():
             raise ConfigError(
-                f'Config file not found: {config}{_nearest_config(config)}.'
+                f'Config file not found: {config}{_nearest_config(config)}'
             )
         variables = {
             key: options.pop(key)

@@ -172,17 +172,6 @@ class RunCheckHook(Hook):
         first = None
         for key, loader in built_loaders(runner).items():
             dataset = _base(loader.dataset)
-            # a subset (indices=N) need not reach every class
-            empty = not _subset(runner.cfg, key) and empty_class_folders(
-                dataset
-            )
-            if empty:
-                raise RunCheckError(
-                    f'{key}: class folder(s) {few(empty)} in '
-                    f'{_where(dataset)} hold no images but still take a '
-                    'label index, shifting every label after them; remove '
-                    'the empty folders or add their images.'
-                )
             classes = getattr(loader.dataset, 'metainfo', {}).get('classes')
             # mmpretrain's ClassNumCheckHook makes this check with an
             # assert (a traceback) on every module that has a num_classes
@@ -197,6 +186,17 @@ class RunCheckHook(Hook):
             )
             if problem:
                 raise RunCheckError(problem)
+            # a subset (indices=N) need not reach every class
+            empty = not _subset(runner.cfg, key) and empty_class_folders(
+                dataset
+            )
+            if empty:
+                raise RunCheckError(
+                    f'{key}: class folder(s) {few(empty)} in '
+                    f'{_where(dataset)} hold no images but still take a '
+                    'label index, shifting every label after them; remove '
+                    'the empty folders or add their images.'
+                )
             problem = label_range_problem(dataset, num_classes)
             if problem:
                 raise RunCheckError(f'{key}: {problem}')
