@@ -11,6 +11,7 @@ import pytest
 from mmengine.registry import RUNNERS
 
 import t2t_preflight.checks
+from t2t_plugin.engine import CheckpointError, read_checkpoint
 from t2t_plugin.models.backbones import T2TViT
 from t2t_preflight import archs, load_config
 
@@ -276,3 +277,50 @@ def test_the_config_checks_run_once_per_door(tmp_path, monkeypatch):
     with pytest.raises(ValueError, match='Unknown attn_init'):
         door(LITE, options, tmp_path / 'door', build=RUNNERS.build)
     assert len(calls) == 2
+
+
+def test_a_missing_checkpoint_is_one_line_through_every_door(tmp_path):
+    missing = tmp_path / 'missing.pth'
+    expected = (
+        f'Checkpoint not found: expected {missing} (see '
+        'docs/training.md#training).'
+    )
+    root = image_folders(tmp_path / 'data', 3)
+    ours = run_main(
+        'test', LITE, missing, '--work-dir', tmp_path / 'work',
+        '--cfg-options', f'data_root={root}',
+    )  # fmt: skip
+    assert ours.returncode == 1 and one_line(ours.stderr) == expected
+    # mmengine's own Runner: CheckpointCheckHook
+    error = door(LITE, as_dict(loader_root(root)), tmp_path / 'door', 'test')
+    assert error is None  # no checkpoint: nothing to judge
+    options = as_dict([*loader_root(root), f'load_from={missing}'])
+    error = door(LITE, options, tmp_path / 'door', 'test')
+    assert str(error) == expected
+    # the reader, for get_model, init_cfg and every loader
+    with pytest.raises(CheckpointError) as raised:
+        read_checkpoint(missing)
+    assert str(raised.value) == expected
+
+
+def test_a_variable_of_a_base_config_points_to_its_keys(tmp_path):
+    base = (
+        Path(LITE)
+        .read_text()
+        .replace(
+            "'./_base_/default_runtime.py'",
+            repr(str(ROOT / 'configs' / '_base_' / 'default_runtime.py')),
+        )
+    )
+    (tmp_path / 'base.py').write_text(base)
+    config = tmp_path / 'mine.py'
+    config.write_text("_base_ = ['base.py']\n")
+    result = run_main('train', config, '--cfg-options', 'max_epochs=3')
+    assert result.returncode == 2
+    assert one_line(result.stderr) == (
+        f'Invalid options for {config}: --cfg-options max_epochs=3 does not '
+        'reach train_cfg.max_epochs, which a base config of '
+        f'{config} set from max_epochs=12; --cfg-options replaces the '
+        'variables of mine.py itself, not of its bases: set those keys '
+        'instead.'
+    )
