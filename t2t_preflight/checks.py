@@ -14,6 +14,7 @@ from .config import (
     ConfigError,
     arch_problem,
     empty_scheduler,
+    entry,
     misspelt_arguments,
     misspelt_keys,
     output_problem,
@@ -50,7 +51,7 @@ class Answered:
             frozenset(
                 key
                 for key in dataloaders
-                if class_folders((cfg.get(key) or {}).get('dataset'))
+                if class_folders(entry(cfg, key, 'dataset'))
             ),
         )
 

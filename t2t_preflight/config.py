@@ -244,6 +244,13 @@ def few(names) -> str:
     return ', '.join(names[:5]) + (f' and {more} more' if more > 0 else '')
 
 
+def entry(cfg: Any, key: str, name: str) -> Any:
+    """``cfg[key][name]`` where ``cfg[key]`` is a dict (a config may hold
+    a built object instead, a model or a dataloader), else None."""
+    value = cfg.get(key)
+    return value.get(name) if isinstance(value, dict) else None
+
+
 def _child(container: Any, key: str) -> tuple[bool, Any]:
     """Whether ``container`` (a dict or a list) has ``key``, and the value."""
     if isinstance(container, (list, tuple)):
@@ -645,13 +652,13 @@ def _datasets(key: str, dataset: Any) -> Iterator[tuple[str, dict]]:
 def _source_built_dicts(cfg: Config) -> Iterator[tuple[str, dict, str]]:
     """``(dotted key, dict, kind)`` of the optimizer, the parameter
     schedulers and the datasets of a config."""
-    optimizer = (cfg.get('optim_wrapper') or {}).get('optimizer')
+    optimizer = entry(cfg, 'optim_wrapper', 'optimizer')
     if isinstance(optimizer, dict):
         yield 'optim_wrapper.optimizer', optimizer, 'optimizer'
     for index, scheduler in _schedulers(cfg):
         yield f'param_scheduler.{index}', scheduler, 'param scheduler'
     for loader in ('train_dataloader', 'val_dataloader', 'test_dataloader'):
-        dataset = (cfg.get(loader) or {}).get('dataset')
+        dataset = entry(cfg, loader, 'dataset')
         for key, item in _datasets(f'{loader}.dataset', dataset):
             yield key, item, 'dataset'
 
@@ -710,7 +717,7 @@ def topk_problem(cfg: Config) -> Optional[str]:
     (``topk=(1, 5)`` with 3 classes): mmpretrain's ``Accuracy`` fails at
     the first evaluation, after a whole epoch of training; None if every
     top-k fits or the classes are not a number of the config."""
-    head = (cfg.get('model') or {}).get('head')
+    head = entry(cfg, 'model', 'head')
     num_classes = head.get('num_classes') if isinstance(head, dict) else None
     if not isinstance(num_classes, int) or isinstance(num_classes, bool):
         return None

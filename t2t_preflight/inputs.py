@@ -12,7 +12,7 @@ from typing import Any, Optional
 from mmengine.config import Config
 
 from . import doc_pages
-from .config import few, set_from
+from .config import entry, few, set_from
 
 # Datasets that read ``data_root/<split>`` when ``split`` is given.
 _SPLIT_FOLDER_DATASETS = ('ImageNet', 'ImageNet21k')
@@ -82,7 +82,7 @@ def find_missing_data(
 def head_classes(cfg: Any) -> tuple[Optional[int], Optional[str]]:
     """``model.head.num_classes`` (None where it is not a whole number)
     and the config variable it was set from (``num_classes``), if any."""
-    head = (cfg.get('model') or {}).get('head')
+    head = entry(cfg, 'model', 'head')
     num_classes = head.get('num_classes') if isinstance(head, dict) else None
     if not isinstance(num_classes, int) or isinstance(num_classes, bool):
         num_classes = None
@@ -172,7 +172,7 @@ def class_folder_problem(cfg: Config, dataloaders: list[str]) -> Optional[str]:
     fits or is not a folder dataset."""
     num_classes, variable = head_classes(cfg)
     for key in dataloaders:
-        found = class_folders((cfg.get(key) or {}).get('dataset'))
+        found = class_folders(entry(cfg, key, 'dataset'))
         if found:
             problem = class_count_message(
                 key, found[1], num_classes, found[0], variable

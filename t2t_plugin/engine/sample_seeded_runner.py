@@ -292,8 +292,10 @@ class SampleSeededRunner(Runner):
                 yield
         except BaseException:
             if not self.iterated and is_main_process():
-                folder = self.work_dir if self.made_work_dir else self.log_dir
-                shutil.rmtree(folder, ignore_errors=True)
+                if self.made_work_dir:
+                    shutil.rmtree(self.work_dir, ignore_errors=True)
+                elif self.made_log_dir:
+                    shutil.rmtree(self.log_dir, ignore_errors=True)
             raise
 
     def setup_env(self, env_cfg: dict) -> None:
@@ -314,6 +316,11 @@ class SampleSeededRunner(Runner):
             # mmengine sets the timestamp here and offers no setter
             self._timestamp = f'{timestamp}_{count}'
         _STARTED.add(self.timestamp)
+        # the run's log folder, made next: another process's of the same
+        # second is not this run's to remove
+        self.made_log_dir = not osp.exists(
+            osp.join(self.work_dir, self.timestamp)
+        )
 
     def wrap_model(
         self, model_wrapper_cfg: Optional[dict], model: nn.Module

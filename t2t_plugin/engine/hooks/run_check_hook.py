@@ -6,6 +6,7 @@ from mmengine.hooks import Hook
 from mmengine.registry import HOOKS
 from mmengine.runner import EpochBasedTrainLoop
 
+from t2t_preflight.config import entry
 from t2t_preflight.inputs import class_count_message, few, head_classes
 
 from ...datasets.dataset_checks import (
@@ -123,7 +124,7 @@ def _base(dataset):
 def _subset(cfg, key: str) -> bool:
     """Whether the dataset config of ``key`` (or one it wraps) takes a
     subset of its samples (``indices``)."""
-    dataset = (cfg.get(key) or {}).get('dataset')
+    dataset = entry(cfg, key, 'dataset')
     while isinstance(dataset, dict):
         if dataset.get('indices') is not None:
             return True
