@@ -721,7 +721,8 @@ def topk_problem(cfg: Config) -> Optional[str]:
     num_classes = head.get('num_classes') if isinstance(head, dict) else None
     if not isinstance(num_classes, int) or isinstance(num_classes, bool):
         return None
-    places = [('model.head', head)]
+    # a head computes its top-k accuracies in training with cal_acc only
+    places = [('model.head', head)] if head.get('cal_acc') else []
     for key in ('val_evaluator', 'test_evaluator'):
         evaluators = cfg.get(key)
         if isinstance(evaluators, dict):
