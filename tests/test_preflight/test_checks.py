@@ -8,7 +8,9 @@ import sys
 from pathlib import Path
 
 import pytest
+import torch
 from mmengine.registry import RUNNERS
+from mmpretrain.registry import MODELS
 
 import t2t_preflight.checks
 from t2t_plugin.engine import CheckpointError, read_checkpoint
@@ -332,3 +334,36 @@ def test_a_variable_of_a_base_config_points_to_its_keys(tmp_path):
         'variables of mine.py itself, not of its bases: set those keys '
         'instead.'
     )
+
+
+def test_the_hooks_leave_what_the_pre_flight_answered(tmp_path, monkeypatch):
+    from t2t_plugin.engine.hooks import checkpoint_check_hook, run_check_hook
+
+    judged = []
+    for module, name in (
+        (checkpoint_check_hook, 'missing_checkpoint'),
+        (run_check_hook, 'class_count_message'),
+    ):
+        original = getattr(module, name)
+
+        def spy(*args, _original=original, _name=name, **kwargs):
+            judged.append(_name)
+            return _original(*args, **kwargs)
+
+        monkeypatch.setattr(module, name, spy)
+    root = image_folders(tmp_path / 'data', 3)
+    checkpoint = tmp_path / 'model.pth'
+    model = MODELS.build(load_config(LITE).model)
+    meta = dict(dataset_meta=dict(classes=('c0', 'c1', 'c2')))
+    torch.save(dict(state_dict=model.state_dict(), meta=meta), checkpoint)
+    ours = run_main(
+        'test', LITE, checkpoint, '--work-dir', tmp_path / 'work',
+        '--cfg-options', f'data_root={root}',
+    )  # fmt: skip
+    assert ours.returncode == 0, ours.stderr[-2000:]
+    assert 'accuracy/top1: ' in ours.stdout
+    assert judged == []
+    # mmengine's own Runner: the hooks judge both
+    options = as_dict([*loader_root(root), f'load_from={checkpoint}'])
+    assert door(LITE, options, tmp_path / 'door', 'test') is None
+    assert sorted(judged) == ['class_count_message', 'missing_checkpoint']
