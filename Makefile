@@ -227,8 +227,8 @@ test-torch2.1-then-slurm: test-torch2.1 slurm-packages
 	$(call SLURM_TEST,$(OLD_VENV)/bin/python)
 
 lint: install-tests
-	$(PYTHON) -m ruff check t2t_plugin tools tests configs setup.py .dev_scripts projects
-	$(PYTHON) -m ruff format --check t2t_plugin tools tests configs setup.py .dev_scripts projects
+	$(PYTHON) -m ruff check t2t_plugin t2t_preflight tools tests configs setup.py .dev_scripts projects
+	$(PYTHON) -m ruff format --check t2t_plugin t2t_preflight tools tests configs setup.py .dev_scripts projects
 
 # The demo installs only into the project's own .venv. An environment it
 # did not create (the active one, or PYTHON=...) is used as it is when it

@@ -95,7 +95,9 @@ setup(
     long_description_content_type='text/markdown',
     license='Apache-2.0',
     python_requires='>=3.9',
-    packages=find_packages(include=['t2t_plugin', 't2t_plugin.*']),
+    packages=find_packages(
+        include=['t2t_plugin', 't2t_plugin.*', 't2t_preflight']
+    ),
     include_package_data=True,
     cmdclass={'build_py': BuildPyWithMim},
     install_requires=[

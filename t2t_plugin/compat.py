@@ -10,7 +10,7 @@ from typing import Any, Optional
 import torch
 from mmengine.utils import digit_version
 
-from . import doc_pages
+from t2t_preflight import doc_pages
 
 
 class MissingFeatureWarning(UserWarning):

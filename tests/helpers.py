@@ -316,6 +316,30 @@ def run_mmpretrain_tool(tool: str, *args) -> subprocess.CompletedProcess:
     return run_main(MMPRETRAIN_TOOLS / f'{tool}.py', *args)
 
 
+# Runs a tool as a script, then says what it had imported.
+ANSWER_BEFORE_MODELS = """
+import runpy, sys
+tool, sys.argv = sys.argv[1], sys.argv[1:]
+try:
+    runpy.run_path(tool, run_name='__main__')
+except SystemExit as exit_info:
+    print('exit', exit_info.code)
+print('imported', 'mmpretrain.models' in sys.modules,
+      't2t_plugin' in sys.modules, 'torch' in sys.modules)
+"""
+
+
+def answer_before_models(tool: str, *args, cwd: Path):
+    """Run ``tools/<tool>.py`` with ``args``: its stderr and what it had
+    imported when it ended (its exit code first)."""
+    result = subprocess.run(
+        [sys.executable, '-c', ANSWER_BEFORE_MODELS,
+         str(ROOT / 'tools' / f'{tool}.py'), *map(str, args)],
+        cwd=cwd, env=tool_env(), capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    return result.stderr.strip(), result.stdout.splitlines()
+
+
 def last_line(text: str) -> str:
     lines = text.strip().splitlines()
     return lines[-1] if lines else ''
@@ -344,6 +368,7 @@ def door(
     """What a Runner built from the config raises (None if it runs
     through): mmengine's own Runner, or with ``build=RUNNERS.build`` the
     config's ``runner_type``, as the OpenMMLab tools build it."""
+    forget_visualizers_and_loggers()  # as a fresh process
     cfg = Config.fromfile(config)
     cfg.merge_from_dict(options)
     cfg.work_dir = str(work_dir)

@@ -24,7 +24,6 @@ from t2t_plugin.apis import (
     load_model,
     test_pipeline,
 )
-from t2t_plugin.cli.arguments import add_cfg_options
 from t2t_plugin.cli.image_tools import find_images, for_each_image
 from t2t_plugin.cli.options import (
     add_device_argument,
@@ -33,6 +32,7 @@ from t2t_plugin.cli.options import (
 )
 from t2t_plugin.cli.reporting import LOAD_ERRORS, one_line
 from t2t_plugin.compat import model_config
+from t2t_preflight.arguments import add_cfg_options
 
 
 def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:

@@ -5,20 +5,16 @@ Prints the metrics; ``--out x.pkl`` saves the predictions as mmpretrain's
 """
 
 import argparse
-import os.path as osp
-import runpy
 import sys
 from collections.abc import Sequence
 from typing import Optional
 
 from mmengine.config import Config
 
-# tools/train.py's light start: the config read with its options and its
-# data checked before ``import t2t_plugin`` (seconds of model imports).
-LIGHT = runpy.run_path(
-    osp.join(osp.dirname(osp.abspath(__file__)), 'train.py')
-)
-arguments, config_reader = LIGHT['arguments'], LIGHT['config_reader']
+# Read, changed by the options and checked before ``import t2t_plugin``
+# (seconds of model imports), as in tools/train.py.
+from t2t_preflight import arguments, doc_pages
+from t2t_preflight.config import output_problem
 
 # Formats mmengine's ``dump`` writes, by file suffix.
 METRICS_SUFFIXES = ('.json', '.yaml', '.yml', '.pkl')
@@ -47,7 +43,7 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
         '(inside the work dir if relative); classification draws small '
         'images at least 224 px wide, as <class folder>_<image>_0.png; '
         'segmentation writes them to its vis_data/vis_image/ sub-folder '
-        f'({LIGHT["doc_pages"].CUSTOM_DATA})',
+        f'({doc_pages.CUSTOM_DATA})',
     )
     parser.add_argument(
         '--wait-time',
@@ -112,18 +108,12 @@ def out_problem(args: argparse.Namespace) -> Optional[str]:
 def main(argv: Optional[Sequence[str]] = None) -> int:
     args = parse_args(argv)
     # a usage error (exit 2), before the config and the data are read
-    if '://' not in args.checkpoint and not osp.isfile(args.checkpoint):
-        print(f'Checkpoint not found: {args.checkpoint}', file=sys.stderr)
-        return 2
     problem = out_problem(args)
     if problem:
         print(f'Invalid options for {args.config}: {problem}', file=sys.stderr)
         return 2
-    loaded, code = LIGHT['load_checked'](args, ['test_dataloader'])
-    if loaded is None:
-        return code
     if args.out_item == 'metrics':  # WorkDirHook checks DumpResults' file
-        problem = config_reader.output_problem(
+        problem = output_problem(
             args.out,
             '--out',
             file=True,
@@ -135,19 +125,20 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         if problem:
             print(problem, file=sys.stderr)
             return 1
+    cfg, answered, code = arguments.load_checked(
+        args, merge_args, ['test_dataloader']
+    )
+    if cfg is None:
+        return code
     import numpy as np
     from mmengine.evaluator import DumpResults
     from mmengine.fileio import dump
-    from mmengine.registry import RUNNERS
 
     from t2t_plugin import cli
-
-    cfg, code = cli.configure_run(args, merge_args, loaded)
-    if cfg is None:
-        return code
+    from t2t_plugin.engine import build_runner
 
     def build():
-        runner = RUNNERS.build(cfg)
+        runner = build_runner(cfg, answered, 'test')
         # The loop builds the test dataset: config mistakes show up here.
         metrics = runner.test_loop.evaluator.metrics
         if args.out and args.out_item != 'metrics':

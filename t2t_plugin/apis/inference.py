@@ -19,9 +19,10 @@ from mmpretrain.registry import TRANSFORMS
 from PIL import Image
 from torch import nn
 
+from t2t_preflight.config import load_config
+
 from ..compat import model_config, model_dataset_meta, set_model_dataset_meta
 from ..engine.checkpoint import load_state_dict_strictly, read_checkpoint
-from ..engine.config import load_config
 from .input_checks import token_count
 
 # What a bad image file raises on decoding: OpenCV asserts (cv2.error) on

@@ -11,7 +11,7 @@ from typing import Optional, Union
 import torch
 from mmengine.config import Config
 
-from ..engine.config import output_problem
+from t2t_preflight.config import output_problem
 
 # 64x64 tokens, a 1024x1024 image at stride 16: attention memory grows with
 # the square of the tokens, so a huge input is refused rather than left to
@@ -110,7 +110,7 @@ def check_writable_folder(
     inputs: Optional[dict[str, str]] = None,
 ) -> None:
     """Check that files can be written into ``folder``
-    (:func:`~t2t_plugin.engine.config.output_problem`, ValueError if not),
+    (:func:`~t2t_preflight.config.output_problem`, ValueError if not),
     then make it, before the work whose results go there."""
     problem = output_problem(str(folder), option, inputs=inputs)
     if problem:
@@ -125,7 +125,7 @@ def check_writable_file(
     replaces: Optional[tuple[str, Callable[[str], bool]]] = None,
 ) -> None:
     """Check that ``path`` can be written
-    (:func:`~t2t_plugin.engine.config.output_problem`, ValueError if not),
+    (:func:`~t2t_preflight.config.output_problem`, ValueError if not),
     then make its folder."""
     problem = output_problem(
         str(path), option, file=True, inputs=inputs, replaces=replaces

@@ -1,29 +1,16 @@
-"""Command-line plumbing of the tools (options, one-line error reports,
-exit codes); library code, ``t2t_plugin.apis`` included, never imports
-it."""
+"""Command-line plumbing of the tools (one-line error reports, exit
+codes, the loop of the image tools); library code, ``t2t_plugin.apis``
+included, never imports it. The options read before ``import t2t_plugin``
+are :mod:`t2t_preflight.arguments`."""
 
-from .arguments import (
-    enable_show,
-    enable_tta,
-    parse_launch_args,
-    set_amp,
-    set_default_work_dir,
-)
 from .launch import close_dist
 from .reporting import (
-    configure_run,
     progress_only,
     run_reported,
 )
 
 __all__ = [
     'close_dist',
-    'configure_run',
-    'enable_show',
-    'enable_tta',
-    'parse_launch_args',
     'progress_only',
     'run_reported',
-    'set_amp',
-    'set_default_work_dir',
 ]

@@ -11,6 +11,8 @@ from typing import Callable, Optional
 from mmengine.config import Config
 from rich.console import Console
 
+from t2t_preflight.config import few, load_config
+
 from ..analysis.token_maps import check_block_indices, default_block_indices
 from ..apis import (
     IMAGE_ERRORS,
@@ -23,7 +25,6 @@ from ..apis import (
     load_model,
     non_image_files,
 )
-from ..engine.config import few, load_config
 from .options import add_device_argument, add_max_tokens_argument
 from .reporting import LOAD_ERRORS, one_line, progress
 

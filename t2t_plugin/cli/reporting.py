@@ -8,14 +8,14 @@ import os
 import re
 import sys
 from collections.abc import Iterable, Iterator, Sequence
-from typing import Any, Callable, Optional
+from typing import Any, Callable
 
-from mmengine.config import Config
 from rich.console import Console
 from rich.progress import track
 
+from t2t_preflight.config import ConfigError
+
 from ..engine.checkpoint import CheckpointError, CheckpointMismatchError
-from ..engine.config import ConfigError, import_custom_modules
 from ..engine.distributed import LaunchError
 from ..engine.hooks import RunCheckError, TrainingStopped
 
@@ -54,26 +54,6 @@ def one_line(error: BaseException) -> str:
     """The first line of an error's message (its type when it has none)."""
     lines = str(error).strip().splitlines()
     return lines[0] if lines else type(error).__name__
-
-
-def configure_run(
-    args: Any, merge_args: Callable[[Config, Any], Config], loaded: Config
-) -> tuple[Optional[Config], int]:
-    """``loaded`` (the config of ``args.config`` with its ``--cfg-options``,
-    read and checked before the models were imported) with its
-    ``custom_imports`` imported and ``merge_args`` applied, or None and the
-    exit code after printing why not. What the run reads and writes is
-    checked by the Runner and its hooks, for every tool."""
-    try:
-        import_custom_modules(loaded)
-        cfg = merge_args(loaded, args)
-    except ConfigError as error:  # a custom import that fails
-        print(error, file=sys.stderr)
-        return None, 2
-    except (ValueError, KeyError) as error:
-        print(f'Invalid options for {args.config}: {error}', file=sys.stderr)
-        return None, 2
-    return cfg, 0
 
 
 def run_reported(

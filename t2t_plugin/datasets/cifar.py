@@ -11,7 +11,8 @@ import numpy as np
 from mmpretrain.datasets import CIFAR10, CIFAR100
 from mmpretrain.registry import DATASETS
 
-from .. import doc_pages
+from t2t_preflight import doc_pages
+
 from .option_checks import check_choice, check_dataset_options, check_path
 from .safe_pickle import load_data_pickle
 

@@ -18,12 +18,13 @@ from mmengine.registry import DefaultScope
 from mmpretrain.registry import MODELS
 from torch import nn
 
+from t2t_preflight.config import load_config
+
 from ..engine.checkpoint import (
     checkpoint_weights,
     load_state_dict_strictly,
     read_checkpoint,
 )
-from ..engine.config import load_config
 from ..models.necks import T2TFeaturePyramid
 from .runtimes import TILING_KEY
 

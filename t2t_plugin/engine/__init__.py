@@ -3,6 +3,8 @@ the layer-decay optimizer constructor, the training-curves hook and the
 runner that seeds augmentation per sample; the one reader of checkpoints
 and configs that every tool and API uses."""
 
+from t2t_preflight import ConfigError, check_config, load_config
+
 from ..models.checkpoint_checks import non_finite_tensors
 from .checkpoint import (
     AtomicLocalBackend,
@@ -15,11 +17,14 @@ from .checkpoint import (
     read_checkpoint,
     remove_stale_temp_files,
 )
-from .config import ConfigError, check_config, load_config
 from .hooks import TrainingCurvesHook
 from .optim_constructor import BackboneLayerDecayOptimWrapperConstructor
 from .optim_wrapper import AutocastOptimWrapper
-from .sample_seeded_runner import SampleSeededRunner, newest_intact_checkpoint
+from .sample_seeded_runner import (
+    SampleSeededRunner,
+    build_runner,
+    newest_intact_checkpoint,
+)
 
 __all__ = [
     'AtomicLocalBackend',
@@ -30,6 +35,7 @@ __all__ = [
     'ConfigError',
     'SampleSeededRunner',
     'TrainingCurvesHook',
+    'build_runner',
     'checkpoint_read_error',
     'checkpoint_safe_globals',
     'check_config',

@@ -29,6 +29,8 @@ from mmengine.dist import get_dist_info
 from mmengine.logging import HistoryBuffer, print_log
 from mmengine.runner import checkpoint as mmengine_checkpoint
 
+from t2t_preflight.inputs import missing_checkpoint
+
 from ..compat import (
     HAS_ADD_SAFE_GLOBALS,
     mmcls_backbone_weights,
@@ -275,8 +277,9 @@ def read_checkpoint(
         checkpoint = _read_scheme(path)
     else:
         path = osp.expanduser(path)
-        if not osp.isfile(path):
-            raise CheckpointError(f'Checkpoint not found: {path}.')
+        missing = missing_checkpoint(path)
+        if missing:
+            raise CheckpointError(missing)
         checkpoint = _torch_load(path, trust_pickle)
     if not isinstance(checkpoint, Mapping):
         raise CheckpointError(

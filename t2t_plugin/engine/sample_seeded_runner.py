@@ -6,6 +6,7 @@ import logging
 import os
 import os.path as osp
 import re
+import shutil
 import zipfile
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -13,12 +14,15 @@ from typing import Optional, Union
 
 import torch
 import torch.distributed as torch_dist
-from mmengine.dist import is_distributed
+from mmengine.dist import is_distributed, is_main_process
 from mmengine.logging import print_log
 from mmengine.registry import RUNNERS
 from mmengine.runner import BaseLoop, Runner
 from torch import nn
 from torch.utils.data import DataLoader
+
+from t2t_preflight.checks import Answered, check_config
+from t2t_preflight.config import ConfigError, loop_start, spans_nothing
 
 from ..compat import (
     set_runner_timestamp,
@@ -27,7 +31,6 @@ from ..compat import (
 )
 from ..datasets.safe_pickle import DataFileError, annotation_files
 from ..datasets.sample_seeding import own_generator, sample_seeded_loader
-from .config import ConfigError, check_config, loop_start
 from .distributed import (
     DEFAULT_TIMEOUT,
     is_timeout,
@@ -326,18 +329,27 @@ class SampleSeededRunner(Runner):
     first run's log file, its scalars in the first run's folder, its loss
     averaged with the first run's).
 
-    Before the work dir is made, :func:`~t2t_plugin.engine.check_config`
-    refuses a misspelt key and a config variable that does not reach its
-    keys, and warns of a schedule that ends after training.
+    Before the work dir is made, :func:`t2t_preflight.check_config`
+    refuses what the config alone answers (a misspelt key, a config
+    variable that does not reach its keys, a missing checkpoint, ...) and
+    warns of a schedule that ends after training; what it (or a tool's
+    pre-flight before it) answered is the public ``preflight``
+    (:class:`t2t_preflight.Answered`), which the hooks do not judge again.
+    A run that stops before its first iteration leaves nothing behind: the
+    work dir it made, else its own log folder, is removed.
     """
 
     @classmethod
-    def from_cfg(cls, cfg) -> Runner:
-        """mmengine's, after the config's checks."""
-        warning = check_config(cfg)
+    def from_cfg(cls, cfg, preflight: Optional[Answered] = None) -> Runner:
+        """mmengine's, after the config's checks; ``preflight``: what a
+        tool's pre-flight (:func:`t2t_preflight.preflight`) answered for
+        this config already, and is not checked again."""
+        warning = check_config(cfg, preflight_done=preflight is not None)
         if warning:
             print_log(warning, logger='current', level=logging.WARNING)
-        return super().from_cfg(cfg)
+        runner = super().from_cfg(cfg)
+        runner.preflight = Answered.of(cfg) if preflight is None else preflight
+        return runner
 
     def __init__(self, *args, **kwargs) -> None:
         """mmengine's arguments; a resume without a file (or ``'auto'``)
@@ -365,7 +377,16 @@ class SampleSeededRunner(Runner):
                     choice.resumes,
                 )
                 arguments['cfg'] = cfg
-        super().__init__(*bound.args[1:], **bound.kwargs)
+        # mmengine makes the work dir first thing
+        self.made_work_dir = not osp.exists(arguments['work_dir'])
+        self.iterated = False
+        try:
+            super().__init__(*bound.args[1:], **bound.kwargs)
+        except BaseException:
+            if self.made_work_dir and is_main_process():
+                shutil.rmtree(arguments['work_dir'], ignore_errors=True)
+            raise
+        self.preflight = Answered()
         self.load_from: Optional[str] = choice.load_from
         self.resumes = choice.resumes
         self.mode: Optional[str] = None
@@ -390,8 +411,27 @@ class SampleSeededRunner(Runner):
         with self._failures():
             return super().test()
 
-    def _failures(self) -> contextlib.AbstractContextManager:
-        return one_line_failures(self.work_dir, self.dist_timeout)
+    def call_hook(self, fn_name: str, **kwargs) -> None:
+        """mmengine's; notes the run's first iteration."""
+        if fn_name.startswith('before_') and fn_name.endswith('_iter'):
+            self.iterated = True
+        super().call_hook(fn_name, **kwargs)
+
+    @contextlib.contextmanager
+    def _failures(self) -> Iterator[None]:
+        """The machine's failures in one line; a run that stops before its
+        first iteration removes the work dir it made, else its log
+        folder (nothing in them was made by a step of the run)."""
+        try:
+            with one_line_failures(self.work_dir, self.dist_timeout):
+                yield
+        except BaseException:
+            if not self.iterated and is_main_process():
+                if self.made_work_dir:
+                    shutil.rmtree(self.work_dir, ignore_errors=True)
+                elif self.made_log_dir:
+                    shutil.rmtree(self.log_dir, ignore_errors=True)
+            raise
 
     def setup_env(self, env_cfg: dict) -> None:
         """mmengine's, with the process group opened by
@@ -410,6 +450,11 @@ class SampleSeededRunner(Runner):
             # mmengine sets the timestamp here and offers no setter
             set_runner_timestamp(self, f'{timestamp}_{count}')
         _STARTED.add(self.timestamp)
+        # the run's log folder, made next: another process's of the same
+        # second is not this run's to remove
+        self.made_log_dir = not osp.exists(
+            osp.join(self.work_dir, self.timestamp)
+        )
 
     def wrap_model(
         self, model_wrapper_cfg: Optional[dict], model: nn.Module
@@ -438,9 +483,22 @@ class SampleSeededRunner(Runner):
             return super().build_optim_wrapper(optim_wrapper)
 
     def build_param_scheduler(self, scheduler):
-        """mmengine's; a setting a scheduler refuses (a factor outside 0 to
-        1, a misspelt argument) is one :class:`ConfigError` line, for every
-        tool (mmengine builds the schedulers once training starts)."""
+        """mmengine's, without the schedulers that span nothing
+        (``warmup_epochs=0``: no warm-up); a setting a scheduler refuses (a
+        factor outside 0 to 1, a misspelt argument) is one
+        :class:`ConfigError` line, for every tool (mmengine builds the
+        schedulers once training starts)."""
+        if isinstance(scheduler, (dict, list)):
+            listed = [scheduler] if isinstance(scheduler, dict) else scheduler
+            kept = [item for item in listed if not spans_nothing(item)]
+            for index, item in enumerate(listed):
+                if spans_nothing(item):
+                    self.logger.info(
+                        f'param_scheduler.{index}: the {item.get("type")} '
+                        f'begins where it ends ({item.get("begin", 0)}); left '
+                        'out.'
+                    )
+            scheduler = kept
         with refused_settings('param_scheduler', 'schedule'):
             return super().build_param_scheduler(scheduler)
 
@@ -490,3 +548,51 @@ class SampleSeededRunner(Runner):
         loop = super().build_train_loop(loop)
         own_generator(loop.dataloader)
         return loop
+
+
+def build_runner(
+    cfg, preflight: Optional[Answered] = None, mode: Optional[str] = None
+) -> Runner:
+    """The Runner of the config's ``runner_type``, as ``RUNNERS.build``
+    builds it, with the loops of ``mode`` (``'train'``: the training and
+    validation loops and the optimizer; ``'test'``: the test loop) built
+    too, so that a wrong config fails before the run starts (``train`` and
+    ``test`` keep what is built).
+
+    Args:
+        cfg: The config.
+        preflight: What the tool's pre-flight answered for ``cfg``
+            (:func:`t2t_preflight.preflight`); a
+            :class:`SampleSeededRunner` does not check it again.
+        mode: ``'train'``, ``'test'`` or None (nothing more built).
+    """
+    runner_type = cfg.get('runner_type', 'Runner')
+    with RUNNERS.switch_scope_and_registry(None) as registry:
+        runner_cls = (
+            registry.get(runner_type)
+            if isinstance(runner_type, str)
+            else runner_type
+        )
+    if not (
+        inspect.isclass(runner_cls)
+        and issubclass(runner_cls, SampleSeededRunner)
+    ):
+        runner = RUNNERS.build(cfg)
+        _build_loops(runner, mode)
+        return runner
+    runner = runner_cls.from_cfg(cfg, preflight)
+    with runner._failures():
+        _build_loops(runner, mode)
+    return runner
+
+
+def _build_loops(runner: Runner, mode: Optional[str]) -> None:
+    if mode == 'train':
+        runner.train_loop  # noqa: B018  the properties build the loops
+        if runner.cfg.get('val_cfg') is not None and runner.cfg.get(
+            'val_dataloader'
+        ):
+            runner.val_loop  # noqa: B018
+        runner.optim_wrapper = runner.build_optim_wrapper(runner.optim_wrapper)
+    elif mode == 'test':
+        runner.test_loop  # noqa: B018

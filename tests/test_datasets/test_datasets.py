@@ -11,9 +11,9 @@ from mmpretrain.registry import DATASETS
 from sklearn.datasets import load_digits
 
 import t2t_plugin  # noqa: F401
-from t2t_plugin import doc_pages
-from t2t_plugin.engine.config import find_missing_data
 from t2t_plugin.engine.hooks.checkpoint_check_hook import init_checkpoints
+from t2t_preflight import doc_pages
+from t2t_preflight.inputs import find_missing_data
 
 from ..helpers import DEMO, one_line, run_main
 

@@ -25,7 +25,7 @@ from t2t_plugin.datasets import (
 from t2t_plugin.datasets.safe_pickle import annotation_files
 from t2t_plugin.engine.hooks import release_locks
 
-from ..helpers import last_line
+from ..helpers import forget_visualizers_and_loggers, last_line
 from .image_folders import (
     LITE,
     class_folders,
@@ -246,6 +246,7 @@ def test_damaged_ann_file_is_one_line_through_every_door(name, tmp_path):
     DictAction(None, 'cfg_options')(None, namespace, options)
     cfg.merge_from_dict(namespace.cfg_options)
     cfg.work_dir = str(tmp_path / 'door')
+    forget_visualizers_and_loggers()  # as a fresh process
     with pytest.raises(DataFileError) as error:
         Runner.from_cfg(cfg).train()
     release_locks()  # as the process's end would

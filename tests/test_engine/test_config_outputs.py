@@ -13,7 +13,7 @@ from mmengine.config import Config
 from mmengine.registry import RUNNERS
 
 from t2t_plugin.apis import check_writable_file, check_writable_folder
-from t2t_plugin.engine.config import ConfigError, output_problem
+from t2t_preflight.config import ConfigError, output_problem
 
 from ..helpers import (
     DEMO,

@@ -25,10 +25,10 @@ from t2t_plugin.datasets import (
 from t2t_plugin.engine import (
     AtomicLocalBackend,
 )
-from t2t_plugin.engine.config import ConfigError
 from t2t_plugin.engine.hooks import (
     RunCheckError,
 )
+from t2t_preflight.config import ConfigError
 
 from ..helpers import (
     CUSTOM,
@@ -326,8 +326,8 @@ def test_resume_mistakes_are_one_line(case, tmp_path):
     [
         (
             'optim_wrapper.optimizer.lrr=0.1',
-            'optim_wrapper: TypeError: AdamW.__init__() got an unexpected '
-            "keyword argument 'lrr'",
+            "optim_wrapper.optimizer.lrr: AdamW takes no argument 'lrr'; did "
+            "you mean 'lr'?",
         ),
         (
             'optim_wrapper.optimizer.lr=-0.1',

@@ -11,7 +11,7 @@ import pytest
 from mmengine.config import Config
 
 import t2t_plugin.apis
-from t2t_plugin.cli import set_default_work_dir
+from t2t_preflight.arguments import set_default_work_dir
 
 from ..helpers import ROOT
 

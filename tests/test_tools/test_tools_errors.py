@@ -359,15 +359,13 @@ def config_without_model(folder: Path) -> str:
     return str(path)
 
 
-# A misspelt key: tests/test_tools/test_config_overrides.py.
-@pytest.mark.parametrize('case', ['arch', 'no_model', 'imagenet'])
+# A misspelt key or an unknown arch: tests/test_preflight/test_checks.py.
+@pytest.mark.parametrize('case', ['attn_init', 'no_model', 'imagenet'])
 def test_build_errors_are_one_line(case, tmp_path, monkeypatch):
     config, options = DEMO, []
-    if case == 'arch':
-        options = ['--cfg-options', 'model.backbone.arch=foo']
-        expected = (
-            "ValueError: Unknown T2T-ViT arch 'foo'; choose one of 7, 10, "
-        )
+    if case == 'attn_init':
+        options = ['--cfg-options', 'model.backbone.attn_init.type=foo']
+        expected = "ValueError: Unknown attn_init {'type': 'foo'}; give None"
     elif case == 'no_model':
         config = config_without_model(tmp_path)
         expected = "KeyError: 'model'"

@@ -33,7 +33,6 @@ from t2t_plugin.analysis.speed import (
     top_operators,
 )
 from t2t_plugin.apis import ArgumentRefused, check_shape_budget, config_stride
-from t2t_plugin.cli.arguments import add_cfg_options
 from t2t_plugin.cli.options import (
     add_device_argument,
     add_max_tokens_argument,
@@ -41,6 +40,7 @@ from t2t_plugin.cli.options import (
 )
 from t2t_plugin.cli.reporting import one_line, progress
 from t2t_plugin.engine import load_config
+from t2t_preflight.arguments import add_cfg_options
 
 
 def thread_count(value: str) -> int:

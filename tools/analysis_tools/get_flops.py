@@ -19,11 +19,11 @@ from rich.table import Table
 
 from t2t_plugin.analysis import PAPER_MACS, ModelComplexity, count_complexity
 from t2t_plugin.apis import ArgumentRefused, check_shape_budget, config_stride
-from t2t_plugin.cli.arguments import add_cfg_options
 from t2t_plugin.cli.options import add_max_tokens_argument, check_arguments
 from t2t_plugin.cli.reporting import LOAD_ERRORS, progress
 from t2t_plugin.engine import load_config
 from t2t_plugin.models import T2TViT
+from t2t_preflight.arguments import add_cfg_options
 
 
 def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:

@@ -1,14 +1,15 @@
-import os.path as osp
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from typing import Optional
 
 from mmengine.hooks import Hook
 from mmengine.registry import HOOKS
 
-from ... import doc_pages
+from t2t_preflight import doc_pages
+from t2t_preflight.inputs import few, init_checkpoints, missing_checkpoint
+
 from ...models.backbones import T2TViT
 from ..checkpoint import CheckpointMismatchError, checkpoint_weights
-from ..config import few
+from ..sample_seeded_runner import SampleSeededRunner
 from .run_checks import (
     RunCheckError,
     bare_model,
@@ -17,32 +18,6 @@ from .run_checks import (
     start_of,
     started_from,
 )
-
-
-def init_checkpoints(node: object) -> Iterator[str]:
-    """``checkpoint`` entries of every ``init_cfg`` of a model config, and
-    every ``*_checkpoint`` string of a model part (a part that reads more
-    weights when it is initialised, e.g. a teacher's)."""
-    if isinstance(node, dict):
-        yield from (
-            value
-            for key, value in node.items()
-            if str(key).endswith('_checkpoint') and isinstance(value, str)
-        )
-        init_cfgs = node.get('init_cfg')
-        for init_cfg in (
-            init_cfgs if isinstance(init_cfgs, list) else [init_cfgs]
-        ):
-            if isinstance(init_cfg, dict) and isinstance(
-                init_cfg.get('checkpoint'), str
-            ):
-                yield init_cfg['checkpoint']
-        for key, value in node.items():
-            if key != 'init_cfg':
-                yield from init_checkpoints(value)
-    elif isinstance(node, (list, tuple)):
-        for value in node:
-            yield from init_checkpoints(value)
 
 
 def class_mismatch(checkpoint: dict, classes, path: str) -> Optional[str]:
@@ -100,11 +75,16 @@ class CheckpointCheckHook(Hook):
             paths += list(init_checkpoints(runner.cfg.get('model')))
         dense = runner.cfg.get('default_scope') in ('mmdet', 'mmseg')
         doc = doc_pages.DENSE_PREDICTION if dense else doc_pages.TRAINING
+        # the files the runner's pre-flight found are not judged again
+        answered = (
+            runner.preflight.checkpoints
+            if isinstance(runner, SampleSeededRunner)
+            else ()
+        )
         for path in paths:
-            if '://' not in path and not osp.isfile(osp.expanduser(path)):
-                raise RunCheckError(
-                    f'Checkpoint not found: expected {path} (see {doc}).'
-                )
+            problem = path not in answered and missing_checkpoint(path, doc)
+            if problem:
+                raise RunCheckError(problem)
 
     def before_save_checkpoint(self, runner, checkpoint: dict) -> None:
         """Record the backbone's arch in ``meta['t2t_arch']``: a load into

@@ -6,11 +6,14 @@ from mmengine.hooks import Hook
 from mmengine.registry import HOOKS
 from mmengine.runner import EpochBasedTrainLoop
 
+from t2t_preflight.config import entry
+from t2t_preflight.inputs import class_count_message, few, head_classes
+
 from ...datasets.dataset_checks import (
     label_range_problem,
     linked_folders_problem,
 )
-from ..config import class_count_message, few
+from ..sample_seeded_runner import SampleSeededRunner
 from .run_checks import (
     RunCheckError,
     bare_model,
@@ -118,6 +121,17 @@ def _base(dataset):
     return dataset
 
 
+def _subset(cfg, key: str) -> bool:
+    """Whether the dataset config of ``key`` (or one it wraps) takes a
+    subset of its samples (``indices``)."""
+    dataset = entry(cfg, key, 'dataset')
+    while isinstance(dataset, dict):
+        if dataset.get('indices') is not None:
+            return True
+        dataset = dataset.get('dataset')
+    return False
+
+
 def _where(dataset) -> str:
     """The folder a dataset reads its images from: mmengine has joined
     ``data_root`` to a relative ``data_prefix`` already."""
@@ -148,18 +162,17 @@ class RunCheckHook(Hook):
             raise RunCheckError(problem)
         head = getattr(bare_model(runner), 'head', None)
         num_classes = getattr(head, 'num_classes', None)
+        _, variable = head_classes(runner.cfg)
+        # the class folders the runner's pre-flight counted
+        counted = (
+            runner.preflight.class_folders
+            if isinstance(runner, SampleSeededRunner)
+            else ()
+        )
         t2t = t2t_module(runner)
         first = None
         for key, loader in built_loaders(runner).items():
             dataset = _base(loader.dataset)
-            empty = empty_class_folders(dataset)
-            if empty:
-                raise RunCheckError(
-                    f'{key}: class folder(s) {few(empty)} in '
-                    f'{_where(dataset)} hold no images but still take a '
-                    'label index, shifting every label after them; remove '
-                    'the empty folders or add their images.'
-                )
             classes = getattr(loader.dataset, 'metainfo', {}).get('classes')
             # mmpretrain's ClassNumCheckHook makes this check with an
             # assert (a traceback) on every module that has a num_classes
@@ -167,12 +180,24 @@ class RunCheckHook(Hook):
             problem = (
                 classes is not None
                 and isinstance(num_classes, int)
+                and key not in counted
                 and class_count_message(
-                    key, list(classes), num_classes, _where(dataset)
+                    key, list(classes), num_classes, _where(dataset), variable
                 )
             )
             if problem:
                 raise RunCheckError(problem)
+            # a subset (indices=N) need not reach every class
+            empty = not _subset(runner.cfg, key) and empty_class_folders(
+                dataset
+            )
+            if empty:
+                raise RunCheckError(
+                    f'{key}: class folder(s) {few(empty)} in '
+                    f'{_where(dataset)} hold no images but still take a '
+                    'label index, shifting every label after them; remove '
+                    'the empty folders or add their images.'
+                )
             problem = label_range_problem(dataset, num_classes)
             if problem:
                 raise RunCheckError(f'{key}: {problem}')

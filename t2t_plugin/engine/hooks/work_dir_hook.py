@@ -11,8 +11,9 @@ from mmengine.dist import is_main_process
 from mmengine.hooks import Hook
 from mmengine.registry import HOOKS
 
+from t2t_preflight.config import output_problem
+
 from ..checkpoint import remove_stale_temp_files
-from ..config import output_problem
 from .run_checks import (
     RunCheckError,
     TrainingStopped,

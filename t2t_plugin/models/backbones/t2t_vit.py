@@ -12,6 +12,8 @@ from mmpretrain.models.utils import resize_pos_embed
 from mmpretrain.registry import MODELS
 from torch import nn
 
+from t2t_preflight.archs import ARCH_ZOO, arch_names, resolve_arch
+
 from ..checkpoint_checks import (
     CheckpointMismatchError,
     check_fit,
@@ -35,21 +37,6 @@ from ..option_checks import (
     nearest,
 )
 from ..t2t import T2TModule
-
-# name: token layer, embed_dims, encoder layers, heads, mlp ratio
-_ARCHS = {
-    '7': ('performer', 256, 7, 4, 2),
-    '10': ('performer', 256, 10, 4, 2),
-    '12': ('performer', 256, 12, 4, 2),
-    '14': ('performer', 384, 14, 6, 3),
-    '19': ('performer', 448, 19, 7, 3),
-    '24': ('performer', 512, 24, 8, 3),
-    't-14': ('transformer', 384, 14, 6, 3),
-    't-19': ('transformer', 448, 19, 7, 3),
-    't-24': ('transformer', 512, 24, 8, 3),
-    '14-resnext': ('performer', 384, 14, 32, 3),
-    '14-wide': ('performer', 768, 4, 12, 3),
-}
 
 
 @MODELS.register_module()
@@ -107,17 +94,7 @@ class T2TViT(BaseModule):
             (the official initialisation).
     """
 
-    arch_zoo: dict[str, dict] = {
-        alias: dict(
-            token_layer=layer,
-            embed_dims=dims,
-            num_layers=depth,
-            num_heads=heads,
-            feedforward_channels=int(dims * ratio),
-        )
-        for name, (layer, dims, depth, heads, ratio) in _ARCHS.items()
-        for alias in (name, f't2t-vit-{name}')
-    }
+    arch_zoo: dict[str, dict] = ARCH_ZOO
     OUT_TYPES = ('cls_token', 'featmap', 'avg_featmap', 'raw')
     # the modes of F.interpolate for a 2-D table
     INTERPOLATE_MODES = (
@@ -260,65 +237,28 @@ class T2TViT(BaseModule):
         )
         self._freeze_stages()
 
-    @classmethod
-    def arch_names(cls) -> list[str]:
-        """The arch names, without their ``'t2t-vit-'`` aliases."""
-        return sorted(
-            {k for k in cls.arch_zoo if '-vit-' not in k},
-            key=lambda name: (name.startswith('t-'), len(name), name),
-        )
+    arch_names = staticmethod(arch_names)
 
     @classmethod
     def resolve_arch(cls, arch: Union[str, int, dict]) -> dict:
         """The settings of an arch name (``7``, ``'T2T-ViT-14'``,
-        ``'14@384'``, which adds ``img_size``) or custom arch dict."""
-        if isinstance(arch, int) and not isinstance(arch, bool):
-            arch = str(arch)
-        if isinstance(arch, str):
-            key = arch.strip().lower().replace('_', '-')
-            key = re.sub(r'^t2t-?vit-?', '', key)
-            match = re.fullmatch(r'(.+?)(?:@|-)(224|384)(?:px)?', key)
-            if match and match.group(1) in cls.arch_zoo:
-                size = int(match.group(2))
-                return dict(cls.arch_zoo[match.group(1)], img_size=size)
-            if key not in cls.arch_zoo:
-                raise ValueError(
-                    f'Unknown T2T-ViT arch {arch!r}; choose one of '
-                    f'{", ".join(cls.arch_names())} (also as t2t-vit-NAME, '
-                    'any case, NAME@384 at 384 px) or pass a dict.'
-                )
-            return dict(cls.arch_zoo[key])
-        if not isinstance(arch, dict):
-            raise ValueError(
-                f'arch must be an arch name or a dict, got {arch!r} '
-                f'({type(arch).__name__}); choose one of '
-                f'{", ".join(cls.arch_names())}.'
-            )
-        required = {'embed_dims', 'num_layers', 'num_heads'}
-        optional = {'token_layer', 'feedforward_channels', 'mlp_ratio'}
-        missing = required - set(arch)
-        unknown = set(arch) - required - optional
-        if missing or unknown:
-            raise ValueError(
-                f'A custom T2T-ViT arch needs the keys {sorted(required)} '
-                f'and may set {sorted(optional)}; missing {sorted(missing)}'
-                f', unknown {sorted(unknown)}.'
-            )
-        settings = {'token_layer': 'performer', **arch}
+        ``'14@384'``, which adds ``img_size``) or custom arch dict
+        (:func:`t2t_preflight.archs.resolve_arch`), a custom arch's numbers
+        checked as the backbone's options."""
         owner = cls.__name__
-        for name in ('embed_dims', 'num_layers', 'num_heads'):
-            check_int(owner, f'arch.{name}', settings[name])
-        mlp_ratio = check_positive(
-            owner, 'arch.mlp_ratio', settings.pop('mlp_ratio', 3.0)
-        )
-        settings.setdefault(
-            'feedforward_channels', int(arch['embed_dims'] * mlp_ratio)
-        )
-        check_int(
-            owner,
-            'arch.feedforward_channels',
-            settings['feedforward_channels'],
-        )
+        if isinstance(arch, dict):
+            for name in ('embed_dims', 'num_layers', 'num_heads'):
+                if name in arch:
+                    check_int(owner, f'arch.{name}', arch[name])
+            if 'mlp_ratio' in arch:
+                check_positive(owner, 'arch.mlp_ratio', arch['mlp_ratio'])
+        settings = resolve_arch(arch)
+        if isinstance(arch, dict):
+            check_int(
+                owner,
+                'arch.feedforward_channels',
+                settings['feedforward_channels'],
+            )
         return settings
 
     @classmethod

@@ -15,8 +15,8 @@ from mmengine.evaluator import DumpResults
 from mmengine.registry import RUNNERS
 from mmengine.runner import Runner
 
-from t2t_plugin.engine.config import ConfigError
 from t2t_plugin.engine.hooks import DiskFullError, RunCheckError, work_dir_hook
+from t2t_preflight.config import ConfigError
 
 from ...helpers import (
     DEMO,

@@ -1,17 +1,27 @@
 """Command-line options of ``tools/train.py`` and ``tools/test.py`` and
-how they change a config, as in mmpretrain's tools."""
+how they change a config, as in mmpretrain's tools, and the start of
+those tools: the config read, changed by the options and checked
+(:func:`load_checked`) before ``import t2t_plugin``. The command-line
+layer of the light package: it prints the line of what stops a run and
+picks the exit code, as ``t2t_plugin.cli`` does after the import."""
 
 import argparse
 import copy
 import os
 import os.path as osp
-from collections.abc import Sequence
+import sys
+from collections.abc import Callable, Sequence
 from typing import Optional
 
 from mmengine.config import Config, ConfigDict, DictAction
 
-# At module level only the standard library and mmengine.config: the
-# tools parse their command line with it before ``import t2t_plugin``.
+from .checks import Answered, preflight
+from .config import (
+    ConfigError,
+    OptionError,
+    import_custom_modules,
+    load_config,
+)
 
 
 def add_cfg_options(
@@ -147,3 +157,41 @@ def enable_tta(cfg: Config) -> None:
             cfg.tta_pipeline = pipeline
     cfg.model = ConfigDict(**cfg.tta_model, module=cfg.model)
     cfg.test_dataloader.dataset.pipeline = cfg.tta_pipeline
+
+
+def load_checked(
+    args: argparse.Namespace,
+    merge_args: Callable[[Config, argparse.Namespace], Config],
+    dataloaders: list[str],
+) -> tuple[Optional[Config], Optional[Answered], int]:
+    """The config of ``args.config`` with its ``--cfg-options`` merged and
+    the tool's other options applied (``merge_args``), checked by the
+    pre-flight (:func:`~t2t_preflight.preflight`) on the ``dataloaders``
+    the tool reads, then its ``custom_imports`` imported; with what the
+    pre-flight answered and exit code 0. Else None, None and the exit
+    code, after the lines saying why: a missing or broken file, an option
+    that does not apply (2), a mistake of the config or its inputs (1)."""
+    try:
+        cfg = load_config(
+            args.config, args.cfg_options, import_custom_modules=False
+        )
+        cfg = merge_args(cfg, args)
+    except OptionError as error:
+        print(f'Invalid options for {args.config}: {error}', file=sys.stderr)
+        return None, None, 2
+    except ConfigError as error:
+        print(error, file=sys.stderr)
+        return None, None, 2
+    except (ValueError, KeyError) as error:
+        print(f'Invalid options for {args.config}: {error}', file=sys.stderr)
+        return None, None, 2
+    problems = preflight(cfg, dataloaders)
+    if problems:
+        print('\n'.join(problems), file=sys.stderr)
+        return None, None, 1
+    try:
+        import_custom_modules(cfg)
+    except ConfigError as error:
+        print(error, file=sys.stderr)
+        return None, None, 2
+    return cfg, Answered.of(cfg, dataloaders), 0

@@ -10,7 +10,7 @@ with "did you mean". At module level this file imports only the standard
 library and ``mmengine.config``: the tools load it before ``import
 t2t_plugin``, whose registration imports mmpretrain's models (seconds, and
 mmdet with them where it is installed), so that such mistakes are answered
-at once.
+at once (:mod:`t2t_preflight`).
 """
 
 import ast
@@ -84,7 +84,9 @@ def load_config(
         cfg = config.copy()
     elif isinstance(config, (str, Path)):
         if not Path(config).is_file():
-            raise ConfigError(f'Config file not found: {config}.')
+            raise ConfigError(
+                f'Config file not found: {config}{_nearest_config(config)}'
+            )
         variables = {
             key: options.pop(key)
             for key in list(options)
@@ -112,10 +114,25 @@ def load_config(
             raise OptionError(
                 f'Cannot apply the options {options}: {error}'
             ) from None
-        problem = stale_variables(cfg, loaded)
+        problem = stale_variables(
+            cfg, loaded, None if isinstance(config, Config) else str(config)
+        )
         if problem:
             raise OptionError(f'--cfg-options {problem}')
     return cfg
+
+
+def _nearest_config(path: Union[str, Path]) -> str:
+    """``'; did you mean <file>?'`` with the config file of the same
+    folder (``configs/`` where the folder is not there) whose name is
+    closest to ``path``'s, or ``'.'``."""
+    path = Path(path)
+    folder = path.parent if path.parent.is_dir() else Path('configs')
+    if not folder.is_dir():
+        return '.'
+    names = [p.name for p in folder.glob('*.py')]
+    close = difflib.get_close_matches(path.name, names, n=1, cutoff=0.6)
+    return f'; did you mean {folder / close[0]}?' if close else '.'
 
 
 def import_custom_modules(cfg: Config) -> None:
@@ -222,6 +239,20 @@ def _absolute_bases(node: ast.expr, path: str) -> Union[str, list]:
     return [absolute(base) for base in value]
 
 
+def few(names) -> str:
+    """At most five names, then how many more."""
+    names = [str(name) for name in names]
+    more = len(names) - 5
+    return ', '.join(names[:5]) + (f' and {more} more' if more > 0 else '')
+
+
+def entry(cfg: Any, key: str, name: str) -> Any:
+    """``cfg[key][name]`` where ``cfg[key]`` is a dict (a config may hold
+    a built object instead, a model or a dataloader), else None."""
+    value = cfg.get(key)
+    return value.get(name) if isinstance(value, dict) else None
+
+
 def _child(container: Any, key: str) -> tuple[bool, Any]:
     """Whether ``container`` (a dict or a list) has ``key``, and the value."""
     if isinstance(container, (list, tuple)):
@@ -244,11 +275,19 @@ def misspelt_option(cfg: Config, key: str) -> Optional[str]:
     if parts[0] not in cfg and parts[0] not in RUNNER_KEYS:
         known = sorted(set(cfg.keys()) | RUNNER_KEYS)
         close = difflib.get_close_matches(parts[0], known, n=1)
-        hint = (
-            f'; did you mean {close[0]!r}?'
-            if close
-            else '; add it to the config first if it is meant to be new.'
-        )
+        # ``lr=``, ``batch_size=``: a key the config holds deeper down
+        deeper = [
+            dotted
+            for dotted, _ in _leaves(cfg.to_dict())
+            if dotted.rsplit('.', 1)[-1] == parts[0]
+            and 'pipeline' not in dotted
+        ]
+        if deeper and len(parts) == 1:
+            hint = f'; it is set as {few(deeper)}: give the full key.'
+        elif close:
+            hint = f'; did you mean {close[0]!r}?'
+        else:
+            hint = '; add it to the config first if it is meant to be new.'
         return f'the config has no key {parts[0]!r}{hint}'
     for depth, part in enumerate(parts):
         found, value = _child(container, part)
@@ -265,156 +304,6 @@ def misspelt_option(cfg: Config, key: str) -> Optional[str]:
     return None
 
 
-# Datasets that read ``data_root/<split>`` when ``split`` is given.
-_SPLIT_FOLDER_DATASETS = ('ImageNet', 'ImageNet21k')
-
-
-def _dataset_paths(
-    dataset: dict, fixed_folder: Optional[Callable[[str], Optional[str]]]
-) -> Iterator[tuple[str, str]]:
-    """``(local path, dataset type)`` a dataset config reads, outermost
-    first."""
-    if 'dataset' in dataset:  # RepeatDataset, ClassBalancedDataset, ...
-        yield from _dataset_paths(dataset['dataset'], fixed_folder)
-    for child in dataset.get('datasets', ()):  # ConcatDataset
-        yield from _dataset_paths(child, fixed_folder)
-    kind = str(dataset.get('type', ''))
-    root = dataset.get('data_root') or ''
-    if '://' in root:
-        return
-    if root:
-        yield root, kind
-    prefix = dataset.get('data_prefix') or ''
-    prefixes = prefix.values() if isinstance(prefix, dict) else [prefix]
-    for value in [dataset.get('ann_file'), *prefixes]:
-        if isinstance(value, str) and value and '://' not in value:
-            yield osp.join(root, value), kind
-    name = kind.split('.')[-1]
-    if name in _SPLIT_FOLDER_DATASETS and dataset.get('split') and root:
-        yield osp.join(root, dataset['split']), kind
-    folder = fixed_folder(name) if fixed_folder and name else None
-    if root and folder:
-        yield osp.join(root, folder), kind
-
-
-def find_missing_data(
-    cfg: Config,
-    dataloaders: list[str],
-    page: Callable[[str, Optional[str]], str],
-    fixed_folder: Optional[Callable[[str], Optional[str]]] = None,
-) -> list[str]:
-    """One line per missing dataset folder or file of the dataloaders
-    ``dataloaders`` (a missing root without the paths below it).
-
-    Args:
-        cfg: The config.
-        dataloaders: Their keys, e.g. ``['train_dataloader']``.
-        page: The doc page of a dataset type, for the config's scope.
-        fixed_folder: The fixed sub-folder of ``data_root`` a dataset
-            class reads (CIFAR's), by class name, if known.
-    """
-    messages, seen = [], set()
-    for key in dataloaders:
-        loader = cfg.get(key)
-        if not isinstance(loader, dict) or 'dataset' not in loader:
-            continue
-        for path, kind in _dataset_paths(loader['dataset'], fixed_folder):
-            if path in seen:
-                break  # reported for an earlier loader
-            if osp.exists(path):
-                continue
-            seen.add(path)
-            doc = page(kind, cfg.get('default_scope'))
-            messages.append(f'Dataset not found: expected {path} (see {doc}).')
-            break  # the deeper paths of a missing root add nothing
-    return messages
-
-
-def few(names) -> str:
-    """At most five names, then how many more."""
-    names = [str(name) for name in names]
-    more = len(names) - 5
-    return ', '.join(names[:5]) + (f' and {more} more' if more > 0 else '')
-
-
-def class_count_message(
-    key: str, classes: list, num_classes: int, where: str
-) -> Optional[str]:
-    """The line for a dataset of ``key`` whose ``classes`` (read from
-    ``where``) are not the head's ``num_classes``, or None if they are."""
-    if len(classes) == num_classes:
-        return None
-    source = f' in {where}' if where else ''
-    return (
-        f'{key}: the dataset has {len(classes)} classes{source} '
-        f'({few(classes)}), but model.head.num_classes={num_classes}; '
-        f'set model.head.num_classes (and data_preprocessor.num_classes) '
-        f'to {len(classes)}, or give the dataset {num_classes} class '
-        'folders.'
-    )
-
-
-def _class_folders(dataset: dict) -> Optional[tuple[str, list[str]]]:
-    """The folder and classes of a folder-style ``CustomDataset`` config
-    (mmpretrain lists the sub-folders, sorted), or None where its classes
-    come from elsewhere (an ``ann_file``, the config) or it is missing."""
-    if str(dataset.get('type', '')).split('.')[-1] != 'CustomDataset':
-        return None
-    metainfo = dataset.get('metainfo') or {}
-    given = dataset.get('classes') or metainfo.get('classes')
-    if dataset.get('ann_file') or not dataset.get('with_label', True) or given:
-        return None
-    prefix = dataset.get('data_prefix') or ''
-    if isinstance(prefix, dict):
-        prefix = prefix.get('img_path') or ''
-    folder = osp.join(dataset.get('data_root') or '', prefix)
-    if '://' in folder or not osp.isdir(folder):
-        return None
-    with os.scandir(folder) as entries:
-        names = sorted(entry.name for entry in entries if entry.is_dir())
-    return folder, names
-
-
-def class_count_problem(cfg: Config, dataloaders: list[str]) -> Optional[str]:
-    """The first dataloader of ``dataloaders`` whose class folders are not
-    ``model.head.num_classes`` in number, as :class:`RunCheckHook` would
-    say it once the datasets are built (None if each fits or is not a
-    folder dataset)."""
-    head = (cfg.get('model') or {}).get('head')
-    num_classes = head.get('num_classes') if isinstance(head, dict) else None
-    if not isinstance(num_classes, int) or isinstance(num_classes, bool):
-        return None
-    for key in dataloaders:
-        dataset = (cfg.get(key) or {}).get('dataset')
-        found = isinstance(dataset, dict) and _class_folders(dataset)
-        if found:
-            problem = class_count_message(key, found[1], num_classes, found[0])
-            if problem:
-                return problem
-    return None
-
-
-def input_problems(
-    cfg: Config,
-    dataloaders: list[str],
-    page: Callable[[str, Optional[str]], str],
-) -> list[str]:
-    """What the tools check of a config's inputs and outputs before they
-    import the models: each missing dataset (:func:`find_missing_data`),
-    else the first of class folders that are not the head's classes and
-    a work dir that cannot be written; empty if none. The Runner and its
-    hooks check them again for every other door."""
-    missing = find_missing_data(cfg, dataloaders, page)
-    if missing:
-        return missing
-    work_dir = cfg.get('work_dir')
-    problems = (
-        class_count_problem(cfg, dataloaders),
-        work_dir and output_problem(work_dir, '--work-dir'),
-    )
-    return [problem for problem in problems if problem][:1]
-
-
 def _leaves(value: Any, path: str = '') -> Iterator[tuple[str, Any]]:
     """``(dotted key, value)`` of every entry below ``value``."""
     if isinstance(value, dict):
@@ -429,13 +318,17 @@ def _leaves(value: Any, path: str = '') -> Iterator[tuple[str, Any]]:
         yield from _leaves(child, dotted)
 
 
-def stale_variables(cfg: Config, loaded: Config) -> Optional[str]:
+def stale_variables(
+    cfg: Config, loaded: Config, merged_by: Optional[str] = None
+) -> Optional[str]:
     """Why a top-level value changed since the config was read from its
     file (``loaded``) while the keys named like it still hold the old
     value, or None: a config file's variables are read when the file is
     loaded, so ``--cfg-options data_root=x`` in a tool that merges options
     into the loaded config leaves ``train_dataloader.dataset.data_root``
-    as it was."""
+    as it was. ``merged_by``: the file whose variables
+    :func:`load_config` replaced (the stale variable was set in one of its
+    bases), else None (a tool that merges every option)."""
     for name, value in cfg.items():
         old = loaded.get(name)
         if (
@@ -454,6 +347,14 @@ def stale_variables(cfg: Config, loaded: Config) -> Optional[str]:
         if stale:
             keys = ', '.join(stale[:4])
             more = f' and {len(stale) - 4} more' if len(stale) > 4 else ''
+            if merged_by:
+                return (
+                    f'{name}={value!r} does not reach {keys}{more}, which '
+                    f'a base config of {merged_by} set from {name}={old!r}; '
+                    f'--cfg-options replaces the variables of '
+                    f'{osp.basename(merged_by)} itself, not of its bases: '
+                    'set those keys instead.'
+                )
             return (
                 f'{name}={value!r} does not reach {keys}{more}, which the '
                 f'file set from {name}={old!r} when it was loaded; set '
@@ -497,27 +398,48 @@ def _schedule_end(cfg: Config) -> Optional[tuple[int, dict, str, int]]:
     return index, last, unit, total
 
 
+def spans_nothing(scheduler: Any) -> bool:
+    """Whether a parameter scheduler config begins where it ends
+    (``warmup_epochs=0``): it has nothing to schedule, and the runner
+    leaves it out (mmengine's schedulers refuse it)."""
+    return (
+        isinstance(scheduler, dict)
+        and isinstance(scheduler.get('begin', 0), int)
+        and scheduler.get('begin', 0) == scheduler.get('end')
+    )
+
+
 def empty_scheduler(cfg: Config) -> Optional[str]:
-    """The line for a parameter scheduler that ends where or before it
-    begins (``--cfg-options max_epochs=1`` under a 2-epoch warm-up:
-    mmengine's ValueError, in iterations, once training starts), or
-    None."""
+    """The line for a parameter scheduler that ends before it begins
+    (``--cfg-options max_epochs=1`` under a 2-epoch warm-up: mmengine's
+    ValueError, in iterations, once training starts), naming the config
+    variables its ends were set from, or None. One that ends where it
+    begins is left out by the runner (:func:`spans_nothing`)."""
     train_cfg = cfg.get('train_cfg') or {}
     for index, scheduler in _schedulers(cfg):
         begin, end = scheduler.get('begin', 0), scheduler.get('end')
         if not isinstance(begin, int) or not isinstance(end, int):
             continue
-        if end <= begin:
+        if end < begin:
             by_epoch = scheduler.get('by_epoch', True)
             unit = 'epoch' if by_epoch else 'iteration'
             key = 'max_epochs' if by_epoch else 'max_iters'
             total = train_cfg.get(key)
             limit = f' (train_cfg.{key}={total})' if total is not None else ''
             kind = str(scheduler.get('type', 'scheduler')).split('.')[-1]
+            names = [
+                set_from(cfg, f'param_scheduler.{index}.{end_}')
+                for end_ in ('begin', 'end')
+            ]
+            fix = (
+                f'{names[0]}={begin} must be below {names[1]}={end}'
+                if all(names)
+                else 'give it a begin below its end'
+            )
             return (
                 f'param_scheduler.{index}: the {kind} begins at {unit} '
-                f'{begin} and ends at {unit} {end}{limit}; give it a begin '
-                'below its end (a warm-up must be shorter than training).'
+                f'{begin} and ends at {unit} {end}{limit}; {fix} (a '
+                'warm-up must be shorter than training).'
             )
     return None
 
@@ -585,6 +507,8 @@ _EXTRA_KEYS = {
     'param scheduler': {'convert_to_iter_based'},
     'hook': {'priority'},
     'model': set(),
+    'optimizer': set(),
+    'dataset': set(),
 }
 
 
@@ -612,8 +536,7 @@ def _arguments(cls: type) -> Optional[set[str]]:
 
 def _built_dicts(cfg: Config) -> Iterator[tuple[str, dict, str]]:
     """``(dotted key, dict, registry name)`` of the dicts of a config that
-    the Runner builds from a registry: the loops, hooks, parameter
-    schedulers and the model."""
+    the Runner builds from a registry: the loops, hooks and the model."""
     train_cfg = cfg.get('train_cfg')
     if isinstance(train_cfg, dict):
         yield 'train_cfg', train_cfg, 'loop'
@@ -626,8 +549,6 @@ def _built_dicts(cfg: Config) -> Iterator[tuple[str, dict, str]]:
     for index, hook in enumerate(cfg.get('custom_hooks') or []):
         if isinstance(hook, dict):
             yield f'custom_hooks.{index}', hook, 'hook'
-    for index, scheduler in _schedulers(cfg):
-        yield f'param_scheduler.{index}', scheduler, 'param scheduler'
     if isinstance(cfg.get('model'), dict):
         yield 'model', cfg.model, 'model'
 
@@ -647,17 +568,43 @@ def _loop_class(key: str, loop: dict) -> Optional[str]:
     return 'ValLoop' if key == 'val_cfg' else 'TestLoop'
 
 
+def argument_problem(
+    key: str, item: dict, class_name: str, accepted: set[str], kind: str
+) -> Optional[str]:
+    """The line for the first key of ``item`` (the config dict at ``key``
+    that builds ``class_name``, of ``kind``) that is no argument of the
+    class (``accepted``), with the closest one; None if all are."""
+    allowed = accepted | _BUILDER_KEYS | _EXTRA_KEYS[kind]
+    for child_key in item:
+        if child_key in allowed:
+            continue
+        close = difflib.get_close_matches(
+            str(child_key), sorted(accepted), n=1, cutoff=0.6
+        )
+        hint = (
+            f'did you mean {close[0]!r}?'
+            if close
+            else f'it takes {", ".join(sorted(accepted))}.'
+        )
+        return (
+            f'{key}.{child_key}: {class_name} takes no argument '
+            f'{child_key!r}; {hint}'
+        )
+    return None
+
+
 def misspelt_keys(cfg: Config) -> Optional[str]:
-    """Why a key of the config's loops, hooks, schedulers or model (at any
-    depth of the model) is no argument of the class it goes to, with the
-    closest argument, or None. Classes that are not registered, or that
-    pass open ``**kwargs`` on, are left to their builders."""
+    """Why a key of the config's loops, hooks or model (at any depth of
+    the model) is no argument of the class it goes to, with the closest
+    argument, or None (the classes from the registries: the models must
+    be imported). Classes that are not registered, or that pass open
+    ``**kwargs`` on, are left to their builders; the optimizer, scheduler
+    and dataset keys are :func:`misspelt_arguments`'."""
     from mmengine import registry
 
     registries = {
         'loop': registry.LOOPS,
         'hook': registry.HOOKS,
-        'param scheduler': registry.PARAM_SCHEDULERS,
         'model': registry.MODELS,
     }
     scope = cfg.get('default_scope')
@@ -678,21 +625,10 @@ def misspelt_keys(cfg: Config) -> Optional[str]:
         accepted = _arguments(cls)
         if accepted is None:
             continue
-        allowed = accepted | _BUILDER_KEYS | _EXTRA_KEYS[kind]
+        problem = argument_problem(key, item, cls.__name__, accepted, kind)
+        if problem:
+            return problem
         for child_key, child in item.items():
-            if child_key not in allowed:
-                close = difflib.get_close_matches(
-                    child_key, sorted(accepted), n=1, cutoff=0.6
-                )
-                hint = (
-                    f'did you mean {close[0]!r}?'
-                    if close
-                    else f'it takes {", ".join(sorted(accepted))}.'
-                )
-                return (
-                    f'{key}.{child_key}: {cls.__name__} takes no argument '
-                    f'{child_key!r}; {hint}'
-                )
             if (
                 kind == 'model'
                 and isinstance(child, dict)
@@ -705,33 +641,160 @@ def misspelt_keys(cfg: Config) -> Optional[str]:
     return None
 
 
-def check_config(cfg: Config) -> Optional[str]:
-    """The checks a Runner makes on its config before it creates the work
-    dir: a variable that does not reach its keys, a misspelt key and a
-    work dir that cannot be written raise :class:`ConfigError`; a
-    schedule that ends after training, or before it where the file ended
-    it with training, is returned as a warning line (None if it fits)."""
-    filename, loaded = cfg.filename, None
-    if filename and osp.isfile(filename):
-        try:
-            loaded = Config.fromfile(filename, import_custom_modules=False)
-        # a file changed since, or that reads what is gone: not judged
-        except Exception:
-            loaded = None
-    if loaded is not None:
-        problem = stale_variables(cfg, loaded)
+def _datasets(key: str, dataset: Any) -> Iterator[tuple[str, dict]]:
+    """``(dotted key, dict)`` of a dataset config and those it wraps."""
+    if not isinstance(dataset, dict):
+        return
+    yield key, dataset
+    yield from _datasets(f'{key}.dataset', dataset.get('dataset'))
+    for index, child in enumerate(dataset.get('datasets') or ()):
+        yield from _datasets(f'{key}.datasets.{index}', child)
+
+
+def _source_built_dicts(cfg: Config) -> Iterator[tuple[str, dict, str]]:
+    """``(dotted key, dict, kind)`` of the optimizer, the parameter
+    schedulers and the datasets of a config."""
+    optimizer = entry(cfg, 'optim_wrapper', 'optimizer')
+    if isinstance(optimizer, dict):
+        yield 'optim_wrapper.optimizer', optimizer, 'optimizer'
+    for index, scheduler in _schedulers(cfg):
+        yield f'param_scheduler.{index}', scheduler, 'param scheduler'
+    for loader in ('train_dataloader', 'val_dataloader', 'test_dataloader'):
+        dataset = entry(cfg, loader, 'dataset')
+        for key, item in _datasets(f'{loader}.dataset', dataset):
+            yield key, item, 'dataset'
+
+
+def misspelt_arguments(cfg: Config) -> Optional[str]:
+    """Why a key of the config's optimizer, parameter schedulers or
+    datasets (those a dataset wrapper holds too) is no argument of its
+    class, with the closest argument, or None. The arguments are read
+    from the classes' source (:mod:`.signatures`): no import of torch,
+    mmengine's optimizers or mmpretrain's datasets."""
+    from .signatures import class_arguments
+
+    scope = cfg.get('default_scope') or 'mmpretrain'
+    for key, item, kind in _source_built_dicts(cfg):
+        name = item.get('type')
+        if not isinstance(name, str):
+            continue
+        accepted = class_arguments(kind, scope, name)
+        if accepted is None:
+            continue
+        problem = argument_problem(
+            key, item, name.split('.')[-1], accepted, kind
+        )
         if problem:
-            raise ConfigError(problem)
-    problem = misspelt_keys(cfg) or empty_scheduler(cfg)
-    if problem:
-        raise ConfigError(problem)
-    # the Runner makes the work dir first thing: mmengine's OSError else
-    problem = cfg.get('work_dir') and output_problem(
-        cfg.work_dir, '--work-dir'
-    )
-    if problem:
-        raise ConfigError(problem)
-    return schedule_mismatch(cfg, loaded)
+            return problem
+    return None
+
+
+def arch_problem(cfg: Config) -> Optional[str]:
+    """The line for a T2T-ViT ``arch`` of the model config that is no arch
+    name or a custom arch without the keys it needs, listing the names;
+    None if every arch resolves."""
+    from .archs import resolve_arch
+
+    pending = [('model', cfg.get('model'))]
+    while pending:
+        key, node = pending.pop(0)
+        if not isinstance(node, dict):
+            continue
+        kind = str(node.get('type', '')).split('.')[-1]
+        if kind == 'T2TViT' and 'arch' in node:
+            try:
+                resolve_arch(node['arch'])
+            except ValueError as error:
+                return f'{key}.arch: {error}'
+        pending += [
+            (f'{key}.{name}', child)
+            for name, child in node.items()
+            if isinstance(child, dict)
+        ]
+    return None
+
+
+def topk_problem(cfg: Config) -> Optional[str]:
+    """The line for an accuracy of a top-k above the head's classes
+    (``topk=(1, 5)`` with 3 classes): mmpretrain's ``Accuracy`` fails at
+    the first evaluation, after a whole epoch of training; None if every
+    top-k fits or the classes are not a number of the config."""
+    head = entry(cfg, 'model', 'head')
+    num_classes = head.get('num_classes') if isinstance(head, dict) else None
+    if not isinstance(num_classes, int) or isinstance(num_classes, bool):
+        return None
+    # a head computes its top-k accuracies in training with cal_acc only
+    places = [('model.head', head)] if head.get('cal_acc') else []
+    for key in ('val_evaluator', 'test_evaluator'):
+        evaluators = cfg.get(key)
+        if isinstance(evaluators, dict):
+            places.append((key, evaluators))
+        elif isinstance(evaluators, (list, tuple)):
+            places += [(f'{key}.{i}', e) for i, e in enumerate(evaluators)]
+    for key, place in places:
+        topk = place.get('topk') if isinstance(place, dict) else None
+        values = (topk,) if isinstance(topk, int) else topk
+        if not isinstance(values, (list, tuple)):
+            continue
+        wrong = [k for k in values if isinstance(k, int) and k > num_classes]
+        if wrong:
+            fitting = tuple(k for k in values if k not in wrong) or (1,)
+            return (
+                f'{key}.topk={tuple(values)} asks for top-{wrong[0]}, but '
+                f'model.head.num_classes={num_classes}; set '
+                f'{key}.topk={fitting} (a top-k needs k classes or more).'
+            )
+    return None
+
+
+def set_from(cfg: Any, key: str) -> Optional[str]:
+    """The config variable (a plain top-level name of the config file)
+    that the dotted ``key`` was set from (``num_classes`` for
+    ``model.head.num_classes``), or None where the file sets the key
+    another way, or a base config sets it."""
+    filename = getattr(cfg, 'filename', None)
+    if not filename or not osp.isfile(filename):
+        return None
+    variables = file_variables(filename)
+    try:
+        tree = ast.parse(Path(filename).read_text())
+    except (OSError, SyntaxError, ValueError):
+        return None
+    top, *rest = key.split('.')
+    node = None
+    for statement in tree.body:
+        if (
+            isinstance(statement, ast.Assign)
+            and len(statement.targets) == 1
+            and isinstance(statement.targets[0], ast.Name)
+            and statement.targets[0].id == top
+        ):
+            node = statement.value
+    for part in rest:
+        node = _literal_child(node, part)
+    if isinstance(node, ast.Name) and node.id in variables:
+        return node.id
+    return None
+
+
+def _literal_child(node: Optional[ast.expr], part: str) -> Optional[ast.expr]:
+    """The node of entry ``part`` of a ``dict(...)``, ``{...}`` or list
+    literal node."""
+    if isinstance(node, ast.Call) and getattr(node.func, 'id', '') == 'dict':
+        for keyword in node.keywords:
+            if keyword.arg == part:
+                return keyword.value
+    elif isinstance(node, ast.Dict):
+        for name, value in zip(node.keys, node.values):
+            if isinstance(name, ast.Constant) and name.value == part:
+                return value
+    elif (
+        isinstance(node, (ast.List, ast.Tuple))
+        and part.isdigit()
+        and int(part) < len(node.elts)
+    ):
+        return node.elts[int(part)]
+    return None
 
 
 def loop_start(path: str) -> str:

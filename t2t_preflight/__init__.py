@@ -1,0 +1,23 @@
+"""The start of a run of ``t2t_plugin``, importable without it: reading a
+config with its ``--cfg-options``, the command-line options of the tools,
+and every check of a config that needs no model (:func:`preflight`).
+
+``import t2t_plugin`` registers the models, and with them imports torch
+and mmpretrain's models (seconds); this package imports only the standard
+library and ``mmengine.config``, so that a tool answers a wrong key,
+folder or file before that. ``t2t_plugin`` uses it too: one reader, one
+check of each decision.
+"""
+
+from .checks import Answered, check_config, config_problem, preflight
+from .config import ConfigError, OptionError, load_config
+
+__all__ = [
+    'Answered',
+    'ConfigError',
+    'OptionError',
+    'check_config',
+    'config_problem',
+    'load_config',
+    'preflight',
+]

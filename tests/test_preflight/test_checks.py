@@ -1,0 +1,369 @@
+"""Every mistake a config can answer, answered by the pre-flight before
+the models are imported (a real process: the point is the import not
+happening), with no work dir left; the same line through a Runner built
+as OpenMMLab's tools build it; each check made once per run."""
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+from mmengine.registry import RUNNERS
+from mmpretrain.registry import MODELS
+
+import t2t_preflight.checks
+from t2t_plugin.engine import CheckpointError, read_checkpoint
+from t2t_plugin.models.backbones import T2TViT
+from t2t_preflight import archs, load_config
+
+from ..helpers import (
+    ROOT,
+    answer_before_models,
+    as_dict,
+    door,
+    image_folders,
+    one_line,
+    run_main,
+    tool_env,
+)
+
+LITE = str(ROOT / 'configs' / 't2t-vit-lite_1xb64_custom-32px.py')
+ARCHS = '7, 10, 12, 14, 19, 24, 14-wide, 14-resnext, t-14, t-19, t-24'
+
+
+def test_the_light_package_imports_neither_the_plugin_nor_torch():
+    code = (
+        'import sys, t2t_preflight.arguments, t2t_preflight.checks; '
+        "print('t2t_plugin' in sys.modules, 'torch' in sys.modules, "
+        "'mmpretrain' in sys.modules)"
+    )
+    result = subprocess.run(
+        [sys.executable, '-c', code],
+        env=tool_env(),
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert result.stdout.split() == ['False', 'False', 'False']
+
+
+def test_the_plugin_uses_the_light_modules_themselves():
+    import t2t_plugin.engine
+
+    assert t2t_plugin.engine.load_config is load_config
+    assert T2TViT.resolve_arch is archs.resolve_arch
+    assert T2TViT.arch_zoo is archs.ARCH_ZOO
+
+
+@pytest.mark.parametrize(
+    'options, code, message',
+    [
+        (['model.backbone.arch=t-15'], 1,
+         "model.backbone.arch: Unknown T2T-ViT arch 't-15'; choose one of "
+         f'{ARCHS} (also as t2t-vit-NAME, any case, NAME@384 at 384 px) or '
+         'pass a dict.'),
+        (['optim_wrapper.optimizer.lrr=0.1'], 1,
+         "optim_wrapper.optimizer.lrr: AdamW takes no argument 'lrr'; did "
+         "you mean 'lr'?"),
+        # a key its dict does not hold: the class's arguments
+        (['param_scheduler.1.T_mx=5'], 1,
+         "param_scheduler.1.T_mx: CosineAnnealingLR takes no argument "
+         "'T_mx'; did you mean 'T_max'?"),
+        (['lr=0.1'], 2,
+         f"Invalid options for {LITE}: --cfg-options lr: the config has no "
+         "key 'lr'; it is set as optim_wrapper.optimizer.lr: give the full "
+         'key.'),
+        (['batch_size=8'], 2,
+         f'Invalid options for {LITE}: --cfg-options batch_size: the config '
+         "has no key 'batch_size'; it is set as train_dataloader.batch_size, "
+         'val_dataloader.batch_size, test_dataloader.batch_size: give the '
+         'full key.'),
+        (['warmup_epochs=20'], 1,
+         'param_scheduler.1: the CosineAnnealingLR begins at epoch 20 and '
+         'ends at epoch 12 (train_cfg.max_epochs=12); warmup_epochs=20 must '
+         'be below max_epochs=12 (a warm-up must be shorter than '
+         'training).'),
+        (['val_evaluator.topk=(1,5)'], 1,
+         'val_evaluator.topk=(1, 5) asks for top-5, but '
+         'model.head.num_classes=3; set val_evaluator.topk=(1,) (a top-k '
+         'needs k classes or more).'),
+        (['load_from=missing.pth'], 1,
+         'Checkpoint not found: expected missing.pth (see '
+         'docs/training.md#training).'),
+    ],
+)  # fmt: skip
+def test_config_mistakes_are_answered_before_the_models(
+    options, code, message, tmp_path
+):
+    root = image_folders(tmp_path / 'data', 3)
+    stderr, stdout = answer_before_models(
+        'train', LITE, '--work-dir', tmp_path / 'work', '--cfg-options',
+        f'data_root={root}', *options, cwd=tmp_path,
+    )  # fmt: skip
+    assert stderr == message
+    assert stdout == [f'exit {code}', 'imported False False False']
+    assert not (tmp_path / 'work').exists()
+    if code == 1 and not options[0].startswith('warmup_epochs'):
+        # the Runner of the config's runner_type (mmpretrain's tools merge
+        # options into the loaded config: the keys, not the variables)
+        with pytest.raises(t2t_preflight.ConfigError) as error:
+            door(LITE, as_dict([*loader_root(root), *options]),
+                 tmp_path / 'door', build=RUNNERS.build)  # fmt: skip
+        assert str(error.value) == message
+        assert not (tmp_path / 'door').exists()
+
+
+def test_missing_files_and_configs_are_answered_before_the_models(tmp_path):
+    root = image_folders(tmp_path / 'data', 3)
+    work = ['--work-dir', tmp_path / 'work']
+    data = ['--cfg-options', f'data_root={root}']
+    expected = (
+        'Checkpoint not found: expected missing.pth (see '
+        'docs/training.md#training).'
+    )
+    for tool, args in (
+        ('train', [LITE, '--resume', 'missing.pth', *work, *data]),
+        ('test', [LITE, 'missing.pth', *work, *data]),
+    ):
+        stderr, stdout = answer_before_models(tool, *args, cwd=tmp_path)
+        assert stderr == expected
+        assert stdout == ['exit 1', 'imported False False False']
+    typo = LITE.replace('32px', '32p')
+    stderr, stdout = answer_before_models('train', typo, cwd=tmp_path)
+    assert stderr == f'Config file not found: {typo}; did you mean {LITE}?'
+    assert stdout == ['exit 2', 'imported False False False']
+    assert not (tmp_path / 'work').exists()
+
+
+def base_with_typo(tmp_path: Path) -> Path:
+    """A config whose base config misspells the training set's
+    ``data_prefix`` (so the training set reads the split folders)."""
+    text = Path(LITE).read_text()
+    text = text.replace(
+        "'./_base_/default_runtime.py'",
+        repr(str(ROOT / 'configs' / '_base_' / 'default_runtime.py')),
+    ).replace("data_prefix='train'", "data_prefx='train'", 1)
+    (tmp_path / 'base.py').write_text(text)
+    config = tmp_path / 'mine.py'
+    config.write_text("_base_ = ['base.py']\n")
+    return config
+
+
+def test_a_key_misspelt_in_a_base_config_is_named_before_class_advice(
+    tmp_path,
+):
+    config = base_with_typo(tmp_path)
+    root = image_folders(tmp_path / 'data', 3)
+    expected = (
+        'train_dataloader.dataset.data_prefx: CustomDataset takes no '
+        "argument 'data_prefx'; did you mean 'data_prefix'?"
+    )
+    # data_root is a variable of the base: each loader's key is set
+    stderr, stdout = answer_before_models(
+        'train', config, '--work-dir', tmp_path / 'work', '--cfg-options',
+        *loader_root(root), cwd=tmp_path,
+    )  # fmt: skip
+    assert stderr == expected
+    assert stdout == ['exit 1', 'imported False False False']
+    # the Runner of the config's runner_type, as mmpretrain's tools build it
+    with pytest.raises(t2t_preflight.ConfigError) as error:
+        door(str(config), as_dict(loader_root(root)), tmp_path / 'door',
+             build=RUNNERS.build)  # fmt: skip
+    assert str(error.value) == expected
+    assert not (tmp_path / 'work').exists()
+    assert not (tmp_path / 'door').exists()
+
+
+@pytest.mark.parametrize('case', ['hidden', 'one class'])
+def test_class_folders_a_classifier_cannot_use(case, tmp_path):
+    root = image_folders(tmp_path / 'data', 3 if case == 'hidden' else 1)
+    if case == 'hidden':  # as Jupyter leaves them
+        (root / 'train' / '.ipynb_checkpoints').mkdir()
+        expected = (
+            f'train_dataloader: {root}/train holds the hidden folder(s) '
+            ".ipynb_checkpoints, which mmpretrain's CustomDataset takes as "
+            'classes; delete them or move them out of the class folders.'
+        )
+    else:
+        expected = (
+            f'train_dataloader: the dataset has 1 class in {root}/train '
+            '(c0); a classifier needs at least two, one folder of images '
+            'each.'
+        )
+    stderr, stdout = answer_before_models(
+        'train', LITE, '--work-dir', tmp_path / 'work', '--cfg-options',
+        f'data_root={root}', cwd=tmp_path,
+    )  # fmt: skip
+    assert stderr == expected
+    assert stdout == ['exit 1', 'imported False False False']
+    # mmengine's own Runner: the run's hook says the same
+    options = as_dict([f'data_root={root}'] + loader_root(root))
+    error = door(LITE, options, tmp_path / 'door')
+    assert str(error).startswith(expected.split(':')[0])
+    assert expected.split(';')[-1] in str(error)
+
+
+def loader_root(root: Path) -> list:
+    """mmpretrain's tools merge ``data_root`` alone: every loader's key."""
+    return [
+        f'{loader}.dataset.data_root={root}'
+        for loader in ('train_dataloader', 'val_dataloader', 'test_dataloader')
+    ]
+
+
+def quick(root: Path, *extra: str) -> list:
+    """``--cfg-options`` of one tiny epoch of the small-image recipe."""
+    return [
+        f'data_root={root}',
+        'max_epochs=1',
+        'warmup_epochs=0',
+        'train_dataloader.batch_size=2',
+        *extra,
+    ]
+
+
+def test_no_warm_up_on_a_quick_subset_trains(tmp_path):
+    root = image_folders(tmp_path / 'data', 3)
+    # the first 2 of 6 samples: one class of three, which is no empty folder
+    result = run_main(
+        'train', LITE, '--work-dir', tmp_path / 'work', '--cfg-options',
+        *quick(root, 'train_dataloader.dataset.indices=2'),
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr[-2000:]
+    log = next((tmp_path / 'work').glob('*/*.log')).read_text()
+    assert 'param_scheduler.0: the LinearLR begins where it ends (0); left ' \
+        'out.' in log  # fmt: skip
+    assert (tmp_path / 'work' / 'epoch_1.pth').is_file()
+
+
+@pytest.mark.parametrize(
+    'option, message',
+    [
+        ('model.backbone.attn_init.type=foo', "Unknown attn_init {'type': "),
+        ('train_dataloader.batch_size=0', 'batch_size should be a positive'),
+        ('optim_wrapper.optimizer.lr=abc', 'optim_wrapper: TypeError'),
+    ],
+)
+def test_a_run_that_stops_before_its_first_step_leaves_no_work_dir(
+    option, message, tmp_path
+):
+    root = image_folders(tmp_path / 'data', 3)
+    result = run_main(
+        'train', LITE, '--work-dir', tmp_path / 'work', '--cfg-options',
+        *quick(root, option),
+    )  # fmt: skip
+    assert result.returncode == 1
+    assert message in one_line(result.stderr)
+    assert not (tmp_path / 'work').exists()
+    # built as mmpretrain's tools build it
+    options = as_dict(loader_root(root) + [option])
+    try:  # the model is built with the Runner, the loader as it trains
+        error = door(LITE, options, tmp_path / 'door', build=RUNNERS.build)
+    except ValueError as raised:
+        error = raised
+    assert message in str(error)
+    assert not (tmp_path / 'door').exists()
+
+
+def test_the_config_checks_run_once_per_door(tmp_path, monkeypatch):
+    calls = []
+    config_problem = t2t_preflight.checks.config_problem
+
+    def counted(*args, **kwargs):
+        calls.append(args)
+        return config_problem(*args, **kwargs)
+
+    monkeypatch.setattr(t2t_preflight.checks, 'config_problem', counted)
+    root = image_folders(tmp_path / 'data', 3)
+    # stops as the model is built, after the runner's own checks
+    option = 'model.backbone.attn_init.type=foo'
+    result = run_main(
+        'train', LITE, '--work-dir', tmp_path / 'work', '--cfg-options',
+        *quick(root, option),
+    )  # fmt: skip
+    assert result.returncode == 1 and len(calls) == 1
+    options = as_dict(loader_root(root) + [option])
+    with pytest.raises(ValueError, match='Unknown attn_init'):
+        door(LITE, options, tmp_path / 'door', build=RUNNERS.build)
+    assert len(calls) == 2
+
+
+def test_a_missing_checkpoint_is_one_line_through_every_door(tmp_path):
+    missing = tmp_path / 'missing.pth'
+    expected = (
+        f'Checkpoint not found: expected {missing} (see '
+        'docs/training.md#training).'
+    )
+    root = image_folders(tmp_path / 'data', 3)
+    ours = run_main(
+        'test', LITE, missing, '--work-dir', tmp_path / 'work',
+        '--cfg-options', f'data_root={root}',
+    )  # fmt: skip
+    assert ours.returncode == 1 and one_line(ours.stderr) == expected
+    # mmengine's own Runner: CheckpointCheckHook
+    error = door(LITE, as_dict(loader_root(root)), tmp_path / 'door', 'test')
+    assert error is None  # no checkpoint: nothing to judge
+    options = as_dict([*loader_root(root), f'load_from={missing}'])
+    error = door(LITE, options, tmp_path / 'door', 'test')
+    assert str(error) == expected
+    # the reader, for get_model, init_cfg and every loader
+    with pytest.raises(CheckpointError) as raised:
+        read_checkpoint(missing)
+    assert str(raised.value) == expected
+
+
+def test_a_variable_of_a_base_config_points_to_its_keys(tmp_path):
+    base = (
+        Path(LITE)
+        .read_text()
+        .replace(
+            "'./_base_/default_runtime.py'",
+            repr(str(ROOT / 'configs' / '_base_' / 'default_runtime.py')),
+        )
+    )
+    (tmp_path / 'base.py').write_text(base)
+    config = tmp_path / 'mine.py'
+    config.write_text("_base_ = ['base.py']\n")
+    result = run_main('train', config, '--cfg-options', 'max_epochs=3')
+    assert result.returncode == 2
+    assert one_line(result.stderr) == (
+        f'Invalid options for {config}: --cfg-options max_epochs=3 does not '
+        'reach train_cfg.max_epochs, which a base config of '
+        f'{config} set from max_epochs=12; --cfg-options replaces the '
+        'variables of mine.py itself, not of its bases: set those keys '
+        'instead.'
+    )
+
+
+def test_the_hooks_leave_what_the_pre_flight_answered(tmp_path, monkeypatch):
+    from t2t_plugin.engine.hooks import checkpoint_check_hook, run_check_hook
+
+    judged = []
+    for module, name in (
+        (checkpoint_check_hook, 'missing_checkpoint'),
+        (run_check_hook, 'class_count_message'),
+    ):
+        original = getattr(module, name)
+
+        def spy(*args, _original=original, _name=name, **kwargs):
+            judged.append(_name)
+            return _original(*args, **kwargs)
+
+        monkeypatch.setattr(module, name, spy)
+    root = image_folders(tmp_path / 'data', 3)
+    checkpoint = tmp_path / 'model.pth'
+    model = MODELS.build(load_config(LITE).model)
+    meta = dict(dataset_meta=dict(classes=('c0', 'c1', 'c2')))
+    torch.save(dict(state_dict=model.state_dict(), meta=meta), checkpoint)
+    ours = run_main(
+        'test', LITE, checkpoint, '--work-dir', tmp_path / 'work',
+        '--cfg-options', f'data_root={root}',
+    )  # fmt: skip
+    assert ours.returncode == 0, ours.stderr[-2000:]
+    assert 'accuracy/top1: ' in ours.stdout
+    assert judged == []
+    # mmengine's own Runner: the hooks judge both
+    options = as_dict([*loader_root(root), f'load_from={checkpoint}'])
+    assert door(LITE, options, tmp_path / 'door', 'test') is None
+    assert sorted(judged) == ['class_count_message', 'missing_checkpoint']
