@@ -2,6 +2,7 @@
 exit codes); library code, ``t2t_plugin.apis`` included, never imports
 it."""
 
+from ..engine.console_log import progress_only
 from .arguments import (
     enable_show,
     enable_tta,
@@ -10,11 +11,7 @@ from .arguments import (
     set_default_work_dir,
 )
 from .launch import close_dist
-from .reporting import (
-    configure_run,
-    progress_only,
-    run_reported,
-)
+from .reporting import configure_run, run_reported
 
 __all__ = [
     'close_dist',

@@ -2,12 +2,9 @@
 with their options, and one line with an exit code for what stops it (the
 run's checks are the Runner's and its hooks', which every tool gets)."""
 
-import contextlib
-import io
 import os
-import re
 import sys
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any, Callable, Optional
 
 from mmengine.config import Config
@@ -111,49 +108,3 @@ def run_reported(
         return 130, None
     print(message, file=sys.stderr)
     return 1, None
-
-
-# A line of mmengine's logger that is not a warning or an error: its
-# time, the logger's name and the level.
-_INFO_RECORD = re.compile(r'^\d\d/\d\d \d\d:\d\d:\d\d - \S+ - INFO - ')
-# The progress lines of mmengine's LoggerHook.
-_PROGRESS = re.compile(r' - INFO - (Epoch|Iter)\((train|val|test)\)')
-
-
-class _ProgressOnly(io.TextIOBase):
-    """A stream that passes to ``stream`` all but mmengine's INFO records
-    that are not progress lines."""
-
-    def __init__(self, stream) -> None:
-        self.stream = stream
-
-    def write(self, text: str) -> int:
-        plain = re.sub(r'\x1b\[[0-9;]*m', '', text)
-        if not _INFO_RECORD.match(plain) or _PROGRESS.search(plain):
-            self.stream.write(text)
-        return len(text)
-
-    def flush(self) -> None:
-        self.stream.flush()
-
-    def isatty(self) -> bool:
-        return self.stream.isatty()
-
-
-@contextlib.contextmanager
-def progress_only(enabled: bool = True) -> Iterator[None]:
-    """Within it (if ``enabled``: ``--quiet``), print mmengine's progress
-    lines, warnings and errors and what is not a log record (the tool's
-    own lines), not the rest of its INFO records (environment, config,
-    hooks). The run's log file, written by the logger itself, keeps them
-    all; the logger writes to the ``sys.stdout`` of the moment it is
-    made."""
-    if not enabled:
-        yield
-        return
-    original = sys.stdout
-    sys.stdout = _ProgressOnly(original)
-    try:
-        yield
-    finally:
-        sys.stdout = original

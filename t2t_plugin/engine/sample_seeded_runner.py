@@ -22,6 +22,7 @@ from torch.utils.data import DataLoader
 from ..datasets.safe_pickle import DataFileError, annotation_files
 from ..datasets.sample_seeding import own_generator, sample_seeded_loader
 from .config import ConfigError, check_config
+from .console_log import show_progress_only
 from .distributed import (
     DEFAULT_TIMEOUT,
     init_cpu_dist,
@@ -236,6 +237,14 @@ class SampleSeededRunner(Runner):
                 f'No checkpoint in {self.work_dir} to resume; starting from '
                 f'{starts_anew}.'
             )
+
+    def build_logger(self, *args, **kwargs):
+        """mmengine's logger; its terminal shows the progress only where
+        the tool asks for it (:func:`~t2t_plugin.engine.console_log.
+        progress_only`)."""
+        logger = super().build_logger(*args, **kwargs)
+        show_progress_only(logger)
+        return logger
 
     def train(self) -> nn.Module:
         """mmengine's, with ``mode`` set for the hooks."""

@@ -116,14 +116,18 @@ def test_demo_runs_end_to_end(tmp_path):
     )
     assert result.returncode == 0, result.stderr[-2000:]
     head, summary = result.stdout.split('\nT2T-ViT digits demo')
-    # quiet: the two commands, the training's progress lines and
-    # mmengine's warnings; the environment and config in the log only
-    for line in head.strip().splitlines():
+    # quiet: the two commands, the log file's path, the training's
+    # progress lines, mmengine's warnings and the run's summary; the
+    # environment and config in the log only
+    progress, run_summary = head.split(' - INFO - Training done: ')
+    for line in progress.strip().splitlines():
         assert (
             line.startswith('$ ')
             or ' - INFO - Epoch(' in line
+            or ' - INFO - Full log (environment, config): ' in line
             or ' - WARNING - ' in line
         ), line
+    assert 'Next, with the config this run saved:' in run_summary
     assert result.stderr == ''
     paths = {}
     for line in ('train log:', 'checkpoint:', 'curves:'):

@@ -14,6 +14,7 @@ from .random_state_hook import RandomStateHook
 from .rank_heartbeat_hook import RankHeartbeatHook
 from .run_check_hook import RunCheckHook
 from .run_checks import RunCheckError, TrainingStopped
+from .run_summary_hook import RunSummaryHook
 from .training_curves_hook import TrainingCurvesHook
 from .visualization_hook import ReadableVisualizationHook
 from .work_dir_hook import DiskFullError, WorkDirHook, release_locks
@@ -32,6 +33,7 @@ __all__ = [
     'RankHeartbeatHook',
     'RunCheckError',
     'RunCheckHook',
+    'RunSummaryHook',
     'TooManyBadImagesError',
     'TrainingCurvesHook',
     'TrainingStopped',
