@@ -31,7 +31,7 @@ from t2t_plugin.cli.options import (
     add_max_tokens_argument,
     check_arguments,
 )
-from t2t_plugin.cli.reporting import LOAD_ERRORS, one_line
+from t2t_plugin.cli.reporting import LOAD_ERRORS, running_line
 
 
 def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
@@ -73,7 +73,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             args.model, args.checkpoint, args.device, args.cfg_options
         )
     except LOAD_ERRORS as error:
-        print(f'error: {one_line(error)}', file=sys.stderr)
+        line = running_line(error, args.model, args.checkpoint or '')
+        print(f'error: {line}', file=sys.stderr)
         return 1
     inferencer = ImageClassificationInferencer(model, device=args.device)
     # the same pipeline as the other tools: 1-channel models get grey levels

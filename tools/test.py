@@ -154,7 +154,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     with cli.progress_only(not args.verbose):
         code, runner = cli.run_reported(build, args.config, True)
         if code == 0:
-            code, metrics = cli.run_reported(runner.test, args.config)
+            code, metrics = cli.run_reported(
+                runner.test, args.config, checkpoint=args.checkpoint
+            )
     if code:
         return code
     if runner.rank == 0 and args.out and args.out_item == 'metrics':

@@ -24,13 +24,14 @@ from ..apis import (
     non_image_files,
 )
 from ..engine.config import few, load_config
+from .arguments import add_cfg_options
 from .options import add_device_argument, add_max_tokens_argument
-from .reporting import LOAD_ERRORS, one_line, progress
+from .reporting import LOAD_ERRORS, one_line, progress, running_line
 
 
 def add_image_arguments(parser: argparse.ArgumentParser, out_dir: str) -> None:
     """Positional image/config/checkpoint, ``--blocks``, ``--out-dir``,
-    ``--device``, ``--max-tokens``."""
+    ``--device``, ``--max-tokens``, ``--cfg-options``."""
     parser.add_argument(
         'image', help='image file, or a folder of images (or class folders)'
     )
@@ -45,6 +46,7 @@ def add_image_arguments(parser: argparse.ArgumentParser, out_dir: str) -> None:
     parser.add_argument('--out-dir', default=out_dir, help='PNG folder')
     add_device_argument(parser)
     add_max_tokens_argument(parser)
+    add_cfg_options(parser, 'num_classes=10')
 
 
 def find_images(path: str) -> list[Path]:
@@ -108,7 +110,7 @@ def draw_images(
     try:
         images = find_images(args.image)
         check_writable_folder(args.out_dir, '--out-dir')
-        cfg = load_config(args.config)
+        cfg = load_config(args.config, args.cfg_options)
         if check_config is not None:
             check_config(cfg, args)
         # checked once here, before the weights are read
@@ -118,7 +120,8 @@ def draw_images(
         )
         model = load_model(cfg, args.checkpoint, args.device)
     except LOAD_ERRORS as error:
-        print(f'error: {error}', file=sys.stderr)
+        line = running_line(error, args.config, args.checkpoint)
+        print(f'error: {line}', file=sys.stderr)
         return 1
 
     def work(image: Path) -> None:

@@ -12,9 +12,14 @@ from rich.console import Console
 from rich.progress import track
 
 from ..engine.checkpoint import CheckpointError, CheckpointMismatchError
-from ..engine.config import ConfigError, import_custom_modules
+from ..engine.config import (
+    ConfigError,
+    file_variables,
+    import_custom_modules,
+)
 from ..engine.distributed import LaunchError
 from ..engine.hooks import RunCheckError, TrainingStopped
+from ..models.checkpoint_checks import ClassCountError
 
 # What a wrong config or option raises while mmengine builds the run
 # (model, datasets, loops, optimizer): a user mistake, not a bug.
@@ -53,6 +58,41 @@ def one_line(error: BaseException) -> str:
     return lines[0] if lines else type(error).__name__
 
 
+def run_config_advice(checkpoint: str, classes: int, config: str) -> str:
+    """What to give a tool that only runs a model for a checkpoint of
+    ``classes`` classes that ``config`` does not have: the config its run
+    saved beside it (mmengine writes it to the work dir, with the options
+    the run was given), or the option that sets the number."""
+    folder = os.path.dirname(os.path.abspath(checkpoint))
+    saved = sorted(
+        name
+        for name in (os.listdir(folder) if os.path.isdir(folder) else ())
+        if name.endswith('.py')
+    )
+    if len(saved) == 1:
+        path = os.path.join(os.path.dirname(checkpoint), saved[0])
+        run = f'the config its run saved, {path}, '
+    else:
+        run = 'the config its run saved in the work dir '
+    key = (
+        'num_classes'
+        if os.path.isfile(config) and 'num_classes' in file_variables(config)
+        else 'model.head.num_classes'
+    )
+    return f'give the tool {run}or add --cfg-options {key}={classes}'
+
+
+def running_line(error: BaseException, config: str, checkpoint: str) -> str:
+    """The one line of an error of a tool that only runs a model (test,
+    inference, export, drawing) from ``config`` and ``checkpoint``: a
+    checkpoint of another number of classes says which config or option
+    fits it, instead of the training's advice."""
+    if isinstance(error, ClassCountError) and error.advice:
+        advice = run_config_advice(checkpoint, error.classes, config)
+        error = error.advising(advice)
+    return one_line(error)
+
+
 def configure_run(
     args: Any, merge_args: Callable[[Config, Any], Config], loaded: Config
 ) -> tuple[Optional[Config], int]:
@@ -74,7 +114,10 @@ def configure_run(
 
 
 def run_reported(
-    action: Callable, config: str, building: bool = False
+    action: Callable,
+    config: str,
+    building: bool = False,
+    checkpoint: Optional[str] = None,
 ) -> tuple[int, Any]:
     """Run ``action`` (building the Runner, or its ``train`` / ``test``):
     the exit code and what it returned. The errors of the run's checks
@@ -88,6 +131,9 @@ def run_reported(
         building (bool): ``action`` builds the Runner: a wrong config's
             errors (:data:`BUILD_ERRORS`) are one line too, unless
             ``T2T_DEBUG=1``.
+        checkpoint (str, optional): The checkpoint of a run that only
+            runs the model (a test): its errors say so
+            (:func:`running_line`).
     """
     try:
         return 0, action()
@@ -95,6 +141,8 @@ def run_reported(
         print(error, file=sys.stderr)
         return 2, None
     except CHECK_ERRORS as error:
+        if checkpoint is not None:
+            error = running_line(error, config, checkpoint)
         message = ' '.join(str(error).split())
     except BUILD_ERRORS as error:
         if not building or os.environ.get('T2T_DEBUG') == '1':

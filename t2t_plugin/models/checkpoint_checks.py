@@ -38,24 +38,57 @@ class CheckpointMismatchError(RuntimeError, ValueError):
         )
 
 
+class ClassCountError(CheckpointMismatchError):
+    """A checkpoint whose classifier has ``classes`` classes, not the
+    head's number. The message ends with ``advice``, what to do in
+    training; a tool that only runs the model gives its own
+    (:meth:`advising`)."""
+
+    def __init__(
+        self,
+        message: str,
+        template: Optional[str] = None,
+        classes: int = 0,
+        advice: str = '',
+    ) -> None:
+        super().__init__(message, template)
+        self.classes = classes
+        self.advice = advice
+
+    def naming(self, path: str) -> 'ClassCountError':
+        named = super().naming(path)
+        named.classes, named.advice = self.classes, self.advice
+        return named
+
+    def advising(self, advice: str) -> 'ClassCountError':
+        """This error with ``advice`` in place of the training's."""
+        template = self.template and self.template.replace(self.advice, advice)
+        message = str(self).replace(self.advice, advice)
+        return type(self)(message, template, self.classes, advice)
+
+
 # Where the load hooks' messages name the checkpoint.
 CHECKPOINT = '{checkpoint}'
 
 
 def mismatch(
-    template: str, local_metadata: Optional[Mapping] = None
+    template: str,
+    local_metadata: Optional[Mapping] = None,
+    error: type = CheckpointMismatchError,
+    **fields: Any,
 ) -> CheckpointMismatchError:
     """The error of a load hook: ``template`` with :data:`CHECKPOINT` as
     ``'checkpoint FILE'`` for weights a loader read from FILE (it says so
     in ``local_metadata``), else ``'checkpoint'``, to be named by a caller
-    that knows the file."""
+    that knows the file; an ``error`` (a CheckpointMismatchError) with
+    ``fields``."""
     path = (local_metadata or {}).get(_FILE_KEY)
     if path:
-        return CheckpointMismatchError(
-            template.replace(CHECKPOINT, f'checkpoint {path}')
+        return error(
+            template.replace(CHECKPOINT, f'checkpoint {path}'), **fields
         )
-    return CheckpointMismatchError(
-        template.replace(CHECKPOINT, 'checkpoint'), template
+    return error(
+        template.replace(CHECKPOINT, 'checkpoint'), template, **fields
     )
 
 

@@ -9,6 +9,7 @@ from torch import nn
 
 from ..checkpoint_checks import (
     CHECKPOINT,
+    ClassCountError,
     check_supplied_weights,
     mismatch,
 )
@@ -124,6 +125,9 @@ class T2TClsHead(VisionTransformerClsHead):
                 f"this model's head {self.num_classes} (num_classes); "
                 f'{FINE_TUNE_ADVICE}.',
                 local_metadata,
+                ClassCountError,
+                classes=weight.shape[0],
+                advice=FINE_TUNE_ADVICE,
             )
         # the localisation MLP only trains: a checkpoint may lack it (a run
         # that starts drloc from other weights) or hold it (a model built
