@@ -350,3 +350,63 @@ def test_the_pages_have_blocks():
     # a broken parser would otherwise pass by testing nothing
     assert len(BLOCKS) >= 40
     assert {b.page.name for b in BLOCKS} >= {'README.md', 'analysis.md'}
+
+
+def test_onnx_snippet_classifies_an_image_file(tmp_path, capsys):
+    """deployment.md's onnxruntime snippet, on a file exported from a
+    checkpoint of four named classes and a 40x50 image: it reads the
+    input from the file's metadata alone and gives PyTorch's logits."""
+    import numpy as np
+    import torch
+
+    import t2t_plugin  # noqa: F401
+    from t2t_plugin.apis import load_model, preprocess_image
+    from t2t_plugin.deployment import build_exportable, export_onnx
+    from t2t_plugin.engine import load_config
+
+    pytest.importorskip('onnxruntime')
+    (block,) = [
+        b
+        for b in BLOCKS
+        if b.page.name == 'deployment.md' and 'custom_metadata_map' in b.body
+    ]
+    names = ['ant', 'bee', 'cat', 'dog']
+    cfg = load_config(
+        ROOT / 'configs' / 't2t-vit-lite_1xb64_custom-32px.py',
+        {'num_classes': len(names)},
+    )
+    checkpoint = tmp_path / 'epoch_1.pth'
+    model = load_model(cfg)
+    torch.save(
+        {
+            'state_dict': model.state_dict(),
+            'meta': {'dataset_meta': {'classes': names}},
+        },
+        checkpoint,
+    )
+    onnx_file = export_onnx(
+        build_exportable(cfg, checkpoint), tmp_path / 'model.onnx'
+    )
+    image = write_image(tmp_path / 'bee.png', size=(40, 50), seed=3)
+    body = re.sub(
+        r'^onnx_file = .*$',
+        f'onnx_file = {str(onnx_file)!r}',
+        block.body,
+        flags=re.M,
+    )
+    body = re.sub(
+        r'^image_file = .*$',
+        f'image_file = {str(image)!r}',
+        body,
+        flags=re.M,
+    )
+    assert body.count(str(tmp_path)) == 2
+    capsys.readouterr()  # what the export logged
+    namespace: dict = {}
+    exec(compile(body, block.id, 'exec'), namespace)
+    inputs, _ = preprocess_image(model, image)
+    with torch.no_grad():
+        expected = model(inputs)[0].numpy()
+    np.testing.assert_allclose(namespace['logits'], expected, atol=1e-4)
+    printed = capsys.readouterr().out.strip()
+    assert printed == names[int(expected.argmax())]
