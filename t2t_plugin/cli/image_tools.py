@@ -69,12 +69,15 @@ def for_each_image(
     images: Sequence[Path],
     work: Callable[[Path], None],
     console: Optional[Console] = None,
+    description: str = 'Drawing',
 ) -> int:
     """Run ``work`` on every image (with a progress bar on ``console``);
     the exit code: 1 if any image failed, each failure and their count
     reported in one line on stderr."""
     failed = []
-    steps = images if console is None else progress(images, 'Drawing', console)
+    steps = (
+        images if console is None else progress(images, description, console)
+    )
     for image in steps:
         try:
             work(image)
