@@ -8,15 +8,17 @@ from mmengine.hooks import Hook
 from mmengine.registry import HOOKS
 from mmengine.runner import EpochBasedTrainLoop
 
+from ...analysis.curves import (
+    NON_METRIC_KEYS,
+    find_scalar_files,
+    load_scalars,
+)
 from ..console_log import SHOWN
-from .run_checks import is_training, started_from
+from .run_checks import is_training
 
 # The tools of this repository, when the package runs from its checkout.
 _REPOSITORY = osp.dirname(osp.dirname(osp.dirname(osp.dirname(__file__))))
 _TOOLS = osp.join(_REPOSITORY, 'tools')
-# ``meta`` entry of a checkpoint with the evaluations so far, so that a
-# resumed run's summary covers the whole training.
-_META_KEY = 'run_summary'
 
 
 def shown_path(path: str) -> str:
@@ -63,13 +65,13 @@ class RunSummaryHook(Hook):
     the checkpoint to use (the best one the ``CheckpointHook`` kept, else
     the last), the curves PNG, the config the Runner saved in the work dir
     and the commands of this repository's test, inference and export tools
-    on them. The evaluations travel in the checkpoints' meta, so that a
-    resumed run sums up its whole training. The lines reach the terminal
-    also where a tool prints the progress only.
+    on them. The evaluations are those ``LocalVisBackend`` recorded, as
+    the curves read them (a resumed run's earlier starts included). The
+    lines reach the terminal also where a tool prints the progress only.
 
     Args:
         metric (str): The evaluation metric to report; the first one of
-            each evaluation where it has no such entry. Defaults to
+            the records where they have no such entry. Defaults to
             ``'accuracy/top1'``.
         curves (str): The curves PNG in the work dir
             (``TrainingCurvesHook``'s). Defaults to ``'curves.png'``.
@@ -82,29 +84,23 @@ class RunSummaryHook(Hook):
     ) -> None:
         self.metric = metric
         self.curves = curves
-        # (epoch or iteration, metric name, value) of each evaluation
-        self.evaluations: list[tuple[int, str, float]] = []
 
-    def after_val_epoch(self, runner, metrics: Optional[dict] = None) -> None:
-        """Record the evaluation of the training's validation."""
-        if not metrics or not is_training(runner):
-            return
-        name = self.metric if self.metric in metrics else next(iter(metrics))
-        try:
-            value = float(metrics[name])
-        except (TypeError, ValueError):  # a metric that is not a number
-            return
-        step = runner.epoch if self._by_epoch(runner) else runner.iter
-        self.evaluations.append((step, name, value))
-
-    def before_save_checkpoint(self, runner, checkpoint: dict) -> None:
-        checkpoint.setdefault('meta', {})[_META_KEY] = list(self.evaluations)
-
-    def after_load_checkpoint(self, runner, checkpoint: dict) -> None:
-        """A resumed run continues the evaluations of the one it resumes."""
-        if is_training(runner) and started_from(runner)[1]:
-            saved = (checkpoint.get('meta') or {}).get(_META_KEY) or []
-            self.evaluations = [tuple(entry) for entry in saved]
+    def evaluations(self, runner) -> list[tuple[int, str, float]]:
+        """``(epoch or iteration, metric, value)`` of each evaluation of
+        the run, oldest first."""
+        _, records = load_scalars(find_scalar_files(runner.work_dir))
+        found = []
+        for record in records:
+            names = [key for key in record if key not in NON_METRIC_KEYS]
+            name = self.metric if self.metric in record else None
+            if name is None and not names:
+                continue
+            value = record[name or names[0]]
+            if isinstance(value, (int, float)):
+                found.append(
+                    (int(record['step']), name or names[0], float(value))
+                )
+        return found
 
     @staticmethod
     def _by_epoch(runner) -> bool:
@@ -122,16 +118,17 @@ class RunSummaryHook(Hook):
         done = runner.epoch if unit == 'epoch' else runner.iter
         plural = '' if done == 1 else 's'
         lines = [f'Training done: {done} {unit}{plural}, in {runner.work_dir}']
-        if self.evaluations:
-            best = max(self.evaluations, key=lambda entry: entry[2])
-            last = self.evaluations[-1]
+        evaluations = self.evaluations(runner)
+        if evaluations:
+            best = max(evaluations, key=lambda entry: entry[2])
+            last = evaluations[-1]
             lines.append(
                 f'  best {best[1]}: {best[2]:.2f} at {unit} {best[0]}; '
                 f'last: {last[2]:.2f} at {unit} {last[0]}'
             )
         else:
             lines.append('  no evaluation during training (no validation)')
-        checkpoint = self._checkpoint(runner)
+        checkpoint = self.checkpoint_to_use(runner)
         config = saved_config(runner)
         curves = osp.join(runner.work_dir, self.curves)
         for name, path in (
@@ -150,7 +147,7 @@ class RunSummaryHook(Hook):
         return lines
 
     @staticmethod
-    def _checkpoint(runner) -> Optional[str]:
+    def checkpoint_to_use(runner) -> Optional[str]:
         """The best checkpoint the CheckpointHook kept, else the last."""
         best = runner.message_hub.get_info('best_ckpt')
         if best and osp.isfile(best):
