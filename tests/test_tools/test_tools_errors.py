@@ -215,6 +215,7 @@ def test_resume_in_a_fresh_work_dir_starts_from_load_from(tmp_path):
         DEMO,
         '--work-dir',
         work_dir,
+        '--verbose',  # the run's start and end, logged as INFO
         '--resume',
         *ONE_EPOCH,
         'train_dataloader.dataset.indices=32',
@@ -240,6 +241,7 @@ def test_resume_without_checkpoint_checks_load_from(tmp_path):
         DEMO,
         '--work-dir',
         tmp_path,
+        '--verbose',  # the resume's choice, logged as INFO
         '--resume',
         '--cfg-options',
         f'load_from={missing}',

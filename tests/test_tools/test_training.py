@@ -233,6 +233,7 @@ def test_test_tool_scores_the_averaged_weights_of_ema_checkpoints(
         str(ema_checkpoint),
         '--work-dir',
         str(tmp_path / 'work'),
+        '--verbose',  # the EMA hook's INFO line
         '--out',
         str(out),
         '--out-item',
