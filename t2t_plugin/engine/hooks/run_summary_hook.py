@@ -162,8 +162,8 @@ class RunSummaryHook(Hook):
 
     @staticmethod
     def commands(runner, config: str, checkpoint: str) -> list[str]:
-        """The test, inference and export commands on the run's saved
-        config and ``checkpoint``."""
+        """The test, inference (classifiers) and export commands on the
+        run's saved config and ``checkpoint``."""
 
         def tool(name: str) -> str:
             path = osp.join(_TOOLS, name)
@@ -174,10 +174,14 @@ class RunSummaryHook(Hook):
             runner.work_dir, osp.splitext(osp.basename(config))[0] + '.onnx'
         )
         run = f'{shown_path(config)} {shown_path(checkpoint)}'
-        return [
-            f'python {tool("test.py")} {run}',
-            f'python {tool("infer.py")} '
-            f'{shown_path(images) if images else "IMAGE"} {run}',
+        commands = [f'python {tool("test.py")} {run}']
+        if runner.cfg.get('default_scope', 'mmpretrain') == 'mmpretrain':
+            commands.append(
+                f'python {tool("infer.py")} '
+                f'{shown_path(images) if images else "IMAGE"} {run}'
+            )
+        commands.append(
             f'python {tool("deployment/pytorch2onnx.py")} {run} '
-            f'{shown_path(onnx)} --verify',
-        ]
+            f'{shown_path(onnx)} --verify'
+        )
+        return commands
