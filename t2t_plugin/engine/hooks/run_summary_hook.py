@@ -92,14 +92,11 @@ class RunSummaryHook(Hook):
         found = []
         for record in records:
             names = [key for key in record if key not in NON_METRIC_KEYS]
-            name = self.metric if self.metric in record else None
-            if name is None and not names:
-                continue
-            value = record[name or names[0]]
-            if isinstance(value, (int, float)):
-                found.append(
-                    (int(record['step']), name or names[0], float(value))
-                )
+            if self.metric in record:
+                names = [self.metric]
+            if names and isinstance(record[names[0]], (int, float)):
+                value = float(record[names[0]])
+                found.append((int(record['step']), names[0], value))
         return found
 
     @staticmethod
