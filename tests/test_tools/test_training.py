@@ -110,6 +110,7 @@ def interrupted_run(tmp_path_factory):
         DEMO,
         '--work-dir',
         str(work_dir),
+        '--verbose',  # the resume's INFO lines
         '--resume',
         *SHORT_RUN,
     )

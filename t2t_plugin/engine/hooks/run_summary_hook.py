@@ -120,8 +120,9 @@ class RunSummaryHook(Hook):
             best = max(evaluations, key=lambda entry: entry[2])
             last = evaluations[-1]
             lines.append(
-                f'  best {best[1]}: {best[2]:.2f} at {unit} {best[0]}; '
-                f'last: {last[2]:.2f} at {unit} {last[0]}'
+                # as the log and tools/test.py print them
+                f'  best {best[1]}: {best[2]:.4f} at {unit} {best[0]}; '
+                f'last: {last[2]:.4f} at {unit} {last[0]}'
             )
         else:
             lines.append('  no evaluation during training (no validation)')

@@ -42,8 +42,8 @@ def check_summary(lines: list[str], work_dir: Path) -> dict[str, str]:
     best = max(range(2), key=lambda index: (top1[index], -index))
     assert lines[0] == f'Training done: 2 epochs, in {work_dir}'
     assert lines[1] == (
-        f'  best accuracy/top1: {top1[best]:.2f} at epoch {best + 1}; '
-        f'last: {top1[1]:.2f} at epoch 2'
+        f'  best accuracy/top1: {top1[best]:.4f} at epoch {best + 1}; '
+        f'last: {top1[1]:.4f} at epoch 2'
     )
     paths = {}
     for line in lines[2:5]:
