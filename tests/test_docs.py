@@ -356,3 +356,178 @@ def test_the_pages_have_blocks():
     # a broken parser would otherwise pass by testing nothing
     assert len(BLOCKS) >= 40
     assert {b.page.name for b in BLOCKS} >= {'README.md', 'analysis.md'}
+
+
+def test_onnx_snippet_classifies_an_image_file(tmp_path, capsys):
+    """deployment.md's onnxruntime snippet, on a file exported from a
+    checkpoint of four named classes and a 40x50 image: it reads the
+    input from the file's metadata alone and gives PyTorch's logits."""
+    import numpy as np
+    import torch
+
+    import t2t_plugin  # noqa: F401
+    from t2t_plugin.apis import load_model, preprocess_image
+    from t2t_plugin.deployment import build_exportable, export_onnx
+    from t2t_plugin.engine import load_config
+
+    pytest.importorskip('onnxruntime')
+    (block,) = [
+        b
+        for b in BLOCKS
+        if b.page.name == 'deployment.md' and 'custom_metadata_map' in b.body
+    ]
+    names = ['ant', 'bee', 'cat', 'dog']
+    cfg = load_config(
+        ROOT / 'configs' / 't2t-vit-lite_1xb64_custom-32px.py',
+        {'num_classes': len(names)},
+    )
+    checkpoint = tmp_path / 'epoch_1.pth'
+    model = load_model(cfg)
+    torch.save(
+        {
+            'state_dict': model.state_dict(),
+            'meta': {'dataset_meta': {'classes': names}},
+        },
+        checkpoint,
+    )
+    onnx_file = export_onnx(
+        build_exportable(cfg, checkpoint), tmp_path / 'model.onnx'
+    )
+    image = write_image(tmp_path / 'bee.png', size=(40, 50), seed=3)
+    body = re.sub(
+        r'^onnx_file = .*$',
+        f'onnx_file = {str(onnx_file)!r}',
+        block.body,
+        flags=re.M,
+    )
+    body = re.sub(
+        r'^image_file = .*$',
+        f'image_file = {str(image)!r}',
+        body,
+        flags=re.M,
+    )
+    assert body.count(str(tmp_path)) == 2
+    capsys.readouterr()  # what the export logged
+    namespace: dict = {}
+    exec(compile(body, block.id, 'exec'), namespace)
+    inputs, _ = preprocess_image(model, image)
+    with torch.no_grad():
+        expected = model(inputs)[0].numpy()
+    np.testing.assert_allclose(namespace['logits'], expected, atol=1e-4)
+    printed = capsys.readouterr().out.strip()
+    assert printed == names[int(expected.argmax())]
+
+
+# The lite recipe at a tiny width.
+TINY_LITE = [
+    'model.backbone.arch.embed_dims=32',
+    'model.backbone.arch.num_layers=1',
+    'model.backbone.arch.num_heads=2',
+    'model.backbone.arch.feedforward_channels=64',
+    'model.head.in_channels=32',
+]
+
+
+def own_images_commands(page: str) -> list[list[str]]:
+    """The commands of ``page``'s block that trains the lite recipe on
+    class folders."""
+    (block,) = [
+        b
+        for b in BLOCKS
+        if b.page.name == page
+        and 'tools/train.py configs/t2t-vit-lite_1xb64_custom-32px.py'
+        in b.body
+    ]
+    return shell_commands(block.body)
+
+
+@pytest.mark.slow
+def test_own_images_flow_as_documented(tmp_path):
+    """README's and custom_data.md's two commands on 10 generated class
+    folders (at a tiny width, two epochs), then every command the run's
+    summary prints, the drawing tools and an export with the recipe and
+    --cfg-options: each exits 0, and the exported file's metadata gives
+    the run's classes and input."""
+    import json
+
+    import onnx
+
+    from .helpers import image_folders
+
+    commands = own_images_commands('custom_data.md')
+    assert own_images_commands('README.md') == commands
+    root = image_folders(tmp_path / 'data', classes=10)
+    classes = [f'c{index}' for index in range(10)]
+    work = tmp_path / 'work'
+    documented = 'work_dirs/t2t-vit-lite_1xb64_custom-32px'
+
+    def ours(words: list[str]) -> list[str]:
+        return [
+            word.replace('data_root=data/custom', f'data_root={root}')
+            .replace('num_classes=3', 'num_classes=10')
+            .replace(documented, str(work))
+            .replace('epoch_12', 'epoch_2')
+            for word in words
+        ]
+
+    def run(words: list[str], *extra) -> str:
+        assert words[0] == 'python'
+        result = run_main(
+            words[1].split('tools/')[-1][:-3], *words[2:], *extra
+        )
+        assert result.returncode == 0, (words, result.stderr[-3000:])
+        return result.stdout
+
+    train, test = (ours(words) for words in commands)
+    trained = run(
+        train, '--work-dir', work, '--cfg-options', *TINY_LITE,
+        'max_epochs=2', 'warmup_epochs=1', 'train_dataloader.batch_size=8',
+    )  # fmt: skip
+    saved = work / 't2t-vit-lite_1xb64_custom-32px.py'
+    assert test[2:4] == [str(saved), str(work / 'epoch_2.pth')]
+    # test.py prints top-1 once; --show-dir keeps same-named files apart
+    tested = run(test, '--show-dir', 'vis')
+    assert tested.count('accuracy/top1') == 1
+    drawn = sorted(path.name for path in (work / 'vis').iterdir())
+    assert drawn == sorted(f'{c}_{i}_0.png' for c in classes for i in (0, 1))
+
+    summary = trained[trained.index('Next, with the config this run saved:') :]
+    next_commands = [shlex.split(line) for line in summary.splitlines()[1:4]]
+    for words in next_commands:
+        run(words)
+    onnx_file = Path(next_commands[2][4])
+    meta = {
+        prop.key: prop.value
+        for prop in onnx.load(str(onnx_file)).metadata_props
+    }
+    preprocessor = Config.fromfile(str(saved)).data_preprocessor
+    assert json.loads(meta['classes']) == classes
+    assert json.loads(meta['mean']) == preprocessor.mean
+    assert json.loads(meta['std']) == preprocessor.std
+    assert json.loads(meta['input_size']) == [32, 32]
+    assert meta['channel_order'] == 'RGB'
+
+    # the drawing tools, with the saved config and with the recipe and
+    # its option, and the export with the recipe
+    recipe = 'configs/t2t-vit-lite_1xb64_custom-32px.py'
+    checkpoint = str(work / 'epoch_2.pth')
+    image = str(root / 'val' / 'c3' / '0.png')
+    out = ['--out-dir', tmp_path / 'vis']
+    run(['python', 'tools/visualization/vis_attention.py', str(root / 'val'),
+         str(saved), checkpoint, *out])  # fmt: skip
+    option = ['--cfg-options', 'num_classes=10', *TINY_LITE]
+    run(['python', 'tools/visualization/vis_features.py', image, recipe,
+         checkpoint, *out, *option])  # fmt: skip
+    run(['python', 'tools/deployment/pytorch2onnx.py', recipe, checkpoint,
+         str(tmp_path / 'recipe.onnx'), *option])  # fmt: skip
+    # the recipe's 3 classes: the line names the saved config and option
+    refused = run_main(
+        'visualization/vis_features', image, recipe, checkpoint, *out,
+        '--cfg-options', *TINY_LITE,
+    )  # fmt: skip
+    assert refused.returncode == 1
+    assert refused.stderr.strip() == (
+        f'error: The checkpoint {checkpoint} classifies 10 classes, this '
+        "model's head 3 (num_classes); give the tool the config its run "
+        f'saved, {saved}, or add --cfg-options num_classes=10.'
+    )

@@ -94,7 +94,7 @@ def main() -> None:
 
     start = time.time()
     # The progress lines on the screen, everything in the log file.
-    train = ['tools/train.py', CONFIG, '--work-dir', work_dir, '--quiet']
+    train = ['tools/train.py', CONFIG, '--work-dir', work_dir]
     if args.epochs:
         train += ['--cfg-options', f'train_cfg.max_epochs={args.epochs}']
     run(train, env)

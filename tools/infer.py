@@ -3,8 +3,9 @@
 A thin wrapper of mmpretrain's ``ImageClassificationInferencer``; the model
 is a config file or a model name (``mmpretrain.list_models('*_t2tp')``).
 A folder is read with its class folders (``val/<class>/*.png``, as a
-dataset's); when their names are the model's classes, the top-1 accuracy
-of each class follows the predictions.
+dataset's); when their names are the model's classes, the tool prints the
+top-1 accuracy of each class and a few misclassified images
+(``--per-image``: every image's top classes too).
 """
 
 import argparse
@@ -17,6 +18,7 @@ from typing import Optional
 
 import numpy as np
 from mmpretrain.apis import ImageClassificationInferencer
+from rich.console import Console
 
 from t2t_plugin.apis import (
     check_token_budget,
@@ -30,9 +32,12 @@ from t2t_plugin.cli.options import (
     add_max_tokens_argument,
     check_arguments,
 )
-from t2t_plugin.cli.reporting import LOAD_ERRORS, one_line
+from t2t_plugin.cli.reporting import LOAD_ERRORS, running_line
 from t2t_plugin.compat import model_config
 from t2t_preflight.arguments import add_cfg_options
+
+# Misclassified images a folder's report names.
+MISCLASSIFIED_SHOWN = 5
 
 
 def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
@@ -55,7 +60,14 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
     )
     add_device_argument(parser)
     add_max_tokens_argument(parser)
-    add_cfg_options(parser)
+    parser.add_argument(
+        '--per-image',
+        action='store_true',
+        help='print the top classes of every image (default for a folder '
+        'of class folders the model knows: the accuracy of each class and '
+        'a few misclassified images)',
+    )
+    add_cfg_options(parser, 'num_classes=10')
     args = parser.parse_args(argv)
     if args.topk < 1:
         parser.error(f'--topk must be at least 1, got {args.topk}')
@@ -74,11 +86,16 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             args.model, args.checkpoint, args.device, args.cfg_options
         )
     except LOAD_ERRORS as error:
-        print(f'error: {one_line(error)}', file=sys.stderr)
+        line = running_line(error, args.model, args.checkpoint or '')
+        print(f'error: {line}', file=sys.stderr)
         return 1
     inferencer = ImageClassificationInferencer(model, device=args.device)
     # the same pipeline as the other tools: 1-channel models get grey levels
     inferencer.pipeline = test_pipeline(model_config(model))
+    classes = inferencer.classes
+    truth = class_truth(images, args.image)
+    # a folder scored by class: the table, not a line per image
+    each = args.per_image or not truth or bool(unknown(truth, classes))
 
     top1: dict[Path, int] = {}
 
@@ -94,40 +111,57 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                 f'{image}: the model gives NaN or infinite scores; '
                 'the checkpoint or the input is broken.'
             )
-        print(f'{image}:')
-        classes = inferencer.classes
         ranked = np.argsort(-scores, kind='stable')
         top1[image] = int(ranked[0])
+        if not each:
+            return
+        print(f'{image}:')
         for rank, label in enumerate(ranked[: args.topk], 1):
-            name = classes[label] if classes else f'class {label}'
-            print(f'{rank:>3}. {scores[label]:7.2%}  {name} (class {label})')
+            print(f'{rank:>3}. {scores[label]:7.2%}  {_name(classes, label)}')
 
-    code = for_each_image(images, classify)
-    report_class_accuracy(images, args.image, top1, inferencer.classes)
+    console = None if each else Console(stderr=True)
+    code = for_each_image(images, classify, console, 'Classifying')
+    report_class_accuracy(truth, args.image, top1, classes)
     return code
 
 
+def _name(classes: Optional[Sequence[str]], label: int) -> str:
+    return f'{classes[label]} (class {label})' if classes else f'class {label}'
+
+
+def class_truth(images: Sequence[Path], root: str) -> dict[Path, str]:
+    """The class folder of each image of ``root`` that lies in one."""
+    return {
+        image: folder
+        for image in images
+        if (folder := class_folder(image, root)) is not None
+    }
+
+
+def unknown(
+    truth: dict[Path, str], classes: Optional[Sequence[str]]
+) -> list[str]:
+    """The class folders that are not among the model's classes."""
+    folders = sorted(set(truth.values()))
+    return [name for name in folders if name not in (classes or ())]
+
+
 def report_class_accuracy(
-    images: Sequence[Path],
+    truth: dict[Path, str],
     root: str,
     top1: dict[Path, int],
     classes: Optional[Sequence[str]],
 ) -> None:
     """The top-1 accuracy of each class folder of ``root`` and of them all
-    when the folders are named after the model's classes; else, if there
-    are class folders, one line saying why there is none."""
-    truth = {
-        image: folder
-        for image in images
-        if (folder := class_folder(image, root)) is not None
-    }
+    when the folders are named after the model's classes, then a few of
+    the images it got wrong; else, if there are class folders, one line
+    saying why there is none."""
     if not truth:
         return
-    folders = sorted(set(truth.values()))
-    unknown = [name for name in folders if name not in (classes or ())]
-    if unknown:
+    missing = unknown(truth, classes)
+    if missing:
         why = (
-            f'{", ".join(unknown[:5])} are not among its '
+            f'{", ".join(missing[:5])} are not among its '
             f'{len(classes)} class names'
             if classes
             else 'it has no class names (the checkpoint meta gives them)'
@@ -139,7 +173,7 @@ def report_class_accuracy(
         return
     print(f'Top-1 accuracy by class folder of {root}:')
     total = correct = 0
-    for name in folders:
+    for name in sorted(set(truth.values())):
         judged = [
             top1[image] == classes.index(name)
             for image, folder in truth.items()
@@ -148,6 +182,19 @@ def report_class_accuracy(
         total, correct = total + len(judged), correct + sum(judged)
         print(f'  {name}: {_share(sum(judged), len(judged))}')
     print(f'  all: {_share(correct, total)}')
+    wrong = [
+        image
+        for image, folder in sorted(truth.items())
+        if image in top1 and top1[image] != classes.index(folder)
+    ]
+    if wrong:
+        shown = min(len(wrong), MISCLASSIFIED_SHOWN)
+        print(
+            f'Misclassified: {len(wrong)} image(s), {shown} shown '
+            '(--per-image lists every prediction):'
+        )
+        for image in wrong[:shown]:
+            print(f'  {image}: {_name(classes, top1[image])}')
 
 
 def _share(correct: int, total: int) -> str:

@@ -61,6 +61,11 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
     )
     for flag, text in (
         ('--tta', "test-time augmentation: the config's or horizontal flips"),
+        (
+            '--verbose',
+            'print the environment, the config and every log line here '
+            '(by default the log file keeps them)',
+        ),
         ('--show', 'show the predictions'),
         ('--no-pin-memory', 'turn off pin_memory in the test dataloader'),
     ):
@@ -145,9 +150,12 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             metrics.append(DumpResults(out_file_path=args.out))
         return runner
 
-    code, runner = cli.run_reported(build, args.config, True)
-    if code == 0:
-        code, metrics = cli.run_reported(runner.test, args.config)
+    with cli.progress_only(not args.verbose):
+        code, runner = cli.run_reported(build, args.config, True)
+        if code == 0:
+            code, metrics = cli.run_reported(
+                runner.test, args.config, checkpoint=args.checkpoint
+            )
     if code:
         return code
     if runner.rank == 0 and args.out and args.out_item == 'metrics':

@@ -38,10 +38,10 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
     ):
         parser.add_argument(flag, action='store_true', help=text)
     parser.add_argument(
-        '--quiet',
+        '--verbose',
         action='store_true',
-        help='print only the progress lines, warnings and errors (the log '
-        'file in the work dir keeps everything)',
+        help='print the environment, the config and every log line here '
+        '(by default they go to the log file in the work dir only)',
     )
     return arguments.parse_launch_args(
         parser, 'train_cfg.max_epochs=10 "model.backbone.arch=t-14"', argv
@@ -92,7 +92,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     from t2t_plugin.engine import build_runner
     from t2t_plugin.engine.hooks import release_locks
 
-    with cli.progress_only(args.quiet):
+    with cli.progress_only(not args.verbose):
         code, runner = cli.run_reported(
             lambda: build_runner(cfg, answered, 'train'), args.config, True
         )

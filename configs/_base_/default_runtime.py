@@ -27,6 +27,10 @@ default_hooks = dict(
     random_state=dict(type='RandomStateHook'),
     # work_dirs/<config>/curves.png (loss, lr, accuracy) after training.
     curves=dict(type='TrainingCurvesHook'),
+    # At the end of training: best and last top-1, the checkpoint, the
+    # curves, the config saved in the work dir and the commands to test,
+    # infer and export with them.
+    summary=dict(type='RunSummaryHook'),
     # Checks before the first step: head and neck widths vs the backbone,
     # classes vs num_classes, empty class folders, sizes the strides cannot
     # tile, loop settings, a resume past the end (docs/troubleshooting.md).

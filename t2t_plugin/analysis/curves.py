@@ -7,7 +7,7 @@ import os.path as osp
 from collections.abc import Sequence
 
 # Bookkeeping fields of mmengine's log records that are not curves.
-_NON_METRIC_KEYS = {'step', 'epoch', 'iter', 'time', 'data_time', 'memory'}
+NON_METRIC_KEYS = {'step', 'epoch', 'iter', 'time', 'data_time', 'memory'}
 
 
 def find_scalar_files(work_dir: str) -> list[str]:
@@ -62,7 +62,7 @@ def plot_curves(
             k
             for r in val
             for k, v in r.items()
-            if k not in _NON_METRIC_KEYS and isinstance(v, (int, float))
+            if k not in NON_METRIC_KEYS and isinstance(v, (int, float))
         }
     )
     fig = Figure(figsize=(15, 4))

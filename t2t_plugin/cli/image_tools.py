@@ -11,6 +11,7 @@ from typing import Callable, Optional
 from mmengine.config import Config
 from rich.console import Console
 
+from t2t_preflight.arguments import add_cfg_options
 from t2t_preflight.config import few, load_config
 
 from ..analysis.token_maps import check_block_indices, default_block_indices
@@ -26,12 +27,12 @@ from ..apis import (
     non_image_files,
 )
 from .options import add_device_argument, add_max_tokens_argument
-from .reporting import LOAD_ERRORS, one_line, progress
+from .reporting import LOAD_ERRORS, one_line, progress, running_line
 
 
 def add_image_arguments(parser: argparse.ArgumentParser, out_dir: str) -> None:
     """Positional image/config/checkpoint, ``--blocks``, ``--out-dir``,
-    ``--device``, ``--max-tokens``."""
+    ``--device``, ``--max-tokens``, ``--cfg-options``."""
     parser.add_argument(
         'image', help='image file, or a folder of images (or class folders)'
     )
@@ -46,6 +47,7 @@ def add_image_arguments(parser: argparse.ArgumentParser, out_dir: str) -> None:
     parser.add_argument('--out-dir', default=out_dir, help='PNG folder')
     add_device_argument(parser)
     add_max_tokens_argument(parser)
+    add_cfg_options(parser, 'num_classes=10')
 
 
 def find_images(path: str) -> list[Path]:
@@ -68,12 +70,15 @@ def for_each_image(
     images: Sequence[Path],
     work: Callable[[Path], None],
     console: Optional[Console] = None,
+    description: str = 'Drawing',
 ) -> int:
     """Run ``work`` on every image (with a progress bar on ``console``);
     the exit code: 1 if any image failed, each failure and their count
     reported in one line on stderr."""
     failed = []
-    steps = images if console is None else progress(images, 'Drawing', console)
+    steps = (
+        images if console is None else progress(images, description, console)
+    )
     for image in steps:
         try:
             work(image)
@@ -112,7 +117,7 @@ def draw_images(
         # and can be replaced by that run's drawing
         kind = 'the image folder' if Path(args.image).is_dir() else 'the image'
         check_writable_folder(args.out_dir, '--out-dir', {kind: args.image})
-        cfg = load_config(args.config)
+        cfg = load_config(args.config, args.cfg_options)
         if check_config is not None:
             check_config(cfg, args)
         # checked once here, before the weights are read
@@ -122,7 +127,8 @@ def draw_images(
         )
         model = load_model(cfg, args.checkpoint, args.device)
     except LOAD_ERRORS as error:
-        print(f'error: {error}', file=sys.stderr)
+        line = running_line(error, args.config, args.checkpoint)
+        print(f'error: {line}', file=sys.stderr)
         return 1
 
     def work(image: Path) -> None:

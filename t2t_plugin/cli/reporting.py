@@ -2,22 +2,20 @@
 with their options, and one line with an exit code for what stops it (the
 run's checks are the Runner's and its hooks', which every tool gets)."""
 
-import contextlib
-import io
 import os
-import re
 import sys
-from collections.abc import Iterable, Iterator, Sequence
-from typing import Any, Callable
+from collections.abc import Iterable, Sequence
+from typing import Any, Callable, Optional
 
 from rich.console import Console
 from rich.progress import track
 
-from t2t_preflight.config import ConfigError
+from t2t_preflight.config import ConfigError, file_variables
 
 from ..engine.checkpoint import CheckpointError, CheckpointMismatchError
 from ..engine.distributed import LaunchError
 from ..engine.hooks import RunCheckError, TrainingStopped
+from ..models.checkpoint_checks import ClassCountError
 
 # What a wrong config or option raises while mmengine builds the run
 # (model, datasets, loops, optimizer): a user mistake, not a bug.
@@ -56,8 +54,46 @@ def one_line(error: BaseException) -> str:
     return lines[0] if lines else type(error).__name__
 
 
+def run_config_advice(checkpoint: str, classes: int, config: str) -> str:
+    """What to give a tool that only runs a model for a checkpoint of
+    ``classes`` classes that ``config`` does not have: the config its run
+    saved beside it (mmengine writes it to the work dir, with the options
+    the run was given), or the option that sets the number."""
+    folder = os.path.dirname(os.path.abspath(checkpoint))
+    saved = sorted(
+        name
+        for name in (os.listdir(folder) if os.path.isdir(folder) else ())
+        if name.endswith('.py')
+    )
+    if len(saved) == 1:
+        path = os.path.join(os.path.dirname(checkpoint), saved[0])
+        run = f'the config its run saved, {path}, '
+    else:
+        run = 'the config its run saved in the work dir '
+    key = (
+        'num_classes'
+        if os.path.isfile(config) and 'num_classes' in file_variables(config)
+        else 'model.head.num_classes'
+    )
+    return f'give the tool {run}or add --cfg-options {key}={classes}'
+
+
+def running_line(error: BaseException, config: str, checkpoint: str) -> str:
+    """The one line of an error of a tool that only runs a model (test,
+    inference, export, drawing) from ``config`` and ``checkpoint``: a
+    checkpoint of another number of classes says which config or option
+    fits it, instead of the training's advice."""
+    if isinstance(error, ClassCountError) and error.advice:
+        advice = run_config_advice(checkpoint, error.classes, config)
+        error = error.advising(advice)
+    return one_line(error)
+
+
 def run_reported(
-    action: Callable, config: str, building: bool = False
+    action: Callable,
+    config: str,
+    building: bool = False,
+    checkpoint: Optional[str] = None,
 ) -> tuple[int, Any]:
     """Run ``action`` (building the Runner, or its ``train`` / ``test``):
     the exit code and what it returned. The errors of the run's checks
@@ -71,6 +107,9 @@ def run_reported(
         building (bool): ``action`` builds the Runner: a wrong config's
             errors (:data:`BUILD_ERRORS`) are one line too, unless
             ``T2T_DEBUG=1``.
+        checkpoint (str, optional): The checkpoint of a run that only
+            runs the model (a test): its errors say so
+            (:func:`running_line`).
     """
     try:
         return 0, action()
@@ -78,6 +117,8 @@ def run_reported(
         print(error, file=sys.stderr)
         return 2, None
     except CHECK_ERRORS as error:
+        if checkpoint is not None:
+            error = running_line(error, config, checkpoint)
         message = ' '.join(str(error).split())
     except BUILD_ERRORS as error:
         if not building or os.environ.get('T2T_DEBUG') == '1':
@@ -91,49 +132,3 @@ def run_reported(
         return 130, None
     print(message, file=sys.stderr)
     return 1, None
-
-
-# A line of mmengine's logger that is not a warning or an error: its
-# time, the logger's name and the level.
-_INFO_RECORD = re.compile(r'^\d\d/\d\d \d\d:\d\d:\d\d - \S+ - INFO - ')
-# The progress lines of mmengine's LoggerHook.
-_PROGRESS = re.compile(r' - INFO - (Epoch|Iter)\((train|val|test)\)')
-
-
-class _ProgressOnly(io.TextIOBase):
-    """A stream that passes to ``stream`` all but mmengine's INFO records
-    that are not progress lines."""
-
-    def __init__(self, stream) -> None:
-        self.stream = stream
-
-    def write(self, text: str) -> int:
-        plain = re.sub(r'\x1b\[[0-9;]*m', '', text)
-        if not _INFO_RECORD.match(plain) or _PROGRESS.search(plain):
-            self.stream.write(text)
-        return len(text)
-
-    def flush(self) -> None:
-        self.stream.flush()
-
-    def isatty(self) -> bool:
-        return self.stream.isatty()
-
-
-@contextlib.contextmanager
-def progress_only(enabled: bool = True) -> Iterator[None]:
-    """Within it (if ``enabled``: ``--quiet``), print mmengine's progress
-    lines, warnings and errors and what is not a log record (the tool's
-    own lines), not the rest of its INFO records (environment, config,
-    hooks). The run's log file, written by the logger itself, keeps them
-    all; the logger writes to the ``sys.stdout`` of the moment it is
-    made."""
-    if not enabled:
-        yield
-        return
-    original = sys.stdout
-    sys.stdout = _ProgressOnly(original)
-    try:
-        yield
-    finally:
-        sys.stdout = original

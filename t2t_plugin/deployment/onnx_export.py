@@ -30,6 +30,9 @@ from .runtimes import TILING_KEY
 
 OPSET = 18
 OUTPUTS = ('logits', 'scores')
+# metadata_props keys of an exported file: what a runtime needs to feed it
+# an image file
+METADATA_KEYS = ('mean', 'std', 'input_size', 'channel_order', 'classes')
 # torch.export needs an upper bound for a symbolic size
 MAX_BATCH = 4096
 MAX_SIDE = 8192
@@ -77,7 +80,9 @@ class ModelForExport(nn.Module):
 class ExportableModel:
     """A model in eval mode (images in, tensors out) and its input: the
     ``(H, W)`` of its config, the channels, the stride the sides must be
-    multiples of, the output names and the normalisation of its inputs."""
+    multiples of, the output names, the normalisation of its inputs (on
+    pixel values 0-255), their channel order (``'RGB'``, ``'BGR'`` or
+    ``'L'``) and the class names the checkpoint's meta gives."""
 
     module: nn.Module
     input_size: tuple[int, int]
@@ -86,6 +91,17 @@ class ExportableModel:
     output_names: list[str]
     mean: list[float] = field(default_factory=list)
     std: list[float] = field(default_factory=list)
+    channel_order: str = 'RGB'
+    classes: list[str] = field(default_factory=list)
+
+    def metadata(self) -> dict[str, str]:
+        """The ``metadata_props`` of an exported file
+        (:data:`METADATA_KEYS`): lists as JSON, the channel order as it
+        is."""
+        lists = (self.mean, self.std, list(self.input_size), self.classes)
+        keys = [key for key in METADATA_KEYS if key != 'channel_order']
+        props = {key: json.dumps(value) for key, value in zip(keys, lists)}
+        return {**props, 'channel_order': self.channel_order}
 
 
 def build_exportable(
@@ -120,10 +136,13 @@ def build_exportable(
     )
     mean = [float(v) for v in preprocessor.get('mean') or [0] * in_channels]
     std = [float(v) for v in preprocessor.get('std') or [1] * in_channels]
+    # mmpretrain's preprocessor flips cv2's BGR to RGB before normalising
+    to_rgb = preprocessor.get('to_rgb', preprocessor.get('bgr_to_rgb'))
+    channel_order = 'L' if in_channels == 1 else ('RGB' if to_rgb else 'BGR')
     if cfg.model.get('type') == 'ImageClassifier':
         cfg.model.backbone.pop('init_cfg', None)  # the checkpoint replaces it
         classifier = MODELS.build(cfg.model)
-        _load_parts({'': classifier}, checkpoint)
+        classes = _load_parts({'': classifier}, checkpoint)
         neck = getattr(classifier, 'neck', None)
         module = ModelForExport(
             classifier.backbone, neck, classifier.head, output
@@ -139,12 +158,20 @@ def build_exportable(
             # a list of necks is an nn.Sequential in mmdet and mmseg
             listed = not isinstance(cfg.model.neck, dict)
             parts['neck.0.' if listed else 'neck.'] = module.neck
-        _load_parts(parts, checkpoint)
+        classes = _load_parts(parts, checkpoint)
     backbone = module.backbone
     stride = backbone.tokens_to_token.total_stride
     size = tuple(side * stride for side in backbone.patch_resolution)
     return ExportableModel(
-        module.eval(), size, in_channels, stride, output_names, mean, std
+        module.eval(),
+        size,
+        in_channels,
+        stride,
+        output_names,
+        mean,
+        std,
+        channel_order,
+        classes,
     )
 
 
@@ -173,12 +200,14 @@ def _build_pyramid(
 
 def _load_parts(
     parts: dict[str, nn.Module], checkpoint: Optional[Union[str, Path]]
-) -> None:
+) -> list[str]:
+    """Load the parts; the class names of the checkpoint's meta."""
     if checkpoint is None:
         for part in parts.values():
             part.init_weights()
-        return
-    state_dict = checkpoint_weights(read_checkpoint(checkpoint))
+        return []
+    loaded = read_checkpoint(checkpoint)
+    state_dict = checkpoint_weights(loaded)
     for prefix, part in parts.items():
         own = {
             key[len(prefix) :]: value
@@ -191,6 +220,11 @@ def _load_parts(
                 'checkpoint of a detector or segmentor with this backbone.'
             )
         load_state_dict_strictly(part, {'state_dict': own}, str(checkpoint))
+    meta = loaded.get('meta') or {}
+    return [
+        str(name)
+        for name in (meta.get('dataset_meta') or {}).get('classes') or ()
+    ]
 
 
 def tensor_bytes(module: nn.Module) -> int:
@@ -333,7 +367,9 @@ def _export_to(
     names = ('in_channels', 'kernel_sizes', 'strides', 'paddings')
     tiling = {name: getattr(t2t, name) for name in names}
     onnx_model = onnx.load(str(path), load_external_data=False)
-    onnx.helper.set_model_props(onnx_model, {TILING_KEY: json.dumps(tiling)})
+    onnx.helper.set_model_props(
+        onnx_model, {TILING_KEY: json.dumps(tiling), **model.metadata()}
+    )
     onnx.save(onnx_model, str(path))
 
 

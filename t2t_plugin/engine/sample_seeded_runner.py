@@ -31,6 +31,7 @@ from ..compat import (
 )
 from ..datasets.safe_pickle import DataFileError, annotation_files
 from ..datasets.sample_seeding import own_generator, sample_seeded_loader
+from .console_log import show_progress_only
 from .distributed import (
     DEFAULT_TIMEOUT,
     is_timeout,
@@ -392,6 +393,14 @@ class SampleSeededRunner(Runner):
         self.mode: Optional[str] = None
         if choice.note:
             self.logger.log(choice.note_level, choice.note)
+
+    def build_logger(self, *args, **kwargs):
+        """mmengine's logger; its terminal shows the progress only where
+        the tool asks for it (:func:`~t2t_plugin.engine.console_log.
+        progress_only`)."""
+        logger = super().build_logger(*args, **kwargs)
+        show_progress_only(logger)
+        return logger
 
     def train(self) -> nn.Module:
         """mmengine's, with ``mode`` set for the hooks."""

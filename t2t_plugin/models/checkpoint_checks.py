@@ -23,6 +23,25 @@ class CheckpointMismatchError(RuntimeError, ValueError):
     """
 
 
+class ClassCountError(CheckpointMismatchError):
+    """A checkpoint whose classifier has ``classes`` classes, not the
+    head's number. The message ends with ``advice``, what to do in
+    training; a tool that only runs the model gives its own
+    (:meth:`advising`)."""
+
+    def __init__(
+        self, message: str, classes: int = 0, advice: str = ''
+    ) -> None:
+        super().__init__(message)
+        self.classes = classes
+        self.advice = advice
+
+    def advising(self, advice: str) -> 'ClassCountError':
+        """This error with ``advice`` in place of the training's."""
+        message = str(self).replace(self.advice, advice)
+        return type(self)(message, self.classes, advice)
+
+
 @dataclass(frozen=True)
 class CheckpointSource:
     """Where weights were read from: the file (or URL), the arch its

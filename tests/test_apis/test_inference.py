@@ -517,6 +517,16 @@ def test_infer_tool_walks_class_folders_and_scores_each_class(
     capsys.readouterr()
 
     assert infer.main([str(val), str(config), str(checkpoint)]) == 0
+    # the table and the images it got wrong, no line per image
+    default = [
+        line
+        for line in capsys.readouterr().out.splitlines()
+        if ' - mmengine - ' not in line  # the loader's count of weights
+    ]
+    assert (
+        infer.main([str(val), str(config), str(checkpoint), '--per-image'])
+        == 0
+    )
     captured = capsys.readouterr()
     assert captured.err.strip().splitlines() == [
         f'warning: 1 file(s) of {val} left out, not of an image kind read '
@@ -531,12 +541,23 @@ def test_infer_tool_walks_class_folders_and_scores_each_class(
         for folder in ('c3', 'c7')
     }
     total = sum(hits.values())
-    assert out[-4:] == [
+    table = [
         f'Top-1 accuracy by class folder of {val}:',
         f'  c3: {hits["c3"]} of 3 ({hits["c3"] / 3:.2%})',
         f'  c7: {hits["c7"]} of 2 ({hits["c7"] / 2:.2%})',
         f'  all: {total} of 5 ({total / 5:.2%})',
     ]
+    wrong = [image for image in sorted(images) if top1[image] != images[image]]
+    misclassified = [
+        f'Misclassified: {len(wrong)} image(s), {len(wrong)} shown '
+        '(--per-image lists every prediction):',
+        *(
+            f'  {image}: {top1[image]} (class {names.index(top1[image])})'
+            for image in wrong
+        ),
+    ]
+    assert default == table + (misclassified if wrong else [])
+    assert out[-len(default) :] == default
 
     (val / 'cat').mkdir()
     write_image(val / 'cat' / 'x.png')

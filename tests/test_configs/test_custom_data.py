@@ -164,6 +164,7 @@ def test_detection_on_coco_format_data(tmp_path):
         str(DET_CONFIG),
         '--work-dir',
         str(work_dir),
+        '--verbose',  # the optimizer constructor's INFO line
         '--cfg-options',
         *options,
     )

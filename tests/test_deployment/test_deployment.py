@@ -335,6 +335,48 @@ def test_tool_exports_and_verifies(tool, digits_checkpoint, tmp_path, capsys):
     assert out.stat().st_size > 0
 
 
+def test_tool_takes_cfg_options_and_writes_the_input_in_metadata(
+    tool, tmp_path, capsys
+):
+    """A checkpoint of 4 named classes: with the config's 10 classes the
+    tool names the option, with it the file's metadata gives the
+    checkpoint's classes and the config's input."""
+    import onnx
+    from mmpretrain.apis import get_model
+
+    from t2t_plugin.engine import load_config
+
+    config = str(ROOT / 'configs' / 't2t-vit-mini_1xb64_digits.py')
+    names = ['ant', 'bee', 'cat', 'dog']
+    option = ['--cfg-options', 'model.head.num_classes=4']
+    checkpoint = tmp_path / 'four.pth'
+    model = get_model(load_config(config, {'model.head.num_classes': 4}))
+    torch.save(
+        {
+            'state_dict': model.state_dict(),
+            'meta': {'dataset_meta': {'classes': names}},
+        },
+        checkpoint,
+    )
+    out = tmp_path / 'four.onnx'
+    assert tool.main([config, str(checkpoint), str(out)]) == 2
+    assert capsys.readouterr().err.strip() == (
+        f'pytorch2onnx.py: error: The checkpoint {checkpoint} classifies 4 '
+        "classes, this model's head 10 (num_classes); give the tool the "
+        'config its run saved in the work dir or add --cfg-options '
+        'model.head.num_classes=4.'
+    )
+    assert not out.exists()
+    assert tool.main([config, str(checkpoint), str(out), *option]) == 0
+    meta = {p.key: p.value for p in onnx.load(str(out)).metadata_props}
+    preprocessor = Config.fromfile(config).data_preprocessor
+    assert json.loads(meta['classes']) == names
+    assert json.loads(meta['mean']) == preprocessor.mean
+    assert json.loads(meta['std']) == preprocessor.std
+    assert json.loads(meta['input_size']) == [8, 8]
+    assert meta['channel_order'] == 'L'
+
+
 @pytest.mark.parametrize('above_limit', [False, True])
 def test_tool_writes_one_file_that_loads_from_another_folder(
     tool, digits_checkpoint, tmp_path, capsys, monkeypatch, above_limit

@@ -70,7 +70,8 @@ def train_arguments(
     work_dir: Path, options: list, resume: bool, config: Path = DIGITS
 ) -> list:
     return (
-        [str(config), '--work-dir', str(work_dir)]
+        # --verbose: the tests read the resume's INFO lines
+        [str(config), '--work-dir', str(work_dir), '--verbose']
         + (['--resume'] if resume else [])
         + ['--cfg-options']
         + options

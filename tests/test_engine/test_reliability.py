@@ -255,8 +255,8 @@ def test_resume_reads_each_checkpoint_once(one_epoch, tmp_path, monkeypatch):
     options = [*TINY_DEMO, 'train_cfg.max_epochs=2']
     for resume in ([str(work_dir / 'epoch_1.pth')], []):  # a path, auto
         ours = run_main(
-            'train', DEMO, '--work-dir', work_dir, '--resume', *resume,
-            '--cfg-options', *options,
+            'train', DEMO, '--work-dir', work_dir, '--verbose', '--resume',
+            *resume, '--cfg-options', *options,
         )  # fmt: skip
         assert ours.returncode == 0, ours.stderr[-2000:]
         assert 'resumed epoch: 1,' in ours.stdout

@@ -249,7 +249,7 @@ def test_schedule_that_ends_before_training_is_one_warning():
 
 def test_train_tool_prints_the_schedule_warning_once(tmp_path):
     result = run_main(
-        'train', DEMO, '--work-dir', tmp_path / 'work', '--quiet',
+        'train', DEMO, '--work-dir', tmp_path / 'work',
         '--cfg-options', 'train_cfg.max_epochs=1',
         'train_dataloader.dataset.indices=64',
         'val_dataloader.dataset.indices=32',
@@ -263,7 +263,7 @@ def test_train_tool_prints_the_schedule_warning_once(tmp_path):
         '(train_cfg.max_epochs=1): the CosineAnnealingLR stops early; set '
         'param_scheduler.1.end=1 to finish it.'
     )
-    # --quiet: the progress lines, not the environment or the config
+    # by default the progress lines, not the environment or the config
     assert 'Epoch(train) [1][1/1]' in result.stdout
     assert 'Epoch(val) [1][1/1]' in result.stdout
     assert 'Config:' not in result.stdout

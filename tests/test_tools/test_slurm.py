@@ -243,6 +243,7 @@ def train_args(work_dir: Path, *extra: str) -> tuple:
         'digits',
         DEMO,
         str(work_dir),
+        '--verbose',  # the resume's INFO lines
         '--cfg-options',
         f'train_cfg.max_epochs={EPOCHS}',
         f'train_cfg.val_interval={EPOCHS}',

@@ -116,14 +116,19 @@ def test_demo_runs_end_to_end(tmp_path):
     )
     assert result.returncode == 0, result.stderr[-2000:]
     head, summary = result.stdout.split('\nT2T-ViT digits demo')
-    # quiet: the two commands, the training's progress lines and
-    # mmengine's warnings; the environment and config in the log only
-    for line in head.strip().splitlines():
+    # quiet: the two commands, the log file's path, the training's
+    # progress lines, mmengine's warnings and the run's summary; the
+    # environment and config in the log only
+    progress, run_summary = head.split(' - INFO - Training done: ')
+    # the line the summary starts on keeps its time and logger name
+    for line in progress.strip().splitlines()[:-1]:
         assert (
             line.startswith('$ ')
             or ' - INFO - Epoch(' in line
+            or ' - INFO - Full log (environment, config): ' in line
             or ' - WARNING - ' in line
         ), line
+    assert 'Next, with the config this run saved:' in run_summary
     assert result.stderr == ''
     paths = {}
     for line in ('train log:', 'checkpoint:', 'curves:'):
@@ -210,6 +215,7 @@ def test_resume_in_a_fresh_work_dir_starts_from_load_from(tmp_path):
         DEMO,
         '--work-dir',
         work_dir,
+        '--verbose',  # the run's start and end, logged as INFO
         '--resume',
         *ONE_EPOCH,
         'train_dataloader.dataset.indices=32',
@@ -235,6 +241,7 @@ def test_resume_without_checkpoint_checks_load_from(tmp_path):
         DEMO,
         '--work-dir',
         tmp_path,
+        '--verbose',  # the resume's choice, logged as INFO
         '--resume',
         '--cfg-options',
         f'load_from={missing}',
@@ -338,10 +345,12 @@ def test_test_tool_refuses_a_checkpoint_of_another_model(tmp_path):
     other = save_demo_model(tmp_path / 'cifar100_head.pth', num_classes=100)
     result = run_main('test', DEMO, other, '--work-dir', tmp_path / 'work')
     line = assert_one_line(result, 1)
-    assert line.startswith(
+    # a tool that only runs the model names the config that fits, not
+    # how to fine-tune (the digits config has no num_classes variable)
+    assert line == (
         f"The checkpoint {other} classifies 100 classes, this model's "
-        'head 10 (num_classes); to fine-tune with a new head, start the '
-        'backbone only'
+        'head 10 (num_classes); give the tool the config its run saved in '
+        'the work dir or add --cfg-options model.head.num_classes=100.'
     )
     assert 'accuracy' not in result.stdout
 

@@ -110,6 +110,7 @@ def interrupted_run(tmp_path_factory):
         DEMO,
         '--work-dir',
         str(work_dir),
+        '--verbose',  # the resume's INFO lines
         '--resume',
         *SHORT_RUN,
     )
@@ -233,6 +234,7 @@ def test_test_tool_scores_the_averaged_weights_of_ema_checkpoints(
         str(ema_checkpoint),
         '--work-dir',
         str(tmp_path / 'work'),
+        '--verbose',  # the EMA hook's INFO line
         '--out',
         str(out),
         '--out-item',

@@ -20,7 +20,7 @@ from t2t_plugin.apis import (
     config_stride,
 )
 from t2t_plugin.cli.options import add_max_tokens_argument, check_arguments
-from t2t_plugin.cli.reporting import one_line
+from t2t_plugin.cli.reporting import running_line
 from t2t_plugin.deployment import (
     OPSET,
     RuntimeSession,
@@ -32,7 +32,8 @@ from t2t_plugin.deployment import (
     is_onnx_model,
     sample_images,
 )
-from t2t_plugin.engine import load_config
+from t2t_preflight.arguments import add_cfg_options
+from t2t_preflight.config import load_config
 
 
 def parse_args(argv: Optional[list[str]] = None) -> argparse.Namespace:
@@ -80,6 +81,7 @@ def parse_args(argv: Optional[list[str]] = None) -> argparse.Namespace:
         help='largest accepted difference to PyTorch',
     )
     add_max_tokens_argument(parser)
+    add_cfg_options(parser, 'num_classes=10')
     args = parser.parse_args(argv)
     check_arguments(parser, args)
     if args.batch_size < 1:
@@ -125,10 +127,10 @@ def run(args: argparse.Namespace, console: Console) -> int:
         inputs={'the checkpoint': args.checkpoint, 'the config': args.config},
         replaces=None if args.force else ('an ONNX model', is_onnx_model),
     )
+    cfg = load_config(args.config, args.cfg_options)
     if args.shape:  # before the model is built and run at that size
-        stride = config_stride(load_config(args.config))
-        check_shape_budget(args.shape, stride, args.max_tokens)
-    model = build_exportable(args.config, args.checkpoint, args.output)
+        check_shape_budget(args.shape, config_stride(cfg), args.max_tokens)
+    model = build_exportable(cfg, args.checkpoint, args.output)
     if args.shape:
         check_input_size(model, args.shape)
         if args.static_size:
@@ -193,7 +195,8 @@ def main(argv: Optional[list[str]] = None) -> int:
     try:
         return run(args, console)
     except (ValueError, ImportError, KeyError, OSError) as error:
-        print(f'pytorch2onnx.py: error: {one_line(error)}', file=sys.stderr)
+        line = running_line(error, args.config, args.checkpoint)
+        print(f'pytorch2onnx.py: error: {line}', file=sys.stderr)
         return 2
 
 

@@ -15,6 +15,7 @@ from .rank_heartbeat_hook import RankHeartbeatHook
 from .resume_guard_hook import ResumeGuardHook
 from .run_check_hook import RunCheckHook
 from .run_checks import RunCheckError, TrainingStopped
+from .run_summary_hook import RunSummaryHook
 from .training_curves_hook import TrainingCurvesHook
 from .visualization_hook import ReadableVisualizationHook
 from .work_dir_hook import DiskFullError, WorkDirHook, release_locks
@@ -34,6 +35,7 @@ __all__ = [
     'ResumeGuardHook',
     'RunCheckError',
     'RunCheckHook',
+    'RunSummaryHook',
     'TooManyBadImagesError',
     'TrainingCurvesHook',
     'TrainingStopped',

@@ -7,7 +7,7 @@ from mmpretrain.registry import MODELS
 from torch import nn
 
 from ..checkpoint_checks import (
-    CheckpointMismatchError,
+    ClassCountError,
     check_fit,
     checkpoint_name,
 )
@@ -97,10 +97,12 @@ class T2TClsHead(VisionTransformerClsHead):
             and weight.dim() == 2
             and weight.shape[0] != self.num_classes
         ):
-            raise CheckpointMismatchError(
+            raise ClassCountError(
                 f'The {checkpoint_name(state_dict, prefix)} classifies '
                 f"{weight.shape[0]} classes, this model's head "
-                f'{self.num_classes} (num_classes); {FINE_TUNE_ADVICE}.'
+                f'{self.num_classes} (num_classes); {FINE_TUNE_ADVICE}.',
+                classes=weight.shape[0],
+                advice=FINE_TUNE_ADVICE,
             )
         # training-only parts: a checkpoint may lack them (a run that
         # starts them from other weights) or hold them (a head built for

@@ -43,6 +43,9 @@ param_scheduler = [
 custom_hooks = [
     # loss, learning-rate and metric curves as <work_dir>/curves.png
     dict(type='TrainingCurvesHook'),
+    # at the end: best and last mAP, the checkpoint, the saved config and
+    # the test and export commands on them
+    dict(type='RunSummaryHook', metric='coco/bbox_mAP'),
     # the strides of the neck's maps against the heads' anchor strides (a
     # mismatch trains silently to a poor mAP)
     dict(type='PyramidStrideCheckHook'),

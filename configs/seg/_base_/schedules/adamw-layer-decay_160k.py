@@ -44,6 +44,9 @@ param_scheduler = [
 default_hooks = dict(
     # loss, learning-rate and metric curves as <work_dir>/curves.png
     curves=dict(type='TrainingCurvesHook'),
+    # at the end: best and last mIoU, the checkpoint, the saved config and
+    # the test and export commands on them
+    summary=dict(type='RunSummaryHook', metric='mIoU'),
     # the plugin's checks and guards (docs/troubleshooting.md), as in
     # configs/_base_/default_runtime.py
     run_check=dict(type='RunCheckHook'),

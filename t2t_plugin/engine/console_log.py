@@ -1,0 +1,70 @@
+"""What a run prints on the terminal when its tool asks for the progress
+only: mmengine's progress and evaluation lines, warnings, errors and the
+lines marked :data:`SHOWN` (the run's summary); the log file in the work
+dir keeps every record (environment, config, hooks).
+
+A filter on the console handler of the run's ``MMLogger``, added by
+:class:`~t2t_plugin.engine.SampleSeededRunner` as it builds its logger
+inside :func:`progress_only`; mmpretrain's and mmengine's own tools never
+enter it and print everything, as they always did.
+"""
+
+import contextlib
+import logging
+import re
+from collections.abc import Iterator
+from contextvars import ContextVar
+from typing import Optional
+
+# ``extra=`` of a record the terminal shows at any level.
+SHOWN = {'shown': True}
+# The lines of mmengine's LoggerHook: training and evaluation progress,
+# and the metrics of each evaluation.
+_PROGRESS = re.compile(r'^(Epoch|Iter)\((train|val|test)\)')
+# The test metrics, which the test tool prints itself once the test ends.
+_TEST_METRICS = 'after_test_epoch'
+
+_progress_only: ContextVar[bool] = ContextVar('progress_only', default=False)
+
+
+class ProgressOnlyFilter(logging.Filter):
+    """Lets through warnings, errors, :data:`SHOWN` records and the
+    progress lines of mmengine's ``LoggerHook``."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.levelno >= logging.WARNING:
+            return True
+        if getattr(record, 'shown', False):
+            return True
+        return (
+            bool(_PROGRESS.match(record.getMessage()))
+            and record.funcName != _TEST_METRICS
+        )
+
+
+@contextlib.contextmanager
+def progress_only(enabled: bool = True) -> Iterator[None]:
+    """Within it (if ``enabled``), the loggers of the Runners built show
+    only the progress on the terminal (:func:`show_progress_only`)."""
+    token = _progress_only.set(enabled)
+    try:
+        yield
+    finally:
+        _progress_only.reset(token)
+
+
+def show_progress_only(logger: logging.Logger) -> Optional[str]:
+    """Within :func:`progress_only`, filter the console handlers of
+    ``logger`` (not its file handlers) and say on the terminal where the
+    full log is; the log file's path, or None (outside it, or no file)."""
+    if not _progress_only.get():
+        return None
+    files = [h for h in logger.handlers if isinstance(h, logging.FileHandler)]
+    for handler in logger.handlers:
+        if handler not in files and isinstance(handler, logging.StreamHandler):
+            handler.addFilter(ProgressOnlyFilter())
+    if not files:
+        return None
+    path = files[0].baseFilename
+    logger.info(f'Full log (environment, config): {path}', extra=SHOWN)
+    return path
