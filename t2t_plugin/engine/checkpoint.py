@@ -331,15 +331,11 @@ def plugin_layout(checkpoint: Mapping[str, Any], path: str) -> dict[str, Any]:
             level=logging.WARNING,
         )
         checkpoint = converted
-    nested = [
-        k for k in _WEIGHT_ENTRIES if isinstance(checkpoint.get(k), Mapping)
-    ]
-    if not nested:
+    # only the model's weights: an ``ema_state_dict`` is an AveragedModel's,
+    # whose own ``module.`` prefix its EMAHook expects
+    if not isinstance(checkpoint.get('state_dict'), Mapping):
         return _unwrapped(checkpoint)
-    checkpoint = dict(checkpoint)
-    for key in nested:
-        checkpoint[key] = _unwrapped(checkpoint[key])
-    return checkpoint
+    return dict(checkpoint, state_dict=_unwrapped(checkpoint['state_dict']))
 
 
 def _unwrapped(weights: Mapping[str, Any]) -> Mapping[str, Any]:
