@@ -155,8 +155,8 @@ def test_every_door_asks_output_problem(monkeypatch, tmp_path):
     """The rule patched: the configs' runner (the work dir), WorkDirHook
     (--out of mmpretrain's test.py) and the export tool answer with it."""
     from t2t_plugin.apis import input_checks
-    from t2t_plugin.engine import config
     from t2t_plugin.engine.hooks import work_dir_hook
+    from t2t_preflight import checks
 
     from ..helpers import load_tool
 
@@ -166,7 +166,7 @@ def test_every_door_asks_output_problem(monkeypatch, tmp_path):
         asked.append(what)
         return f'{what}: refused by the owner'
 
-    for module in (config, input_checks, work_dir_hook):
+    for module in (checks, input_checks, work_dir_hook):
         monkeypatch.setattr(module, 'output_problem', owner)
     cfg = Config.fromfile(DEMO)
     cfg.work_dir = str(tmp_path / 'w')

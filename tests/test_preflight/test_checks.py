@@ -52,8 +52,16 @@ def test_the_plugin_uses_the_light_modules_themselves():
     import t2t_plugin.engine
 
     assert t2t_plugin.engine.load_config is load_config
-    assert T2TViT.resolve_arch is archs.resolve_arch
     assert T2TViT.arch_zoo is archs.ARCH_ZOO
+    assert T2TViT.arch_names is archs.arch_names
+    # the backbone adds the option checks of a custom arch's numbers only
+    for name in [*archs.arch_names(), 'T2T-ViT-14@384', 7]:
+        assert T2TViT.resolve_arch(name) == archs.resolve_arch(name)
+    with pytest.raises(ValueError) as light:
+        archs.resolve_arch('t-15')
+    with pytest.raises(ValueError) as built:
+        T2TViT.resolve_arch('t-15')
+    assert str(built.value) == str(light.value)
 
 
 @pytest.mark.parametrize(

@@ -326,6 +326,7 @@ def test_config_trains_with_a_teacher_checkpoint(tmp_path):
         DISTILL,
         '--work-dir',
         work_dir,
+        '--verbose',  # the log's INFO lines here too
         '--cfg-options',
         *lite_options(root, f'teacher_checkpoint={checkpoint}'),
     )
