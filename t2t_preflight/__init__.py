@@ -10,12 +10,12 @@ check of each decision.
 """
 
 from .checks import Answered, check_config, config_problem, preflight
-from .config import ConfigError, OptionError, load_config
+from .config import CfgOptionsError, ConfigError, load_config
 
 __all__ = [
     'Answered',
     'ConfigError',
-    'OptionError',
+    'CfgOptionsError',
     'check_config',
     'config_problem',
     'load_config',

@@ -17,8 +17,8 @@ from mmengine.config import Config, ConfigDict, DictAction
 
 from .checks import Answered, preflight
 from .config import (
+    CfgOptionsError,
     ConfigError,
-    OptionError,
     import_custom_modules,
     load_config,
 )
@@ -176,7 +176,7 @@ def load_checked(
             args.config, args.cfg_options, import_custom_modules=False
         )
         cfg = merge_args(cfg, args)
-    except OptionError as error:
+    except CfgOptionsError as error:
         print(f'Invalid options for {args.config}: {error}', file=sys.stderr)
         return None, None, 2
     except ConfigError as error:

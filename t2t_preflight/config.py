@@ -51,7 +51,7 @@ class ConfigError(ValueError):
     """A config that cannot be loaded or run; the message is one line."""
 
 
-class OptionError(ConfigError):
+class CfgOptionsError(ConfigError):
     """A ``--cfg-options`` entry that does not apply to the config."""
 
 
@@ -105,20 +105,20 @@ def load_config(
     for key in options:
         problem = misspelt_option(cfg, key)
         if problem:
-            raise OptionError(f'--cfg-options {key}: {problem}')
+            raise CfgOptionsError(f'--cfg-options {key}: {problem}')
     if options:
         loaded = cfg.copy()
         try:
             cfg.merge_from_dict(options)
         except (KeyError, TypeError, ValueError, IndexError) as error:
-            raise OptionError(
+            raise CfgOptionsError(
                 f'Cannot apply the options {options}: {error}'
             ) from None
         problem = stale_variables(
             cfg, loaded, None if isinstance(config, Config) else str(config)
         )
         if problem:
-            raise OptionError(f'--cfg-options {problem}')
+            raise CfgOptionsError(f'--cfg-options {problem}')
     return cfg
 
 

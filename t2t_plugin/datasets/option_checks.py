@@ -7,7 +7,6 @@ at least its minimum. The lines read as those of the model parts'
 options."""
 
 import math
-from collections.abc import Iterable
 from numbers import Real
 from typing import Any
 
@@ -17,6 +16,7 @@ from ..models.option_checks import (  # noqa: F401
     OptionError,
     _refuse,
     check_bool,
+    check_choice,
     check_int,
 )
 
@@ -34,19 +34,6 @@ def check_ratio(owner: str, name: str, value: Any) -> float:
             owner, name, value, 'give a number between 0 and 1 (both excluded)'
         )
     return float(value)
-
-
-def check_choice(owner: str, name: str, value: Any, choices: Iterable) -> str:
-    """``value`` if it is one of the strings ``choices``."""
-    choices = tuple(choices)
-    if isinstance(value, str) and value in choices:
-        return value
-    raise _refuse(
-        owner,
-        name,
-        value,
-        f'choose one of {", ".join(repr(c) for c in choices)}',
-    )
 
 
 def check_path(owner: str, name: str, value: Any) -> str:
