@@ -248,6 +248,19 @@ def test_a_failing_worker_is_one_line_naming_its_rank(tmp_path):
     assert 'val_ratio' in lines[-2]
 
 
+def two_workers(script) -> list[str]:
+    """The command that runs ``script`` on two workers through our
+    torchrun wrapper, on a free port."""
+    return [
+        sys.executable,
+        '-m',
+        't2t_plugin.cli.torchrun',
+        '--nproc_per_node=2',
+        f'--master_port={free_port()}',
+        str(script),
+    ]
+
+
 @pytest.mark.parametrize(
     'ending, code, how',
     [
@@ -274,14 +287,7 @@ def test_torchrun_names_the_worker_that_failed(ending, code, how, tmp_path):
         'time.sleep(60)\n'
     )
     result = subprocess.run(
-        [
-            sys.executable,
-            '-m',
-            't2t_plugin.cli.torchrun',
-            '--nproc_per_node=2',
-            f'--master_port={free_port()}',
-            str(script),
-        ],
+        two_workers(script),
         cwd=ROOT,
         env=tool_env(),
         capture_output=True,
@@ -305,14 +311,7 @@ def test_a_stopped_launcher_is_one_line(tmp_path):
         'time.sleep(120)\n'
     )
     launcher = subprocess.Popen(
-        [
-            sys.executable,
-            '-m',
-            't2t_plugin.cli.torchrun',
-            '--nproc_per_node=2',
-            f'--master_port={free_port()}',
-            str(script),
-        ],
+        two_workers(script),
         cwd=ROOT,
         env=tool_env(),
         stdout=subprocess.PIPE,
