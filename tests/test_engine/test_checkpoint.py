@@ -1235,3 +1235,69 @@ def test_every_door_reaches_each_owner_once_per_load(tmp_path, monkeypatch):
     Runner.from_cfg(cfg).test()
     assert set(calls) == set(OWNERS)
     assert calls.count('safe to read') == 1
+
+
+def test_a_checkpoint_is_opened_once_per_load(tmp_path, monkeypatch):
+    """Our tools/test.py, mmpretrain's get_model(pretrained=FILE) and a
+    load_from run of mmengine's Runner each open the file once (any
+    ``open`` of its path: torch.load's, a zip check's) and read it through
+    the one reader once."""
+    import builtins
+    import io
+
+    from t2t_plugin.engine import checkpoint as reader
+
+    from ..helpers import run_main
+
+    path = tmp_path / 'run.pth'
+    torch.save(
+        {
+            'state_dict': _demo_classifier().state_dict(),
+            'meta': {'dataset_meta': {'classes': [str(d) for d in range(10)]}},
+        },
+        path,
+    )
+    opened, read = [], []
+    plain_open, plain_read = builtins.open, reader.read_checkpoint
+
+    def counted_open(file, *args, **kwargs):
+        if isinstance(file, (str, os.PathLike)) and Path(file) == path:
+            opened.append(file)
+        return plain_open(file, *args, **kwargs)
+
+    def counted_read(file, *args, **kwargs):
+        read.append(file)
+        return plain_read(file, *args, **kwargs)
+
+    for module in (builtins, io):
+        monkeypatch.setattr(module, 'open', counted_open)
+    monkeypatch.setattr(reader, 'read_checkpoint', counted_read)
+
+    def load_from_run():
+        cfg = Config.fromfile(DEMO)
+        cfg.work_dir = str(tmp_path / 'runner')
+        cfg.load_from = str(path)
+        cfg.test_dataloader.dataset.indices = 16
+        Runner.from_cfg(cfg).test()
+
+    for door, load in (
+        (
+            'tools/test.py',
+            lambda: run_main(
+                'test',
+                DEMO,
+                path,
+                '--work-dir',
+                tmp_path / 'ours',
+                '--cfg-options',
+                'test_dataloader.dataset.indices=16',
+                check=True,
+            ),  # fmt: skip
+        ),
+        ('get_model', lambda: get_model(DEMO, pretrained=str(path))),
+        ('load_from', load_from_run),
+    ):
+        opened.clear()
+        read.clear()
+        load()
+        assert (len(opened), len(read)) == (1, 1), (door, opened, read)
