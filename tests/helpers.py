@@ -193,17 +193,101 @@ def write_tiny_model(
     return config, checkpoint, model
 
 
-def write_image(path, size=(50, 40), seed=0):
-    """A smooth colour picture (width, height) with some structure."""
-    rng = np.random.default_rng(seed)
+def write_image(
+    path,
+    size: tuple = (50, 40),
+    seed: int = 0,
+    content: str = 'smooth',
+    mode: str = 'RGB',
+) -> Path:
+    """An image file of ``size`` (width, height) in ``mode`` (``'RGB'``,
+    ``'L'``), in the format its suffix names; its folders are made.
+    ``content``: ``'smooth'`` a picture with some structure (waves drawn
+    from ``seed``), ``'noise'`` random pixels of ``seed``, ``'flat'`` one
+    grey level, ``'header'`` a PNG whose header states ``size`` and whose
+    data is empty: a few dozen bytes that no decoder should be given (what
+    a huge image costs to decode is never paid)."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
     width, height = size
-    ys, xs = np.mgrid[0:height, 0:width]
-    channels = [
-        127 + 120 * np.sin(xs / rng.uniform(3, 9) + ys / rng.uniform(3, 9))
-        for _ in range(3)
-    ]
-    Image.fromarray(np.stack(channels, -1).astype(np.uint8)).save(path)
-    return Path(path)
+    if content == 'header':
+        path.write_bytes(_png_header(width, height, mode))
+        return path
+    rng = np.random.default_rng(seed)
+    if content == 'smooth':
+        ys, xs = np.mgrid[0:height, 0:width]
+        channels = [
+            127 + 120 * np.sin(xs / rng.uniform(3, 9) + ys / rng.uniform(3, 9))
+            for _ in range(3)
+        ]
+        pixels = np.stack(channels, -1).astype(np.uint8)
+    elif content == 'noise':
+        pixels = rng.integers(0, 256, (height, width, 3), dtype=np.uint8)
+    elif content == 'flat':
+        pixels = np.full((height, width, 3), 128, np.uint8)
+    else:
+        raise ValueError(f'unknown image content {content!r}')
+    Image.fromarray(pixels).convert(mode).save(path)
+    return path
+
+
+def _png_header(width: int, height: int, mode: str = 'RGB') -> bytes:
+    """The signature, header and an empty data chunk of a PNG of
+    ``width`` x ``height`` pixels in ``mode``."""
+    import struct
+    import zlib
+
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        crc = struct.pack('>I', zlib.crc32(kind + data))
+        return struct.pack('>I', len(data)) + kind + data + crc
+
+    colour_type = {'L': 0, 'RGB': 2}[mode]
+    header = struct.pack('>IIBBBBB', width, height, 8, colour_type, 0, 0, 0)
+    return (
+        b'\x89PNG\r\n\x1a\n'
+        + chunk(b'IHDR', header)
+        + chunk(b'IDAT', zlib.compress(b''))
+        + chunk(b'IEND', b'')
+    )
+
+
+def write_class_folders(
+    root: Path,
+    classes=3,
+    per_class: int = 2,
+    splits: tuple = ('train', 'val'),
+    file_name: str = '{index}',
+    suffix: str = '.jpg',
+    size=(32, 32),
+    content: str = 'noise',
+    mode='RGB',
+) -> Path:
+    """``root`` with a folder per split of ``splits``, each holding a
+    folder per class (``classes``: their names, or a count for ``c0``,
+    ``c1``, ...) of ``per_class`` images ``file_name`` + ``suffix``
+    (``file_name`` formats ``class_name`` and ``index``), written by
+    :func:`write_image` with ``content``, image ``index`` of class
+    ``label`` from seed ``100 * label + index``. ``size`` and ``mode``
+    are one value or a sequence taken in turn over a class's images."""
+    names = (
+        [f'c{label}' for label in range(classes)]
+        if isinstance(classes, int)
+        else list(classes)
+    )
+    sizes = [size] if isinstance(size[0], int) else list(size)
+    modes = [mode] if isinstance(mode, str) else list(mode)
+    for split in splits:
+        for label, class_name in enumerate(names):
+            for index in range(per_class):
+                name = file_name.format(class_name=class_name, index=index)
+                write_image(
+                    root / split / class_name / f'{name}{suffix}',
+                    sizes[index % len(sizes)],
+                    seed=100 * label + index,
+                    content=content,
+                    mode=modes[index % len(modes)],
+                )
+    return root
 
 
 # The suite's tiny T2T-ViT arch, without its token layer (the
@@ -411,26 +495,6 @@ def save_checkpoint(path: Path, classes, **backbone) -> Path:
 def fake_runner(model=None):
     """What a hook reads of a Runner at iteration and epoch 0."""
     return SimpleNamespace(iter=0, epoch=0, model=model)
-
-
-def write_png(path: Path, size=(8, 8), mode='L') -> Path:
-    """A one-colour PNG; its folders are made."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    Image.new(mode, size, 128).save(path)
-    return path
-
-
-def image_folders(root: Path, classes: int, per_class: int = 2) -> Path:
-    """``train/`` and ``val/`` with ``classes`` class folders of images."""
-    for split in ('train', 'val'):
-        for label in range(classes):
-            for index in range(per_class):
-                write_png(
-                    root / split / f'c{label}' / f'{index}.png',
-                    size=(40, 40),
-                    mode='RGB',
-                )
-    return root
 
 
 def loader_options(root: Path, *loaders: str) -> list:

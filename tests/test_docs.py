@@ -452,11 +452,11 @@ def test_own_images_flow_as_documented(tmp_path):
 
     import onnx
 
-    from .helpers import image_folders
+    from .helpers import write_class_folders
 
     commands = own_images_commands('custom_data.md')
     assert own_images_commands('README.md') == commands
-    root = image_folders(tmp_path / 'data', classes=10)
+    root = write_class_folders(tmp_path / 'data', 10, suffix='.png')
     classes = [f'c{index}' for index in range(10)]
     work = tmp_path / 'work'
     documented = 'work_dirs/t2t-vit-lite_1xb64_custom-32px'

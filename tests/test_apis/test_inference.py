@@ -360,26 +360,6 @@ def test_checkpoint_with_code_is_refused(
     assert not marker.exists()
 
 
-def header_only_png(path: Path, width: int, height: int) -> Path:
-    """A PNG whose header states ``width`` x ``height`` pixels and whose
-    data is empty: a few dozen bytes that no decoder should be given."""
-    import struct
-    import zlib
-
-    def chunk(kind: bytes, data: bytes) -> bytes:
-        crc = struct.pack('>I', zlib.crc32(kind + data))
-        return struct.pack('>I', len(data)) + kind + data + crc
-
-    header = struct.pack('>IIBBBBB', width, height, 8, 2, 0, 0, 0)
-    path.write_bytes(
-        b'\x89PNG\r\n\x1a\n'
-        + chunk(b'IHDR', header)
-        + chunk(b'IDAT', zlib.compress(b''))
-        + chunk(b'IEND', b'')
-    )
-    return path
-
-
 def test_infer_tool_carries_on_past_bad_files_and_names_them(tmp_path, capsys):
     infer = load_tool('tools/infer.py')
     config, checkpoint, _ = write_tiny_model(tmp_path)
@@ -389,7 +369,7 @@ def test_infer_tool_carries_on_past_bad_files_and_names_them(tmp_path, capsys):
         write_image(folder / f'{index:02d}.png', seed=index)
     empty = folder / '01b.png'
     empty.write_bytes(b'')
-    huge = header_only_png(folder / '99.png', 20000, 20000)
+    huge = write_image(folder / '99.png', (20000, 20000), content='header')
 
     code = infer.main(
         [str(folder), str(config), str(checkpoint), '--topk', '1']
@@ -417,7 +397,7 @@ def test_token_budget_is_read_from_the_file_header(tmp_path, capsys):
     config, checkpoint, _ = write_tiny_model(
         tmp_path, pipeline=[dict(type='PackInputs')]
     )
-    image = header_only_png(tmp_path / 'wide.png', 4000, 2000)
+    image = write_image(tmp_path / 'wide.png', (4000, 2000), content='header')
     # the tiny model's stride is 16: 250 x 125 tokens
     assert infer.main([str(image), str(config), str(checkpoint)]) == 1
     assert one_error_line(capsys) == (

@@ -13,7 +13,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from ..helpers import ROOT, loader_options, run_main, write_coco
+from ..helpers import (
+    ROOT,
+    loader_options,
+    run_main,
+    write_class_folders,
+    write_coco,
+)
 
 CLS_CONFIGS = (
     ROOT / 'configs' / 't2t-vit-lite_1xb64_custom-32px.py',
@@ -58,33 +64,17 @@ def drawn_images(folder: Path) -> list:
 # -------------------------------------------------------- classification --
 
 
-def write_image_folder(root: Path, per_class: int = 2) -> int:
-    """Three class folders per split; grey and colour images of sizes
-    that the soft splits cannot tile until they are resized."""
-    import mmcv
-
-    rng = np.random.default_rng(0)
-    for split in ('train', 'val'):
-        for label, name in enumerate(('circle', 'square', 'stripes')):
-            folder = root / split / name
-            folder.mkdir(parents=True)
-            for index in range(per_class):
-                height, width = rng.integers(40, 100, 2)
-                grey = np.full((height, width), 40 + 80 * label, np.uint8)
-                image = (
-                    grey
-                    if index % 2 == 0
-                    else np.stack([grey, 255 - grey, grey], axis=-1)
-                )
-                # unique names: mmpretrain's --show-dir files are named
-                # after the image alone, whatever its folder
-                mmcv.imwrite(image, str(folder / f'{name}{index}.png'))
-    return 3 * per_class
-
-
 @pytest.mark.parametrize('config', CLS_CONFIGS, ids=lambda path: path.stem)
 def test_classification_on_an_image_folder(tmp_path, config):
-    num_val = write_image_folder(tmp_path / 'data')
+    # grey and colour images of sizes that the soft splits cannot tile
+    # until they are resized; unique names: mmpretrain's --show-dir files
+    # are named after the image alone, whatever its folder
+    write_class_folders(
+        tmp_path / 'data', ('circle', 'square', 'stripes'),
+        file_name='{class_name}{index}', suffix='.png',
+        size=[(53, 71), (90, 47)], mode=['L', 'RGB'],
+    )  # fmt: skip
+    num_val = 3 * 2
     work_dir = tmp_path / 'work'
     options = loader_options(
         tmp_path / 'data',

@@ -1,37 +1,12 @@
-"""Class folders of small JPEGs for the data tests, the options that
-point the small-image recipe at them for one short epoch, and its training
+"""The options that point the small-image recipe at class folders
+(``helpers.write_class_folders``) for one short epoch, and its training
 through our tools/train.py and mmpretrain's."""
 
-import io
 from pathlib import Path
-
-import numpy as np
-from PIL import Image
 
 from tests.helpers import ROOT, run_main, run_mmpretrain_tool
 
 LITE = str(ROOT / 'configs' / 't2t-vit-lite_1xb64_custom-32px.py')
-
-
-def write_jpeg(path: Path, seed: int) -> bytes:
-    """A 32x32 colour JPEG of random pixels; its bytes."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    rng = np.random.default_rng(seed)
-    pixels = rng.integers(0, 256, (32, 32, 3), dtype=np.uint8)
-    buffer = io.BytesIO()
-    Image.fromarray(pixels).save(buffer, format='JPEG')
-    path.write_bytes(buffer.getvalue())
-    return buffer.getvalue()
-
-
-def class_folders(root: Path, classes: int = 3, per_class: int = 2) -> Path:
-    """``train/`` and ``val/`` of ``classes`` folders ``c0``, ``c1``, ..."""
-    for split in ('train', 'val'):
-        for label in range(classes):
-            for index in range(per_class):
-                name = root / split / f'c{label}' / f'{index}.jpg'
-                write_jpeg(name, seed=100 * label + index)
-    return root
 
 
 def lite_options(root: Path, *extra: str) -> list:

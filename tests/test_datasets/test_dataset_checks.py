@@ -11,9 +11,8 @@ from mmpretrain.registry import DATASETS
 
 from t2t_plugin.datasets import label_range_problem, linked_folders_problem
 
-from ..helpers import last_line
+from ..helpers import last_line, write_class_folders
 from .image_folders import (
-    class_folders,
     lite_options,
     train_through_both_tools,
 )
@@ -64,7 +63,7 @@ def test_labels_outside_the_classes_are_named(tmp_path):
 
 @pytest.mark.parametrize('label', [7, -1])
 def test_a_label_out_of_range_stops_the_run_before_training(label, tmp_path):
-    root = class_folders(tmp_path / 'data')
+    root = write_class_folders(tmp_path / 'data')
     # mmpretrain's CustomDataset list: 'path label' per line
     ann_file = root / 'train.txt'
     ann_file.write_text(f'c0/0.jpg 0\nc1/0.jpg {label}\nc2/0.jpg 2\n')
@@ -94,7 +93,7 @@ def test_a_label_out_of_range_stops_the_run_before_training(label, tmp_path):
 
 
 def test_a_link_to_the_val_folder_in_a_class_folder_is_refused(tmp_path):
-    root = class_folders(tmp_path / 'data')
+    root = write_class_folders(tmp_path / 'data')
     (root / 'train' / 'c0' / 'leak').symlink_to(root / 'val')
     options = lite_options(root)
     expected = (
@@ -112,7 +111,7 @@ def test_a_link_to_the_val_folder_in_a_class_folder_is_refused(tmp_path):
 
 
 def test_the_same_folder_named_twice_is_left_to_the_config(tmp_path):
-    root = class_folders(tmp_path / 'data')
+    root = write_class_folders(tmp_path / 'data')
     train = DATASETS.build(
         dict(type='CustomDataset', data_root=str(root), data_prefix='val')
     )

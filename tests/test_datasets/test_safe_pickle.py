@@ -25,10 +25,13 @@ from t2t_plugin.datasets import (
 from t2t_plugin.datasets.safe_pickle import annotation_files
 from t2t_plugin.engine.hooks import release_locks
 
-from ..helpers import forget_visualizers_and_loggers, last_line
+from ..helpers import (
+    forget_visualizers_and_loggers,
+    last_line,
+    write_class_folders,
+)
 from .image_folders import (
     LITE,
-    class_folders,
     lite_options,
     train_through_both_tools,
 )
@@ -54,7 +57,7 @@ class _External(pickle.Pickler):
 
 def annotations(root: Path) -> dict:
     """mmengine's annotation format for the ``train`` folders of
-    ``image_folders.class_folders``."""
+    ``helpers.write_class_folders``."""
     return {
         'metainfo': {'classes': ['c0', 'c1', 'c2']},
         'data_list': [
@@ -220,7 +223,7 @@ def test_annotation_files_of_a_dataset_config():
 
 @pytest.mark.parametrize('name', list(DAMAGED))
 def test_damaged_ann_file_is_one_line_through_every_door(name, tmp_path):
-    root = class_folders(tmp_path / 'data')
+    root = write_class_folders(tmp_path / 'data')
     write, problem = DAMAGED[name]
     path = write(root / name)
     options = lite_options(

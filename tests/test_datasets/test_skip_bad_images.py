@@ -12,13 +12,18 @@ from PIL import Image
 from t2t_plugin.datasets import SampleSeededDataset, SkipBadImages
 from t2t_plugin.datasets.skip_bad_images import base_datasets, oversized_image
 
-from ..helpers import run_main, run_mmpretrain_tool
-from .image_folders import LITE, class_folders, lite_options, write_jpeg
+from ..helpers import (
+    run_main,
+    run_mmpretrain_tool,
+    write_class_folders,
+    write_image,
+)
+from .image_folders import LITE, lite_options
 
 
 def truncated_jpeg(path: Path) -> Path:
     """The first half of a JPEG, as an interrupted copy leaves it."""
-    data = write_jpeg(path, seed=7)
+    data = write_image(path, (32, 32), 7, 'noise').read_bytes()
     path.write_bytes(data[: len(data) // 2])
     # the loader of our configs (OpenCV through mmcv) cannot decode it
     assert mmcv.imfrombytes(path.read_bytes()) is None
@@ -36,8 +41,8 @@ def folder_dataset(root: Path) -> object:
 
 
 def test_wrappers_never_hide_the_dataset_that_reads_the_files(tmp_path):
-    one = folder_dataset(class_folders(tmp_path / 'one'))
-    two = folder_dataset(class_folders(tmp_path / 'two'))
+    one = folder_dataset(write_class_folders(tmp_path / 'one'))
+    two = folder_dataset(write_class_folders(tmp_path / 'two'))
     concat = SampleSeededDataset(ConcatDataset([one, two]))
     assert list(base_datasets(concat)) == [one, two]
     # a guard put in before the seeding wrapper is found through it
@@ -50,7 +55,7 @@ def test_wrappers_never_hide_the_dataset_that_reads_the_files(tmp_path):
 
 
 def test_a_bad_image_behind_the_sample_seeding_wrapper_is_skipped(tmp_path):
-    root = class_folders(tmp_path / 'data')
+    root = write_class_folders(tmp_path / 'data')
     bad = truncated_jpeg(root / 'train' / 'c1' / 'bad.jpg')
     dataset = SampleSeededDataset(folder_dataset(root / 'train'))
     (wrapper,) = [SkipBadImages.wrap(d) for d in base_datasets(dataset)]
@@ -75,7 +80,7 @@ def test_a_truncated_training_jpeg_is_skipped_through_every_door(tmp_path):
     """Our config trains with SampleSeededRunner, which wraps the training
     dataset: our tools/train.py and mmpretrain's, which builds the
     config's runner_type, both train on and count the image."""
-    root = class_folders(tmp_path / 'data')
+    root = write_class_folders(tmp_path / 'data')
     bad = truncated_jpeg(root / 'train' / 'c1' / 'bad.jpg')
     summary = (
         'Epoch 1: skipped 1 sample(s) from 1 image(s) that could not be '
@@ -94,36 +99,11 @@ def test_a_truncated_training_jpeg_is_skipped_through_every_door(tmp_path):
         assert (work_dir / 'epoch_1.pth').is_file()
 
 
-def png_header(path: Path, width: int, height: int) -> Path:
-    """A PNG file whose header gives ``width`` x ``height`` grey pixels
-    and whose data holds one row: what a decoder reads before it
-    allocates the image."""
-    import struct
-    import zlib
-
-    def chunk(kind: bytes, data: bytes) -> bytes:
-        body = kind + data
-        return (
-            struct.pack('>I', len(data))
-            + body
-            + struct.pack('>I', zlib.crc32(body))
-        )
-
-    header = struct.pack('>IIBBBBB', width, height, 8, 0, 0, 0, 0)
-    row = zlib.compress(b'\0' * (width + 1))
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_bytes(
-        b'\x89PNG\r\n\x1a\n'
-        + chunk(b'IHDR', header)
-        + chunk(b'IDAT', row)
-        + chunk(b'IEND', b'')
-    )
-    return path
-
-
 def test_an_image_too_large_to_decode_is_skipped_from_its_header(tmp_path):
-    root = class_folders(tmp_path / 'data')
-    huge = png_header(root / 'val' / 'c2' / 'huge.png', 20000, 20000)
+    root = write_class_folders(tmp_path / 'data')
+    huge = write_image(
+        root / 'val' / 'c2' / 'huge.png', (20000, 20000), content='header'
+    )
     limit = Image.MAX_IMAGE_PIXELS  # Pillow's default: 89478485
     assert limit < 20000 * 20000
     problem = (
@@ -164,7 +144,7 @@ train_dataloader = dict(
 def test_an_iteration_based_run_with_workers_skips_bad_images(tmp_path):
     """Such a loop starts its loader's workers when it is built, before
     any hook runs: the guard must be in the datasets by then."""
-    root = class_folders(tmp_path / 'data')
+    root = write_class_folders(tmp_path / 'data')
     bad = root / 'train' / 'c1' / 'bad.jpg'
     bad.write_bytes(b'not a JPEG')
     config = tmp_path / 'iteration_based.py'

@@ -38,10 +38,10 @@ from ..helpers import (
     as_dict,
     digit_model,
     door,
-    image_folders,
     load_tool_package,
     run_main,
     save_checkpoint,
+    write_class_folders,
     write_image,
 )
 
@@ -118,7 +118,7 @@ def test_data_present(monkeypatch, tmp_path):
 def test_class_folders_against_the_head(monkeypatch, tmp_path):
     """The pre-flight of tools/train.py, and RunCheckHook under mmengine's
     own Runner (no pre-flight counted the folders)."""
-    root = image_folders(tmp_path / 'data', 3)
+    root = write_class_folders(tmp_path / 'data', 3)
     asked = []
 
     def owner(key, classes, num_classes, *args, **kwargs):

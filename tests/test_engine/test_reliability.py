@@ -39,13 +39,13 @@ from ..helpers import (
     custom_options,
     digit_model,
     door,
-    image_folders,
     last_line,
     one_line,
     run_main,
     run_mmpretrain_tool,
     save_checkpoint,
-    write_png,
+    write_class_folders,
+    write_image,
 )
 
 # The demo on 32 training and 16 validation images, one epoch.
@@ -154,7 +154,7 @@ def test_test_tool_refuses_another_arch_in_one_line(tmp_path):
 
 
 def test_symlink_loop_in_a_class_folder_is_one_line(tmp_path):
-    root = image_folders(tmp_path / 'data', 3)
+    root = write_class_folders(tmp_path / 'data', 3)
     (root / 'train' / 'c0' / 'again').symlink_to('..')
     options = custom_options(root)
     ours = run_main(
@@ -389,7 +389,9 @@ def test_option_values_are_checked(option, expected, tmp_path):
 def test_broken_config_is_one_line_in_other_tools(tool, tmp_path):
     config = tmp_path / 'broken.py'
     config.write_text('model = dict(\n')
-    image = write_png(tmp_path / 'digit.png')
+    image = write_image(
+        tmp_path / 'digit.png', (8, 8), content='flat', mode='L'
+    )
     args = (
         [str(config)]
         if 'get_flops' in tool

@@ -23,8 +23,8 @@ from t2t_plugin.models.option_checks import (
     check_size,
 )
 
-from ..helpers import run_main
-from ..test_datasets.image_folders import LITE, class_folders, lite_options
+from ..helpers import run_main, write_class_folders
+from ..test_datasets.image_folders import LITE, lite_options
 
 
 def refusal(check, *args) -> str:
@@ -234,7 +234,7 @@ def test_through_get_model():
 
 
 def test_through_our_train_tool(tmp_path):
-    root = class_folders(tmp_path / 'data')
+    root = write_class_folders(tmp_path / 'data')
     result = run_main(
         'train',
         LITE,

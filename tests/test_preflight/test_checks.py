@@ -22,10 +22,10 @@ from ..helpers import (
     answer_before_models,
     as_dict,
     door,
-    image_folders,
     one_line,
     run_main,
     tool_env,
+    write_class_folders,
 )
 
 LITE = str(ROOT / 'configs' / 't2t-vit-lite_1xb64_custom-32px.py')
@@ -104,7 +104,7 @@ def test_the_plugin_uses_the_light_modules_themselves():
 def test_config_mistakes_are_answered_before_the_models(
     options, code, message, tmp_path
 ):
-    root = image_folders(tmp_path / 'data', 3)
+    root = write_class_folders(tmp_path / 'data', 3)
     stderr, stdout = answer_before_models(
         'train', LITE, '--work-dir', tmp_path / 'work', '--cfg-options',
         f'data_root={root}', *options, cwd=tmp_path,
@@ -123,7 +123,7 @@ def test_config_mistakes_are_answered_before_the_models(
 
 
 def test_missing_files_and_configs_are_answered_before_the_models(tmp_path):
-    root = image_folders(tmp_path / 'data', 3)
+    root = write_class_folders(tmp_path / 'data', 3)
     work = ['--work-dir', tmp_path / 'work']
     data = ['--cfg-options', f'data_root={root}']
     expected = (
@@ -162,7 +162,7 @@ def test_a_key_misspelt_in_a_base_config_is_named_before_class_advice(
     tmp_path,
 ):
     config = base_with_typo(tmp_path)
-    root = image_folders(tmp_path / 'data', 3)
+    root = write_class_folders(tmp_path / 'data', 3)
     expected = (
         'train_dataloader.dataset.data_prefx: CustomDataset takes no '
         "argument 'data_prefx'; did you mean 'data_prefix'?"
@@ -185,7 +185,7 @@ def test_a_key_misspelt_in_a_base_config_is_named_before_class_advice(
 
 @pytest.mark.parametrize('case', ['hidden', 'one class'])
 def test_class_folders_a_classifier_cannot_use(case, tmp_path):
-    root = image_folders(tmp_path / 'data', 3 if case == 'hidden' else 1)
+    root = write_class_folders(tmp_path / 'data', 3 if case == 'hidden' else 1)
     if case == 'hidden':  # as Jupyter leaves them
         (root / 'train' / '.ipynb_checkpoints').mkdir()
         expected = (
@@ -232,7 +232,7 @@ def quick(root: Path, *extra: str) -> list:
 
 
 def test_no_warm_up_on_a_quick_subset_trains(tmp_path):
-    root = image_folders(tmp_path / 'data', 3)
+    root = write_class_folders(tmp_path / 'data', 3)
     # the first 2 of 6 samples: one class of three, which is no empty folder
     result = run_main(
         'train', LITE, '--work-dir', tmp_path / 'work', '--cfg-options',
@@ -256,7 +256,7 @@ def test_no_warm_up_on_a_quick_subset_trains(tmp_path):
 def test_a_run_that_stops_before_its_first_step_leaves_no_work_dir(
     option, message, tmp_path
 ):
-    root = image_folders(tmp_path / 'data', 3)
+    root = write_class_folders(tmp_path / 'data', 3)
     result = run_main(
         'train', LITE, '--work-dir', tmp_path / 'work', '--cfg-options',
         *quick(root, option),
@@ -283,7 +283,7 @@ def test_the_config_checks_run_once_per_door(tmp_path, monkeypatch):
         return config_problem(*args, **kwargs)
 
     monkeypatch.setattr(t2t_preflight.checks, 'config_problem', counted)
-    root = image_folders(tmp_path / 'data', 3)
+    root = write_class_folders(tmp_path / 'data', 3)
     # stops as the model is built, after the runner's own checks
     option = 'model.backbone.attn_init.type=foo'
     result = run_main(
@@ -303,7 +303,7 @@ def test_a_missing_checkpoint_is_one_line_through_every_door(tmp_path):
         f'Checkpoint not found: expected {missing} (see '
         'docs/training.md#training).'
     )
-    root = image_folders(tmp_path / 'data', 3)
+    root = write_class_folders(tmp_path / 'data', 3)
     ours = run_main(
         'test', LITE, missing, '--work-dir', tmp_path / 'work',
         '--cfg-options', f'data_root={root}',
@@ -359,7 +359,7 @@ def test_the_hooks_leave_what_the_pre_flight_answered(tmp_path, monkeypatch):
             return _original(*args, **kwargs)
 
         monkeypatch.setattr(module, name, spy)
-    root = image_folders(tmp_path / 'data', 3)
+    root = write_class_folders(tmp_path / 'data', 3)
     checkpoint = tmp_path / 'model.pth'
     model = MODELS.build(load_config(LITE).model)
     meta = dict(dataset_meta=dict(classes=('c0', 'c1', 'c2')))

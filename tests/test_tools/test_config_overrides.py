@@ -20,22 +20,13 @@ from ..helpers import (
     answer_before_models,
     run_main,
     run_mmpretrain_tool,
-    write_image,
+    write_class_folders,
 )
 
 LITE = str(ROOT / 'configs' / 't2t-vit-lite_1xb64_custom-32px.py')
 CLASSIFICATION_CONFIGS = sorted(
     str(path) for path in (ROOT / 'configs').glob('t2t-vit-*.py')
 )
-
-
-def class_folders(root: Path, classes=('cat', 'dog', 'fox')) -> Path:
-    for split in ('train', 'val'):
-        for index, name in enumerate(classes):
-            folder = root / split / name
-            folder.mkdir(parents=True)
-            write_image(folder / 'a.png', (30, 30), seed=index)
-    return root
 
 
 def test_variables_of_the_file_reach_every_key_set_from_them(tmp_path):
@@ -149,7 +140,7 @@ def test_misspelt_nested_key_in_mmpretrain_train_tool(tmp_path):
 def test_misspelt_model_key_of_a_config_file_names_the_class(tmp_path):
     """A typo in the user's own file, deep in the model: refused from the
     class the dict goes to (the head's loss), before the work dir."""
-    data = class_folders(tmp_path / 'data')
+    data = write_class_folders(tmp_path / 'data', ('cat', 'dog', 'fox'), 1)
     config = tmp_path / 'mine.py'
     config.write_text(
         f'_base_ = [{LITE!r}]\n'
@@ -347,7 +338,7 @@ def run_on_folders(tool: str, root: Path, work_dir: Path, cwd: Path):
 
 @pytest.mark.parametrize('tool', ['train', 'test'])
 def test_class_count_is_answered_before_importing_the_models(tool, tmp_path):
-    root = class_folders(tmp_path / 'data', ('cat', 'dog'))
+    root = write_class_folders(tmp_path / 'data', ('cat', 'dog'), 1)
     key = 'test_dataloader' if tool == 'test' else 'train_dataloader'
     folder = 'val' if tool == 'test' else 'train'
     stderr, stdout = run_on_folders(tool, root, tmp_path / 'work', tmp_path)
@@ -364,7 +355,7 @@ def test_class_count_is_answered_before_importing_the_models(tool, tmp_path):
 def test_unwritable_work_dir_is_answered_before_importing_the_models(
     tool, tmp_path
 ):
-    root = class_folders(tmp_path / 'data')
+    root = write_class_folders(tmp_path / 'data', ('cat', 'dog', 'fox'), 1)
     blocker = tmp_path / 'a_file'
     blocker.write_text('')
     stderr, stdout = run_on_folders(tool, root, blocker / 'work', tmp_path)

@@ -16,7 +16,7 @@ import t2t_plugin  # noqa: F401
 from t2t_plugin.engine import CheckpointMismatchError
 from t2t_plugin.engine.hooks import RunCheckError
 
-from ..helpers import ROOT, run_main, run_mmpretrain_tool, write_image
+from ..helpers import ROOT, run_main, run_mmpretrain_tool, write_class_folders
 
 DEMO = ROOT / 'configs/t2t-vit-mini_1xb64_digits.py'
 
@@ -157,10 +157,9 @@ def test_show_dir_keeps_same_named_images_of_every_class_folder(tmp_path):
     weights = tmp_path / 'lite.pth'
     torch.save(dict(state_dict=model.state_dict()), weights)
     classes = ('ant', 'bee', 'cat')
-    for name in classes:
-        (tmp_path / 'data' / 'val' / name).mkdir(parents=True)
-        for index in range(8):
-            write_image(tmp_path / 'data' / 'val' / name / f'{index}.png')
+    write_class_folders(
+        tmp_path / 'data', classes, 8, splits=('val',), suffix='.png'
+    )
     tested = run_main(
         'test', config, weights, '--work-dir', tmp_path / 'work',
         '--show-dir', 'vis', '--cfg-options',

@@ -384,26 +384,6 @@ def test_vis_attention_refuses_what_it_cannot_draw_before_loading(
     ]
 
 
-def header_only_png(path, width, height):
-    """A PNG whose header states ``width`` x ``height`` pixels and whose
-    data is empty: what a huge image costs to decode is never paid."""
-    import struct
-    import zlib
-
-    def chunk(kind, data):
-        crc = struct.pack('>I', zlib.crc32(kind + data))
-        return struct.pack('>I', len(data)) + kind + data + crc
-
-    header = struct.pack('>IIBBBBB', width, height, 8, 2, 0, 0, 0)
-    path.write_bytes(
-        b'\x89PNG\r\n\x1a\n'
-        + chunk(b'IHDR', header)
-        + chunk(b'IDAT', zlib.compress(b''))
-        + chunk(b'IEND', b'')
-    )
-    return path
-
-
 @pytest.mark.parametrize('tool', [vis_attention, vis_features])
 def test_tools_keep_to_the_token_budget_and_name_other_files(
     tmp_path, capsys, tool
@@ -414,7 +394,7 @@ def test_tools_keep_to_the_token_budget_and_name_other_files(
     images = tmp_path / 'images'
     images.mkdir()
     write_image(images / 'a.png', size=(8, 8))
-    huge = header_only_png(images / 'huge.png', 9000, 9000)
+    huge = write_image(images / 'huge.png', (9000, 9000), content='header')
     (images / 'anim.gif').write_bytes(b'GIF89a')
     out_dir = tmp_path / 'out'
     code = tool.main(

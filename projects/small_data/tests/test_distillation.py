@@ -22,12 +22,14 @@ from t2t_plugin.engine import (
     CheckpointMismatchError,
     read_checkpoint,
 )
-from tests.helpers import ROOT, TINY_ARCH, run_main, run_mmpretrain_tool
-from tests.test_datasets.image_folders import (
-    LITE,
-    class_folders,
-    lite_options,
+from tests.helpers import (
+    ROOT,
+    TINY_ARCH,
+    run_main,
+    run_mmpretrain_tool,
+    write_class_folders,
 )
+from tests.test_datasets.image_folders import LITE, lite_options
 
 from . import CONFIGS
 
@@ -316,7 +318,7 @@ def test_config_teacher_is_the_resnet_reference():
 
 
 def test_config_trains_with_a_teacher_checkpoint(tmp_path):
-    root = class_folders(tmp_path / 'data')
+    root = write_class_folders(tmp_path / 'data')
     teacher = MODELS.build(Config.fromfile(DISTILL).model.teacher)
     checkpoint = tmp_path / 'teacher.pth'
     torch.save(dict(state_dict=teacher.state_dict(), meta={}), checkpoint)
@@ -353,7 +355,7 @@ def test_config_trains_with_a_teacher_checkpoint(tmp_path):
 
 
 def test_config_without_its_teacher_checkpoint_is_one_line(tmp_path):
-    root = class_folders(tmp_path / 'data')
+    root = write_class_folders(tmp_path / 'data')
     missing = tmp_path / 'no_teacher.pth'
     result = run_main(
         'train',

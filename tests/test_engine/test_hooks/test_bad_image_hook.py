@@ -18,27 +18,24 @@ from ...helpers import (
     as_dict,
     custom_options,
     fake_runner,
-    image_folders,
     run_main,
-    write_png,
+    write_class_folders,
+    write_image,
 )
 from ...test_datasets.image_folders import (
-    class_folders,
     lite_options,
     train_through_both_tools,
-    write_jpeg,
 )
 
 
 def bad_image_folder(root: Path) -> None:
-    write_png(root / 'a' / 'good0.png')
-    write_png(root / 'a' / 'good1.png')
-    write_png(root / 'b' / 'good2.png')
+    for name in ('a/good0', 'a/good1', 'b/good2'):
+        write_image(root / f'{name}.png', (8, 8), content='flat', mode='L')
     (root / 'a' / 'empty.png').write_bytes(b'')
     (root / 'a' / 'text.png').write_text('not an image')
     data = (root / 'a' / 'good0.png').read_bytes()
     (root / 'b' / 'truncated.png').write_bytes(data[: len(data) // 2])
-    write_png(root / 'b' / 'odd.png', size=(9, 9))
+    write_image(root / 'b' / 'odd.png', (9, 9), content='flat', mode='L')
 
 
 @pytest.mark.parametrize('test_mode', [False, True])
@@ -100,7 +97,7 @@ def test_bad_images_are_replaced_counted_and_limited(test_mode, tmp_path):
 
 
 def test_a_bad_validation_image_is_skipped_and_counted(tmp_path):
-    root = image_folders(tmp_path / 'data', 3)
+    root = write_class_folders(tmp_path / 'data', suffix='.png')
     empty = root / 'val' / 'c1' / '0.png'
     empty.write_bytes(b'')
     options = custom_options(root) + ['train_cfg.val_interval=1']
@@ -137,11 +134,11 @@ def test_bad_images_in_a_row_count_once_each(tmp_path):
     """Three bad training images in a row: the first sample tries all
     three before a usable one, yet an epoch that reads each sample once
     skipped 3 samples, not 3 + 2 + 1."""
-    root = class_folders(tmp_path / 'data')
+    root = write_class_folders(tmp_path / 'data')
     bad = []
     for index in range(3):
         path = root / 'train' / 'c1' / f'bad{index}.jpg'
-        data = write_jpeg(path, seed=index)
+        data = write_image(path, (32, 32), index, 'noise').read_bytes()
         path.write_bytes(data[: len(data) // 2])
         bad.append(str(path))
     for done in train_through_both_tools(tmp_path, lite_options(root)):

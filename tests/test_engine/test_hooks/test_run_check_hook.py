@@ -16,17 +16,17 @@ from ...helpers import (
     custom_options,
     digit_model,
     door,
-    image_folders,
     last_line,
     one_line,
     run_main,
     run_mmpretrain_tool,
+    write_class_folders,
 )
 
 
 @pytest.mark.parametrize('folders', [4, 1])
 def test_class_folders_must_match_num_classes(folders, tmp_path):
-    root = image_folders(tmp_path / 'data', folders)
+    root = write_class_folders(tmp_path / 'data', folders)
     options = custom_options(root)
     names = ', '.join(f'c{i}' for i in range(folders))
     # the line names the config's num_classes variable
@@ -62,7 +62,7 @@ def test_messages_name_a_relative_folder_once(prefix, tmp_path, monkeypatch):
     # dataset: the folder in a message must not repeat the root
     from mmpretrain.datasets import CustomDataset
 
-    image_folders(tmp_path / 'data', 2)
+    write_class_folders(tmp_path / 'data', 2)
     monkeypatch.chdir(tmp_path)
     root = 'data/train' if not prefix else 'data'
     dataset = CustomDataset(data_root=root, data_prefix=prefix, pipeline=[])
@@ -70,7 +70,7 @@ def test_messages_name_a_relative_folder_once(prefix, tmp_path, monkeypatch):
 
 
 def test_empty_class_folder_is_refused(tmp_path):
-    root = image_folders(tmp_path / 'data', 3)
+    root = write_class_folders(tmp_path / 'data', 3)
     for split in ('train', 'val'):
         shutil.rmtree(root / split / 'c1')
         (root / split / 'c1').mkdir()
