@@ -36,9 +36,18 @@ def demo_weights(folder, change=None):
 
 
 def runner_of_demo(work_dir, load_from):
-    """A Runner of the demo config, as mmpretrain's tools build it."""
+    """A Runner of the demo config, as mmpretrain's tools build it; named
+    after its work dir: mmengine's Runner names its visualizer after the
+    config and the second it starts, and one of a run of this process in
+    that second would be reused (with its folder)."""
     cfg = Config.fromfile(str(DEMO))
-    cfg.merge_from_dict(dict(work_dir=str(work_dir), load_from=str(load_from)))
+    cfg.merge_from_dict(
+        dict(
+            work_dir=str(work_dir),
+            load_from=str(load_from),
+            experiment_name=f'demo_{Path(work_dir).name}',
+        )
+    )
     return Runner.from_cfg(cfg)
 
 
