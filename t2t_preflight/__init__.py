@@ -9,15 +9,13 @@ folder or file before that. ``t2t_plugin`` uses it too: one reader, one
 check of each decision.
 """
 
-from .checks import Answered, check_config, config_problem, preflight
-from .config import CfgOptionsError, ConfigError, load_config
+from .checks import Answered, check_config, preflight
+from .config import ConfigError, load_config
 
 __all__ = [
     'Answered',
     'ConfigError',
-    'CfgOptionsError',
     'check_config',
-    'config_problem',
     'load_config',
     'preflight',
 ]

@@ -6,8 +6,6 @@ from .token_maps import (
     attention_pool_maps,
     cls_attention_maps,
     collect_token_maps,
-    default_block_indices,
-    resolve_block_indices,
 )
 
 __all__ = [
@@ -17,9 +15,7 @@ __all__ = [
     'cls_attention_maps',
     'collect_token_maps',
     'count_complexity',
-    'default_block_indices',
     'find_scalar_files',
     'load_scalars',
     'plot_curves',
-    'resolve_block_indices',
 ]

@@ -8,7 +8,6 @@ from .image_files import (
     IMAGE_SUFFIXES,
     class_folder,
     image_stem,
-    is_hidden,
     list_images,
     non_image_files,
 )
@@ -17,8 +16,6 @@ from .inference import (
     check_token_budget,
     load_model,
     preprocess_image,
-    read_image_input,
-    read_image_size,
     test_pipeline,
 )
 from .input_checks import (
@@ -30,7 +27,6 @@ from .input_checks import (
     check_writable_folder,
     config_num_layers,
     config_stride,
-    token_count,
 )
 
 __all__ = [
@@ -47,13 +43,9 @@ __all__ = [
     'config_num_layers',
     'config_stride',
     'image_stem',
-    'is_hidden',
     'list_images',
     'load_model',
     'non_image_files',
     'preprocess_image',
-    'read_image_input',
-    'read_image_size',
     'test_pipeline',
-    'token_count',
 ]

@@ -1,7 +1,7 @@
 """Conversion of foreign T2T-ViT weights to this plugin's layout: one
 pure function per layout, which the checkpoint reader applies."""
 
-from .mmpretrain import is_mmpretrain_t2t, mmpretrain_to_plugin
+from .mmpretrain import mmpretrain_to_plugin
 from .official import (
     convert_official_checkpoint,
     convert_official_state_dict,
@@ -20,7 +20,6 @@ __all__ = [
     'describe_arch',
     'detect_official_arch',
     'extract_state_dict',
-    'is_mmpretrain_t2t',
     'is_official',
     'matching_config',
     'mmpretrain_to_plugin',

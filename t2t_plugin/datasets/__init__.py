@@ -15,7 +15,6 @@ from .safe_pickle import (
 from .sample_seeding import (
     SampleSeededDataset,
     SampleSeedSampler,
-    SeededIndex,
     own_generator,
     sample_seed,
     sample_seeded_loader,
@@ -33,7 +32,6 @@ __all__ = [
     'SafeYamlHandler',
     'SampleSeedSampler',
     'SampleSeededDataset',
-    'SeededIndex',
     'SkipBadImages',
     'UnsafeDataFileError',
     'UnsafePickleError',

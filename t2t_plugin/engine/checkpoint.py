@@ -467,16 +467,6 @@ def load_state_dict_strictly(
         )
 
 
-def checkpoint_read_error(path: str) -> Optional[str]:
-    """Why a local checkpoint cannot be read (the message of
-    :class:`CheckpointError`), or None when it loads."""
-    try:
-        read_checkpoint(path)
-    except CheckpointError as error:
-        return str(error)
-    return None
-
-
 def hub_cache_path(url: str) -> str:
     """Where torch's hub keeps the download of an ``http(s)://`` URL (as
     ``load_state_dict_from_url``)."""

@@ -18,8 +18,9 @@ from mmpretrain.registry import MODELS
 
 from t2t_plugin.engine import (
     AtomicLocalBackend,
+    CheckpointError,
     SampleSeededRunner,
-    checkpoint_read_error,
+    read_checkpoint,
     remove_stale_temp_files,
 )
 
@@ -309,11 +310,17 @@ def broken_checkpoints(folder: Path) -> dict:
     return paths
 
 
+def _read_error(path) -> str:
+    with pytest.raises(CheckpointError) as error:
+        read_checkpoint(str(path))
+    return str(error.value)
+
+
 def test_checkpoint_read_error(tmp_path):
     paths = broken_checkpoints(tmp_path)
-    assert checkpoint_read_error(str(tmp_path / 'good.pth')) is None
+    read_checkpoint(str(tmp_path / 'good.pth'))
     for path in paths.values():
-        message = checkpoint_read_error(str(path))
+        message = _read_error(path)
         assert message.startswith(
             f'Cannot read checkpoint {path}: not a complete PyTorch '
             'checkpoint ('
@@ -321,7 +328,7 @@ def test_checkpoint_read_error(tmp_path):
         assert '\n' not in message and 'weights_only' not in message
     assert (
         'RuntimeError: PytorchStreamReader failed reading zip archive'
-        in checkpoint_read_error(str(paths['truncated']))
+        in _read_error(paths['truncated'])
     )
 
 
