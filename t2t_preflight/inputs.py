@@ -6,7 +6,7 @@ the models are imported, the runner and its hooks for every other door.
 
 import os
 import os.path as osp
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import Any, Optional
 
 from mmengine.config import Config
@@ -18,15 +18,13 @@ from .config import entry, few, set_from
 _SPLIT_FOLDER_DATASETS = ('ImageNet', 'ImageNet21k')
 
 
-def _dataset_paths(
-    dataset: dict, fixed_folder: Optional[Callable[[str], Optional[str]]]
-) -> Iterator[tuple[str, str]]:
+def _dataset_paths(dataset: dict) -> Iterator[tuple[str, str]]:
     """``(local path, dataset type)`` a dataset config reads, outermost
     first."""
     if 'dataset' in dataset:  # RepeatDataset, ClassBalancedDataset, ...
-        yield from _dataset_paths(dataset['dataset'], fixed_folder)
+        yield from _dataset_paths(dataset['dataset'])
     for child in dataset.get('datasets', ()):  # ConcatDataset
-        yield from _dataset_paths(child, fixed_folder)
+        yield from _dataset_paths(child)
     kind = str(dataset.get('type', ''))
     root = dataset.get('data_root') or ''
     if '://' in root:
@@ -41,39 +39,25 @@ def _dataset_paths(
     name = kind.split('.')[-1]
     if name in _SPLIT_FOLDER_DATASETS and dataset.get('split') and root:
         yield osp.join(root, dataset['split']), kind
-    folder = fixed_folder(name) if fixed_folder and name else None
-    if root and folder:
-        yield osp.join(root, folder), kind
 
 
-def find_missing_data(
-    cfg: Config,
-    dataloaders: list[str],
-    page: Callable[[str, Optional[str]], str] = doc_pages.data_page,
-    fixed_folder: Optional[Callable[[str], Optional[str]]] = None,
-) -> list[str]:
+def find_missing_data(cfg: Config, dataloaders: list[str]) -> list[str]:
     """One line per missing dataset folder or file of the dataloaders
-    ``dataloaders`` (a missing root without the paths below it).
-
-    Args:
-        cfg: The config.
-        dataloaders: Their keys, e.g. ``['train_dataloader']``.
-        page: The doc page of a dataset type, for the config's scope.
-        fixed_folder: The fixed sub-folder of ``data_root`` a dataset
-            class reads (CIFAR's), by class name, if known.
+    ``dataloaders`` (keys, e.g. ``['train_dataloader']``; a missing root
+    without the paths below it), naming the doc page of its dataset type.
     """
     messages, seen = [], set()
     for key in dataloaders:
         loader = cfg.get(key)
         if not isinstance(loader, dict) or 'dataset' not in loader:
             continue
-        for path, kind in _dataset_paths(loader['dataset'], fixed_folder):
+        for path, kind in _dataset_paths(loader['dataset']):
             if path in seen:
                 break  # reported for an earlier loader
             if osp.exists(path):
                 continue
             seen.add(path)
-            doc = page(kind, cfg.get('default_scope'))
+            doc = doc_pages.data_page(kind, cfg.get('default_scope'))
             messages.append(f'Dataset not found: expected {path} (see {doc}).')
             break  # the deeper paths of a missing root add nothing
     return messages

@@ -426,16 +426,13 @@ def test_classification_checkpoint_loads_into_the_detector(tmp_path):
 
 def test_missing_coco_points_to_the_dense_readme_section(tmp_path):
     toolbox('mmdet')
-    from t2t_preflight import doc_pages
     from t2t_preflight.inputs import find_missing_data
 
     cfg = Config.fromfile(
         str(CONFIGS / 'det' / 'retinanet_t2t-vit-t-14_fpn_1x_coco.py')
     )
     cfg.train_dataloader.dataset.data_root = str(tmp_path / 'nowhere') + '/'
-    messages = find_missing_data(
-        cfg, ['train_dataloader'], doc_pages.data_page
-    )
+    messages = find_missing_data(cfg, ['train_dataloader'])
     assert messages[0].startswith(
         f'Dataset not found: expected {tmp_path}/nowhere/'
     )

@@ -12,7 +12,6 @@ from sklearn.datasets import load_digits
 
 import t2t_plugin  # noqa: F401
 from t2t_plugin.engine.hooks.checkpoint_check_hook import init_checkpoints
-from t2t_preflight import doc_pages
 from t2t_preflight.inputs import find_missing_data
 
 from ..helpers import DEMO, one_line, run_main
@@ -153,7 +152,7 @@ LOADERS = ['train_dataloader', 'val_dataloader', 'test_dataloader']
 
 
 def missing_data(cfg: Config) -> list[str]:
-    return find_missing_data(cfg, LOADERS, doc_pages.data_page)
+    return find_missing_data(cfg, LOADERS)
 
 
 def test_missing_imagenet_is_one_line_per_path(tmp_path, monkeypatch):
