@@ -8,7 +8,6 @@ from .onnx_export import (
     export_onnx,
     external_data_file,
     is_onnx_model,
-    tensor_bytes,
 )
 from .runtimes import (
     RuntimeSession,
@@ -31,5 +30,4 @@ __all__ = [
     'max_abs_diff',
     'quantize_int8',
     'sample_images',
-    'tensor_bytes',
 ]

@@ -20,6 +20,7 @@ from torch import nn
 
 from t2t_preflight.config import load_config
 
+from ..analysis.speed import tensor_bytes
 from ..engine.checkpoint import (
     checkpoint_weights,
     load_state_dict_strictly,
@@ -227,12 +228,6 @@ def _load_parts(
     ]
 
 
-def tensor_bytes(module: nn.Module) -> int:
-    """Bytes of a module's parameters and buffers, each tensor once."""
-    tensors = {id(t): t for t in (*module.parameters(), *module.buffers())}
-    return sum(t.numel() * t.element_size() for t in tensors.values())
-
-
 def external_data_file(path: Union[str, Path]) -> Optional[Path]:
     """The file beside an ONNX model that holds its weights, or None for
     a self-contained model."""
@@ -276,7 +271,8 @@ def export_onnx(
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     if external_data is None:
-        external_data = tensor_bytes(model.module) > INLINE_LIMIT
+        weights = (*model.module.parameters(), *model.module.buffers())
+        external_data = tensor_bytes(weights) > INLINE_LIMIT
     # written in a folder of its own beside the file, then renamed into
     # place: a kill or an error leaves an earlier export as it was
     for killed in path.parent.glob(f'.{glob.escape(path.name)}.*.tmp'):
