@@ -21,7 +21,7 @@ import os
 import os.path as osp
 import stat
 import tempfile
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any, Optional, Union
 
@@ -130,9 +130,8 @@ def _nearest_config(path: Union[str, Path]) -> str:
     folder = path.parent if path.parent.is_dir() else Path('configs')
     if not folder.is_dir():
         return '.'
-    names = [p.name for p in folder.glob('*.py')]
-    close = difflib.get_close_matches(path.name, names, n=1, cutoff=0.6)
-    return f'; did you mean {folder / close[0]}?' if close else '.'
+    close = nearest(path.name, (p.name for p in folder.glob('*.py')))
+    return f'; did you mean {folder / close}?' if close else '.'
 
 
 def import_custom_modules(cfg: Config) -> None:
@@ -239,6 +238,15 @@ def _absolute_bases(node: ast.expr, path: str) -> Union[str, list]:
     return [absolute(base) for base in value]
 
 
+def nearest(
+    word: Any, candidates: Iterable[str], cutoff: float = 0.6
+) -> Optional[str]:
+    """The candidate closest to ``word``, or None when none is close (the
+    "did you mean" of every message)."""
+    found = difflib.get_close_matches(str(word), list(candidates), 1, cutoff)
+    return found[0] if found else None
+
+
 def few(names) -> str:
     """At most five names, then how many more."""
     names = [str(name) for name in names]
@@ -274,7 +282,7 @@ def misspelt_option(cfg: Config, key: str) -> Optional[str]:
     parts = key.split('.')
     if parts[0] not in cfg and parts[0] not in RUNNER_KEYS:
         known = sorted(set(cfg.keys()) | RUNNER_KEYS)
-        close = difflib.get_close_matches(parts[0], known, n=1)
+        close = nearest(parts[0], known)
         # ``lr=``, ``batch_size=``: a key the config holds deeper down
         deeper = [
             dotted
@@ -285,7 +293,7 @@ def misspelt_option(cfg: Config, key: str) -> Optional[str]:
         if deeper and len(parts) == 1:
             hint = f'; it is set as {few(deeper)}: give the full key.'
         elif close:
-            hint = f'; did you mean {close[0]!r}?'
+            hint = f'; did you mean {close!r}?'
         else:
             hint = '; add it to the config first if it is meant to be new.'
         return f'the config has no key {parts[0]!r}{hint}'
@@ -294,12 +302,11 @@ def misspelt_option(cfg: Config, key: str) -> Optional[str]:
         if not found:
             if not isinstance(container, (dict, Config)):
                 return None
-            names = [str(name) for name in container]
-            close = difflib.get_close_matches(part, names, n=1, cutoff=0.85)
+            close = nearest(part, map(str, container), cutoff=0.85)
             if not close:
                 return None
             where = '.'.join(parts[:depth]) or 'the config'
-            return f'{where} has no key {part!r}; did you mean {close[0]!r}?'
+            return f'{where} has no key {part!r}; did you mean {close!r}?'
         container = value
     return None
 
@@ -578,11 +585,9 @@ def argument_problem(
     for child_key in item:
         if child_key in allowed:
             continue
-        close = difflib.get_close_matches(
-            str(child_key), sorted(accepted), n=1, cutoff=0.6
-        )
+        close = nearest(child_key, sorted(accepted))
         hint = (
-            f'did you mean {close[0]!r}?'
+            f'did you mean {close!r}?'
             if close
             else f'it takes {", ".join(sorted(accepted))}.'
         )

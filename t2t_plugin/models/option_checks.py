@@ -10,11 +10,12 @@ positive number; a key a part does not take is named with its nearest
 valid key.
 """
 
-import difflib
 import math
 from collections.abc import Iterable, Mapping
 from numbers import Integral, Real
 from typing import Any, Optional
+
+from t2t_preflight.config import nearest
 
 
 class OptionError(ValueError):
@@ -23,12 +24,6 @@ class OptionError(ValueError):
 
 def _refuse(owner: str, name: str, value: Any, accepted: str) -> OptionError:
     return OptionError(f'{owner} got {name}={value!r}; {accepted}.')
-
-
-def nearest(word: str, candidates: Iterable[str]) -> Optional[str]:
-    """The candidate closest to ``word``, or None when none is close."""
-    found = difflib.get_close_matches(str(word), list(candidates), n=1)
-    return found[0] if found else None
 
 
 def check_bool(owner: str, name: str, value: Any) -> bool:
