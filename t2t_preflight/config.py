@@ -164,18 +164,25 @@ def file_variables(path: Union[str, Path]) -> dict[str, ast.expr]:
         return {}  # Config.fromfile reports it
     found = {}
     for node in tree.body:
-        if (
-            isinstance(node, ast.Assign)
-            and len(node.targets) == 1
-            and isinstance(node.targets[0], ast.Name)
-            and not node.targets[0].id.startswith('_')
-        ):
+        name = _assigned_name(node)
+        if name and not name.startswith('_'):
             try:
                 ast.literal_eval(node.value)
             except (ValueError, TypeError, SyntaxError, RecursionError):
                 continue
-            found[node.targets[0].id] = node.value
+            found[name] = node.value
     return found
+
+
+def _assigned_name(node: ast.stmt) -> Optional[str]:
+    """The name a statement ``name = value`` assigns, else None."""
+    if (
+        isinstance(node, ast.Assign)
+        and len(node.targets) == 1
+        and isinstance(node.targets[0], ast.Name)
+    ):
+        return node.targets[0].id
+    return None
 
 
 def _read(path: str, variables: dict, import_custom_modules: bool) -> Config:
@@ -191,12 +198,7 @@ def _read(path: str, variables: dict, import_custom_modules: bool) -> Config:
     tree = ast.parse(text)
     edits = [(nodes[name], repr(value)) for name, value in variables.items()]
     for node in tree.body:
-        if (
-            isinstance(node, ast.Assign)
-            and len(node.targets) == 1
-            and isinstance(node.targets[0], ast.Name)
-            and node.targets[0].id == '_base_'
-        ):
+        if _assigned_name(node) == '_base_':
             edits.append((node.value, repr(_absolute_bases(node.value, path))))
     # ast gives columns in UTF-8 bytes
     source = text.encode()
@@ -768,12 +770,7 @@ def set_from(cfg: Any, key: str) -> Optional[str]:
     top, *rest = key.split('.')
     node = None
     for statement in tree.body:
-        if (
-            isinstance(statement, ast.Assign)
-            and len(statement.targets) == 1
-            and isinstance(statement.targets[0], ast.Name)
-            and statement.targets[0].id == top
-        ):
+        if _assigned_name(statement) == top:
             node = statement.value
     for part in rest:
         node = _literal_child(node, part)
