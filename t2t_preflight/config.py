@@ -354,18 +354,17 @@ def stale_variables(
             if key.rsplit('.', 1)[-1] == name and held == old
         ]
         if stale:
-            keys = ', '.join(stale[:4])
-            more = f' and {len(stale) - 4} more' if len(stale) > 4 else ''
+            keys = few(stale)
             if merged_by:
                 return (
-                    f'{name}={value!r} does not reach {keys}{more}, which '
+                    f'{name}={value!r} does not reach {keys}, which '
                     f'a base config of {merged_by} set from {name}={old!r}; '
                     f'--cfg-options replaces the variables of '
                     f'{osp.basename(merged_by)} itself, not of its bases: '
                     'set those keys instead.'
                 )
             return (
-                f'{name}={value!r} does not reach {keys}{more}, which the '
+                f'{name}={value!r} does not reach {keys}, which the '
                 f'file set from {name}={old!r} when it was loaded; set '
                 f'those keys instead, or use tools/train.py, whose '
                 f'--cfg-options {name}=... reaches every key the file set '
