@@ -647,14 +647,16 @@ def misspelt_keys(cfg: Config) -> Optional[str]:
     return None
 
 
-def _datasets(key: str, dataset: Any) -> Iterator[tuple[str, dict]]:
-    """``(dotted key, dict)`` of a dataset config and those it wraps."""
+def dataset_configs(key: str, dataset: Any) -> Iterator[tuple[str, dict]]:
+    """``(dotted key, dict)`` of a dataset config and those it wraps
+    (``RepeatDataset``'s ``dataset``, ``ConcatDataset``'s ``datasets``),
+    outermost first."""
     if not isinstance(dataset, dict):
         return
     yield key, dataset
-    yield from _datasets(f'{key}.dataset', dataset.get('dataset'))
+    yield from dataset_configs(f'{key}.dataset', dataset.get('dataset'))
     for index, child in enumerate(dataset.get('datasets') or ()):
-        yield from _datasets(f'{key}.datasets.{index}', child)
+        yield from dataset_configs(f'{key}.datasets.{index}', child)
 
 
 def _source_built_dicts(cfg: Config) -> Iterator[tuple[str, dict, str]]:
@@ -667,7 +669,7 @@ def _source_built_dicts(cfg: Config) -> Iterator[tuple[str, dict, str]]:
         yield f'param_scheduler.{index}', scheduler, 'param scheduler'
     for loader in ('train_dataloader', 'val_dataloader', 'test_dataloader'):
         dataset = entry(cfg, loader, 'dataset')
-        for key, item in _datasets(f'{loader}.dataset', dataset):
+        for key, item in dataset_configs(f'{loader}.dataset', dataset):
             yield key, item, 'dataset'
 
 

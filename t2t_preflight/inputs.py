@@ -12,19 +12,15 @@ from typing import Any, Optional
 from mmengine.config import Config
 
 from . import doc_pages
-from .config import entry, few, set_from
+from .config import dataset_configs, entry, few, set_from
 
 # Datasets that read ``data_root/<split>`` when ``split`` is given.
 _SPLIT_FOLDER_DATASETS = ('ImageNet', 'ImageNet21k')
 
 
 def _dataset_paths(dataset: dict) -> Iterator[tuple[str, str]]:
-    """``(local path, dataset type)`` a dataset config reads, outermost
-    first."""
-    if 'dataset' in dataset:  # RepeatDataset, ClassBalancedDataset, ...
-        yield from _dataset_paths(dataset['dataset'])
-    for child in dataset.get('datasets', ()):  # ConcatDataset
-        yield from _dataset_paths(child)
+    """``(local path, dataset type)`` a dataset config reads (not those it
+    wraps)."""
     kind = str(dataset.get('type', ''))
     root = dataset.get('data_root') or ''
     if '://' in root:
@@ -51,7 +47,9 @@ def find_missing_data(cfg: Config, dataloaders: list[str]) -> list[str]:
         loader = cfg.get(key)
         if not isinstance(loader, dict) or 'dataset' not in loader:
             continue
-        for path, kind in _dataset_paths(loader['dataset']):
+        wrapped = dataset_configs(key, loader['dataset'])
+        paths = (p for _, item in wrapped for p in _dataset_paths(item))
+        for path, kind in paths:
             if path in seen:
                 break  # reported for an earlier loader
             if osp.exists(path):

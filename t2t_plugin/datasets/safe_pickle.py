@@ -18,6 +18,8 @@ import torch
 import yaml
 from mmengine.fileio import PickleHandler, YamlHandler
 
+from t2t_preflight.config import dataset_configs
+
 from ..compat import rebuild_tensor
 
 # numpy 1.26 has only a stub of ``numpy._core``; numpy 2 warns on
@@ -187,18 +189,12 @@ def annotation_files(dataset: Any) -> list[str]:
     """The ``ann_file`` paths of a dataset config (inside wrappers) that
     mmengine's ``load`` reads through the handlers of this module, joined
     to ``data_root`` as ``BaseDataset`` joins them."""
-    if not isinstance(dataset, Mapping):
-        return []
-    found = annotation_files(dataset.get('dataset'))
-    for child in dataset.get('datasets') or ():
-        found += annotation_files(child)
-    ann_file = dataset.get('ann_file')
-    if isinstance(ann_file, str) and ann_file.endswith(_HANDLED):
-        root = dataset.get('data_root') or ''
-        found.append(
-            ann_file if osp.isabs(ann_file) else osp.join(root, ann_file)
-        )
-    return found
+    return [
+        osp.join(item.get('data_root') or '', item['ann_file'])
+        for _, item in dataset_configs('', dataset)
+        if isinstance(item.get('ann_file'), str)
+        and item['ann_file'].endswith(_HANDLED)
+    ]
 
 
 def _refuse(what: str) -> UnsafeDataFileError:
