@@ -16,12 +16,12 @@ from mmpretrain.apis import ModelHub, get_model
 from mmpretrain.datasets import remove_transform
 from mmpretrain.datasets.categories import IMAGENET_CATEGORIES
 from mmpretrain.registry import TRANSFORMS
-from PIL import Image
 from torch import nn
 
 from t2t_preflight.config import load_config
 
 from ..compat import model_config, model_dataset_meta, set_model_dataset_meta
+from ..datasets.skip_bad_images import image_size, too_many_pixels
 from ..engine.checkpoint import load_state_dict_strictly, read_checkpoint
 from .input_checks import token_count
 
@@ -116,31 +116,22 @@ def read_image_input(image: Union[str, Path, np.ndarray]) -> dict:
 def read_image_size(image: Union[str, Path]) -> tuple[int, int]:
     """``(width, height)`` of an image file from its header alone, so that
     an image too large to decode is refused at no cost (FileNotFoundError;
-    ValueError: empty, not an image, above ``Image.MAX_IMAGE_PIXELS``)."""
+    ValueError: empty, not an image, :func:`too_many_pixels`)."""
     path = Path(image)
     if not path.is_file():
         raise FileNotFoundError(f'Image not found: {image}.')
     if path.stat().st_size == 0:
         raise ValueError(f'{image} is empty (0 bytes); replace or remove it.')
-    limit = Image.MAX_IMAGE_PIXELS
     try:
-        # the size check is ours, with the tool's own message
-        Image.MAX_IMAGE_PIXELS = None
-        with Image.open(path) as opened:
-            width, height = opened.size
+        width, height = image_size(path)
     except (OSError, SyntaxError, ValueError) as error:
         raise ValueError(
             f'{image} is not an image that can be read ({error}); give a '
             'JPEG, PNG or other image file.'
         ) from None
-    finally:
-        Image.MAX_IMAGE_PIXELS = limit
-    if limit and width * height > limit:
-        raise ValueError(
-            f'{image}: {width}x{height} pixels, above the {limit} that are '
-            'decoded at most (PIL.Image.MAX_IMAGE_PIXELS); resize the image '
-            'first.'
-        )
+    too_large = too_many_pixels(width, height)
+    if too_large:
+        raise ValueError(f'{image}: {too_large} first.')
     return width, height
 
 

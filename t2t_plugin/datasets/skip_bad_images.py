@@ -29,35 +29,48 @@ def base_datasets(dataset: Any) -> Iterator[Any]:
         yield dataset
 
 
-def oversized_image(path: Any) -> Optional[str]:
-    """Why a local image file is too large to decode, from its header
-    alone: more pixels than ``PIL.Image.MAX_IMAGE_PIXELS``, the limit
-    tools/infer.py refuses above too. None for a file of fewer pixels, one
-    Pillow cannot identify (the pipeline's reader decides) or a path that
-    is not a local file.
+def image_size(path: Any) -> tuple[int, int]:
+    """``(width, height)`` of an image file from its header alone, however
+    many pixels it has (OSError, SyntaxError or ValueError for a file
+    Pillow cannot identify)."""
+    limit = Image.MAX_IMAGE_PIXELS
+    try:
+        # the limit is checked by too_many_pixels, with a message of ours
+        Image.MAX_IMAGE_PIXELS = None
+        with Image.open(path) as image:
+            return image.size
+    finally:
+        Image.MAX_IMAGE_PIXELS = limit
+
+
+def too_many_pixels(width: int, height: int) -> Optional[str]:
+    """Why an image of ``width`` x ``height`` is too large to decode: more
+    pixels than ``PIL.Image.MAX_IMAGE_PIXELS``, the one limit of training
+    and of tools/infer.py; else None.
 
     OpenCV, mmcv's default decoder, decodes up to 2**30 pixels: a
     20000x20000 PNG of about a megabyte takes gigabytes before any
     resize of the pipeline.
     """
     limit = Image.MAX_IMAGE_PIXELS
-    if not limit or not isinstance(path, str) or not osp.isfile(path):
-        return None
-    try:
-        # the limit is checked here, with a message of ours
-        Image.MAX_IMAGE_PIXELS = None
-        with Image.open(path) as image:
-            width, height = image.size
-    except (OSError, SyntaxError, ValueError):
-        return None
-    finally:
-        Image.MAX_IMAGE_PIXELS = limit
-    if width * height <= limit:
+    if not limit or width * height <= limit:
         return None
     return (
         f'{width}x{height} pixels, above the {limit} that are decoded at '
         'most (PIL.Image.MAX_IMAGE_PIXELS); resize the image'
     )
+
+
+def oversized_image(path: Any) -> Optional[str]:
+    """:func:`too_many_pixels` of a local image file, from its header; None
+    for a file Pillow cannot identify (the pipeline's reader decides) or a
+    path that is not a local file."""
+    if not isinstance(path, str) or not osp.isfile(path):
+        return None
+    try:
+        return too_many_pixels(*image_size(path))
+    except (OSError, SyntaxError, ValueError):
+        return None
 
 
 class BadImage(NamedTuple):
