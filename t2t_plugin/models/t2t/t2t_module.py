@@ -28,10 +28,6 @@ TOKEN_LAYERS = {
 }
 
 
-def _pair(value: Union[int, Sequence[int]]) -> tuple[int, int]:
-    return (value, value) if isinstance(value, int) else tuple(value)
-
-
 def soft_split_sizes(
     size: Sequence[int],
     kernel_sizes: Sequence[int],
@@ -136,7 +132,7 @@ class T2TModule(BaseModule):
         super().__init__(init_cfg=init_cfg)
         owner = type(self).__name__
         layer_cls = self.token_layer_class(token_layer)
-        check_size(owner, 'img_size', img_size)
+        img_size = check_size(owner, 'img_size', img_size)
         check_int(owner, 'in_channels', in_channels)
         check_int(owner, 'embed_dims', embed_dims)
         check_int(owner, 'token_dims', token_dims)
@@ -187,7 +183,7 @@ class T2TModule(BaseModule):
             self.project = nn.Linear(
                 token_dims * self.kernel_sizes[2] ** 2, embed_dims
             )
-        self.init_out_size = self.output_sizes(_pair(img_size))[-1]
+        self.init_out_size = self.output_sizes(img_size)[-1]
 
     @classmethod
     def option_names(cls) -> list[str]:
