@@ -9,19 +9,13 @@ import torch
 from torch import nn
 
 
-def resolve_block_indices(
-    backbone: nn.Module, layer_indices: Sequence[int]
-) -> list[int]:
-    """Encoder block indices counted from 0, negative ones from the end (a
-    ValueError for a block that does not exist)."""
-    return check_block_indices(len(backbone.encoder), layer_indices)
-
-
 def check_block_indices(
     num_layers: int, layer_indices: Sequence[int]
 ) -> list[int]:
-    """:func:`resolve_block_indices` for an encoder of ``num_layers``
-    blocks, e.g. read from a config before the model is built."""
+    """Block indices of an encoder of ``num_layers`` blocks counted from 0,
+    negative ones from the end (a ValueError for a block that does not
+    exist); ``num_layers`` may be read from a config before the model is
+    built."""
     resolved = []
     for index in layer_indices:
         position = index + num_layers if index < 0 else index
@@ -64,7 +58,7 @@ def collect_token_maps(
     ``'t2t_tokens'`` (the projected tokens, stride 16) and ``'block{i}'``
     for the ``layer_indices`` (negative from the end; class token left out).
     """
-    layers = resolve_block_indices(backbone, layer_indices)
+    layers = check_block_indices(len(backbone.encoder), layer_indices)
     captured: dict[str, torch.Tensor] = OrderedDict()
     grid = {}
 
@@ -108,7 +102,7 @@ def cls_attention_maps(
             'The class-token attention needs a backbone with '
             'with_cls_token=True.'
         )
-    layers = resolve_block_indices(backbone, layer_indices)
+    layers = check_block_indices(len(backbone.encoder), layer_indices)
     grid = backbone.tokens_to_token.output_sizes(tuple(images.shape[-2:]))[-1]
     extra = backbone.num_extra_tokens
     captured: dict[int, torch.Tensor] = {}
