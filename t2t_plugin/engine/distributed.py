@@ -49,12 +49,6 @@ def heartbeat_key(rank: int) -> str:
     return f't2t_heartbeat/{rank}'
 
 
-def default_store() -> torch_dist.Store:
-    """The key-value store of the default process group. torch has no
-    public getter for it (:func:`~t2t_plugin.compat.default_store`)."""
-    return compat.default_store()
-
-
 class LaunchError(RuntimeError):
     """The processes were not started the way ``--launcher`` says; the
     message names what is missing and how to start them."""
@@ -258,7 +252,7 @@ def silent_ranks_message(timeout: float) -> str:
     ``RankHeartbeatHook`` counter did not move in a few heartbeats.
     ``timeout`` is the process-group timeout, for the message."""
     try:
-        store = default_store()
+        store = compat.default_store()
         # the store may be the silent rank's: do not wait for it as long
         store.set_timeout(datetime.timedelta(seconds=10))
         keys = [

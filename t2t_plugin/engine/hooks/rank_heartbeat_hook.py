@@ -6,7 +6,8 @@ import torch.distributed as torch_dist
 from mmengine.hooks import Hook
 from mmengine.registry import HOOKS
 
-from ..distributed import HEARTBEAT_INTERVAL, default_store, heartbeat_key
+from ...compat import default_store
+from ..distributed import HEARTBEAT_INTERVAL, heartbeat_key
 
 
 def _beat(store, key: str, stop: threading.Event) -> None:
