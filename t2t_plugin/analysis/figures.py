@@ -67,14 +67,11 @@ def _font() -> ImageFont.ImageFont:
 
 
 def overlay(
-    image: np.ndarray,
-    heat: torch.Tensor,
-    alpha: float = 0.5,
-    cmap: str = 'jet',
+    image: np.ndarray, heat: torch.Tensor, alpha: float = 0.5
 ) -> np.ndarray:
     """Blend a heat map ``(h, w)``, smoothly resized to the image, over an
     ``(H, W, 3)`` uint8 RGB image, with weight ``alpha``."""
-    colours = colorize(resize_map(heat, image.shape[:2]), cmap)
+    colours = colorize(resize_map(heat, image.shape[:2]), 'jet')
     blended = (1 - alpha) * image.astype(np.float32) + alpha * colours
     return blended.round().astype(np.uint8)
 
