@@ -316,6 +316,16 @@ def forget_visualizers_and_loggers() -> None:
         classes.extend(cls.__subclasses__())
 
 
+def plain_runner(cfg: Config) -> Runner:
+    """mmengine's own Runner of ``cfg`` (as mmpretrain's tools build a
+    config without ``runner_type``), as in a fresh process: it names its
+    visualizer after the config and the second it starts, and would get
+    back the one of a run of this process in that second, with that run's
+    (maybe removed) folder."""
+    forget_visualizers_and_loggers()
+    return Runner.from_cfg(cfg)
+
+
 # The data-loader iterators made in this process (stop_loader_workers).
 _loader_iterators = weakref.WeakSet()
 _make_loader_iterator = _MultiProcessingDataLoaderIter.__init__
@@ -447,7 +457,7 @@ def door(
     options: dict,
     work_dir: Path,
     mode: str = 'train',
-    build=Runner.from_cfg,
+    build=plain_runner,
 ):
     """What a Runner built from the config raises (None if it runs
     through): mmengine's own Runner, or with ``build=RUNNERS.build`` the

@@ -14,7 +14,6 @@ import yaml
 from mmengine.config import Config, DictAction
 from mmengine.dataset import BaseDataset
 from mmengine.fileio import dump, load
-from mmengine.runner import Runner
 from mmpretrain.datasets import BaseDataset as PretrainDataset
 
 from t2t_plugin.datasets import (
@@ -28,6 +27,7 @@ from t2t_plugin.engine.hooks import release_locks
 from ..helpers import (
     forget_visualizers_and_loggers,
     last_line,
+    plain_runner,
     write_class_folders,
 )
 from .image_folders import (
@@ -251,6 +251,6 @@ def test_damaged_ann_file_is_one_line_through_every_door(name, tmp_path):
     cfg.work_dir = str(tmp_path / 'door')
     forget_visualizers_and_loggers()  # as a fresh process
     with pytest.raises(DataFileError) as error:
-        Runner.from_cfg(cfg).train()
+        plain_runner(cfg).train()
     release_locks()  # as the process's end would
     assert str(error.value) == f'A data file {problem}'

@@ -22,7 +22,7 @@ import pytest
 import torch
 from mmengine.config import Config
 from mmengine.logging import MMLogger
-from mmengine.runner import Runner, load_checkpoint
+from mmengine.runner import load_checkpoint
 from mmpretrain import get_model
 from mmpretrain.registry import MODELS
 
@@ -36,7 +36,7 @@ from t2t_plugin.engine import (
 )
 from t2t_plugin.engine.checkpoint import hub_cache_path
 
-from ..helpers import DEMO, ROOT
+from ..helpers import DEMO, ROOT, plain_runner
 
 RELEASE_URL = (
     'https://github.com/yitu-opensource/T2T-ViT/releases/download/main/'
@@ -87,7 +87,7 @@ def _demo_runner(tmp_path, load_from):
     cfg.work_dir = str(tmp_path / 'work')
     cfg.load_from = load_from
     cfg.resume = False
-    return Runner.from_cfg(cfg)
+    return plain_runner(cfg)
 
 
 # --- a crafted release in the hub cache ---------------------------------
@@ -630,7 +630,7 @@ def test_the_ema_copy_of_the_weights_is_refused(tmp_path):
     cfg.custom_hooks = [*cfg.get('custom_hooks', []), dict(type='EMAHook')]
     cfg.work_dir = str(tmp_path / 'work')
     cfg.load_from = str(path)
-    runner = Runner.from_cfg(cfg)
+    runner = plain_runner(cfg)
     with pytest.raises(CheckpointMismatchError) as error:
         runner.test()
     assert str(error.value) == (
@@ -1232,7 +1232,7 @@ def test_every_door_reaches_each_owner_once_per_load(tmp_path, monkeypatch):
     cfg = Config.fromfile(DEMO)
     cfg.work_dir = str(tmp_path / 'runner')
     cfg.load_from = str(path)
-    Runner.from_cfg(cfg).test()
+    plain_runner(cfg).test()
     assert set(calls) == set(OWNERS)
     assert calls.count('safe to read') == 1
 
@@ -1278,7 +1278,7 @@ def test_a_checkpoint_is_opened_once_per_load(tmp_path, monkeypatch):
         cfg.work_dir = str(tmp_path / 'runner')
         cfg.load_from = str(path)
         cfg.test_dataloader.dataset.indices = 16
-        Runner.from_cfg(cfg).test()
+        plain_runner(cfg).test()
 
     for door, load in (
         (

@@ -15,7 +15,6 @@ import pytest
 import torch
 from mmengine.config import Config
 from mmengine.registry import RUNNERS
-from mmengine.runner import Runner
 from mmpretrain.registry import DATASETS
 
 from t2t_plugin.datasets import (
@@ -41,6 +40,7 @@ from ..helpers import (
     door,
     last_line,
     one_line,
+    plain_runner,
     run_main,
     run_mmpretrain_tool,
     save_checkpoint,
@@ -108,7 +108,7 @@ def test_data_pickle_reads_arrays_and_containers(protocol, tmp_path):
 def test_every_door_gets_the_checks(tmp_path):
     cfg = Config.fromfile(DEMO)
     cfg.work_dir = str(tmp_path)
-    runner = Runner.from_cfg(cfg)
+    runner = plain_runner(cfg)
     names = {type(hook).__name__ for hook in runner.hooks}
     assert {
         'RunCheckHook',

@@ -8,7 +8,6 @@ from pathlib import Path
 import pytest
 import torch
 from mmengine.config import Config
-from mmengine.runner import Runner
 from mmpretrain.registry import MODELS
 from PIL import Image
 
@@ -16,7 +15,13 @@ import t2t_plugin  # noqa: F401
 from t2t_plugin.engine import CheckpointMismatchError
 from t2t_plugin.engine.hooks import RunCheckError
 
-from ..helpers import ROOT, run_main, run_mmpretrain_tool, write_class_folders
+from ..helpers import (
+    ROOT,
+    plain_runner,
+    run_main,
+    run_mmpretrain_tool,
+    write_class_folders,
+)
 
 DEMO = ROOT / 'configs/t2t-vit-mini_1xb64_digits.py'
 
@@ -36,19 +41,10 @@ def demo_weights(folder, change=None):
 
 
 def runner_of_demo(work_dir, load_from):
-    """A Runner of the demo config, as mmpretrain's tools build it; named
-    after its work dir: mmengine's Runner names its visualizer after the
-    config and the second it starts, and one of a run of this process in
-    that second would be reused (with its folder)."""
+    """A Runner of the demo config, as mmpretrain's tools build it."""
     cfg = Config.fromfile(str(DEMO))
-    cfg.merge_from_dict(
-        dict(
-            work_dir=str(work_dir),
-            load_from=str(load_from),
-            experiment_name=f'demo_{Path(work_dir).name}',
-        )
-    )
-    return Runner.from_cfg(cfg)
+    cfg.merge_from_dict(dict(work_dir=str(work_dir), load_from=str(load_from)))
+    return plain_runner(cfg)
 
 
 FLIPPED = """

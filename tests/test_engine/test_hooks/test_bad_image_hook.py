@@ -7,7 +7,6 @@ from pathlib import Path
 
 import pytest
 from mmengine.config import Config
-from mmengine.runner import Runner
 from mmpretrain.registry import DATASETS
 
 from t2t_plugin.datasets import SkipBadImages
@@ -18,6 +17,7 @@ from ...helpers import (
     as_dict,
     custom_options,
     fake_runner,
+    plain_runner,
     run_main,
     write_class_folders,
     write_image,
@@ -124,7 +124,7 @@ def test_a_bad_validation_image_is_skipped_and_counted(tmp_path):
     cfg.merge_from_dict(
         dict(work_dir=str(tmp_path / 'd'), load_from=str(checkpoint))
     )
-    runner = Runner.from_cfg(cfg)
+    runner = plain_runner(cfg)
     runner.test()
     hook = next(h for h in runner.hooks if isinstance(h, BadImageHook))
     assert hook.bad == {str(empty)}

@@ -9,6 +9,7 @@ from ...helpers import (
     ROOT,
     build_dense_model,
     dense_config,
+    plain_runner,
     tiny_retinanet,
     toolbox,
 )
@@ -56,7 +57,6 @@ def test_anchor_strides_that_miss_the_pyramid_stop_before_training(tmp_path):
     """The neck snippet of a Mask R-CNN (FPN from stride 4) under
     RetinaNet's anchors (strides 8-128), through mmdet's Runner."""
     toolbox('mmdet')
-    from mmengine.runner import Runner
 
     from t2t_plugin.engine.hooks import PyramidStrideError
 
@@ -65,7 +65,7 @@ def test_anchor_strides_that_miss_the_pyramid_stop_before_training(tmp_path):
     )
     cfg = Config.fromfile(str(config))
     cfg.work_dir = str(tmp_path / 'work')
-    runner = Runner.from_cfg(cfg)
+    runner = plain_runner(cfg)
     with pytest.raises(PyramidStrideError) as error:
         runner.train()
     assert str(error.value) == (

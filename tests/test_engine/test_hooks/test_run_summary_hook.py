@@ -13,6 +13,7 @@ from ...helpers import (
     TINY_DEMO,
     as_dict,
     forget_visualizers_and_loggers,
+    plain_runner,
     run_main,
     run_mmpretrain_tool,
 )
@@ -115,7 +116,7 @@ def test_resumed_run_sums_up_the_whole_training(tmp_path):
         cfg.merge_from_dict(as_dict(TINY_DEMO))
         cfg.train_cfg.max_epochs = epochs
         cfg.work_dir, cfg.resume = str(tmp_path), resume
-        runner = Runner.from_cfg(cfg)
+        runner = plain_runner(cfg)
         runner.train()
         return runner
 

@@ -13,7 +13,6 @@ import pytest
 from mmengine.config import Config
 from mmengine.evaluator import DumpResults
 from mmengine.registry import RUNNERS
-from mmengine.runner import Runner
 
 from t2t_plugin.engine.hooks import DiskFullError, RunCheckError, work_dir_hook
 from t2t_preflight.config import ConfigError
@@ -26,6 +25,7 @@ from ...helpers import (
     digit_model,
     door,
     one_line,
+    plain_runner,
     run_main,
     save_checkpoint,
 )
@@ -71,7 +71,7 @@ def test_output_paths_are_checked_before_the_work(option, tmp_path):
         cfg.default_hooks.visualization.update(
             enable=True, out_dir=str(target)
         )
-    runner = Runner.from_cfg(cfg)
+    runner = plain_runner(cfg)
     if option == '--out':
         runner.test_evaluator.metrics.append(DumpResults(str(target)))
     with pytest.raises(RunCheckError) as info:
