@@ -110,12 +110,14 @@ def _pointer(folders: Sequence[str]) -> tuple[Optional[str], Optional[str]]:
         named = f.read().strip() or None
     if named is None:
         return None, None
-    if not lies_in(named, folders):
-        return named, OUTSIDE
+    # what a file is comes first: --resume continues from a file outside
+    # only if it is there and whole
     if not osp.isfile(named):
         return named, MISSING
     if not is_intact(named):
         return named, CUT_SHORT
+    if not lies_in(named, folders):
+        return named, OUTSIDE
     return named, None
 
 

@@ -1,10 +1,11 @@
 from collections.abc import MutableMapping
-from typing import Any
+from typing import Any, Optional
 
 from mmengine.dist import get_world_size
 from mmengine.hooks import Hook
 from mmengine.registry import HOOKS
 
+from ..errors import RunCheckError
 from ..sample_seeded_runner import checkpoint_folders, lies_in
 from .run_checks import started_from
 
@@ -49,6 +50,38 @@ def settings_changes(saved: dict, now: dict) -> list[str]:
     return changes
 
 
+def group_sizes(param_groups: Any) -> list[int]:
+    """How many parameters each optimizer group holds ([] if unknown)."""
+    if not isinstance(param_groups, list):
+        return []
+    return [
+        len(group['params'])
+        for group in param_groups
+        if isinstance(group, dict) and isinstance(group.get('params'), list)
+    ]
+
+
+def optimizer_mismatch(path: str, saved: Any, now: Any) -> Optional[str]:
+    """One line if the optimizer state of checkpoint ``path`` (its
+    ``param_groups``) was saved for other parameters than the run's
+    optimizer holds (``now``), else None."""
+    saved_groups = (
+        saved.get('param_groups') if isinstance(saved, dict) else None
+    )
+    before, after = group_sizes(saved_groups), group_sizes(now)
+    if not before or not after or before == after:
+        return None
+    return (
+        f'The checkpoint {path} holds the optimizer state of '
+        f'{sum(before)} parameters in {len(before)} groups, this run '
+        f'optimises {sum(after)} in {len(after)}: the trainable parts of '
+        'the model differ (e.g. a training-only loss switched on or off). '
+        'Resume with the config it was trained with, or start a new '
+        f'training from its weights with load_from={path} instead of '
+        '--resume.'
+    )
+
+
 @HOOKS.register_module()
 class ResumeGuardHook(Hook):
     """Keep a resumed run to its own work dir, and say what it changes.
@@ -66,7 +99,9 @@ class ResumeGuardHook(Hook):
     Each checkpoint records the batch size (all ranks) and learning rates
     it was trained with; a resume with others says so in one warning line
     (the learning rates and their schedule come back from the checkpoint's
-    optimizer state; the batch size is the new one).
+    optimizer state; the batch size is the new one). An optimizer state
+    saved for other parameters (a part switched on or off) is refused in
+    one line, before mmengine's ``load_state_dict`` fails on it.
     """
 
     priority = 'VERY_HIGH'
@@ -82,6 +117,13 @@ class ResumeGuardHook(Hook):
         path, resumes = started_from(runner)
         if not resumes:
             return
+        problem = optimizer_mismatch(
+            path,
+            checkpoint.get('optimizer'),
+            getattr(runner.optim_wrapper, 'param_groups', None),
+        )
+        if problem:
+            raise RunCheckError(problem)
         self._keep_other_runs(runner, checkpoint)
         meta = checkpoint.get('meta')
         saved = meta.get(SETTINGS_KEY) if isinstance(meta, dict) else None
