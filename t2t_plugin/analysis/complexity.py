@@ -24,6 +24,7 @@ from mmengine.analysis.jit_handles import (
 from torch import nn
 from torch.nn import functional as F
 
+from ..models.heads import T2TClsHead
 from ..models.layers import SelfAttention
 from ..models.t2t import PerformerAttention
 
@@ -45,7 +46,8 @@ PAPER_MACS: dict[tuple[str, int], float] = {
 @dataclass
 class ModelComplexity:
     """What one forward pass of one ``(H, W)`` image costs: parameters
-    (not buffers such as the fixed position table, as in the paper), MACs,
+    (not buffers such as the fixed position table, as in the paper, nor
+    training-only parts), MACs,
     and the part of them spent in attention outside any linear layer
     (``q @ k^T``, ``attn @ v``, the performer's kernel products)."""
 
@@ -134,6 +136,19 @@ class _ModelInputs(nn.Module):
 
 
 @torch.no_grad()
+def inference_parameters(model: nn.Module) -> int:
+    """The parameters of ``model`` that serve inference: those of a
+    head's training-only parts (``aux_*``, e.g. a localisation loss's MLP)
+    left out."""
+    return sum(
+        param.numel()
+        for name, param in model.named_parameters()
+        if not any(
+            part.startswith(T2TClsHead.AUX_PREFIX) for part in name.split('.')
+        )
+    )
+
+
 def count_complexity(
     model: nn.Module,
     input_shape: tuple[int, int] = (224, 224),
@@ -141,7 +156,8 @@ def count_complexity(
     forward_kwargs: Optional[dict[str, Any]] = None,
     parts: Sequence[str] = (),
 ) -> ModelComplexity:
-    """Count parameters and MACs of ``model`` on one random image.
+    """Count parameters (:func:`inference_parameters`) and MACs of
+    ``model`` on one random image.
 
     ``model(images, **forward_kwargs)`` must run (mmpretrain classifiers
     and mmseg segmentors do, in ``'tensor'`` mode); ``forward_kwargs`` are
@@ -173,13 +189,13 @@ def count_complexity(
     counts = {}
     for part in parts:
         counts[part] = ModelComplexity(
-            sum(p.numel() for p in model.get_submodule(part).parameters()),
+            inference_parameters(model.get_submodule(part)),
             by_module.get(prefix + part, 0),
             sum(v for k, v in attention.items() if k.startswith(part + '.')),
             tuple(input_shape),
         )
     return ModelComplexity(
-        sum(param.numel() for param in model.parameters()),
+        inference_parameters(model),
         analyzer.total(),
         sum(attention.values()),
         tuple(input_shape),

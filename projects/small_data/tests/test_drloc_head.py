@@ -13,7 +13,7 @@ from mmpretrain.structures import DataSample
 
 import projects.small_data.levers  # noqa: F401
 from t2t_plugin.engine.hooks.run_checks import width_problem
-from tests.helpers import ROOT
+from tests.helpers import ROOT, run_main
 
 from . import CONFIGS
 
@@ -174,3 +174,31 @@ def test_the_run_check_refuses_drloc_without_a_token_grid(tiny_arch):
         'DRLocClsHead has in_channels=48, but the backbone gives features of '
         'width 32; set model.head.in_channels=32.'
     )
+
+
+def test_flops_count_the_model_that_serves_inference(tmp_path):
+    """get_flops.py on the config with the localisation loss gives the
+    parameters and MACs of the same config without it: the loss's MLP
+    trains only."""
+    from t2t_plugin.analysis import count_complexity
+
+    cfg = Config.fromfile(str(DRLOC))
+    model = MODELS.build(cfg.model)
+    plain_cfg = copy.deepcopy(cfg.model)
+    plain_cfg.head.type = 'T2TClsHead'
+    plain_cfg.head.pop('drloc')
+    plain = MODELS.build(plain_cfg)
+    mlp = sum(p.numel() for p in model.head.aux_drloc.parameters())
+    total = sum(p.numel() for p in model.parameters())
+    assert mlp > 0
+    assert total - mlp == sum(p.numel() for p in plain.parameters())
+    ours = count_complexity(model, (32, 32), parts=('head',))
+    reference = count_complexity(plain, (32, 32), parts=('head',))
+    assert ours.params == total - mlp
+    assert ours.macs == reference.macs
+    assert ours.parts['head'].params == reference.parts['head'].params
+
+    result = run_main('analysis_tools/get_flops', DRLOC)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert f'({total - mlp:,})' in result.stdout
+    assert f'({total:,})' not in result.stdout
