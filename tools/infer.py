@@ -31,6 +31,7 @@ from t2t_plugin.cli.options import (
     add_device_argument,
     add_max_tokens_argument,
     check_arguments,
+    load_model_config,
 )
 from t2t_plugin.cli.reporting import LOAD_ERRORS, running_line
 from t2t_plugin.compat import model_config
@@ -82,9 +83,15 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         return int(stop.code or 0)
     try:
         images = find_images(args.image)
-        model = load_model(
-            args.model, args.checkpoint, args.device, args.cfg_options
-        )
+        if args.model.endswith('.py'):
+            config = load_model_config(
+                args.model, args.cfg_options, args.checkpoint
+            )
+            model = load_model(config, args.checkpoint, args.device)
+        else:  # a model name of the index
+            model = load_model(
+                args.model, args.checkpoint, args.device, args.cfg_options
+            )
     except LOAD_ERRORS as error:
         line = running_line(error, args.model, args.checkpoint or '')
         print(f'error: {line}', file=sys.stderr)
