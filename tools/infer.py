@@ -4,8 +4,8 @@ A thin wrapper of mmpretrain's ``ImageClassificationInferencer``; the model
 is a config file or a model name (``mmpretrain.list_models('*_t2tp')``).
 A folder is read with its class folders (``val/<class>/*.png``, as a
 dataset's); when their names are the model's classes, the tool prints the
-top-1 accuracy of each class and a few misclassified images
-(``--per-image``: every image's top classes too).
+top-1 accuracy of each class and a few misclassified images, from as
+many classes as it can (``--per-image``: every image's top classes too).
 """
 
 import argparse
@@ -195,13 +195,28 @@ def report_class_accuracy(
         if image in top1 and top1[image] != classes.index(folder)
     ]
     if wrong:
-        shown = min(len(wrong), MISCLASSIFIED_SHOWN)
+        shown = spread_over_classes(wrong, truth)[:MISCLASSIFIED_SHOWN]
         print(
-            f'Misclassified: {len(wrong)} image(s), {shown} shown '
+            f'Misclassified: {len(wrong)} image(s), {len(shown)} shown '
             '(--per-image lists every prediction):'
         )
-        for image in wrong[:shown]:
+        for image in shown:
             print(f'  {image}: {_name(classes, top1[image])}')
+
+
+def spread_over_classes(
+    images: Sequence[Path], truth: dict[Path, str]
+) -> list[Path]:
+    """``images`` (sorted) taken in turn from each class folder: the first
+    of every class, then the second of every class, ..., so that a few
+    shown name several classes."""
+    turn: dict[str, int] = {}
+    places = {}
+    for image in images:
+        folder = truth[image]
+        places[image] = (turn.get(folder, 0), folder)
+        turn[folder] = turn.get(folder, 0) + 1
+    return sorted(images, key=lambda image: (*places[image], image))
 
 
 def _share(correct: int, total: int) -> str:
