@@ -123,3 +123,18 @@ def test_the_config_of_a_run_only_tool_is_checked_in_one_line(
     with pytest.raises(ConfigError) as raised:
         load_model_config(LITE, options, str(tmp_path / 'missing.pth'))
     assert str(raised.value) == line.format(tmp=tmp_path)
+
+
+def test_the_exporter_answers_a_misspelt_model_key_before_writing(tmp_path):
+    pytest.importorskip('onnx')
+    out = tmp_path / 'new' / 'x.onnx'
+    done = run_main(
+        'deployment/pytorch2onnx', LITE, tmp_path / 'missing.pth', out,
+        '--cfg-options', 'model.backbone.frozen_stage=1',
+    )  # fmt: skip
+    assert done.returncode == 2
+    assert done.stderr.strip().splitlines() == [
+        'pytorch2onnx.py: error: model.backbone.frozen_stage: T2TViT takes '
+        "no argument 'frozen_stage'; did you mean 'frozen_stages'?"
+    ]
+    assert not out.parent.exists()

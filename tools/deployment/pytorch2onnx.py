@@ -25,7 +25,7 @@ from t2t_plugin.cli.options import (
     check_checkpoint,
     load_model_config,
 )
-from t2t_plugin.cli.reporting import LOAD_ERRORS, running_line
+from t2t_plugin.cli.reporting import running_line
 from t2t_plugin.deployment import (
     OPSET,
     RuntimeSession,
@@ -201,7 +201,7 @@ def main(argv: Optional[list[str]] = None) -> int:
     console = Console(stderr=True)
     try:
         return run(args, console)
-    except (*LOAD_ERRORS, KeyError) as error:
+    except (ValueError, ImportError, KeyError, OSError) as error:
         line = running_line(error, args.config, args.checkpoint)
         print(f'pytorch2onnx.py: error: {line}', file=sys.stderr)
         return 2
