@@ -445,9 +445,9 @@ def own_images_commands(page: str) -> list[list[str]]:
 def test_own_images_flow_as_documented(tmp_path):
     """README's and custom_data.md's two commands on 10 generated class
     folders (at a tiny width, two epochs), then every command the run's
-    summary prints, the drawing tools and an export with the recipe and
-    --cfg-options: each exits 0, and the exported file's metadata gives
-    the run's classes and input."""
+    summary prints, the drawing and analysis tools, and an export with the
+    recipe and --cfg-options: each exits 0, and the exported file's
+    metadata gives the run's classes and input."""
     import json
 
     import onnx
@@ -473,7 +473,7 @@ def test_own_images_flow_as_documented(tmp_path):
     def run(words: list[str], *extra) -> str:
         assert words[0] == 'python'
         result = run_main(
-            words[1].split('tools/')[-1][:-3], *words[2:], *extra
+            words[1].removeprefix('tools/')[:-3], *words[2:], *extra
         )
         assert result.returncode == 0, (words, result.stderr[-3000:])
         return result.stdout
@@ -520,6 +520,12 @@ def test_own_images_flow_as_documented(tmp_path):
          checkpoint, *out, *option])  # fmt: skip
     run(['python', 'tools/deployment/pytorch2onnx.py', recipe, checkpoint,
          str(tmp_path / 'recipe.onnx'), *option])  # fmt: skip
+    # the analysis tools, with the saved config
+    counted = run(['python', 'tools/analysis_tools/get_flops.py', str(saved)])
+    assert f'Config      {saved}' in counted.splitlines()
+    run(['python', 'tools/analysis_tools/benchmark.py', str(saved),
+         '--iters', '1', '--rounds', '1', '--warmup', '0',
+         '--batch-size', '2'])  # fmt: skip
     # the recipe's 3 classes: the line names the saved config and option
     refused = run_main(
         'visualization/vis_features', image, recipe, checkpoint, *out,

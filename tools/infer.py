@@ -4,8 +4,8 @@ A thin wrapper of mmpretrain's ``ImageClassificationInferencer``; the model
 is a config file or a model name (``mmpretrain.list_models('*_t2tp')``).
 A folder is read with its class folders (``val/<class>/*.png``, as a
 dataset's); when their names are the model's classes, the tool prints the
-top-1 accuracy of each class and a few misclassified images
-(``--per-image``: every image's top classes too).
+top-1 accuracy of each class and a few misclassified images, from as
+many classes as it can (``--per-image``: every image's top classes too).
 """
 
 import argparse
@@ -31,6 +31,7 @@ from t2t_plugin.cli.options import (
     add_device_argument,
     add_max_tokens_argument,
     check_arguments,
+    load_model_config,
 )
 from t2t_plugin.cli.reporting import LOAD_ERRORS, running_line
 from t2t_plugin.compat import model_config
@@ -82,9 +83,15 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         return int(stop.code or 0)
     try:
         images = find_images(args.image)
-        model = load_model(
-            args.model, args.checkpoint, args.device, args.cfg_options
-        )
+        if args.model.endswith('.py'):
+            config = load_model_config(
+                args.model, args.cfg_options, args.checkpoint
+            )
+            model = load_model(config, args.checkpoint, args.device)
+        else:  # a model name of the index
+            model = load_model(
+                args.model, args.checkpoint, args.device, args.cfg_options
+            )
     except LOAD_ERRORS as error:
         line = running_line(error, args.model, args.checkpoint or '')
         print(f'error: {line}', file=sys.stderr)
@@ -188,13 +195,28 @@ def report_class_accuracy(
         if image in top1 and top1[image] != classes.index(folder)
     ]
     if wrong:
-        shown = min(len(wrong), MISCLASSIFIED_SHOWN)
+        shown = spread_over_classes(wrong, truth)[:MISCLASSIFIED_SHOWN]
         print(
-            f'Misclassified: {len(wrong)} image(s), {shown} shown '
+            f'Misclassified: {len(wrong)} image(s), {len(shown)} shown '
             '(--per-image lists every prediction):'
         )
-        for image in wrong[:shown]:
+        for image in shown:
             print(f'  {image}: {_name(classes, top1[image])}')
+
+
+def spread_over_classes(
+    images: Sequence[Path], truth: dict[Path, str]
+) -> list[Path]:
+    """``images`` (sorted) taken in turn from each class folder: the first
+    of every class, then the second of every class, ..., so that a few
+    shown name several classes."""
+    turn: dict[str, int] = {}
+    places = {}
+    for image in images:
+        folder = truth[image]
+        places[image] = (turn.get(folder, 0), folder)
+        turn[folder] = turn.get(folder, 0) + 1
+    return sorted(images, key=lambda image: (*places[image], image))
 
 
 def _share(correct: int, total: int) -> str:

@@ -12,7 +12,7 @@ from mmengine.config import Config
 from rich.console import Console
 
 from t2t_preflight.arguments import add_cfg_options
-from t2t_preflight.config import few, load_config
+from t2t_preflight.config import few
 
 from ..analysis.token_maps import check_block_indices, default_block_indices
 from ..apis import (
@@ -26,7 +26,12 @@ from ..apis import (
     load_model,
     non_image_files,
 )
-from .options import add_device_argument, add_max_tokens_argument
+from .options import (
+    add_device_argument,
+    add_max_tokens_argument,
+    check_checkpoint,
+    load_model_config,
+)
 from .reporting import LOAD_ERRORS, one_line, progress, running_line
 
 
@@ -113,11 +118,9 @@ def draw_images(
     console = Console(soft_wrap=True)
     try:
         images = find_images(args.image)
-        # drawn into the image folder, a PNG is an image of the next run
-        # and can be replaced by that run's drawing
-        kind = 'the image folder' if Path(args.image).is_dir() else 'the image'
-        check_writable_folder(args.out_dir, '--out-dir', {kind: args.image})
-        cfg = load_config(args.config, args.cfg_options)
+        # the config's mistakes, then the checkpoint's absence: no
+        # --out-dir is left behind
+        cfg = load_model_config(args.config, args.cfg_options)
         if check_config is not None:
             check_config(cfg, args)
         # checked once here, before the weights are read
@@ -125,6 +128,11 @@ def draw_images(
         blocks = check_block_indices(
             num_layers, args.blocks or default_block_indices(num_layers)
         )
+        check_checkpoint(args.checkpoint)
+        # drawn into the image folder, a PNG is an image of the next run
+        # and can be replaced by that run's drawing
+        kind = 'the image folder' if Path(args.image).is_dir() else 'the image'
+        check_writable_folder(args.out_dir, '--out-dir', {kind: args.image})
         model = load_model(cfg, args.checkpoint, args.device)
     except LOAD_ERRORS as error:
         line = running_line(error, args.config, args.checkpoint)

@@ -1,9 +1,21 @@
 """Options several tools share (``--device``, ``--max-tokens``), checked
 before a model loads: a refusal is one line and exit code 2, as argparse's
-own."""
+own; and the config of a tool that only runs a model, checked before the
+model is built."""
 
 import argparse
-from typing import NoReturn
+from pathlib import Path
+from typing import NoReturn, Optional, Union
+
+from mmengine.config import Config
+
+from t2t_preflight.config import (
+    ConfigError,
+    arch_problem,
+    load_config,
+    misspelt_keys,
+)
+from t2t_preflight.inputs import missing_checkpoint
 
 from ..apis import DEFAULT_MAX_TOKENS, ArgumentRefused, check_device
 
@@ -48,3 +60,40 @@ def check_arguments(
             )
     except ValueError as error:
         refuse(parser, error)
+
+
+def load_model_config(
+    config: Union[str, Path],
+    cfg_options: Optional[dict] = None,
+    checkpoint: Optional[str] = None,
+) -> Config:
+    """The config of a tool that only runs a model (inference, export,
+    drawing, counting) with its ``--cfg-options``, checked before the model
+    is built or anything written, by the owners of each answer: an unknown
+    arch, a key of the model that its class does not take (with the
+    nearest one), then a ``checkpoint`` file that is not there. Raises
+    :class:`~t2t_preflight.config.ConfigError` with one line.
+
+    Args:
+        config (str | Path): The config file: a recipe, or the one a run
+            saved in its work dir.
+        cfg_options (dict, optional): ``--cfg-options``; the config's
+            variables (``num_classes``, ``img_size``) reach their keys.
+        checkpoint (str, optional): The weights the tool reads.
+    """
+    cfg = load_config(config, cfg_options)
+    problem = arch_problem(cfg) or misspelt_keys(cfg)
+    if problem:
+        raise ConfigError(problem)
+    if checkpoint is not None:
+        check_checkpoint(checkpoint)
+    return cfg
+
+
+def check_checkpoint(checkpoint: str) -> None:
+    """Raise :class:`~t2t_preflight.config.ConfigError` for a checkpoint
+    file that is not there (:func:`~t2t_preflight.inputs.missing_checkpoint`),
+    before a tool writes anything or builds its model."""
+    problem = missing_checkpoint(checkpoint)
+    if problem:
+        raise ConfigError(problem)

@@ -527,7 +527,15 @@ def test_infer_tool_walks_class_folders_and_scores_each_class(
         f'  c7: {hits["c7"]} of 2 ({hits["c7"] / 2:.2%})',
         f'  all: {total} of 5 ({total / 5:.2%})',
     ]
-    wrong = [image for image in sorted(images) if top1[image] != images[image]]
+    in_order = [i for i in sorted(images) if top1[i] != images[i]]
+    # in turn from each class folder: c3's first, c7's first, c3's second...
+    wrong = sorted(
+        in_order,
+        key=lambda image: (
+            [i for i in in_order if images[i] == images[image]].index(image),
+            images[image],
+        ),
+    )
     misclassified = [
         f'Misclassified: {len(wrong)} image(s), {len(wrong)} shown '
         '(--per-image lists every prediction):',

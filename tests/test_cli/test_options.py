@@ -74,3 +74,67 @@ def test_the_benchmark_refuses_a_side_above_the_token_budget():
         'above the budget of 4096; give a smaller --img-size or raise '
         '--max-tokens.'
     ]
+
+
+LITE = ROOT / 'configs/t2t-vit-lite_1xb64_custom-32px.py'
+
+
+def test_the_config_of_a_run_only_tool_takes_the_file_variables(tmp_path):
+    """num_classes reaches the head and the data preprocessor, as in a
+    training; an existing checkpoint passes."""
+    from t2t_plugin.cli.options import load_model_config
+
+    checkpoint = tmp_path / 'epoch_2.pth'
+    checkpoint.write_bytes(b'')
+    cfg = load_model_config(LITE, {'num_classes': 10}, str(checkpoint))
+    assert cfg.model.head.num_classes == 10
+    assert cfg.data_preprocessor.num_classes == 10
+
+
+@pytest.mark.parametrize(
+    'options, line',
+    [
+        (
+            {'model.backbone.arch': 't-15'},
+            "model.backbone.arch: Unknown T2T-ViT arch 't-15'; choose one of "
+            '7, 10, 12, 14, 19, 24, 14-wide, 14-resnext, t-14, t-19, t-24 '
+            '(also as t2t-vit-NAME, any case, NAME@384 at 384 px) or pass a '
+            'dict.',
+        ),
+        (
+            {'model.backbone.frozen_stage': 1},
+            'model.backbone.frozen_stage: T2TViT takes no argument '
+            "'frozen_stage'; did you mean 'frozen_stages'?",
+        ),
+        # the config is judged before the checkpoint is looked for
+        (
+            {},
+            'Checkpoint not found: expected {tmp}/missing.pth (see '
+            'docs/training.md#training).',
+        ),
+    ],
+)
+def test_the_config_of_a_run_only_tool_is_checked_in_one_line(
+    tmp_path, options, line
+):
+    from t2t_plugin.cli.options import load_model_config
+    from t2t_preflight.config import ConfigError
+
+    with pytest.raises(ConfigError) as raised:
+        load_model_config(LITE, options, str(tmp_path / 'missing.pth'))
+    assert str(raised.value) == line.format(tmp=tmp_path)
+
+
+def test_the_exporter_answers_a_misspelt_model_key_before_writing(tmp_path):
+    pytest.importorskip('onnx')
+    out = tmp_path / 'new' / 'x.onnx'
+    done = run_main(
+        'deployment/pytorch2onnx', LITE, tmp_path / 'missing.pth', out,
+        '--cfg-options', 'model.backbone.frozen_stage=1',
+    )  # fmt: skip
+    assert done.returncode == 2
+    assert done.stderr.strip().splitlines() == [
+        'pytorch2onnx.py: error: model.backbone.frozen_stage: T2TViT takes '
+        "no argument 'frozen_stage'; did you mean 'frozen_stages'?"
+    ]
+    assert not out.parent.exists()

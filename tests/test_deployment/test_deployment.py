@@ -435,7 +435,11 @@ def _has(module):
 @pytest.mark.parametrize(
     'case,message',
     [
-        ('missing_checkpoint', 'Checkpoint /nonexistent.pth does not exist.'),
+        (
+            'missing_checkpoint',
+            'Checkpoint not found: expected /nonexistent.pth (see '
+            'docs/training.md#training).',
+        ),
         (
             'bad_size',
             'T2T-ViT cannot tile a 9x8 input: its soft splits (kernels '

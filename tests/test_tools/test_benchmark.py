@@ -24,7 +24,7 @@ from t2t_plugin.analysis.speed import (
     top_operators,
 )
 
-from ..helpers import MEAN, STD, run_main, write_tiny_model
+from ..helpers import MEAN, ROOT, STD, run_main, write_tiny_model
 
 
 class _Allocator(nn.Module):
@@ -357,4 +357,19 @@ def test_missing_config_is_one_line(tmp_path):
     assert result.returncode == 1
     assert result.stderr == (
         f'benchmark.py: error: Config file not found: {tmp_path}/none.py.\n'
+    )
+
+
+def test_a_misspelt_model_key_is_one_line_before_building(tmp_path):
+    """A key of the model that its class does not take: the line names it
+    with the nearest argument, no traceback of the build."""
+    lite = ROOT / 'configs/t2t-vit-lite_1xb64_custom-32px.py'
+    result = run_main(
+        'analysis_tools/benchmark', lite,
+        '--cfg-options', 'model.backbone.frozen_stage=1',
+    )  # fmt: skip
+    assert result.returncode == 1
+    assert result.stderr == (
+        'benchmark.py: error: model.backbone.frozen_stage: T2TViT takes no '
+        "argument 'frozen_stage'; did you mean 'frozen_stages'?\n"
     )

@@ -250,3 +250,32 @@ def test_shapes_above_the_token_budget_are_refused_before_building(
         assert get_flops.main(argv) == 2
         err = capsys.readouterr().err
         assert f'is {tokens} tokens at stride {stride}, above' in err
+
+
+@pytest.mark.parametrize(
+    'option, line',
+    [
+        (
+            'model.backbone.arch=t-15',
+            "model.backbone.arch: Unknown T2T-ViT arch 't-15'; choose one of "
+            '7, 10, 12, 14, 19, 24, 14-wide, 14-resnext, t-14, t-19, t-24 '
+            '(also as t2t-vit-NAME, any case, NAME@384 at 384 px) or pass a '
+            'dict.',
+        ),
+        (
+            'model.backbone.frozen_stage=1',
+            'model.backbone.frozen_stage: T2TViT takes no argument '
+            "'frozen_stage'; did you mean 'frozen_stages'?",
+        ),
+    ],
+)
+def test_config_mistakes_are_one_line_before_building(
+    capsys, monkeypatch, option, line
+):
+    def no_model(cfg):  # the config is judged first: no model is built
+        raise AssertionError('a model was built')
+
+    monkeypatch.setattr(get_flops.MODELS, 'build', no_model)
+    lite = str(ROOT / 'configs/t2t-vit-lite_1xb64_custom-32px.py')
+    assert get_flops.main([lite, '--cfg-options', option]) == 1
+    assert capsys.readouterr().err.strip().splitlines() == [f'error: {line}']

@@ -170,19 +170,68 @@ def test_vis_attention_overlays_the_chosen_blocks(tiny, tmp_path, capsys):
     )
 
 
-def test_tools_report_user_mistakes_in_one_line(tiny, tmp_path, capsys):
-    config, _, images = tiny
-    # read from the config: the (missing) checkpoint is never reached
-    missing = str(tmp_path / 'missing.pth')
+def test_tools_report_user_mistakes_in_one_line(
+    tiny, tmp_path, capsys, monkeypatch
+):
+    config, checkpoint, images = tiny
+    # read from the config: the checkpoint is never read
+    monkeypatch.setattr(
+        't2t_plugin.cli.image_tools.load_model',
+        lambda *_: pytest.fail('the weights were read'),
+    )
     for tool, argv in (
         (vis_attention, ['--blocks', '5']),
         (vis_features, ['--blocks', '-3']),
     ):
-        assert tool.main([str(images), str(config), missing] + argv) == 1
+        assert (
+            tool.main([str(images), str(config), str(checkpoint)] + argv) == 1
+        )
         assert capsys.readouterr().err.strip().splitlines() == [
             f'error: Block {argv[1]} does not exist: the backbone has 2 '
             'encoder blocks (0..1, or negative from the end).'
         ]
+
+
+@pytest.mark.parametrize('tool', [vis_attention, vis_features])
+@pytest.mark.parametrize(
+    'mistake, line',
+    [
+        (
+            ['CHECKPOINT=missing.pth'],
+            'Checkpoint not found: expected {tmp}/missing.pth '
+            '(see docs/training.md#training).',
+        ),
+        (
+            ['--cfg-options', 'model.backbone.arch=t-15'],
+            "model.backbone.arch: Unknown T2T-ViT arch 't-15'; choose one "
+            'of 7, 10, 12, 14, 19, 24, 14-wide, 14-resnext, t-14, t-19, t-24 '
+            '(also as t2t-vit-NAME, any case, NAME@384 at 384 px) or pass '
+            'a dict.',
+        ),
+        (
+            ['--cfg-options', 'model.head.pol=attention'],
+            "model.head.pol: T2TClsHead takes no argument 'pol'; did you "
+            "mean 'pool'?",
+        ),
+    ],
+)
+def test_config_mistakes_leave_no_out_dir(
+    tiny, tmp_path, capsys, tool, mistake, line
+):
+    """A missing checkpoint, an unknown arch or a misspelt key of the
+    model: one line, before --out-dir is made."""
+    config, checkpoint, images = tiny
+    # the scope our configs name, where the model's classes are looked up
+    config.write_text(f"{config.read_text()}default_scope = 'mmpretrain'\n")
+    if mistake[0].startswith('CHECKPOINT='):
+        checkpoint, mistake = tmp_path / 'missing.pth', []
+    out_dir = tmp_path / 'out'
+    argv = [str(images), str(config), str(checkpoint), '--out-dir', out_dir]
+    assert tool.main([*map(str, argv), *mistake]) == 1
+    assert capsys.readouterr().err.strip().splitlines() == [
+        'error: ' + line.format(tmp=tmp_path)
+    ]
+    assert not out_dir.exists()
 
 
 @pytest.mark.parametrize('tool', [vis_attention, vis_features])
@@ -217,14 +266,14 @@ def test_tools_skip_unreadable_images_and_refuse_a_file_as_out_dir(
 
     not_a_folder = tmp_path / 'notes.txt'
     not_a_folder.write_text('')
-    # checked before the model is read: a missing checkpoint is not reached
+    # checked before the model is read
     for folder in (not_a_folder, not_a_folder / 'below'):
         assert (
             tool.main(
                 [
                     str(images / 'a.png'),
                     str(config),
-                    str(tmp_path / 'missing.pth'),
+                    str(checkpoint),
                     '--out-dir',
                     str(folder),
                 ]

@@ -37,9 +37,9 @@ from t2t_plugin.cli.options import (
     add_device_argument,
     add_max_tokens_argument,
     check_arguments,
+    load_model_config,
 )
 from t2t_plugin.cli.reporting import one_line, progress
-from t2t_plugin.engine import load_config
 from t2t_preflight.arguments import add_cfg_options
 
 
@@ -138,7 +138,7 @@ def build_step_inputs(
     """The model of ``config`` on ``--device``, its input batch, and for a
     classifier the labelled data samples its loss reads (its images are
     then raw pixels, 0 to 255, for its data preprocessor)."""
-    cfg = load_config(config, cfg_options)
+    cfg = load_model_config(config, cfg_options)
     if args.img_size:  # before a model is built to run at that size
         check_shape_budget(
             (args.img_size, args.img_size),

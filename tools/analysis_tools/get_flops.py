@@ -19,9 +19,12 @@ from rich.table import Table
 
 from t2t_plugin.analysis import PAPER_MACS, ModelComplexity, count_complexity
 from t2t_plugin.apis import ArgumentRefused, check_shape_budget, config_stride
-from t2t_plugin.cli.options import add_max_tokens_argument, check_arguments
+from t2t_plugin.cli.options import (
+    add_max_tokens_argument,
+    check_arguments,
+    load_model_config,
+)
 from t2t_plugin.cli.reporting import LOAD_ERRORS, progress
-from t2t_plugin.engine import load_config
 from t2t_plugin.models import T2TViT
 from t2t_preflight.arguments import add_cfg_options
 
@@ -167,7 +170,7 @@ def config_test_shape(cfg: Config) -> Optional[tuple[int, int]]:
 
 
 def run_config(args: argparse.Namespace, console: Console) -> None:
-    cfg = load_config(args.config, args.cfg_options)
+    cfg = load_model_config(args.config, args.cfg_options)
     shape = (args.shape[0], args.shape[-1]) if args.shape else None
     if shape:  # before a model is built to run at that size
         check_shape_budget(shape, config_stride(cfg), args.max_tokens)

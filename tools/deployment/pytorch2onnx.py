@@ -19,7 +19,12 @@ from t2t_plugin.apis import (
     check_writable_file,
     config_stride,
 )
-from t2t_plugin.cli.options import add_max_tokens_argument, check_arguments
+from t2t_plugin.cli.options import (
+    add_max_tokens_argument,
+    check_arguments,
+    check_checkpoint,
+    load_model_config,
+)
 from t2t_plugin.cli.reporting import running_line
 from t2t_plugin.deployment import (
     OPSET,
@@ -33,7 +38,6 @@ from t2t_plugin.deployment import (
     sample_images,
 )
 from t2t_preflight.arguments import add_cfg_options
-from t2t_preflight.config import load_config
 
 
 def parse_args(argv: Optional[list[str]] = None) -> argparse.Namespace:
@@ -119,6 +123,12 @@ def check_inputs(model, args) -> dict[str, torch.Tensor]:
 
 
 def run(args: argparse.Namespace, console: Console) -> int:
+    # the config's and the options' mistakes, then the checkpoint's
+    # absence: no folder of OUT is left behind
+    cfg = load_model_config(args.config, args.cfg_options)
+    if args.shape:  # before the model is built and run at that size
+        check_shape_budget(args.shape, config_stride(cfg), args.max_tokens)
+    check_checkpoint(args.checkpoint)
     # before the model is built: never over an input, nor over a file
     # that is not an earlier export unless asked
     check_writable_file(
@@ -127,9 +137,6 @@ def run(args: argparse.Namespace, console: Console) -> int:
         inputs={'the checkpoint': args.checkpoint, 'the config': args.config},
         replaces=None if args.force else ('an ONNX model', is_onnx_model),
     )
-    cfg = load_config(args.config, args.cfg_options)
-    if args.shape:  # before the model is built and run at that size
-        check_shape_budget(args.shape, config_stride(cfg), args.max_tokens)
     model = build_exportable(cfg, args.checkpoint, args.output)
     if args.shape:
         check_input_size(model, args.shape)
