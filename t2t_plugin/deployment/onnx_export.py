@@ -116,8 +116,9 @@ def build_exportable(
     config (mmdet / mmseg) its backbone and, when its first neck is
     :class:`T2TFeaturePyramid`, the four levels FPN or UPerNet read. No
     checkpoint: random initialisation. Raises ValueError for a config that
-    is not T2T-ViT or a checkpoint that is unreadable or does not fit,
-    FileNotFoundError for missing files.
+    is not T2T-ViT or a checkpoint that does not fit; a missing or
+    damaged file is :func:`read_checkpoint`'s one-line ``CheckpointError``
+    (a ValueError too).
     """
     cfg = load_config(config)
     backbone_cfg = cfg.model.get('backbone') or {}
@@ -127,8 +128,8 @@ def build_exportable(
             f'Only T2T-ViT models export here; the config builds a '
             f'{backbone_type or cfg.model.get("type")!r} backbone.'
         )
-    if checkpoint is not None and not Path(checkpoint).is_file():
-        raise FileNotFoundError(f'Checkpoint {checkpoint} does not exist.')
+    # read once, before the model is built
+    loaded = None if checkpoint is None else read_checkpoint(checkpoint)
     in_channels = backbone_cfg.get('in_channels', 3)
     preprocessor = (
         cfg.model.get('data_preprocessor')
@@ -143,7 +144,7 @@ def build_exportable(
     if cfg.model.get('type') == 'ImageClassifier':
         cfg.model.backbone.pop('init_cfg', None)  # the checkpoint replaces it
         classifier = MODELS.build(cfg.model)
-        classes = _load_parts({'': classifier}, checkpoint)
+        classes = _load_parts({'': classifier}, loaded, checkpoint)
         neck = getattr(classifier, 'neck', None)
         module = ModelForExport(
             classifier.backbone, neck, classifier.head, output
@@ -159,7 +160,7 @@ def build_exportable(
             # a list of necks is an nn.Sequential in mmdet and mmseg
             listed = not isinstance(cfg.model.neck, dict)
             parts['neck.0.' if listed else 'neck.'] = module.neck
-        classes = _load_parts(parts, checkpoint)
+        classes = _load_parts(parts, loaded, checkpoint)
     backbone = module.backbone
     stride = backbone.tokens_to_token.total_stride
     size = tuple(side * stride for side in backbone.patch_resolution)
@@ -200,14 +201,17 @@ def _build_pyramid(
 
 
 def _load_parts(
-    parts: dict[str, nn.Module], checkpoint: Optional[Union[str, Path]]
+    parts: dict[str, nn.Module],
+    loaded: Optional[dict],
+    checkpoint: Optional[Union[str, Path]],
 ) -> list[str]:
-    """Load the parts; the class names of the checkpoint's meta."""
-    if checkpoint is None:
+    """Load the parts from ``loaded``, what :func:`read_checkpoint` read
+    from the file ``checkpoint`` (None: random initialisation); the class
+    names of its meta."""
+    if loaded is None:
         for part in parts.values():
             part.init_weights()
         return []
-    loaded = read_checkpoint(checkpoint)
     state_dict = checkpoint_weights(loaded)
     for prefix, part in parts.items():
         own = {

@@ -25,6 +25,7 @@ from t2t_plugin.deployment import (
     quantize_int8,
     sample_images,
 )
+from t2t_plugin.engine import CheckpointError, read_checkpoint
 
 from ..helpers import ROOT, load_tool
 from ..reference import randomise_norms_and_biases
@@ -145,6 +146,37 @@ def test_scores_output_is_softmax(tmp_path):
     scores = RuntimeSession(path)(torch.randn(3, 3, 32, 32))[0]
     np.testing.assert_allclose(scores.sum(1), np.ones(3), atol=1e-6)
     assert (scores > 0).all()
+
+
+def test_checkpoint_is_read_once_by_the_reader(tmp_path, monkeypatch):
+    cfg = _classifier_cfg('transformer')
+    reference = build_exportable(cfg, None)
+    randomise_norms_and_biases(reference.module)
+    meta = dict(dataset_meta=dict(classes=list('abcde')))
+    checkpoint = tmp_path / 'cls.pth'
+    state_dict = reference.module.state_dict()
+    torch.save(dict(state_dict=state_dict, meta=meta), checkpoint)
+    reads = []
+
+    def counted(path, *args, **kwargs):
+        reads.append(str(path))
+        return read_checkpoint(path, *args, **kwargs)
+
+    monkeypatch.setattr(onnx_export, 'read_checkpoint', counted)
+    model = build_exportable(cfg, checkpoint)
+    assert reads == [str(checkpoint)]
+    assert model.classes == list('abcde')
+    for key, value in model.module.state_dict().items():
+        torch.testing.assert_close(value, state_dict[key], rtol=0, atol=0)
+
+    missing = tmp_path / 'missing.pth'
+    with pytest.raises(CheckpointError) as raised:
+        build_exportable(cfg, missing)
+    assert str(raised.value) == (
+        f'Checkpoint not found: expected {missing} '
+        '(see docs/training.md#training).'
+    )
+    assert reads == [str(checkpoint), str(missing)]
 
 
 @pytest.mark.slow
