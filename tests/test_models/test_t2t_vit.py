@@ -481,7 +481,19 @@ def test_attn_init_default_and_mistakes():
         "dict(type='mimetic') with optional alpha_qk, alpha_vo, beta_qk, "
         'beta_vo.'
     )
-    for bad in ('mimetic', dict(type='impulse'), dict(type='mimetic', a=1)):
+    for bad in ('mimetic', dict(type='impulse'), dict(alpha_qk=0.5)):
         with pytest.raises(ValueError) as error:
             T2TViT(arch=small_arch(), img_size=32, attn_init=bad)
         assert str(error.value) == message.format(bad)
+    # an unknown key: option_checks.check_keys' line, with the nearest key
+    takes = 'it takes alpha_qk, alpha_vo, beta_qk, beta_vo, type.'
+    for key, hint in (('alpha_kq', "did you mean 'alpha_qk'? "), ('a', '')):
+        with pytest.raises(ValueError) as error:
+            T2TViT(
+                arch=small_arch(),
+                img_size=32,
+                attn_init={'type': 'mimetic', key: 1.0},
+            )
+        assert str(error.value) == (
+            f"T2TViT got an unknown key '{key}' in attn_init; {hint}{takes}"
+        )

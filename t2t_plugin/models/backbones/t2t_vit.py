@@ -34,7 +34,6 @@ from ..option_checks import (
     check_number,
     check_positive,
     check_size,
-    nearest,
 )
 from ..t2t import T2TModule
 
@@ -265,18 +264,19 @@ class T2TViT(BaseModule):
     def _check_attn_init(cls, attn_init: Optional[dict]) -> Optional[dict]:
         if attn_init is None:
             return None
-        known = {'alpha_qk', 'beta_qk', 'alpha_vo', 'beta_vo'}
-        settings = dict(attn_init) if isinstance(attn_init, Mapping) else {}
-        kind = settings.pop('type', None)
-        unknown = set(settings) - known
-        if kind != 'mimetic' or unknown:
-            close = [nearest(key, known) for key in sorted(unknown)]
-            hint = f" (did you mean '{close[0]}'?)" if any(close) else ''
+        known = ('alpha_qk', 'beta_qk', 'alpha_vo', 'beta_vo')
+        if not isinstance(attn_init, Mapping) or (
+            attn_init.get('type') != 'mimetic'
+        ):
             raise ValueError(
-                f'Unknown attn_init {attn_init!r}{hint}; give None (the '
-                "official initialisation) or dict(type='mimetic') with "
-                f'optional {", ".join(sorted(known))}.'
+                f'Unknown attn_init {attn_init!r}; give None (the official '
+                "initialisation) or dict(type='mimetic') with optional "
+                f'{", ".join(sorted(known))}.'
             )
+        settings = check_keys(
+            cls.__name__, 'attn_init', attn_init, ('type', *known)
+        )
+        del settings['type']
         for name, value in settings.items():
             check_number(cls.__name__, f'attn_init.{name}', value)
         return settings
