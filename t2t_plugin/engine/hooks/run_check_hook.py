@@ -1,4 +1,4 @@
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Optional
 
 import numpy as np
@@ -6,13 +6,14 @@ from mmengine.hooks import Hook
 from mmengine.registry import HOOKS
 from mmengine.runner import EpochBasedTrainLoop
 
-from t2t_preflight.config import entry
+from t2t_preflight.config import dataset_configs, entry
 from t2t_preflight.inputs import class_count_message, few, head_classes
 
 from ...datasets.dataset_checks import (
     label_range_problem,
     linked_folders_problem,
 )
+from ...datasets.skip_bad_images import base_datasets
 from ..sample_seeded_runner import SampleSeededRunner
 from .run_checks import (
     RunCheckError,
@@ -111,25 +112,25 @@ def empty_class_folders(dataset) -> list[str]:
     return [name for name, count in zip(classes, counts) if count == 0]
 
 
-def _base(dataset):
-    """The BaseDataset inside dataset wrappers (they forward attributes to
-    what they wrap: unwrap by type, not by attribute)."""
-    from mmengine.dataset import BaseDataset
-
-    while not isinstance(dataset, BaseDataset) and hasattr(dataset, 'dataset'):
-        dataset = dataset.dataset
-    return dataset
-
-
 def _subset(cfg, key: str) -> bool:
     """Whether the dataset config of ``key`` (or one it wraps) takes a
     subset of its samples (``indices``)."""
+    wrapped = dataset_configs(key, entry(cfg, key, 'dataset'))
+    return any(item.get('indices') is not None for _, item in wrapped)
+
+
+def _pipelines(cfg, key: str) -> Iterator[tuple[str, Sequence]]:
+    """``(dotted key, pipeline)`` of the pipelines that give the samples of
+    the loader ``key``: on each path through its wrappers, the outermost
+    one (a wrapper's own pipeline, a mix of samples loaded by the one it
+    wraps, is what the model gets)."""
+    found: list[str] = []
     dataset = entry(cfg, key, 'dataset')
-    while isinstance(dataset, dict):
-        if dataset.get('indices') is not None:
-            return True
-        dataset = dataset.get('dataset')
-    return False
+    for dotted, item in dataset_configs(f'{key}.dataset', dataset):
+        inside = any(dotted.startswith(f'{outer}.') for outer in found)
+        if 'pipeline' in item and not inside:
+            found.append(dotted)
+            yield f'{dotted}.pipeline', item['pipeline']
 
 
 def _where(dataset) -> str:
@@ -172,35 +173,13 @@ class RunCheckHook(Hook):
         t2t = t2t_module(runner)
         first = None
         for key, loader in built_loaders(runner).items():
-            dataset = _base(loader.dataset)
-            classes = getattr(loader.dataset, 'metainfo', {}).get('classes')
-            # mmpretrain's ClassNumCheckHook makes this check with an
-            # assert (a traceback) on every module that has a num_classes
-            # attribute, and names no key to set
-            problem = (
-                classes is not None
-                and isinstance(num_classes, int)
-                and key not in counted
-                and class_count_message(
-                    key, list(classes), num_classes, _where(dataset), variable
-                )
-            )
-            if problem:
-                raise RunCheckError(problem)
             # a subset (indices=N) need not reach every class
-            empty = not _subset(runner.cfg, key) and empty_class_folders(
-                dataset
-            )
-            if empty:
-                raise RunCheckError(
-                    f'{key}: class folder(s) {few(empty)} in '
-                    f'{_where(dataset)} hold no images but still take a '
-                    'label index, shifting every label after them; remove '
-                    'the empty folders or add their images.'
+            subset = _subset(runner.cfg, key)
+            for dataset in base_datasets(loader.dataset):
+                self._check_dataset(
+                    key, dataset, num_classes, variable, key in counted, subset
                 )
-            problem = label_range_problem(dataset, num_classes)
-            if problem:
-                raise RunCheckError(f'{key}: {problem}')
+            classes = getattr(loader.dataset, 'metainfo', {}).get('classes')
             if classes is not None:
                 if first is None:
                     first = (key, list(classes))
@@ -211,21 +190,58 @@ class RunCheckHook(Hook):
                         f'({few(first[1])}); both must list the same '
                         'classes in the same order.'
                     )
-            pipeline = (runner.cfg.get(key) or {}).get('dataset') or {}
-            while 'pipeline' not in pipeline and 'dataset' in pipeline:
-                pipeline = pipeline['dataset']
-            problem = t2t and pipeline_problem(pipeline.get('pipeline'), t2t)
-            if problem:
-                raise RunCheckError(f'{key}.dataset.pipeline: {problem}')
+            pipelines = _pipelines(runner.cfg, key) if t2t else ()
+            for dotted, pipeline in pipelines:
+                problem = pipeline_problem(pipeline, t2t)
+                if problem:
+                    raise RunCheckError(f'{dotted}: {problem}')
         loaders = built_loaders(runner)
         if 'train_dataloader' in loaders and 'val_dataloader' in loaders:
-            problem = linked_folders_problem(
-                _base(loaders['train_dataloader'].dataset),
-                _base(loaders['val_dataloader'].dataset),
-                'val_dataloader',
+            for train in base_datasets(loaders['train_dataloader'].dataset):
+                for val in base_datasets(loaders['val_dataloader'].dataset):
+                    problem = linked_folders_problem(
+                        train, val, 'val_dataloader'
+                    )
+                    if problem:
+                        raise RunCheckError(problem)
+
+    @staticmethod
+    def _check_dataset(
+        key: str,
+        dataset,
+        num_classes: Optional[int],
+        variable: Optional[str],
+        counted: bool,
+        subset: bool,
+    ) -> None:
+        """Check one dataset that reads samples, inside the wrappers of the
+        loader ``key``: its classes against the head (unless the pre-flight
+        counted them), its class folders, its labels."""
+        classes = getattr(dataset, 'metainfo', {}).get('classes')
+        # mmpretrain's ClassNumCheckHook makes this check with an assert (a
+        # traceback) on every module that has a num_classes attribute, and
+        # names no key to set
+        problem = (
+            classes is not None
+            and isinstance(num_classes, int)
+            and not counted
+            and class_count_message(
+                key, list(classes), num_classes, _where(dataset), variable
             )
-            if problem:
-                raise RunCheckError(problem)
+        )
+        if problem:
+            raise RunCheckError(problem)
+        empty = not subset and empty_class_folders(dataset)
+        if empty:
+            raise RunCheckError(
+                f'{key}: class folder(s) {few(empty)} in {_where(dataset)} '
+                'hold no images but still take a label index, shifting '
+                'every label after them; remove the empty folders or add '
+                'their images.'
+            )
+        problem = label_range_problem(dataset, num_classes)
+        if problem:
+            raise RunCheckError(f'{key}: {problem}')
 
     def before_train(self, runner) -> None:
         """Check the loop settings mmengine would fail on late."""

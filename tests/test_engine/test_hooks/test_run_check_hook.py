@@ -6,6 +6,7 @@ import os.path as osp
 import shutil
 
 import pytest
+from mmengine.registry import RUNNERS
 
 from t2t_plugin.engine.hooks import RunCheckError
 from t2t_plugin.engine.hooks.run_check_hook import _where, pipeline_problem
@@ -18,6 +19,7 @@ from ...helpers import (
     door,
     last_line,
     one_line,
+    plain_runner,
     run_main,
     run_mmpretrain_tool,
     write_class_folders,
@@ -102,3 +104,47 @@ def test_untileable_pipeline_size_is_one_line():
         "model.backbone.in_channels or LoadImageFromFile's color_type to "
         'match.'
     )
+
+
+@pytest.mark.parametrize('mistake', ['pipeline', 'empty_folder'])
+def test_every_child_of_a_dataset_wrapper_is_checked(mistake, tmp_path):
+    # the second dataset of a ConcatDataset: its pipeline named by its
+    # dotted key, its class folders counted
+    root = write_class_folders(tmp_path / 'data', 3)
+    other = write_class_folders(tmp_path / 'other', 3, splits=('train',))
+    crops = {root: 64, other: 60 if mistake == 'pipeline' else 64}
+    if mistake == 'empty_folder':
+        shutil.rmtree(other / 'train' / 'c1')
+        (other / 'train' / 'c1').mkdir()
+    options = as_dict(custom_options(root))
+    options['train_dataloader.dataset'] = dict(
+        _delete_=True,
+        type='ConcatDataset',
+        datasets=[
+            dict(
+                type='CustomDataset',
+                data_root=str(folder),
+                data_prefix='train',
+                pipeline=[
+                    dict(type='LoadImageFromFile'),
+                    dict(type='RandomResizedCrop', scale=crop),
+                    dict(type='PackInputs'),
+                ],
+            )
+            for folder, crop in crops.items()
+        ],
+    )
+    expected = (
+        'train_dataloader.dataset.datasets.1.pipeline: T2T-ViT cannot tile '
+        'a 60x60 input: its soft splits (kernels (7, 3, 3), strides (2, 2, '
+        '2), paddings (3, 1, 1)) need both sides to be multiples of 8. '
+        'Resize or pad the image, e.g. to 64x64.'
+        if mistake == 'pipeline'
+        else f'train_dataloader: class folder(s) c1 in {other}/train hold '
+        'no images but still take a label index, shifting every label '
+        'after them; remove the empty folders or add their images.'
+    )
+    for build in (plain_runner, RUNNERS.build):
+        error = door(CUSTOM, options, tmp_path / 'door', build=build)
+        assert isinstance(error, RunCheckError)
+        assert str(error) == expected
