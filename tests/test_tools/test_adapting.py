@@ -186,6 +186,19 @@ def test_get_flops_counts_at_the_config_test_size(name, shape):
     )
 
 
+@pytest.mark.parametrize('wrapper', ['RepeatDataset', 'ConcatDataset'])
+def test_get_flops_reads_the_test_size_inside_dataset_wrappers(wrapper):
+    get_flops = load_tool('tools/analysis_tools/get_flops.py')
+    cfg = Config.fromfile(str(CONFIGS / 't2t-vit-7_1xb64_custom-64px.py'))
+    dataset = cfg.test_dataloader.dataset
+    cfg.test_dataloader.dataset = (
+        dict(type=wrapper, times=2, dataset=dataset)
+        if wrapper == 'RepeatDataset'
+        else dict(type=wrapper, datasets=[dataset, dataset])
+    )
+    assert get_flops.config_test_shape(cfg) == (64, 64)
+
+
 def test_get_flops_runs_a_segmentor_at_its_crop_size(capsys):
     pytest.importorskip('mmseg')
     get_flops = load_tool('tools/analysis_tools/get_flops.py')

@@ -27,6 +27,7 @@ from t2t_plugin.cli.options import (
 from t2t_plugin.cli.reporting import LOAD_ERRORS, progress
 from t2t_plugin.models import T2TViT
 from t2t_preflight.arguments import add_cfg_options
+from t2t_preflight.config import dataset_configs, entry
 
 
 def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
@@ -146,11 +147,11 @@ def config_test_shape(cfg: Config) -> Optional[tuple[int, int]]:
     preprocessor = cfg.model.get('data_preprocessor') or {}
     if fixed := _pair_hw(preprocessor.get('size')):
         return fixed
-    dataset = cfg.get('test_dataloader', {}).get('dataset', {})
-    while 'dataset' in dataset:  # RepeatDataset and other wrappers
-        dataset = dataset['dataset']
+    wrapped = dataset_configs('', entry(cfg, 'test_dataloader', 'dataset'))
+    # the datasets inside the wrappers, which read the images: the first
+    readers = [d for _, d in wrapped if not {'dataset', 'datasets'} & set(d)]
     shape = None
-    for transform in dataset.get('pipeline', ()):
+    for transform in readers[0].get('pipeline', ()) if readers else ():
         kind = str(transform.get('type', '')).split('.')[-1]
         if 'Crop' in kind:
             shape = _pair_hw(transform.get('crop_size')) or shape
