@@ -16,7 +16,6 @@ from .run_checks import (
     built_loaders,
     is_training,
     start_of,
-    started_from,
 )
 
 
@@ -97,7 +96,8 @@ class CheckpointCheckHook(Hook):
 
     def after_load_checkpoint(self, runner, checkpoint: dict) -> None:
         """Check a checkpoint just read, before its weights are loaded."""
-        path, resumes = started_from(runner)
+        start = start_of(runner)
+        path, resumes = start.load_from, start.resumes
         key = 'train_dataloader' if is_training(runner) else 'test_dataloader'
         dataset = getattr(built_loaders(runner).get(key), 'dataset', None)
         classes = getattr(dataset, 'metainfo', {}).get('classes')
