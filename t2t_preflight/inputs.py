@@ -6,7 +6,7 @@ the models are imported, the runner and its hooks for every other door.
 
 import os
 import os.path as osp
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import Any, Optional
 
 from mmengine.config import Config
@@ -216,12 +216,20 @@ def checkpoint_paths(cfg: Config, training: bool = False) -> list[str]:
     return paths
 
 
-def checkpoint_problem(cfg: Config, training: bool = False) -> Optional[str]:
-    """The line for the first of :func:`checkpoint_paths` that is not
-    there (:func:`missing_checkpoint`), or None."""
+def checkpoint_problem(
+    cfg: Config,
+    training: bool = False,
+    paths: Optional[Sequence[str]] = None,
+) -> Optional[str]:
+    """The line for the first of ``paths`` that is not there
+    (:func:`missing_checkpoint`, naming the page of ``cfg``'s scope), or
+    None. ``paths``: the files the config names (:func:`checkpoint_paths`)
+    unless given (``CheckpointCheckHook``: the files the run chose)."""
     dense = cfg.get('default_scope') in ('mmdet', 'mmseg')
     doc = doc_pages.DENSE_PREDICTION if dense else doc_pages.TRAINING
-    for path in checkpoint_paths(cfg, training):
+    if paths is None:
+        paths = checkpoint_paths(cfg, training)
+    for path in paths:
         problem = missing_checkpoint(path, doc)
         if problem:
             return problem

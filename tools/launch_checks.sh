@@ -1,6 +1,7 @@
-# The checks of the launcher settings that tools/dist_*.sh and
-# tools/slurm_*.sh share (they source this file): a value they cannot use
-# ends in one line and exit code 2 before anything starts.
+# The checks of the launcher settings and the launch commands that
+# tools/dist_*.sh and tools/slurm_*.sh share (they source this file): a
+# value they cannot use ends in one line and exit code 2 before anything
+# starts.
 
 # require_count NAME VALUE MIN MAX WHAT: VALUE is a whole number from MIN
 # to MAX; WHAT says what NAME counts.
@@ -35,4 +36,40 @@ torchrun_tool() {
         --master_port="$PORT" \
         --nproc_per_node="$gpus" \
         "$@"
+}
+
+# srun_tool PARTITION JOB_NAME TOOL ARGS...: run TOOL under srun in
+# PARTITION as JOB_NAME, GPUS tasks in all, GPUS_PER_NODE on each node,
+# CPUS_PER_TASK CPUs each (GRES and SRUN_ARGS from the environment), each
+# value checked first.
+srun_tool() {
+    local partition=$1 job_name=$2
+    shift 2
+    GPUS=${GPUS:-8}
+    GPUS_PER_NODE=${GPUS_PER_NODE:-8}
+    CPUS_PER_TASK=${CPUS_PER_TASK:-5}
+    SRUN_ARGS=${SRUN_ARGS:-""}
+    # The generic resources of each node, gpu:GPUS_PER_NODE unless set;
+    # set empty (GRES=) for CPU tasks (gloo) on nodes without GPUs, where
+    # Slurm refuses a request for GPUs.
+    GRES=${GRES-gpu:$GPUS_PER_NODE}
+    local gres_args=()
+    if [ -n "$GRES" ]; then
+        gres_args=(--gres="$GRES")
+    fi
+    require_count GPUS "$GPUS" 1 65536 'tasks in all, one per GPU'
+    require_count GPUS_PER_NODE "$GPUS_PER_NODE" 1 65536 'tasks per node'
+    require_count CPUS_PER_TASK "$CPUS_PER_TASK" 1 65536 'CPUs of each task'
+    # SRUN_ARGS is split into words on purpose: it holds several options.
+    # shellcheck disable=SC2086
+    PYTHONPATH="$TOOLS/..${PYTHONPATH:+:$PYTHONPATH}" \
+    srun -p "$partition" \
+        --job-name="$job_name" \
+        ${gres_args[@]+"${gres_args[@]}"} \
+        --ntasks="$GPUS" \
+        --ntasks-per-node="$GPUS_PER_NODE" \
+        --cpus-per-task="$CPUS_PER_TASK" \
+        --kill-on-bad-exit=1 \
+        $SRUN_ARGS \
+        "${PYTHON:-python}" -u "$@"
 }

@@ -5,14 +5,10 @@ and configs that every tool and API uses."""
 
 from t2t_preflight import ConfigError, check_config, load_config
 
-from ..models.checkpoint_checks import non_finite_tensors
 from .checkpoint import (
     AtomicLocalBackend,
     CheckpointError,
     CheckpointMismatchError,
-    checkpoint_safe_globals,
-    checkpoint_weights,
-    load_state_dict_strictly,
     read_checkpoint,
     remove_stale_temp_files,
 )
@@ -35,13 +31,9 @@ __all__ = [
     'SampleSeededRunner',
     'TrainingCurvesHook',
     'build_runner',
-    'checkpoint_safe_globals',
     'check_config',
-    'checkpoint_weights',
     'load_config',
-    'load_state_dict_strictly',
     'newest_intact_checkpoint',
-    'non_finite_tensors',
     'read_checkpoint',
     'remove_stale_temp_files',
 ]

@@ -14,7 +14,6 @@ import logging
 import re
 from collections.abc import Iterator
 from contextvars import ContextVar
-from typing import Optional
 
 # ``extra=`` of a record the terminal shows at any level.
 SHOWN = {'shown': True}
@@ -53,18 +52,18 @@ def progress_only(enabled: bool = True) -> Iterator[None]:
         _progress_only.reset(token)
 
 
-def show_progress_only(logger: logging.Logger) -> Optional[str]:
+def show_progress_only(logger: logging.Logger) -> None:
     """Within :func:`progress_only`, filter the console handlers of
     ``logger`` (not its file handlers) and say on the terminal where the
-    full log is; the log file's path, or None (outside it, or no file)."""
+    full log is."""
     if not _progress_only.get():
-        return None
+        return
     files = [h for h in logger.handlers if isinstance(h, logging.FileHandler)]
     for handler in logger.handlers:
         if handler not in files and isinstance(handler, logging.StreamHandler):
             handler.addFilter(ProgressOnlyFilter())
-    if not files:
-        return None
-    path = files[0].baseFilename
-    logger.info(f'Full log (environment, config): {path}', extra=SHOWN)
-    return path
+    if files:
+        logger.info(
+            f'Full log (environment, config): {files[0].baseFilename}',
+            extra=SHOWN,
+        )

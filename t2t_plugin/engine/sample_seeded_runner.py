@@ -68,11 +68,16 @@ def lies_in(path: str, folders: Sequence[str]) -> bool:
 def checkpoint_folders(work_dir: str, default_hooks: Optional[dict]) -> list:
     """Where a run's checkpoints go: its work dir, and
     ``out_dir/<work dir's name>`` for a CheckpointHook with a local
-    ``out_dir`` (as CheckpointHook joins them)."""
+    ``out_dir`` other than the work dir (as CheckpointHook joins and
+    compares them)."""
     folders = [work_dir]
     hook = (default_hooks or {}).get('checkpoint')
     out_dir = hook.get('out_dir') if isinstance(hook, dict) else None
-    if isinstance(out_dir, str) and '://' not in out_dir:
+    if (
+        isinstance(out_dir, str)
+        and '://' not in out_dir
+        and out_dir != work_dir
+    ):
         folders.append(
             osp.join(out_dir, osp.basename(work_dir.rstrip(osp.sep)))
         )

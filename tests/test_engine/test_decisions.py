@@ -23,7 +23,6 @@ from mmpretrain.registry import MODELS
 from t2t_plugin.engine import CheckpointError
 from t2t_plugin.engine.errors import RunCheckError
 from t2t_plugin.engine.hooks import (
-    checkpoint_check_hook,
     resume_guard_hook,
     run_check_hook,
 )
@@ -72,8 +71,7 @@ def test_the_checkpoint_exists(monkeypatch, tmp_path):
     def owner(path, doc=None):
         return f'{path}: {REFUSED}'
 
-    for module in (inputs, checkpoint_check_hook):
-        monkeypatch.setattr(module, 'missing_checkpoint', owner)
+    monkeypatch.setattr(inputs, 'missing_checkpoint', owner)
     monkeypatch.setattr(
         't2t_plugin.engine.checkpoint.missing_checkpoint', owner
     )

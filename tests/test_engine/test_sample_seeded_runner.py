@@ -4,16 +4,23 @@ or load_from with resume='auto'), and runs of one process started in the
 same second kept apart."""
 
 import json
+import logging
 import shutil
 from pathlib import Path
+from types import SimpleNamespace
 
+import pytest
 import torch
 from mmengine.config import Config
+from mmengine.hooks import CheckpointHook
 from mmengine.registry import RUNNERS
 
 from t2t_plugin.datasets import SampleSeededDataset, SampleSeedSampler
 from t2t_plugin.engine import SampleSeededRunner, newest_intact_checkpoint
-from t2t_plugin.engine.sample_seeded_runner import start_point
+from t2t_plugin.engine.sample_seeded_runner import (
+    checkpoint_folders,
+    start_point,
+)
 
 from ..helpers import (
     DEMO,
@@ -106,6 +113,33 @@ def test_runs_started_in_the_same_second_keep_their_own_logs(
             ]
         )
     assert losses[0] == losses[1] and len(losses[0]) == 2
+
+
+@pytest.mark.parametrize('out_dir', [None, 'out', 'WORK'])
+def test_checkpoint_folders_are_where_checkpoint_hook_saves(out_dir, tmp_path):
+    """The run's local checkpoint folders: the work dir, and the folder
+    mmengine's CheckpointHook saves to when that is another one (an
+    out_dir equal to the work dir is not joined again); a remote out_dir
+    adds no local folder."""
+    work_dir = str(tmp_path / 'w')
+    if out_dir in ('out', 'WORK'):
+        out_dir = work_dir if out_dir == 'WORK' else str(tmp_path / 'out')
+    hook = CheckpointHook(out_dir=out_dir)
+    hook.before_train(
+        SimpleNamespace(
+            work_dir=work_dir,
+            logger=logging.getLogger('checkpoint_folders'),
+            message_hub=SimpleNamespace(runtime_info={}),
+        )
+    )
+    default_hooks = dict(
+        checkpoint=dict(type='CheckpointHook', out_dir=out_dir)
+    )
+    assert checkpoint_folders(work_dir, default_hooks) == list(
+        dict.fromkeys([work_dir, hook.out_dir])
+    )
+    remote = dict(checkpoint=dict(type='CheckpointHook', out_dir='s3://b/o'))
+    assert checkpoint_folders(work_dir, remote) == [work_dir]
 
 
 def test_resume_auto_takes_the_newest_intact_checkpoint(one_epoch, tmp_path):

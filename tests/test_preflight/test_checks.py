@@ -349,7 +349,7 @@ def test_the_hooks_leave_what_the_pre_flight_answered(tmp_path, monkeypatch):
 
     judged = []
     for module, name in (
-        (checkpoint_check_hook, 'missing_checkpoint'),
+        (checkpoint_check_hook, 'checkpoint_problem'),
         (run_check_hook, 'class_count_message'),
     ):
         original = getattr(module, name)
@@ -374,4 +374,4 @@ def test_the_hooks_leave_what_the_pre_flight_answered(tmp_path, monkeypatch):
     # mmengine's own Runner: the hooks judge both
     options = as_dict([*loader_root(root), f'load_from={checkpoint}'])
     assert door(LITE, options, tmp_path / 'door', 'test') is None
-    assert sorted(judged) == ['class_count_message', 'missing_checkpoint']
+    assert sorted(judged) == ['checkpoint_problem', 'class_count_message']

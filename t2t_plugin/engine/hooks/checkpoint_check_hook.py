@@ -5,7 +5,7 @@ from mmengine.hooks import Hook
 from mmengine.registry import HOOKS
 
 from t2t_preflight import doc_pages
-from t2t_preflight.inputs import few, init_checkpoints, missing_checkpoint
+from t2t_preflight.inputs import checkpoint_problem, few, init_checkpoints
 
 from ...models.backbones import T2TViT
 from ..checkpoint import CheckpointMismatchError, checkpoint_weights
@@ -16,7 +16,6 @@ from .run_checks import (
     built_loaders,
     is_training,
     start_of,
-    started_from,
 )
 
 
@@ -73,18 +72,16 @@ class CheckpointCheckHook(Hook):
         paths = [load_from] if load_from else []
         if is_training(runner) and not resumes:
             paths += list(init_checkpoints(runner.cfg.get('model')))
-        dense = runner.cfg.get('default_scope') in ('mmdet', 'mmseg')
-        doc = doc_pages.DENSE_PREDICTION if dense else doc_pages.TRAINING
         # the files the runner's pre-flight found are not judged again
         answered = (
             runner.preflight.checkpoints
             if isinstance(runner, SampleSeededRunner)
             else ()
         )
-        for path in paths:
-            problem = path not in answered and missing_checkpoint(path, doc)
-            if problem:
-                raise RunCheckError(problem)
+        paths = [path for path in paths if path not in answered]
+        problem = paths and checkpoint_problem(runner.cfg, paths=paths)
+        if problem:
+            raise RunCheckError(problem)
 
     def before_save_checkpoint(self, runner, checkpoint: dict) -> None:
         """Record the backbone's arch in ``meta['t2t_arch']``: a load into
@@ -97,7 +94,8 @@ class CheckpointCheckHook(Hook):
 
     def after_load_checkpoint(self, runner, checkpoint: dict) -> None:
         """Check a checkpoint just read, before its weights are loaded."""
-        path, resumes = started_from(runner)
+        start = start_of(runner)
+        path, resumes = start.load_from, start.resumes
         key = 'train_dataloader' if is_training(runner) else 'test_dataloader'
         dataset = getattr(built_loaders(runner).get(key), 'dataset', None)
         classes = getattr(dataset, 'metainfo', {}).get('classes')

@@ -10,7 +10,7 @@ from mmengine.registry import HOOKS
 from torch.utils import data
 
 from ...datasets.sample_seeding import SampleSeededDataset, SampleSeedSampler
-from .run_checks import checkpoint_hook, resumed_name, started_from
+from .run_checks import checkpoint_hook, resumed_name, start_of
 
 # After every other hook of the end of an epoch (their random draws belong
 # to the epoch), before CheckpointHook (VERY_LOW, 90) saves.
@@ -180,7 +180,7 @@ class RandomStateHook(Hook):
         """Warn about inexact settings; restore the state when resuming."""
         self._warn_inexact(runner)
         loaded, self._loaded = self._loaded, None
-        if not started_from(runner)[1]:
+        if not start_of(runner).resumes:
             return  # load_from starts a new run: its own random draws
         checkpoint = resumed_name(runner)
         if loaded is None:

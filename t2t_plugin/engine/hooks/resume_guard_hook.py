@@ -7,7 +7,7 @@ from mmengine.registry import HOOKS
 
 from ..errors import RunCheckError
 from ..sample_seeded_runner import checkpoint_folders, lies_in
-from .run_checks import started_from
+from .run_checks import start_of
 
 # Where the training settings a resume compares go in a checkpoint's meta.
 SETTINGS_KEY = 'train_settings'
@@ -114,8 +114,9 @@ class ResumeGuardHook(Hook):
     def after_load_checkpoint(self, runner, checkpoint: dict) -> None:
         """Before a resume restores the checkpoint's state: drop the
         other runs' files from it, and name the changed settings."""
-        path, resumes = started_from(runner)
-        if not resumes:
+        start = start_of(runner)
+        path = start.load_from
+        if not start.resumes:
             return
         problem = optimizer_mismatch(
             path,

@@ -20,7 +20,7 @@ from .run_checks import (
     bare_model,
     built_loaders,
     resumed_name,
-    started_from,
+    start_of,
     t2t_module,
     width_problem,
 )
@@ -263,8 +263,7 @@ class RunCheckHook(Hook):
             raise RunCheckError(
                 f'train_cfg.{name} must be a whole number >= 1, got {value!r}.'
             )
-        _, resumes = started_from(runner)
-        if resumes and loop.iter >= loop.max_iters:
+        if start_of(runner).resumes and loop.iter >= loop.max_iters:
             done = (
                 f'epoch {runner.epoch}'
                 if by_epoch

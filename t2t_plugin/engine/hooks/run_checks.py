@@ -63,13 +63,6 @@ def start_of(runner) -> StartPoint:
     )
 
 
-def started_from(runner) -> tuple[Optional[str], bool]:
-    """The checkpoint the run starts from (None without one) and whether
-    it resumes that checkpoint's training (:func:`start_of`)."""
-    start = start_of(runner)
-    return start.load_from, start.resumes
-
-
 def bare_model(runner) -> Any:
     """The model without its (distributed) wrapper."""
     return getattr(runner.model, 'module', runner.model)
@@ -127,5 +120,5 @@ def checkpoint_hook(runner) -> Optional[CheckpointHook]:
 
 def resumed_name(runner) -> str:
     """``'checkpoint FILE'`` of the file a run resumes, for messages."""
-    resumed, _ = started_from(runner)
+    resumed = start_of(runner).load_from
     return f'checkpoint {resumed}' if resumed else 'checkpoint'

@@ -146,16 +146,12 @@ class RunSummaryHook(Hook):
 
     @staticmethod
     def checkpoint_to_use(runner) -> Optional[str]:
-        """The best checkpoint the CheckpointHook kept, else the last."""
-        best = runner.message_hub.get_info('best_ckpt')
-        if best and osp.isfile(best):
-            return best
-        pointer = osp.join(runner.work_dir, 'last_checkpoint')
-        if osp.isfile(pointer):
-            with open(pointer) as file:
-                last = file.read().strip()
-            if osp.isfile(last):
-                return last
+        """The best checkpoint the CheckpointHook kept, else the last it
+        saved, as it records them in the message hub."""
+        for key in ('best_ckpt', 'last_ckpt'):
+            path = runner.message_hub.get_info(key)
+            if path and osp.isfile(path):
+                return path
         return None
 
     @staticmethod

@@ -14,13 +14,14 @@ from mmengine.registry import HOOKS
 from t2t_preflight.config import output_problem
 
 from ..checkpoint import remove_stale_temp_files
+from ..sample_seeded_runner import checkpoint_folders
 from .run_checks import (
     RunCheckError,
     TrainingStopped,
     checkpoint_hook,
     is_training,
     run_mode,
-    started_from,
+    start_of,
 )
 
 LOCK_FILE = 'train.lock'
@@ -73,18 +74,6 @@ def _tensor_bytes(obj: Any) -> int:
     return 0
 
 
-def _checkpoint_folder(runner) -> str:
-    """The local folder the run's checkpoints go to, worked out before
-    CheckpointHook.before_train does it: ``out_dir/<work dir's name>`` for
-    a CheckpointHook with a local ``out_dir``, else the work dir."""
-    out_dir = getattr(checkpoint_hook(runner), 'out_dir', None)
-    if not isinstance(out_dir, str) or '://' in out_dir:
-        return runner.work_dir
-    if out_dir == runner.work_dir:  # as CheckpointHook compares them
-        return runner.work_dir
-    return osp.join(out_dir, osp.basename(runner.work_dir.rstrip(osp.sep)))
-
-
 @HOOKS.register_module()
 class WorkDirHook(Hook):
     """Guard what a run writes: one training per work dir, output paths
@@ -108,7 +97,7 @@ class WorkDirHook(Hook):
     def before_run(self, runner) -> None:
         """Check the outputs; lock the work dir of a training run."""
         inputs = {
-            'the checkpoint': started_from(runner)[0],
+            'the checkpoint': start_of(runner).load_from,
             'the config': runner.cfg.filename,
         }
         for what, path in self._outputs(runner):
@@ -119,7 +108,10 @@ class WorkDirHook(Hook):
                 raise RunCheckError(problem)
         if is_training(runner) and is_main_process():
             self._lock(runner.work_dir)
-            for folder in {runner.work_dir, _checkpoint_folder(runner)}:
+            folders = checkpoint_folders(
+                runner.work_dir, runner.cfg.get('default_hooks')
+            )
+            for folder in folders:
                 removed = remove_stale_temp_files(folder)
                 if removed:
                     runner.logger.info(

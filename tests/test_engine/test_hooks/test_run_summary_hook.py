@@ -2,8 +2,10 @@ import json
 import os
 import shlex
 from pathlib import Path
+from types import SimpleNamespace
 
 from mmengine.config import Config
+from mmengine.logging import MessageHub
 from mmengine.runner import Runner
 
 from t2t_plugin.engine.hooks import RunSummaryHook
@@ -130,6 +132,24 @@ def test_resumed_run_sums_up_the_whole_training(tmp_path):
     ]
     assert [entry[2] for entry in found] == evaluations_of_both(tmp_path)
     assert os.path.isfile(hook.checkpoint_to_use(runner))
+
+
+def test_checkpoint_to_use_is_the_best_else_the_last_of_the_run(tmp_path):
+    """What CheckpointHook recorded in the message hub: the best
+    checkpoint, else the last; not a last_checkpoint left by an earlier
+    run in the work dir, nor a file that is gone."""
+    hub = MessageHub.get_instance('test_checkpoint_to_use')
+    runner = SimpleNamespace(message_hub=hub, work_dir=str(tmp_path))
+    earlier, last, best = (tmp_path / f'{n}.pth' for n in 'elb')
+    for path in (earlier, last, best):
+        path.write_bytes(b'saved')
+    (tmp_path / 'last_checkpoint').write_text(str(earlier))
+    assert RunSummaryHook.checkpoint_to_use(runner) is None
+    hub.update_info('best_ckpt', str(tmp_path / 'removed.pth'))
+    hub.update_info('last_ckpt', str(last))
+    assert RunSummaryHook.checkpoint_to_use(runner) == str(last)
+    hub.update_info('best_ckpt', str(best))
+    assert RunSummaryHook.checkpoint_to_use(runner) == str(best)
 
 
 def evaluations_of_both(work_dir: Path) -> list[float]:
