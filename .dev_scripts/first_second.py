@@ -1,9 +1,12 @@
 """The mistakes of a first run, each timed as a new user meets it: a fresh
-process of ``tools/train.py`` or ``tools/test.py`` on ten generated class
+process of ``tools/train.py``, ``tools/test.py`` or a tool that only runs a
+model (infer, export, drawing, counting, benchmark) on ten generated class
 folders. Prints, per mistake, the exit code, the number of lines, whether a
 work dir was left, the median wall time of ``--repeat`` runs and the line
 itself. The pre-flight answers them before ``import t2t_plugin``; this is
 the benchmark of that promise (the tests check the lines, not the time).
+The run-only tools write into the work dir, so that the column says
+whether they left an output folder.
 
     python .dev_scripts/first_second.py --repeat 5
 """
@@ -76,7 +79,63 @@ def mistakes(data: Path, work: Path) -> dict[str, list[str]]:
         'test.py: arch name': [*test, *given, 'model.backbone.arch=t-15'],
         'test.py: missing checkpoint': [*test, *given],
         'test.py: config path typo': ['tools/test.py', MISTYPED, missing],
+        **run_only_mistakes(data, work),
     }
+
+
+def run_only_mistakes(data: Path, work: Path) -> dict[str, list[str]]:
+    """An unknown arch of each tool that only runs a model, and a
+    checkpoint that is not there of those that read one (the checkpoint
+    is otherwise an empty file: it is never read)."""
+    image = str(data / 'val' / 'c0' / '0.png')
+    empty = data / 'empty.pth'
+    empty.touch()
+    tools = {
+        'infer.py': ['tools/infer.py', image, RECIPE, '{ckpt}'],
+        'pytorch2onnx.py': [
+            'tools/deployment/pytorch2onnx.py',
+            RECIPE,
+            '{ckpt}',
+            str(work / 'model.onnx'),
+        ],
+        'vis_attention.py': [
+            'tools/visualization/vis_attention.py',
+            image,
+            RECIPE,
+            '{ckpt}',
+            '--out-dir',
+            str(work),
+        ],
+        'vis_features.py': [
+            'tools/visualization/vis_features.py',
+            image,
+            RECIPE,
+            '{ckpt}',
+            '--out-dir',
+            str(work),
+        ],
+        'get_flops.py': ['tools/analysis_tools/get_flops.py', RECIPE],
+        'benchmark.py': [
+            'tools/analysis_tools/benchmark.py',
+            RECIPE,
+            '--json',
+            str(work / 'rows.json'),
+        ],
+    }
+    cases = {}
+    for tool, command in tools.items():
+        given = [arg.replace('{ckpt}', str(empty)) for arg in command]
+        cases[f'{tool}: arch name'] = [
+            *given,
+            '--cfg-options',
+            'model.backbone.arch=t-15',
+        ]
+        if '{ckpt}' in command:
+            missing = str(data / 'missing.pth')
+            cases[f'{tool}: missing checkpoint'] = [
+                arg.replace('{ckpt}', missing) for arg in command
+            ]
+    return cases
 
 
 def measure(

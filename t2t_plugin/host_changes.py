@@ -39,7 +39,7 @@ def register_with_hosts() -> None:
         CHECKPOINT_SCHEMES,
         AtomicLocalBackend,
         checkpoint_safe_globals,
-        load_for_mmengine,
+        load_from_t2t_plugin,
     )
     from .model_index import register_model_index
 
@@ -49,7 +49,7 @@ def register_with_hosts() -> None:
     # download. Other models' checkpoints read the same here.
     CheckpointLoader.register_scheme(
         ['', 'http://', 'https://', *CHECKPOINT_SCHEMES],
-        load_for_mmengine,
+        load_from_t2t_plugin,
         force=True,
     )
     # 3. The configs' CheckpointHook writes through 'atomic_local': a run

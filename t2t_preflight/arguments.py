@@ -19,9 +19,11 @@ from .checks import Answered, preflight
 from .config import (
     CfgOptionsError,
     ConfigError,
+    arch_problem,
     import_custom_modules,
     load_config,
 )
+from .inputs import DEFAULT_MAX_TOKENS, missing_checkpoint
 
 
 def add_cfg_options(
@@ -34,6 +36,101 @@ def add_cfg_options(
         action=DictAction,
         help=f'override config entries, e.g. {example}',
     )
+
+
+def add_device_argument(parser: argparse.ArgumentParser) -> None:
+    """``--device`` (default ``cpu``), checked by
+    ``t2t_plugin.cli.options.check_arguments``."""
+    parser.add_argument(
+        '--device', default='cpu', help="'cpu' (default), 'cuda' or 'cuda:N'"
+    )
+
+
+def add_max_tokens_argument(parser: argparse.ArgumentParser) -> None:
+    """``--max-tokens``, the largest input a tool feeds the model."""
+    parser.add_argument(
+        '--max-tokens',
+        type=int,
+        default=DEFAULT_MAX_TOKENS,
+        help='refuse inputs of more tokens (default '
+        f'{DEFAULT_MAX_TOKENS}, a 1024x1024 input at stride 16)',
+    )
+
+
+def parse_tool_args(
+    parser: argparse.ArgumentParser, argv: Optional[Sequence[str]] = None
+) -> argparse.Namespace:
+    """``parser``'s arguments, a ``--max-tokens`` below 1 refused as
+    argparse refuses a bad option, in one line (no usage block) and exit
+    code 2."""
+    args = parser.parse_args(argv)
+    max_tokens = getattr(args, 'max_tokens', None)
+    if max_tokens is not None and max_tokens < 1:
+        parser.exit(
+            2,
+            f'{parser.prog}: error: --max-tokens must be at least 1, '
+            f'got {max_tokens}\n',
+        )
+    return args
+
+
+def add_image_arguments(parser: argparse.ArgumentParser, out_dir: str) -> None:
+    """Positional image/config/checkpoint, ``--blocks``, ``--out-dir``,
+    ``--device``, ``--max-tokens``, ``--cfg-options`` of the drawing
+    tools."""
+    parser.add_argument(
+        'image', help='image file, or a folder of images (or class folders)'
+    )
+    parser.add_argument('config', help='model config file')
+    parser.add_argument('checkpoint', help='checkpoint file')
+    parser.add_argument(
+        '--blocks',
+        type=int,
+        nargs='+',
+        help='encoder blocks, from 0 (default: first, middle, last)',
+    )
+    parser.add_argument('--out-dir', default=out_dir, help='PNG folder')
+    add_device_argument(parser)
+    add_max_tokens_argument(parser)
+    add_cfg_options(parser, 'num_classes=10')
+
+
+def check_checkpoint(checkpoint: str) -> None:
+    """Raise :class:`~t2t_preflight.config.ConfigError` for a checkpoint
+    file that is not there (:func:`~t2t_preflight.inputs.missing_checkpoint`),
+    before a tool writes anything or builds its model."""
+    problem = missing_checkpoint(checkpoint)
+    if problem:
+        raise ConfigError(problem)
+
+
+def read_model_config(
+    config: str,
+    cfg_options: Optional[dict] = None,
+    checkpoint: Optional[str] = None,
+) -> Config:
+    """The config of a tool that only runs a model (inference, export,
+    drawing, counting) with its ``--cfg-options``, checked before
+    ``import t2t_plugin`` and before anything is written: the file and
+    its options, an unknown arch, then a ``checkpoint`` file that is not
+    there. Its ``custom_imports`` are not imported: the model's keys are
+    checked after the import (``t2t_plugin.cli.options.check_model_keys``).
+    Raises :class:`~t2t_preflight.config.ConfigError` with one line.
+
+    Args:
+        config (str): The config file: a recipe, or the one a run saved in
+            its work dir.
+        cfg_options (dict, optional): ``--cfg-options``; the config's
+            variables (``num_classes``, ``img_size``) reach their keys.
+        checkpoint (str, optional): The weights the tool reads.
+    """
+    cfg = load_config(config, cfg_options, import_custom_modules=False)
+    problem = arch_problem(cfg)
+    if problem:
+        raise ConfigError(problem)
+    if checkpoint is not None:
+        check_checkpoint(checkpoint)
+    return cfg
 
 
 def parse_launch_args(

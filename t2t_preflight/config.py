@@ -51,6 +51,12 @@ class ConfigError(ValueError):
     """A config that cannot be loaded or run; the message is one line."""
 
 
+class ArgumentRefused(ValueError):
+    """A tool's option value refused after parsing (against the config or
+    the machine), its message naming the option: tools report it as
+    argparse does, in one line, exit code 2."""
+
+
 class CfgOptionsError(ConfigError):
     """A ``--cfg-options`` entry that does not apply to the config."""
 

@@ -16,26 +16,16 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Optional
 
-import numpy as np
-from mmpretrain.apis import ImageClassificationInferencer
-from rich.console import Console
-
-from t2t_plugin.apis import (
-    check_token_budget,
-    class_folder,
-    load_model,
-    test_pipeline,
-)
-from t2t_plugin.cli.image_tools import find_images, for_each_image
-from t2t_plugin.cli.options import (
+# The options and a config are read and checked before the model imports
+# (seconds), as in tools/train.py.
+from t2t_preflight.arguments import (
+    add_cfg_options,
     add_device_argument,
     add_max_tokens_argument,
-    check_arguments,
-    load_model_config,
+    parse_tool_args,
+    read_model_config,
 )
-from t2t_plugin.cli.reporting import LOAD_ERRORS, running_line
-from t2t_plugin.compat import model_config
-from t2t_preflight.arguments import add_cfg_options
+from t2t_preflight.config import ConfigError
 
 # Misclassified images a folder's report names.
 MISCLASSIFIED_SHOWN = 5
@@ -69,10 +59,9 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
         'a few misclassified images)',
     )
     add_cfg_options(parser, 'num_classes=10')
-    args = parser.parse_args(argv)
+    args = parse_tool_args(parser, argv)
     if args.topk < 1:
         parser.error(f'--topk must be at least 1, got {args.topk}')
-    check_arguments(parser, args)
     return args
 
 
@@ -81,13 +70,34 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         args = parse_args(argv)
     except SystemExit as stop:  # argparse: --help, or a usage error
         return int(stop.code or 0)
-    try:
-        images = find_images(args.image)
-        if args.model.endswith('.py'):
-            config = load_model_config(
+    config = None
+    if args.model.endswith('.py'):
+        try:
+            config = read_model_config(
                 args.model, args.cfg_options, args.checkpoint
             )
-            model = load_model(config, args.checkpoint, args.device)
+        except ConfigError as error:
+            print(f'error: {error}', file=sys.stderr)
+            return 1
+    import numpy as np
+    from mmpretrain.apis import ImageClassificationInferencer
+    from rich.console import Console
+
+    from t2t_plugin.apis import check_token_budget, load_model, test_pipeline
+    from t2t_plugin.cli.image_tools import find_images, for_each_image
+    from t2t_plugin.cli.options import check_arguments, check_model_keys
+    from t2t_plugin.cli.reporting import LOAD_ERRORS, running_line
+    from t2t_plugin.compat import model_config
+
+    code = check_arguments('infer.py', args)
+    if code:
+        return code
+    try:
+        images = find_images(args.image)
+        if config is not None:
+            model = load_model(
+                check_model_keys(config), args.checkpoint, args.device
+            )
         else:  # a model name of the index
             model = load_model(
                 args.model, args.checkpoint, args.device, args.cfg_options
@@ -138,6 +148,8 @@ def _name(classes: Optional[Sequence[str]], label: int) -> str:
 
 def class_truth(images: Sequence[Path], root: str) -> dict[Path, str]:
     """The class folder of each image of ``root`` that lies in one."""
+    from t2t_plugin.apis import class_folder
+
     return {
         image: folder
         for image in images

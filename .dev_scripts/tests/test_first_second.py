@@ -22,7 +22,9 @@ def test_every_mistake_is_one_line_without_a_work_dir():
         for line in done.stdout.splitlines()[2:]
         if line.startswith('| ')
     ]
-    assert len(rows) == 14
+    # train.py 11, test.py 3; an arch of each of 6 run-only tools, and a
+    # missing checkpoint of the 4 that read one
+    assert len(rows) == 11 + 3 + 6 + 4
     for name, code, lines, left, seconds, line in rows:
         assert code in ('1', '2'), (name, line)
         assert (lines, left) == ('1', 'no'), (name, line)
@@ -36,3 +38,6 @@ def test_every_mistake_is_one_line_without_a_work_dir():
         'did you mean configs/t2t-vit-lite_1xb64_custom-32px.py'
         in (said['config path typo'])
     )
+    for tool in ('infer', 'pytorch2onnx', 'vis_attention', 'benchmark'):
+        assert "Unknown T2T-ViT arch 't-15'" in said[f'{tool}.py: arch name']
+    assert 'Checkpoint not found' in said['infer.py: missing checkpoint']

@@ -4,6 +4,9 @@ checked, the checks of a tool's inputs before a model is built. They raise
 exceptions with one-line messages and never print; the tools
 (``t2t_plugin.cli``) report them."""
 
+from t2t_preflight.config import ArgumentRefused
+from t2t_preflight.inputs import DEFAULT_MAX_TOKENS
+
 from .image_files import (
     IMAGE_SUFFIXES,
     class_folder,
@@ -19,8 +22,6 @@ from .inference import (
     test_pipeline,
 )
 from .input_checks import (
-    DEFAULT_MAX_TOKENS,
-    ArgumentRefused,
     check_device,
     check_shape_budget,
     check_writable_file,

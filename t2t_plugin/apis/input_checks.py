@@ -11,18 +11,7 @@ from typing import Optional, Union
 import torch
 from mmengine.config import Config
 
-from t2t_preflight.config import output_problem
-
-# 64x64 tokens, a 1024x1024 image at stride 16: attention memory grows with
-# the square of the tokens, so a huge input is refused rather than left to
-# exhaust the memory.
-DEFAULT_MAX_TOKENS = 4096
-
-
-class ArgumentRefused(ValueError):
-    """A tool's option value refused after parsing (against the config or
-    the machine), its message naming the option: tools report it as
-    argparse does, in one line, exit code 2."""
+from t2t_preflight.config import ArgumentRefused, output_problem
 
 
 def check_device(device: str) -> None:

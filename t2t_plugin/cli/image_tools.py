@@ -11,7 +11,6 @@ from typing import Callable, Optional
 from mmengine.config import Config
 from rich.console import Console
 
-from t2t_preflight.arguments import add_cfg_options
 from t2t_preflight.config import few
 
 from ..analysis.token_maps import check_block_indices, default_block_indices
@@ -26,33 +25,8 @@ from ..apis import (
     load_model,
     non_image_files,
 )
-from .options import (
-    add_device_argument,
-    add_max_tokens_argument,
-    check_checkpoint,
-    load_model_config,
-)
+from .options import check_arguments, check_model_keys
 from .reporting import LOAD_ERRORS, one_line, progress, running_line
-
-
-def add_image_arguments(parser: argparse.ArgumentParser, out_dir: str) -> None:
-    """Positional image/config/checkpoint, ``--blocks``, ``--out-dir``,
-    ``--device``, ``--max-tokens``, ``--cfg-options``."""
-    parser.add_argument(
-        'image', help='image file, or a folder of images (or class folders)'
-    )
-    parser.add_argument('config', help='model config file')
-    parser.add_argument('checkpoint', help='checkpoint file')
-    parser.add_argument(
-        '--blocks',
-        type=int,
-        nargs='+',
-        help='encoder blocks, from 0 (default: first, middle, last)',
-    )
-    parser.add_argument('--out-dir', default=out_dir, help='PNG folder')
-    add_device_argument(parser)
-    add_max_tokens_argument(parser)
-    add_cfg_options(parser, 'num_classes=10')
 
 
 def find_images(path: str) -> list[Path]:
@@ -103,24 +77,31 @@ def for_each_image(
 
 
 def draw_images(
+    prog: str,
     args: argparse.Namespace,
+    cfg: Config,
     draw: Callable[..., Sequence[Path]],
     check_config: Optional[
         Callable[[Config, argparse.Namespace], None]
     ] = None,
 ) -> int:
-    """Run ``draw(model, image, blocks, args, stem)`` on every image of
-    ``args.image`` (:func:`add_image_arguments`; ``stem`` of
-    :func:`~t2t_plugin.apis.image_stem`) within the token budget, and
-    print the PNG paths.
+    """The tool ``prog``: run ``draw(model, image, blocks, args, stem)`` on
+    every image of
+    ``args.image`` (:func:`~t2t_preflight.arguments.add_image_arguments`;
+    ``stem`` of :func:`~t2t_plugin.apis.image_stem`) within the token
+    budget, and print the PNG paths. ``cfg``: the tool's config as
+    :func:`~t2t_preflight.arguments.read_model_config` read it.
     ``check_config(cfg, args)`` raises ValueError for a config the tool
     cannot draw, before the model is loaded. Returns the exit code."""
+    code = check_arguments(prog, args)
+    if code:
+        return code
     console = Console(soft_wrap=True)
     try:
         images = find_images(args.image)
-        # the config's mistakes, then the checkpoint's absence: no
-        # --out-dir is left behind
-        cfg = load_model_config(args.config, args.cfg_options)
+        # the model's keys, then what the tool draws: no --out-dir is
+        # left behind
+        check_model_keys(cfg)
         if check_config is not None:
             check_config(cfg, args)
         # checked once here, before the weights are read
@@ -128,7 +109,6 @@ def draw_images(
         blocks = check_block_indices(
             num_layers, args.blocks or default_block_indices(num_layers)
         )
-        check_checkpoint(args.checkpoint)
         # drawn into the image folder, a PNG is an image of the next run
         # and can be replaced by that run's drawing
         kind = 'the image folder' if Path(args.image).is_dir() else 'the image'

@@ -590,9 +590,11 @@ def _read_release(path: str, scheme: str) -> Any:
     return checkpoint
 
 
-def load_for_mmengine(filename: str, map_location: Any = None) -> dict:
+def load_from_t2t_plugin(filename: str, map_location: Any = None) -> dict:
     """mmengine's loader of every scheme: :func:`read_checkpoint`, moved to
-    ``map_location`` when that names a device."""
+    ``map_location`` when that names a device. (mmengine names the loader
+    in its line ``Loads checkpoint by t2t_plugin backend from path: ...``,
+    its name after ``load_from_``.)"""
     checkpoint = read_checkpoint(filename)
     # A callable map_location (the Runner's default on GPUs) is left out:
     # load_state_dict copies every tensor onto its parameter's device.

@@ -22,17 +22,25 @@ SHOWN = {'shown': True}
 _PROGRESS = re.compile(r'^(Epoch|Iter)\((train|val|test)\)')
 # The test metrics, which the test tool prints itself once the test ends.
 _TEST_METRICS = 'after_test_epoch'
+# Warnings of mmengine about itself that its CheckpointHook gives every
+# training (it builds a FileClient whatever its arguments): nothing the
+# user can act on; the log file keeps them.
+_HOST_NOTICES = (
+    '"FileClient" will be deprecated in future.',
+    '"HardDiskBackend" is the alias of "LocalBackend"',
+)
 
 _progress_only: ContextVar[bool] = ContextVar('progress_only', default=False)
 
 
 class ProgressOnlyFilter(logging.Filter):
-    """Lets through warnings, errors, :data:`SHOWN` records and the
-    progress lines of mmengine's ``LoggerHook``."""
+    """Lets through warnings (but mmengine's notices about itself),
+    errors, :data:`SHOWN` records and the progress lines of mmengine's
+    ``LoggerHook``."""
 
     def filter(self, record: logging.LogRecord) -> bool:
         if record.levelno >= logging.WARNING:
-            return True
+            return not record.getMessage().startswith(_HOST_NOTICES)
         if getattr(record, 'shown', False):
             return True
         return (

@@ -80,7 +80,10 @@ def test_cli_defines_none_of_the_library_functions():
     library = set(t2t_plugin.apis.__all__)
     for name in library:
         owner = inspect.getmodule(getattr(t2t_plugin.apis, name))
-        assert owner is None or owner.__name__.startswith('t2t_plugin.apis')
+        # the light package's checks are library code too (not its options)
+        assert owner is None or owner.__name__.startswith(
+            ('t2t_plugin.apis', 't2t_preflight.config', 't2t_preflight.inputs')
+        )
     for path in CLI.glob('*.py'):
         tree = ast.parse(path.read_text(encoding='utf-8'))
         defined = {

@@ -7,13 +7,13 @@ import torch
 from ..helpers import ROOT, run_main, write_image
 
 DEMO = ROOT / 'configs/t2t-vit-mini_1xb64_digits.py'
-# positional arguments of each tool; the checkpoint does not exist, so a
-# tool that got as far as loading the model would say so instead
+# positional arguments of each tool; the checkpoint is an empty file, so
+# a tool that got as far as loading the model would say so instead
 TOOLS = {
     'analysis_tools/benchmark': [str(DEMO)],
-    'infer': ['{image}', str(DEMO), '{missing}'],
-    'visualization/vis_attention': ['{image}', str(DEMO), '{missing}'],
-    'visualization/vis_features': ['{image}', str(DEMO), '{missing}'],
+    'infer': ['{image}', str(DEMO), '{empty}'],
+    'visualization/vis_attention': ['{image}', str(DEMO), '{empty}'],
+    'visualization/vis_features': ['{image}', str(DEMO), '{empty}'],
 }
 
 
@@ -39,10 +39,9 @@ def test_tools_refuse_bad_options_in_one_line(
 ):
     monkeypatch.setattr(torch.cuda, 'is_available', lambda: False)
     image = write_image(tmp_path / 'a.png', size=(8, 8))
-    argv = [
-        arg.format(image=image, missing=tmp_path / 'missing.pth')
-        for arg in TOOLS[tool]
-    ]
+    empty = tmp_path / 'empty.pth'
+    empty.touch()
+    argv = [arg.format(image=image, empty=empty) for arg in TOOLS[tool]]
     done = run_main(tool, *argv, *option)
     assert done.returncode == 2
     name = tool.rsplit('/', 1)[-1]
@@ -51,9 +50,10 @@ def test_tools_refuse_bad_options_in_one_line(
 
 def test_the_exporter_refuses_a_shape_above_the_token_budget(tmp_path):
     pytest.importorskip('onnx')
-    out = tmp_path / 'x.onnx'
+    out, empty = tmp_path / 'x.onnx', tmp_path / 'empty.pth'
+    empty.touch()
     done = run_main(
-        'deployment/pytorch2onnx', DEMO, tmp_path / 'missing.pth', out,
+        'deployment/pytorch2onnx', DEMO, empty, out,
         '--shape', '200', '200',
     )  # fmt: skip
     assert done.returncode == 2
@@ -79,23 +79,32 @@ def test_the_benchmark_refuses_a_side_above_the_token_budget():
 LITE = ROOT / 'configs/t2t-vit-lite_1xb64_custom-32px.py'
 
 
+def read_checked(options, checkpoint):
+    """A run-only tool's config: read before the model imports, its
+    model's keys checked after."""
+    from t2t_plugin.cli.options import check_model_keys
+    from t2t_preflight.arguments import read_model_config
+
+    return check_model_keys(read_model_config(LITE, options, checkpoint))
+
+
 def test_the_config_of_a_run_only_tool_takes_the_file_variables(tmp_path):
     """num_classes reaches the head and the data preprocessor, as in a
     training; an existing checkpoint passes."""
-    from t2t_plugin.cli.options import load_model_config
-
     checkpoint = tmp_path / 'epoch_2.pth'
     checkpoint.write_bytes(b'')
-    cfg = load_model_config(LITE, {'num_classes': 10}, str(checkpoint))
+    cfg = read_checked({'num_classes': 10}, str(checkpoint))
     assert cfg.model.head.num_classes == 10
     assert cfg.data_preprocessor.num_classes == 10
 
 
 @pytest.mark.parametrize(
-    'options, line',
+    'options, checkpoint, line',
     [
+        # the arch is judged before the checkpoint is looked for
         (
             {'model.backbone.arch': 't-15'},
+            'missing.pth',
             "model.backbone.arch: Unknown T2T-ViT arch 't-15'; choose one of "
             '7, 10, 12, 14, 19, 24, 14-wide, 14-resnext, t-14, t-19, t-24 '
             '(also as t2t-vit-NAME, any case, NAME@384 at 384 px) or pass a '
@@ -103,33 +112,37 @@ def test_the_config_of_a_run_only_tool_takes_the_file_variables(tmp_path):
         ),
         (
             {'model.backbone.frozen_stage': 1},
+            'empty.pth',
             'model.backbone.frozen_stage: T2TViT takes no argument '
             "'frozen_stage'; did you mean 'frozen_stages'?",
         ),
-        # the config is judged before the checkpoint is looked for
+        # the model's keys need the registered classes: the checkpoint
+        # is looked for before they are imported
         (
-            {},
+            {'model.backbone.frozen_stage': 1},
+            'missing.pth',
             'Checkpoint not found: expected {tmp}/missing.pth (see '
             'docs/training.md#training).',
         ),
     ],
 )
 def test_the_config_of_a_run_only_tool_is_checked_in_one_line(
-    tmp_path, options, line
+    tmp_path, options, checkpoint, line
 ):
-    from t2t_plugin.cli.options import load_model_config
     from t2t_preflight.config import ConfigError
 
+    (tmp_path / 'empty.pth').touch()
     with pytest.raises(ConfigError) as raised:
-        load_model_config(LITE, options, str(tmp_path / 'missing.pth'))
+        read_checked(options, str(tmp_path / checkpoint))
     assert str(raised.value) == line.format(tmp=tmp_path)
 
 
 def test_the_exporter_answers_a_misspelt_model_key_before_writing(tmp_path):
     pytest.importorskip('onnx')
-    out = tmp_path / 'new' / 'x.onnx'
+    out, empty = tmp_path / 'new' / 'x.onnx', tmp_path / 'empty.pth'
+    empty.touch()
     done = run_main(
-        'deployment/pytorch2onnx', LITE, tmp_path / 'missing.pth', out,
+        'deployment/pytorch2onnx', LITE, empty, out,
         '--cfg-options', 'model.backbone.frozen_stage=1',
     )  # fmt: skip
     assert done.returncode == 2

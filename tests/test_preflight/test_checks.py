@@ -144,6 +144,74 @@ def test_missing_files_and_configs_are_answered_before_the_models(tmp_path):
     assert not (tmp_path / 'work').exists()
 
 
+# The tools that only run a model: their arguments (the checkpoint an
+# empty file where it is not the mistake), the start of their error line
+# and their exit code.
+RUN_ONLY = {
+    'infer': (['{image}', '{config}', '{ckpt}'], 'error: ', 1),
+    'deployment/pytorch2onnx': (
+        ['{config}', '{ckpt}', '{out}/model.onnx'],
+        'pytorch2onnx.py: error: ',
+        2,
+    ),
+    'visualization/vis_attention': (
+        ['{image}', '{config}', '{ckpt}', '--out-dir', '{out}'],
+        'error: ',
+        1,
+    ),
+    'visualization/vis_features': (
+        ['{image}', '{config}', '{ckpt}', '--out-dir', '{out}'],
+        'error: ',
+        1,
+    ),
+    'analysis_tools/get_flops': (['{config}'], 'error: ', 1),
+    'analysis_tools/benchmark': (
+        ['{config}', '--json', '{out}/rows.json'],
+        'benchmark.py: error: ',
+        1,
+    ),
+}
+
+
+@pytest.mark.parametrize('tool', sorted(RUN_ONLY))
+@pytest.mark.parametrize('mistake', ['arch', 'config path', 'checkpoint'])
+def test_run_only_tools_answer_before_the_models(tmp_path, tool, mistake):
+    """An unknown arch, a config path typo, a checkpoint that is not
+    there: one line before torch, mmpretrain's models or t2t_plugin are
+    imported, and nothing written."""
+    args, start, code = RUN_ONLY[tool]
+    if mistake == 'checkpoint' and '{ckpt}' not in args:
+        pytest.skip('the tool reads no checkpoint')
+    image = tmp_path / 'a.png'
+    image.write_bytes(b'')
+    empty = tmp_path / 'empty.pth'
+    empty.touch()
+    config, ckpt, options = LITE, empty, []
+    if mistake == 'arch':
+        options = ['--cfg-options', 'model.backbone.arch=t-15']
+        line = "model.backbone.arch: Unknown T2T-ViT arch 't-15'; choose "
+        line += f'one of {ARCHS} (also as t2t-vit-NAME, any case, NAME@384 '
+        line += 'at 384 px) or pass a dict.'
+    elif mistake == 'config path':
+        config = LITE.replace('32px', '32p')
+        line = f'Config file not found: {config}; did you mean {LITE}?'
+    else:
+        ckpt = tmp_path / 'missing.pth'
+        line = (
+            f'Checkpoint not found: expected {ckpt} (see '
+            'docs/training.md#training).'
+        )
+    out = tmp_path / 'out'
+    argv = [
+        arg.format(image=image, config=config, ckpt=ckpt, out=out)
+        for arg in args
+    ]
+    stderr, stdout = answer_before_models(tool, *argv, *options, cwd=tmp_path)
+    assert stderr == start + line
+    assert stdout == [f'exit {code}', 'imported False False False']
+    assert not out.exists()
+
+
 def base_with_typo(tmp_path: Path) -> Path:
     """A config whose base config misspells the training set's
     ``data_prefix`` (so the training set reads the split folders)."""

@@ -115,7 +115,7 @@ def test_tool_is_within_a_few_percent_of_the_paper(capsys, arch, params):
 
 def test_all_prints_the_comparison_table(capsys, monkeypatch):
     # the smallest arch only, to keep the test fast
-    monkeypatch.setattr(get_flops, 'PAPER_MACS', {('7', 224): 1.1e9})
+    monkeypatch.setattr('t2t_plugin.analysis.PAPER_MACS', {('7', 224): 1.1e9})
     assert get_flops.main(['--all']) == 0
     row = next(
         line for line in capsys.readouterr().out.splitlines() if ' 7 ' in line
@@ -232,7 +232,7 @@ def test_shapes_above_the_token_budget_are_refused_before_building(
     def no_model(cfg):  # the check comes first: no model is built
         raise AssertionError('a model was built')
 
-    monkeypatch.setattr(get_flops.MODELS, 'build', no_model)
+    monkeypatch.setattr(MODELS, 'build', no_model)
     config = str(ROOT / 'configs/t2t-vit-14_8xb64_in1k.py')
     # 100000 / 16 = 6250 tokens a side at the soft splits' stride 16
     assert get_flops.main([config, '--shape', '100000', '100000']) == 2
@@ -275,7 +275,7 @@ def test_config_mistakes_are_one_line_before_building(
     def no_model(cfg):  # the config is judged first: no model is built
         raise AssertionError('a model was built')
 
-    monkeypatch.setattr(get_flops.MODELS, 'build', no_model)
+    monkeypatch.setattr(MODELS, 'build', no_model)
     lite = str(ROOT / 'configs/t2t-vit-lite_1xb64_custom-32px.py')
     assert get_flops.main([lite, '--cfg-options', option]) == 1
     assert capsys.readouterr().err.strip().splitlines() == [f'error: {line}']

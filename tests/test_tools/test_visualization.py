@@ -407,11 +407,15 @@ def test_vis_attention_draws_small_inputs_readably(
 def test_vis_attention_refuses_what_it_cannot_draw_before_loading(
     tmp_path, capsys
 ):
-    """Read from the config: the checkpoint (missing) is never reached."""
+    """Read from the config: the checkpoint (an empty file) is never
+    read."""
     image = write_image(tmp_path / 'a.png')
-    missing = str(tmp_path / 'missing.pth')
+    empty = tmp_path / 'empty.pth'
+    empty.touch()
     assert (
-        vis_attention.main([str(image), str(LITE), missing, '--blocks', '0'])
+        vis_attention.main(
+            [str(image), str(LITE), str(empty), '--blocks', '0']
+        )
         == 1
     )
     assert capsys.readouterr().err.strip().splitlines() == [
@@ -425,7 +429,9 @@ def test_vis_attention_refuses_what_it_cannot_draw_before_loading(
         "model = dict(backbone=dict(out_type='avg_featmap'), "
         "head=dict(pool='token'))\n"
     )
-    assert vis_attention.main([str(image), str(pooled_by_mean), missing]) == 1
+    assert (
+        vis_attention.main([str(image), str(pooled_by_mean), str(empty)]) == 1
+    )
     assert capsys.readouterr().err.strip().splitlines() == [
         f'error: {pooled_by_mean}: the backbone has no class token '
         '(with_cls_token=False) and the head does not pool with attention '

@@ -16,31 +16,27 @@ import statistics
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Optional
+from typing import TYPE_CHECKING, Optional
 
-import torch
-from mmpretrain.registry import MODELS
-from mmpretrain.structures import DataSample
-from rich.console import Console
-from rich.table import Table
+from mmengine.config import Config
 
-from t2t_plugin.analysis import count_complexity
-from t2t_plugin.analysis.speed import (
-    DTYPES,
-    StepRunner,
-    alternating_rounds,
-    peak_memory,
-    top_operators,
-)
-from t2t_plugin.apis import ArgumentRefused, check_shape_budget, config_stride
-from t2t_plugin.cli.options import (
+# The options and the configs are read and checked before the model
+# imports (seconds), as in tools/train.py.
+from t2t_preflight.arguments import (
+    add_cfg_options,
     add_device_argument,
     add_max_tokens_argument,
-    check_arguments,
-    load_model_config,
+    parse_tool_args,
+    read_model_config,
 )
-from t2t_plugin.cli.reporting import one_line, progress
-from t2t_preflight.arguments import add_cfg_options
+from t2t_preflight.config import ArgumentRefused, ConfigError
+
+if TYPE_CHECKING:
+    import torch
+    from rich.console import Console
+
+# The keys of t2t_plugin.analysis.speed.DTYPES, named before its import.
+DTYPE_NAMES = ('bf16', 'fp16', 'fp32')
 
 
 def thread_count(value: str) -> int:
@@ -85,7 +81,7 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
     parser.add_argument(
         '--dtypes',
         nargs='+',
-        choices=sorted(DTYPES),
+        choices=DTYPE_NAMES,
         default=['fp32'],
         help='fp32, or bf16 / fp16 autocast',
     )
@@ -120,7 +116,7 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
     )
     parser.add_argument('--json', type=Path, help='also write the rows here')
     add_cfg_options(parser)
-    args = parser.parse_args(argv)
+    args = parse_tool_args(parser, argv)
     for name in ('batch_size', 'iters', 'rounds', 'img_size', 'profile'):
         value = getattr(args, name)
         if value is not None and value < 1:
@@ -128,17 +124,25 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
             parser.error(f'{option} must be at least 1, got {value}')
     if args.profile and 'train' not in args.modes:
         parser.error('--profile lists a training step: add train to --modes')
-    check_arguments(parser, args)
     return args
 
 
 def build_step_inputs(
-    config: str, cfg_options: Optional[dict], args: argparse.Namespace
-) -> tuple[torch.nn.Module, torch.Tensor, Optional[list]]:
-    """The model of ``config`` on ``--device``, its input batch, and for a
-    classifier the labelled data samples its loss reads (its images are
-    then raw pixels, 0 to 255, for its data preprocessor)."""
-    cfg = load_model_config(config, cfg_options)
+    cfg: Config, args: argparse.Namespace
+) -> tuple['torch.nn.Module', 'torch.Tensor', Optional[list]]:
+    """The model of ``cfg`` (read by
+    :func:`~t2t_preflight.arguments.read_model_config`) on ``--device``,
+    its input batch, and for a classifier the labelled data samples its
+    loss reads (its images are then raw pixels, 0 to 255, for its data
+    preprocessor)."""
+    import torch
+    from mmpretrain.registry import MODELS
+    from mmpretrain.structures import DataSample
+
+    from t2t_plugin.apis import check_shape_budget, config_stride
+    from t2t_plugin.cli.options import check_model_keys
+
+    check_model_keys(cfg)
     if args.img_size:  # before a model is built to run at that size
         check_shape_budget(
             (args.img_size, args.img_size),
@@ -184,22 +188,43 @@ def median_ratio(first: list[float], other: list[float]) -> float:
     return statistics.median(o / f for f, o in zip(first, other))
 
 
-def measure(args: argparse.Namespace, console: Console) -> list[dict]:
-    """One row per (threads, mode, dtype, config): images/s (median and
-    best round), the first config's images/s over it, params, MACs per
-    image, peak memory in MiB, and for ``--profile`` the training step's
-    top operators."""
-    configs = [args.config, *args.compare]
-    built = {}
-    for index, config in enumerate(configs):
+def read_configs(args: argparse.Namespace) -> dict[str, Config]:
+    """The config of each name measured (the first's with
+    ``--cfg-options``), read and checked before the model imports."""
+    configs: dict[str, Config] = {}
+    for index, config in enumerate([args.config, *args.compare]):
         name = config_name(config)
-        if name in built:
+        if name in configs:
             raise ArgumentRefused(
                 f'{config} is measured twice (as {name}); compare '
                 'different configs'
             )
         options = args.cfg_options if index == 0 else None
-        built[name] = build_step_inputs(config, options, args)
+        configs[name] = read_model_config(config, options)
+    return configs
+
+
+def measure(
+    args: argparse.Namespace, configs: dict[str, Config], console: 'Console'
+) -> list[dict]:
+    """One row per (threads, mode, dtype, config of ``configs``, by name):
+    images/s (median and best round), the first config's images/s over
+    it, params, MACs per image, peak memory in MiB, and for ``--profile``
+    the training step's top operators."""
+    import torch
+
+    from t2t_plugin.analysis import count_complexity
+    from t2t_plugin.analysis.speed import (
+        StepRunner,
+        alternating_rounds,
+        peak_memory,
+        top_operators,
+    )
+    from t2t_plugin.cli.reporting import progress
+
+    built = {
+        name: build_step_inputs(cfg, args) for name, cfg in configs.items()
+    }
     counts = {
         name: count_complexity(
             model, tuple(images.shape[-2:]), images.shape[1]
@@ -263,8 +288,10 @@ def count_text(value: float) -> str:
 
 
 def print_tables(
-    args: argparse.Namespace, rows: list[dict], console: Console
+    args: argparse.Namespace, rows: list[dict], console: 'Console'
 ) -> None:
+    from rich.table import Table
+
     first = config_name(args.config)
     table = Table(
         title=f'batch {rows[0]["batch_size"]}, '
@@ -324,11 +351,27 @@ def print_tables(
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
     args = parse_args(argv)
+    try:
+        configs = read_configs(args)
+    except ArgumentRefused as error:
+        print(f'benchmark.py: error: {error}', file=sys.stderr)
+        return 2
+    except ConfigError as error:
+        print(f'benchmark.py: error: {error}', file=sys.stderr)
+        return 1
+    from rich.console import Console
+
+    from t2t_plugin.cli.options import check_arguments
+    from t2t_plugin.cli.reporting import one_line
+
+    code = check_arguments('benchmark.py', args)
+    if code:
+        return code
     console = Console(soft_wrap=True)
     if not console.is_terminal:  # a log keeps the tables' columns whole
         console.width = 160
     try:
-        rows = measure(args, console)
+        rows = measure(args, configs, console)
     except ArgumentRefused as error:
         print(f'benchmark.py: error: {error}', file=sys.stderr)
         return 2

@@ -9,25 +9,25 @@ import argparse
 import math
 import sys
 from collections.abc import Sequence
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Any, Optional
 
-import torch
 from mmengine.config import Config
-from mmpretrain.registry import MODELS
-from rich.console import Console
-from rich.table import Table
 
-from t2t_plugin.analysis import PAPER_MACS, ModelComplexity, count_complexity
-from t2t_plugin.apis import ArgumentRefused, check_shape_budget, config_stride
-from t2t_plugin.cli.options import (
+# The options and the config are read and checked before the model
+# imports (seconds), as in tools/train.py.
+from t2t_preflight.arguments import (
+    add_cfg_options,
     add_max_tokens_argument,
-    check_arguments,
-    load_model_config,
+    parse_tool_args,
+    read_model_config,
 )
-from t2t_plugin.cli.reporting import LOAD_ERRORS, progress
-from t2t_plugin.models import T2TViT
-from t2t_preflight.arguments import add_cfg_options
-from t2t_preflight.config import dataset_configs, entry
+from t2t_preflight.config import ConfigError, dataset_configs, entry
+
+if TYPE_CHECKING:
+    import torch
+    from rich.console import Console
+
+    from t2t_plugin.analysis import ModelComplexity
 
 
 def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
@@ -49,8 +49,7 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
     )
     add_max_tokens_argument(parser)
     add_cfg_options(parser)
-    args = parser.parse_args(argv)
-    check_arguments(parser, args)
+    args = parse_tool_args(parser, argv)
     if bool(args.config) == args.all:
         parser.error('give either a CONFIG or --all')
     if args.shape and len(args.shape) not in (1, 2):
@@ -60,8 +59,12 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
     return args
 
 
-def build_classifier(arch: str, img_size: int) -> torch.nn.Module:
+def build_classifier(arch: str, img_size: int) -> 'torch.nn.Module':
     """An ImageNet classifier of ``arch``, built for ``img_size``."""
+    from mmpretrain.registry import MODELS
+
+    from t2t_plugin.models import T2TViT
+
     embed_dims = T2TViT.arch_zoo[arch]['embed_dims']
     backbone = dict(type='T2TViT', arch=arch, img_size=img_size)
     head = dict(type='T2TClsHead', num_classes=1000, in_channels=embed_dims)
@@ -77,11 +80,16 @@ def _giga(value: float, unit_of: Optional[float] = None) -> str:
     return f'{value / 1e9:.2f}G'
 
 
-def _versus_paper(result: ModelComplexity, paper: float) -> str:
+def _versus_paper(result: 'ModelComplexity', paper: float) -> str:
     return f'{100 * (result.macs / paper - 1):+.1f}%'
 
 
-def run_all(console: Console) -> None:
+def run_all(console: 'Console') -> None:
+    from rich.table import Table
+
+    from t2t_plugin.analysis import PAPER_MACS, count_complexity
+    from t2t_plugin.cli.reporting import progress
+
     table = Table('arch', title='T2T-ViT complexity (1000 classes, one image)')
     ours = ('input', 'params', 'MACs', 'of which attention')
     for column in (*ours, 'paper MACs', 'ours vs paper'):
@@ -102,7 +110,7 @@ def run_all(console: Console) -> None:
 
 
 def _detector_inputs(
-    model: torch.nn.Module, shape: tuple[int, int]
+    model: 'torch.nn.Module', shape: tuple[int, int]
 ) -> Optional[dict[str, Any]]:
     """The data samples an mmdet detector needs beside the images."""
     try:
@@ -118,7 +126,7 @@ def _detector_inputs(
     return dict(data_samples=[DetDataSample(metainfo=meta)], mode='tensor')
 
 
-def _counts(result: ModelComplexity) -> str:
+def _counts(result: 'ModelComplexity') -> str:
     return (
         f'{result.params / 1e6:.2f}M params ({result.params:,}), '
         f'{_giga(result.macs)} MACs (attention products '
@@ -170,8 +178,18 @@ def config_test_shape(cfg: Config) -> Optional[tuple[int, int]]:
     return tuple(math.ceil(side / divisor) * divisor for side in shape)
 
 
-def run_config(args: argparse.Namespace, console: Console) -> None:
-    cfg = load_model_config(args.config, args.cfg_options)
+def run_config(
+    args: argparse.Namespace, cfg: Config, console: 'Console'
+) -> None:
+    """Count the model of ``cfg`` (read by
+    :func:`~t2t_preflight.arguments.read_model_config`)."""
+    from mmpretrain.registry import MODELS
+
+    from t2t_plugin.analysis import PAPER_MACS, count_complexity
+    from t2t_plugin.apis import check_shape_budget, config_stride
+    from t2t_plugin.cli.options import check_model_keys
+
+    check_model_keys(cfg)
     shape = (args.shape[0], args.shape[-1]) if args.shape else None
     if shape:  # before a model is built to run at that size
         check_shape_budget(shape, config_stride(cfg), args.max_tokens)
@@ -243,12 +261,28 @@ def run_config(args: argparse.Namespace, console: Console) -> None:
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
     args = parse_args(argv)
+    cfg = None
+    if args.config:
+        try:
+            cfg = read_model_config(args.config, args.cfg_options)
+        except ConfigError as error:
+            print(f'error: {error}', file=sys.stderr)
+            return 1
+    from rich.console import Console
+
+    from t2t_plugin.apis import ArgumentRefused
+    from t2t_plugin.cli.options import check_arguments
+    from t2t_plugin.cli.reporting import LOAD_ERRORS
+
+    code = check_arguments('get_flops.py', args)
+    if code:
+        return code
     console = Console(soft_wrap=True)
     try:
-        if args.all:
+        if cfg is None:
             run_all(console)
         else:
-            run_config(args, console)
+            run_config(args, cfg, console)
     except ArgumentRefused as error:
         print(f'get_flops.py: error: {error}', file=sys.stderr)
         return 2

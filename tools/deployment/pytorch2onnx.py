@@ -11,33 +11,15 @@ import sys
 from pathlib import Path
 from typing import Optional
 
-import torch
-from rich.console import Console
-
-from t2t_plugin.apis import (
-    check_shape_budget,
-    check_writable_file,
-    config_stride,
-)
-from t2t_plugin.cli.options import (
+# The options and the config are read and checked before the model
+# imports (seconds), as in tools/train.py.
+from t2t_preflight.arguments import (
+    add_cfg_options,
     add_max_tokens_argument,
-    check_arguments,
-    check_checkpoint,
-    load_model_config,
+    parse_tool_args,
+    read_model_config,
 )
-from t2t_plugin.cli.reporting import running_line
-from t2t_plugin.deployment import (
-    OPSET,
-    RuntimeSession,
-    build_exportable,
-    check_input_size,
-    compare,
-    export_onnx,
-    external_data_file,
-    is_onnx_model,
-    sample_images,
-)
-from t2t_preflight.arguments import add_cfg_options
+from t2t_preflight.config import ConfigError
 
 
 def parse_args(argv: Optional[list[str]] = None) -> argparse.Namespace:
@@ -54,7 +36,9 @@ def parse_args(argv: Optional[list[str]] = None) -> argparse.Namespace:
         help='classifiers: raw logits or softmax scores',
     )
     parser.add_argument(
-        '--opset', type=int, default=OPSET, help='ONNX opset version'
+        '--opset',
+        type=int,
+        help='ONNX opset version (default: t2t_plugin.deployment.OPSET)',
     )
     parser.add_argument(
         '--shape',
@@ -86,20 +70,23 @@ def parse_args(argv: Optional[list[str]] = None) -> argparse.Namespace:
     )
     add_max_tokens_argument(parser)
     add_cfg_options(parser, 'num_classes=10')
-    args = parser.parse_args(argv)
-    check_arguments(parser, args)
+    args = parse_tool_args(parser, argv)
     if args.batch_size < 1:
         parser.error(f'--batch-size must be positive, got {args.batch_size}.')
-    if not 7 <= args.opset <= 23:
+    if args.opset is not None and not 7 <= args.opset <= 23:
         parser.error(f'--opset must be between 7 and 23, got {args.opset}.')
     if not args.atol > 0:
         parser.error(f'--atol must be positive, got {args.atol:g}.')
     return args
 
 
-def check_inputs(model, args) -> dict[str, torch.Tensor]:
+def check_inputs(model, args) -> dict:
     """Random and real images at the checked size, and at a second batch
     and size where those axes are dynamic."""
+    import torch
+
+    from t2t_plugin.deployment import sample_images
+
     size = tuple(args.shape or model.input_size)
     batch = args.batch_size
     generator = torch.Generator().manual_seed(0)
@@ -122,13 +109,31 @@ def check_inputs(model, args) -> dict[str, torch.Tensor]:
     return inputs
 
 
-def run(args: argparse.Namespace, console: Console) -> int:
-    # the config's and the options' mistakes, then the checkpoint's
-    # absence: no folder of OUT is left behind
-    cfg = load_model_config(args.config, args.cfg_options)
+def run(args: argparse.Namespace, cfg, console) -> int:
+    """Export the model of ``cfg`` (read by
+    :func:`~t2t_preflight.arguments.read_model_config`), then check it."""
+    from t2t_plugin.apis import (
+        check_shape_budget,
+        check_writable_file,
+        config_stride,
+    )
+    from t2t_plugin.cli.options import check_model_keys
+    from t2t_plugin.deployment import (
+        OPSET,
+        RuntimeSession,
+        build_exportable,
+        check_input_size,
+        compare,
+        export_onnx,
+        external_data_file,
+        is_onnx_model,
+    )
+
+    args.opset = args.opset or OPSET
+    # the model's keys: no folder of OUT is left behind
+    check_model_keys(cfg)
     if args.shape:  # before the model is built and run at that size
         check_shape_budget(args.shape, config_stride(cfg), args.max_tokens)
-    check_checkpoint(args.checkpoint)
     # before the model is built: never over an input, nor over a file
     # that is not an earlier export unless asked
     check_writable_file(
@@ -198,9 +203,21 @@ def main(argv: Optional[list[str]] = None) -> int:
         args = parse_args(argv)
     except SystemExit as stop:  # argparse: --help, or a usage error
         return int(stop.code or 0)
-    console = Console(stderr=True)
     try:
-        return run(args, console)
+        cfg = read_model_config(args.config, args.cfg_options, args.checkpoint)
+    except ConfigError as error:
+        print(f'pytorch2onnx.py: error: {error}', file=sys.stderr)
+        return 2
+    from rich.console import Console
+
+    from t2t_plugin.cli.options import check_arguments
+    from t2t_plugin.cli.reporting import running_line
+
+    code = check_arguments('pytorch2onnx.py', args)
+    if code:
+        return code
+    try:
+        return run(args, cfg, Console(stderr=True))
     except (ValueError, ImportError, KeyError, OSError) as error:
         line = running_line(error, args.config, args.checkpoint)
         print(f'pytorch2onnx.py: error: {line}', file=sys.stderr)

@@ -16,12 +16,14 @@ from typing import Optional
 
 from mmengine.config import Config
 
-from t2t_plugin.analysis import attention_pool_maps, cls_attention_maps
-from t2t_plugin.analysis.figures import overlay, save_panel_grid, upscale
-from t2t_plugin.apis import preprocess_image
-from t2t_plugin.cli.image_tools import add_image_arguments, draw_images
-from t2t_plugin.cli.options import check_arguments
-from t2t_plugin.models import T2TViT
+# The options and the config are read and checked before the model
+# imports (seconds), as in tools/train.py.
+from t2t_preflight.arguments import (
+    add_image_arguments,
+    parse_tool_args,
+    read_model_config,
+)
+from t2t_preflight.config import ConfigError
 
 
 def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
@@ -42,14 +44,15 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
         default=0.5,
         help='opacity of the attention map (default 0.5)',
     )
-    args = parser.parse_args(argv)
-    check_arguments(parser, args)
+    args = parse_tool_args(parser, argv)
     if not 0 <= args.alpha <= 1:
         parser.error('--alpha must be between 0 and 1')
     return args
 
 
 def uses_class_token(cfg: Config) -> bool:
+    from t2t_plugin.models import T2TViT
+
     backbone = cfg.model.get('backbone') or {}
     default = inspect.signature(T2TViT).parameters['with_cls_token'].default
     return backbone.get('with_cls_token', default)
@@ -82,6 +85,10 @@ def draw_attention(
     args: argparse.Namespace,
     stem: str,
 ) -> list[Path]:
+    from t2t_plugin.analysis import attention_pool_maps, cls_attention_maps
+    from t2t_plugin.analysis.figures import overlay, save_panel_grid, upscale
+    from t2t_plugin.apis import preprocess_image
+
     inputs, picture = preprocess_image(model, image)
     picture = upscale(picture)
 
@@ -117,7 +124,17 @@ def draw_attention(
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
-    return draw_images(parse_args(argv), draw_attention, check_config)
+    args = parse_args(argv)
+    try:
+        cfg = read_model_config(args.config, args.cfg_options, args.checkpoint)
+    except ConfigError as error:
+        print(f'error: {error}', file=sys.stderr)
+        return 1
+    from t2t_plugin.cli.image_tools import draw_images
+
+    return draw_images(
+        'vis_attention.py', args, cfg, draw_attention, check_config
+    )
 
 
 if __name__ == '__main__':

@@ -12,11 +12,14 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Optional
 
-from t2t_plugin.analysis import collect_token_maps
-from t2t_plugin.analysis.figures import colorize, resize_map, save_panel_grid
-from t2t_plugin.apis import preprocess_image
-from t2t_plugin.cli.image_tools import add_image_arguments, draw_images
-from t2t_plugin.cli.options import check_arguments
+# The options and the config are read and checked before the model
+# imports (seconds), as in tools/train.py.
+from t2t_preflight.arguments import (
+    add_image_arguments,
+    parse_tool_args,
+    read_model_config,
+)
+from t2t_preflight.config import ConfigError
 
 
 def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
@@ -38,8 +41,7 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
         default=64,
         help='side of one channel in pixels (default 64)',
     )
-    args = parser.parse_args(argv)
-    check_arguments(parser, args)
+    args = parse_tool_args(parser, argv)
     if args.channels < 1 or args.panel_size < 1:
         parser.error('--channels and --panel-size must be positive')
     return args
@@ -52,6 +54,14 @@ def draw_features(
     args: argparse.Namespace,
     stem: str,
 ) -> list[Path]:
+    from t2t_plugin.analysis import collect_token_maps
+    from t2t_plugin.analysis.figures import (
+        colorize,
+        resize_map,
+        save_panel_grid,
+    )
+    from t2t_plugin.apis import preprocess_image
+
     inputs, picture = preprocess_image(model, image)
     maps = collect_token_maps(model.backbone, inputs, blocks)
     written = []
@@ -82,7 +92,15 @@ def draw_features(
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
-    return draw_images(parse_args(argv), draw_features)
+    args = parse_args(argv)
+    try:
+        cfg = read_model_config(args.config, args.cfg_options, args.checkpoint)
+    except ConfigError as error:
+        print(f'error: {error}', file=sys.stderr)
+        return 1
+    from t2t_plugin.cli.image_tools import draw_images
+
+    return draw_images('vis_features.py', args, cfg, draw_features)
 
 
 if __name__ == '__main__':

@@ -114,7 +114,9 @@ class RunSummaryHook(Hook):
         unit = 'epoch' if self._by_epoch(runner) else 'iteration'
         done = runner.epoch if unit == 'epoch' else runner.iter
         plural = '' if done == 1 else 's'
-        lines = [f'Training done: {done} {unit}{plural}, in {runner.work_dir}']
+        # every path as the commands below give them
+        where = shown_path(runner.work_dir)
+        lines = [f'Training done: {done} {unit}{plural}, in {where}']
         evaluations = self.evaluations(runner)
         if evaluations:
             best = max(evaluations, key=lambda entry: entry[2])

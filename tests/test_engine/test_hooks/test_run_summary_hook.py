@@ -89,9 +89,20 @@ def test_summary_ends_a_training_of_the_train_tool(tmp_path):
     log = next(work_dir.glob('*/*.log'))
     assert f'Full log (environment, config): {log}' in result.stdout
     assert 'System environment' in log.read_text()
+    # mmengine's notices about itself (its CheckpointHook's FileClient)
+    # stay in the log file
+    notice = '"FileClient" will be deprecated'
+    assert notice not in result.stdout + result.stderr
+    assert notice in log.read_text()
     # the printed test command runs as it is and scores the checkpoint
     tested = run_main(*shlex.split(lines[6])[1:], '--work-dir', tmp_path)
     assert tested.returncode == 0, tested.stderr[-3000:]
+    # mmengine names the loader (ours) as it loads the checkpoint
+    checkpoint = shlex.split(lines[6])[3]
+    assert (
+        f'Loads checkpoint by t2t_plugin backend from path: {checkpoint}'
+        in tested.stdout.splitlines()
+    )
     assert any(
         line.startswith('accuracy/top1: ')
         for line in tested.stdout.splitlines()
