@@ -122,9 +122,40 @@ def warn_if_mmcv_ops_lack_cuda() -> None:
         warn_once(problem)
 
 
-# Private names of torch, mmengine and mmpretrain, used here only, each
-# for want of a public one; tests/test_engine/test_compat.py fails when a
-# release renames or changes one.
+# Private names of torch, mmengine, mmpretrain, numpy and Python, used
+# here only, each for want of a public one; tests/test_engine/test_compat.py
+# fails when a release renames or changes one.
+
+
+def is_view(tensor: torch.Tensor) -> bool:
+    """Whether ``tensor`` shares the memory of another (its ``_base``)."""
+    return tensor._base is not None
+
+
+def numpy_pickle_globals() -> dict[tuple[str, str], Any]:
+    """The private numpy functions a pickled array or scalar names, by
+    ``(module, name)`` under numpy 1's and numpy 2's module names (either
+    numpy reads both)."""
+    # numpy 1.26 has only a stub of ``numpy._core``; numpy 2 warns on
+    # ``numpy.core``
+    try:
+        from numpy._core import multiarray, numeric
+    except ImportError:
+        from numpy.core import multiarray, numeric
+    found = {}
+    for core in ('numpy.core', 'numpy._core'):
+        found[(f'{core}.multiarray', '_reconstruct')] = multiarray._reconstruct
+        found[(f'{core}.multiarray', 'scalar')] = multiarray.scalar
+        found[(f'{core}.numeric', '_frombuffer')] = numeric._frombuffer
+    return found
+
+
+def python3_module(module: str) -> str:
+    """The Python 3 name of a module a protocol-2 pickle names
+    (``__builtin__`` -> ``builtins``), as ``pickle`` maps it itself."""
+    import _compat_pickle
+
+    return _compat_pickle.IMPORT_MAPPING.get(module, module)
 
 
 def torch_weights_only_globals() -> dict[str, Any]:

@@ -3,7 +3,6 @@ mmengine's ``load`` (``ann_file``) reads ``.pkl`` with ``pickle.load``,
 which calls whatever global a file names, and ``.yaml`` honouring
 ``!!python/...`` tags."""
 
-import _compat_pickle
 import codecs
 import collections
 import io
@@ -20,14 +19,7 @@ from mmengine.fileio import PickleHandler, YamlHandler
 
 from t2t_preflight.config import dataset_configs
 
-from ..compat import rebuild_tensor
-
-# numpy 1.26 has only a stub of ``numpy._core``; numpy 2 warns on
-# ``numpy.core``
-try:
-    from numpy._core import multiarray, numeric
-except ImportError:
-    from numpy.core import multiarray, numeric
+from ..compat import numpy_pickle_globals, python3_module, rebuild_tensor
 
 
 class UnsafePickleError(pickle.UnpicklingError, ValueError):
@@ -78,11 +70,8 @@ _ALLOWED = {
     ('numpy', 'ndarray'): np.ndarray,
     ('numpy', 'dtype'): np.dtype,
     ('_codecs', 'encode'): codecs.encode,
+    **numpy_pickle_globals(),
 }
-for _core in ('numpy.core', 'numpy._core'):
-    _ALLOWED[(f'{_core}.multiarray', '_reconstruct')] = multiarray._reconstruct
-    _ALLOWED[(f'{_core}.multiarray', 'scalar')] = multiarray.scalar
-    _ALLOWED[(f'{_core}.numeric', '_frombuffer')] = numeric._frombuffer
 
 
 class AllowListUnpickler(pickle.Unpickler):
@@ -94,7 +83,7 @@ class AllowListUnpickler(pickle.Unpickler):
 
     def find_class(self, module: str, name: str) -> Any:
         # protocol 2 files name Python 2 modules (``__builtin__``)
-        module = _compat_pickle.IMPORT_MAPPING.get(module, module)
+        module = python3_module(module)
         found = self.allowed.get((module, name))
         if found is None:
             raise UnsafePickleError(f'{module}.{name}')

@@ -35,16 +35,13 @@ from ..compat import (
     HAS_ADD_SAFE_GLOBALS,
     mmcls_backbone_weights,
     mmengine_home,
+    numpy_pickle_globals,
     safe_globals,
     torch_weights_only_globals,
 )
 from ..converters.mmpretrain import HEADS_KEY, mmpretrain_to_plugin
 from ..converters.official import official_to_plugin, strip_module_prefix
-from ..datasets.safe_pickle import (
-    AllowListUnpickler,
-    UnsafePickleError,
-    multiarray,
-)
+from ..datasets.safe_pickle import AllowListUnpickler, UnsafePickleError
 from ..models.checkpoint_checks import (
     CheckpointError,
     CheckpointMismatchError,
@@ -85,13 +82,18 @@ def checkpoint_safe_globals() -> list[Union[object, tuple[object, str]]]:
         type(np.dtype(code))
         for code in np.typecodes['AllFloat'] + np.typecodes['AllInteger'] + '?'
     }
+    # what rebuilds pickled arrays and scalars (numpy 1 and 2 name the same)
+    rebuilders = dict.fromkeys(
+        found
+        for (module, _), found in numpy_pickle_globals().items()
+        if module.endswith('.multiarray')
+    )
     return [
         HistoryBuffer,
         np.ndarray,
         np.dtype,
         *sorted(dtype_classes, key=str),
-        multiarray._reconstruct,
-        multiarray.scalar,
+        *rebuilders,
         (_history_buffer_attribute, 'builtins.getattr'),
     ]
 

@@ -139,6 +139,49 @@ def test_a_pickled_tensor_names_rebuild_tensor():
     assert rebuild is compat.rebuild_tensor()
 
 
+def test_is_view_tells_a_view_from_a_copy():
+    base = torch.arange(6.0)
+    assert compat.is_view(base.view(2, 3))
+    assert compat.is_view(base[1:])
+    assert not compat.is_view(base)
+    assert not compat.is_view(base.view(2, 3).clone())
+
+
+@pytest.mark.parametrize('protocol', [2, 4, 5])
+def test_pickled_numpy_names_only_the_numpy_pickle_globals(protocol):
+    """Every global a pickled array, dtype and scalar names is either
+    public numpy or one of numpy_pickle_globals, the same object."""
+    import io
+    import pickle
+
+    import numpy as np
+
+    allowed = compat.numpy_pickle_globals()
+    data = pickle.dumps(
+        [np.arange(3.0), np.float32(1.5), np.int64(2)], protocol=protocol
+    )
+    names = set()
+
+    class Recorder(pickle.Unpickler):
+        def find_class(self, module, name):
+            names.add((module, name))
+            return super().find_class(module, name)
+
+    Recorder(io.BytesIO(data)).load()
+    private = {name for name in names if name[1].startswith('_')}
+    private |= {name for name in names if name[1] == 'scalar'}
+    assert private and private <= set(allowed)
+    for module, name in private:
+        found = getattr(__import__(module, fromlist=[name]), name)
+        assert found is allowed[(module, name)]
+
+
+def test_python3_module_of_a_protocol_2_name():
+    assert compat.python3_module('__builtin__') == 'builtins'
+    assert compat.python3_module('copy_reg') == 'copyreg'
+    assert compat.python3_module('numpy') == 'numpy'
+
+
 def test_default_store_is_the_process_groups(tmp_path):
     import torch.distributed as dist
 

@@ -4,6 +4,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from ...compat import is_view
+
 
 class _SoftSplitFunction(torch.autograd.Function):
     """Patch gather of a channels-last map, with a scatter-add of the
@@ -25,7 +27,7 @@ class _SoftSplitFunction(torch.autograd.Function):
         )
         tokens = patches.reshape(batch, -1, channels * kernel_size**2)
         # a 1x1 split without padding would hand out a view of the input
-        return tokens.clone() if tokens._base is not None else tokens
+        return tokens.clone() if is_view(tokens) else tokens
 
     @staticmethod
     def backward(
