@@ -227,7 +227,8 @@ def test_vis_attention_draws_the_models_own_attention(tmp_path, monkeypatch):
         drawn.append(torch.as_tensor(attention))
         return picture
 
-    monkeypatch.setattr(vis_attention, 'overlay', overlay)
+    # the tool takes it from the figures module as it draws
+    monkeypatch.setattr('t2t_plugin.analysis.figures.overlay', overlay)
     arguments = [str(image), str(config), str(checkpoint), '--blocks', '1']
     out_dir = ['--out-dir', str(tmp_path / 'out')]
     assert vis_attention.main(arguments + out_dir) == 0
