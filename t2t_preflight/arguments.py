@@ -133,6 +133,21 @@ def read_model_config(
     return cfg
 
 
+def read_tool_config(
+    line_start: str,
+    config: str,
+    cfg_options: Optional[dict] = None,
+    checkpoint: Optional[str] = None,
+) -> Optional[Config]:
+    """:func:`read_model_config`, or None after its one line on stderr,
+    begun with ``line_start`` (the tool's ``error: ``)."""
+    try:
+        return read_model_config(config, cfg_options, checkpoint)
+    except ConfigError as error:
+        print(f'{line_start}{error}', file=sys.stderr)
+        return None
+
+
 def parse_launch_args(
     parser: argparse.ArgumentParser,
     cfg_example: str,

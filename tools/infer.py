@@ -23,9 +23,8 @@ from t2t_preflight.arguments import (
     add_device_argument,
     add_max_tokens_argument,
     parse_tool_args,
-    read_model_config,
+    read_tool_config,
 )
-from t2t_preflight.config import ConfigError
 
 # Misclassified images a folder's report names.
 MISCLASSIFIED_SHOWN = 5
@@ -72,12 +71,10 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         return int(stop.code or 0)
     config = None
     if args.model.endswith('.py'):
-        try:
-            config = read_model_config(
-                args.model, args.cfg_options, args.checkpoint
-            )
-        except ConfigError as error:
-            print(f'error: {error}', file=sys.stderr)
+        config = read_tool_config(
+            'error: ', args.model, args.cfg_options, args.checkpoint
+        )
+        if config is None:
             return 1
     import numpy as np
     from mmpretrain.apis import ImageClassificationInferencer

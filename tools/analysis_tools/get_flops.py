@@ -19,9 +19,9 @@ from t2t_preflight.arguments import (
     add_cfg_options,
     add_max_tokens_argument,
     parse_tool_args,
-    read_model_config,
+    read_tool_config,
 )
-from t2t_preflight.config import ConfigError, dataset_configs, entry
+from t2t_preflight.config import dataset_configs, entry
 
 if TYPE_CHECKING:
     import torch
@@ -263,10 +263,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     args = parse_args(argv)
     cfg = None
     if args.config:
-        try:
-            cfg = read_model_config(args.config, args.cfg_options)
-        except ConfigError as error:
-            print(f'error: {error}', file=sys.stderr)
+        cfg = read_tool_config('error: ', args.config, args.cfg_options)
+        if cfg is None:
             return 1
     from rich.console import Console
 

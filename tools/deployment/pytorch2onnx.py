@@ -17,9 +17,8 @@ from t2t_preflight.arguments import (
     add_cfg_options,
     add_max_tokens_argument,
     parse_tool_args,
-    read_model_config,
+    read_tool_config,
 )
-from t2t_preflight.config import ConfigError
 
 
 def parse_args(argv: Optional[list[str]] = None) -> argparse.Namespace:
@@ -203,10 +202,13 @@ def main(argv: Optional[list[str]] = None) -> int:
         args = parse_args(argv)
     except SystemExit as stop:  # argparse: --help, or a usage error
         return int(stop.code or 0)
-    try:
-        cfg = read_model_config(args.config, args.cfg_options, args.checkpoint)
-    except ConfigError as error:
-        print(f'pytorch2onnx.py: error: {error}', file=sys.stderr)
+    cfg = read_tool_config(
+        'pytorch2onnx.py: error: ',
+        args.config,
+        args.cfg_options,
+        args.checkpoint,
+    )
+    if cfg is None:
         return 2
     from rich.console import Console
 

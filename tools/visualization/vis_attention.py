@@ -21,9 +21,8 @@ from mmengine.config import Config
 from t2t_preflight.arguments import (
     add_image_arguments,
     parse_tool_args,
-    read_model_config,
+    read_tool_config,
 )
-from t2t_preflight.config import ConfigError
 
 
 def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
@@ -125,10 +124,10 @@ def draw_attention(
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
     args = parse_args(argv)
-    try:
-        cfg = read_model_config(args.config, args.cfg_options, args.checkpoint)
-    except ConfigError as error:
-        print(f'error: {error}', file=sys.stderr)
+    cfg = read_tool_config(
+        'error: ', args.config, args.cfg_options, args.checkpoint
+    )
+    if cfg is None:
         return 1
     from t2t_plugin.cli.image_tools import draw_images
 
