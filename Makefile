@@ -146,12 +146,15 @@ test: lint test-pinned
 		ONEDL_INSTALL_AFTER='$(OLD_VENV)/installed slurm-packages' \
 		test-torch2.1-then-slurm test-onedl
 
-# The suite, and the tests of the research code in projects/ (run by
-# make test as the product's are).
+# The suite, the tests of the research code in projects/ (run by make test
+# as the product's are) and those of the contributors' scripts (the GPU
+# check's CPU dry run among them: a script no test runs breaks unseen).
 PROJECT_TESTS := projects/small_data/tests
+DEV_SCRIPT_TESTS := .dev_scripts/tests
 
 test-pinned: install-tests install-dense
-	$(call PYTEST,$(PYTHON)) tests $(PROJECT_TESTS) -m 'not slurm' $(PYTEST_ARGS)
+	$(call PYTEST,$(PYTHON)) tests $(PROJECT_TESTS) $(DEV_SCRIPT_TESTS) \
+		-m 'not slurm' $(PYTEST_ARGS)
 
 # What the other two stacks run: the tests of the parts that call into
 # torch, mmengine and mmpretrain, whose behaviour differs between their
@@ -278,4 +281,4 @@ gpu-wheels: $(MAKE_VENV)
 # The tests of the contributors' scripts in .dev_scripts/ (the comparison
 # benchmark and the GPU check's CPU dry run).
 test-dev-scripts: install-tests
-	$(PYTHON) -m pytest .dev_scripts/tests $(PYTEST_ARGS)
+	$(PYTHON) -m pytest $(DEV_SCRIPT_TESTS) $(PYTEST_ARGS)

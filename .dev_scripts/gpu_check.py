@@ -82,6 +82,9 @@ train_cfg = dict(_delete_=True, type='IterBasedTrainLoop', max_iters={iters})
 val_dataloader = None
 val_cfg = None
 val_evaluator = None
+test_dataloader = None
+test_cfg = None
+test_evaluator = None
 param_scheduler = [dict(type='ConstantLR', factor=1.0, by_epoch=False)]
 log_processor = dict(by_epoch=False, window_size=1)
 default_hooks = dict(
@@ -400,7 +403,10 @@ def dist_stage(s: Settings, work: Path, stage: Stage) -> None:
             '1',
             '--work-dir',
             str(work / 'dist_train'),
+            # the environment (the backend) on the terminal too
+            '--verbose',
             '--cfg-options',
+            f'env_cfg.dist_cfg.backend={backend}',
             f'train_cfg.max_epochs={s.dist_epochs}',
             f'train_cfg.val_interval={s.dist_epochs}',
         ],
