@@ -33,7 +33,7 @@ class NonFiniteGuardHook(Hook):
     overflow does not), and before any checkpoint with NaN or infinite
     weights is written. The loss judged is the total the optimizer steps
     on: every entry of the step's outputs whose key holds ``loss`` (an
-    auxiliary loss such as ``loss_drloc`` as well as the head's), the
+    auxiliary loss of a research head as well as the head's own), the
     entries mmengine's ``parse_losses`` sums.
 
     Args:
