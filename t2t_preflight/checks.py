@@ -35,11 +35,12 @@ from .inputs import (
 class Answered:
     """What a pre-flight answered for a run, so that the run's hooks do
     not judge it again (``SampleSeededRunner.preflight``): the checkpoint
-    files found, and the dataloaders whose class folders were counted
-    against the head."""
+    files found, the dataloaders whose class folders were counted against
+    the head, and whether the run trains (None: not known)."""
 
     checkpoints: frozenset = frozenset()
     class_folders: frozenset = frozenset()
+    trains: Optional[bool] = None
 
     @classmethod
     def of(cls, cfg: Config, dataloaders: list[str] = ()) -> 'Answered':
@@ -53,6 +54,7 @@ class Answered:
                 for key in dataloaders
                 if class_folders(entry(cfg, key, 'dataset'))
             ),
+            training if dataloaders else None,
         )
 
 

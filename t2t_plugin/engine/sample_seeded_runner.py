@@ -353,7 +353,9 @@ class SampleSeededRunner(Runner):
         tool's pre-flight (:func:`t2t_preflight.preflight`) answered for
         this config already, and is not checked again."""
         warning = check_config(cfg, preflight_done=preflight is not None)
-        if warning:
+        # a schedule matters to a training only: a tool that tests says so
+        # (mmpretrain's test tool cannot, and gets the warning)
+        if warning and not (preflight and preflight.trains is False):
             print_log(warning, logger='current', level=logging.WARNING)
         runner = super().from_cfg(cfg)
         runner.preflight = Answered.of(cfg) if preflight is None else preflight

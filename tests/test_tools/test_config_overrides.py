@@ -261,6 +261,16 @@ def test_train_tool_prints_the_schedule_warning_once(tmp_path):
     assert 'System environment' not in result.stdout
     log = next((tmp_path / 'work').glob('*/*.log')).read_text()
     assert 'Config:' in log and 'System environment' in log
+    # a test of the run reads no schedule: the saved config (whose
+    # scheduler ends after training) gives no warning there
+    work = tmp_path / 'work'
+    tested = run_main(
+        'test', work / Path(DEMO).name, work / 'epoch_1.pth',
+        '--work-dir', tmp_path / 'test',
+    )  # fmt: skip
+    assert tested.returncode == 0, tested.stderr[-3000:]
+    assert 'param_scheduler' not in tested.stdout + tested.stderr
+    assert tested.stdout.splitlines()[-2].startswith('accuracy/top1: ')
 
 
 @pytest.mark.parametrize('config', CLASSIFICATION_CONFIGS)
