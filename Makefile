@@ -147,10 +147,13 @@ test: lint test-pinned
 		test-torch2.1-then-slurm test-onedl
 
 # The suite, the tests of the research code in projects/ (run by make test
-# as the product's are) and those of the contributors' scripts (the GPU
-# check's CPU dry run among them: a script no test runs breaks unseen).
+# as the product's are) and those of the contributors' scripts that run
+# unattended: the GPU check (its CPU dry run; a lent GPU's minutes are too
+# few to find a broken script) and the first-second benchmark. The other
+# scripts' tests (about a minute more): make test-dev-scripts.
 PROJECT_TESTS := projects/small_data/tests
-DEV_SCRIPT_TESTS := .dev_scripts/tests
+DEV_SCRIPT_TESTS := .dev_scripts/tests/test_gpu_check.py \
+	.dev_scripts/tests/test_first_second.py
 
 test-pinned: install-tests install-dense
 	$(call PYTEST,$(PYTHON)) tests $(PROJECT_TESTS) $(DEV_SCRIPT_TESTS) \
@@ -281,4 +284,4 @@ gpu-wheels: $(MAKE_VENV)
 # The tests of the contributors' scripts in .dev_scripts/ (the comparison
 # benchmark and the GPU check's CPU dry run).
 test-dev-scripts: install-tests
-	$(PYTHON) -m pytest $(DEV_SCRIPT_TESTS) $(PYTEST_ARGS)
+	$(PYTHON) -m pytest .dev_scripts/tests $(PYTEST_ARGS)
