@@ -95,15 +95,6 @@ def add_image_arguments(parser: argparse.ArgumentParser, out_dir: str) -> None:
     add_cfg_options(parser, 'num_classes=10')
 
 
-def check_checkpoint(checkpoint: str) -> None:
-    """Raise :class:`~t2t_preflight.config.ConfigError` for a checkpoint
-    file that is not there (:func:`~t2t_preflight.inputs.missing_checkpoint`),
-    before a tool writes anything or builds its model."""
-    problem = missing_checkpoint(checkpoint)
-    if problem:
-        raise ConfigError(problem)
-
-
 def read_model_config(
     config: str,
     cfg_options: Optional[dict] = None,
@@ -125,11 +116,11 @@ def read_model_config(
         checkpoint (str, optional): The weights the tool reads.
     """
     cfg = load_config(config, cfg_options, import_custom_modules=False)
-    problem = arch_problem(cfg)
+    problem = arch_problem(cfg) or (
+        checkpoint is not None and missing_checkpoint(checkpoint)
+    )
     if problem:
         raise ConfigError(problem)
-    if checkpoint is not None:
-        check_checkpoint(checkpoint)
     return cfg
 
 

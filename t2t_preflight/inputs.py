@@ -14,13 +14,11 @@ from mmengine.config import Config
 from . import doc_pages
 from .config import dataset_configs, entry, few, set_from
 
-# Datasets that read ``data_root/<split>`` when ``split`` is given.
 # 64x64 tokens, a 1024x1024 image at stride 16: attention memory grows with
 # the square of the tokens, so a huge input is refused rather than left to
 # exhaust the memory.
 DEFAULT_MAX_TOKENS = 4096
-
-
+# Datasets that read ``data_root/<split>`` when ``split`` is given.
 _SPLIT_FOLDER_DATASETS = ('ImageNet', 'ImageNet21k')
 
 

@@ -17,6 +17,7 @@ from torch import nn
 from torch.nn import functional as F
 
 from t2t_plugin.analysis.speed import (
+    DTYPES,
     StepRunner,
     alternating_rounds,
     peak_memory,
@@ -24,7 +25,14 @@ from t2t_plugin.analysis.speed import (
     top_operators,
 )
 
-from ..helpers import MEAN, ROOT, STD, run_main, write_tiny_model
+from ..helpers import (
+    MEAN,
+    ROOT,
+    STD,
+    load_tool,
+    run_main,
+    write_tiny_model,
+)
 
 
 class _Allocator(nn.Module):
@@ -301,6 +309,12 @@ def test_profile_lists_the_training_step_operators(tmp_path):
     assert len(row['top_operators']) == 3
     assert 'the 3 operators with the most own time' in result.stdout
     assert row['top_operators'][0]['name'] in result.stdout
+
+
+def test_the_tool_offers_the_dtypes_the_step_runner_knows():
+    """The tool names them before it imports the step runner."""
+    benchmark = load_tool('tools/analysis_tools/benchmark.py')
+    assert sorted(benchmark.DTYPE_NAMES) == sorted(DTYPES)
 
 
 @pytest.mark.parametrize(
