@@ -56,7 +56,9 @@ def merge_args(cfg: Config, args: argparse.Namespace) -> Config:
         arguments.set_amp(cfg)
     if args.resume == 'auto':
         # SampleSeededRunner: the work dir's newest intact checkpoint, else
-        # load_from (jobs that always pass --resume keep their weights)
+        # load_from's weights (jobs that always pass --resume keep them);
+        # another Runner: mmpretrain's resume=True, load_from=None
+        # (build_runner)
         cfg.resume = 'auto'
     elif args.resume is not None:
         cfg.resume, cfg.load_from = True, args.resume

@@ -7,10 +7,12 @@ default_hooks = dict(
     timer=dict(type='IterTimerHook'),
     logger=dict(type='LoggerHook', interval=100),
     param_scheduler=dict(type='ParamSchedulerHook'),
-    # Written to a temporary file and renamed, so a run killed while saving
-    # never leaves a truncated checkpoint for `--resume auto` to pick up.
+    # mmengine's CheckpointHook that removes a checkpoint only once the
+    # next one is saved; written to a temporary file and renamed, so a run
+    # killed while saving never leaves a truncated checkpoint for
+    # `--resume` to pick up.
     checkpoint=dict(
-        type='CheckpointHook',
+        type='SaveFirstCheckpointHook',
         interval=1,
         max_keep_ckpts=3,
         save_best='auto',

@@ -14,9 +14,10 @@ from typing import Optional, Union
 
 import torch
 import torch.distributed as torch_dist
-from mmengine.dist import is_distributed, is_main_process
+from mmengine.dist import is_distributed, is_main_process, master_only
+from mmengine.hooks import CheckpointHook
 from mmengine.logging import print_log
-from mmengine.registry import RUNNERS
+from mmengine.registry import HOOKS, RUNNERS
 from mmengine.runner import BaseLoop, Runner
 from torch import nn
 from torch.utils.data import DataLoader
@@ -389,7 +390,7 @@ class SampleSeededRunner(Runner):
                 arguments['cfg'] = cfg
         # mmengine makes the work dir first thing
         self.made_work_dir = not osp.exists(arguments['work_dir'])
-        self.iterated = False
+        self.iterated = self.config_dumped = False
         try:
             super().__init__(*bound.args[1:], **bound.kwargs)
         except BaseException:
@@ -430,10 +431,48 @@ class SampleSeededRunner(Runner):
             return super().test()
 
     def call_hook(self, fn_name: str, **kwargs) -> None:
-        """mmengine's; notes the run's first iteration."""
+        """mmengine's; notes the run's first iteration, and saves the
+        config once the hooks' ``before_run`` let the run start."""
         if fn_name.startswith('before_') and fn_name.endswith('_iter'):
             self.iterated = True
         super().call_hook(fn_name, **kwargs)
+        if fn_name == 'before_run' and not self.config_dumped:
+            self.config_dumped = True
+            self.dump_config()
+
+    @master_only
+    def dump_config(self) -> None:
+        """mmengine's, once the run has started (mmengine's ``__init__``
+        writes it before a training refused on a busy work dir would be
+        refused, over the running training's), and never over the file
+        the config was read from (a test of a run's saved config with
+        ``--cfg-options``)."""
+        if not self.config_dumped:
+            return
+        name = self.cfg.filename or f'{self.timestamp}.py'
+        target = osp.join(self.work_dir, osp.basename(name))
+        if self.cfg.filename and osp.realpath(target) == osp.realpath(
+            self.cfg.filename
+        ):
+            self.logger.info(
+                f'The config is not saved to {target}: the run was read '
+                'from that file.'
+            )
+            return
+        super().dump_config()
+
+    def register_hook(self, hook, priority=None) -> None:
+        """mmengine's; its ``CheckpointHook`` is built as
+        :class:`~t2t_plugin.engine.hooks.SaveFirstCheckpointHook` (the same
+        arguments and files), which removes a checkpoint only once its
+        successor is saved."""
+        kind = hook.get('type') if isinstance(hook, dict) else None
+        if isinstance(kind, str):
+            with HOOKS.switch_scope_and_registry(None) as registry:
+                kind = registry.get(kind)  # as HOOKS.build finds it
+        if kind is CheckpointHook:
+            hook = {**hook, 'type': 'SaveFirstCheckpointHook'}
+        super().register_hook(hook, priority)
 
     @contextlib.contextmanager
     def _failures(self) -> Iterator[None]:
@@ -575,7 +614,10 @@ def build_runner(
     builds it, with the loops of ``mode`` (``'train'``: the training and
     validation loops and the optimizer; ``'test'``: the test loop) built
     too, so that a wrong config fails before the run starts (``train`` and
-    ``test`` keep what is built).
+    ``test`` keep what is built). ``resume='auto'`` (``tools/train.py
+    --resume``) is :class:`SampleSeededRunner`'s; another Runner gets
+    what mmpretrain's ``tools/train.py --resume`` sets (``resume=True``,
+    ``load_from=None``).
 
     Args:
         cfg: The config.
@@ -595,6 +637,20 @@ def build_runner(
         inspect.isclass(runner_cls)
         and issubclass(runner_cls, SampleSeededRunner)
     ):
+        if cfg.get('resume') == 'auto':
+            # mmengine's Runner would resume load_from, another run's
+            # epoch and optimizer: --resume as mmpretrain's tool sets it
+            if cfg.get('load_from'):
+                print_log(
+                    f'--resume with runner_type={runner_type}: only a '
+                    "checkpoint of the work dir is resumed, as mmpretrain's "
+                    f'tools/train.py does; load_from={cfg.load_from} is not '
+                    'used (SampleSeededRunner starts from it when the work '
+                    'dir has no checkpoint).',
+                    logger='current',
+                    level=logging.WARNING,
+                )
+            cfg.resume, cfg.load_from = True, None
         runner = RUNNERS.build(cfg)
         _build_loops(runner, mode)
         return runner

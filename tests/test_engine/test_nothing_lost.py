@@ -5,7 +5,11 @@ training-only part switched on or off) is refused in one line, through
 our tools and mmpretrain's."""
 
 import hashlib
+import json
+import subprocess
+import sys
 from pathlib import Path
+from socket import gethostname
 
 import pytest
 import torch
@@ -163,3 +167,169 @@ def test_resume_with_the_localisation_loss_switched_off(tmp_path, tool):
             *TINY_DEMO, f'load_from={checkpoint}',
         )  # fmt: skip
         assert fresh.returncode == 0, fresh.stderr[-3000:]
+
+
+def fail_saving(name: str):
+    """mmengine's ``save_checkpoint``, stopped half-way through the file
+    ``name`` as a kill would stop it."""
+    from mmengine.runner import checkpoint
+
+    def save(state, filepath, *args, **kwargs):
+        if Path(filepath).name != name:
+            return checkpoint.save_checkpoint(state, filepath, *args, **kwargs)
+        checkpoint.save_checkpoint(state, filepath)
+        Path(filepath).write_bytes(Path(filepath).read_bytes()[:1000])
+        raise RuntimeError('killed while saving')
+
+    return save
+
+
+# A config of one's own naming mmengine's CheckpointHook: SampleSeededRunner
+# builds it as SaveFirstCheckpointHook.
+@pytest.mark.parametrize(
+    'door_name', ['ours', 'mmpretrain', 'Runner', 'CheckpointHook']
+)
+def test_a_checkpoint_is_removed_only_after_its_successor_is_saved(
+    tmp_path, monkeypatch, door_name
+):
+    """max_keep_ckpts=1 and a run killed while saving epoch 2: epoch 1
+    stays, and --resume trains epoch 2 only (mmengine's CheckpointHook
+    removed epoch 1 first, and the resume trained from scratch)."""
+    options = [
+        *TINY_DEMO, 'train_cfg.max_epochs=2',
+        'default_hooks.checkpoint.max_keep_ckpts=1',
+    ]  # fmt: skip
+    if door_name == 'Runner':
+        options.append('runner_type=Runner')
+    if door_name == 'CheckpointHook':
+        options.append('default_hooks.checkpoint.type=CheckpointHook')
+    main = run_mmpretrain_tool if door_name == 'mmpretrain' else run_main
+    work_dir = tmp_path / 'run'
+    args = ['train', DEMO, '--work-dir', work_dir]
+    with monkeypatch.context() as patch:
+        patch.setattr(
+            'mmengine.runner.runner.save_checkpoint',
+            fail_saving('epoch_2.pth'),
+        )
+        killed = main(*args, '--cfg-options', *options)
+    assert killed.returncode == 1
+    kept = torch.load(work_dir / 'epoch_1.pth', weights_only=False)
+    assert kept['meta']['epoch'] == 1
+    resumed = main(*args, '--resume', '--cfg-options', *options)
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    logs = ''.join(path.read_text() for path in work_dir.glob('*/*.log'))
+    assert 'resumed epoch: 1, iter: 2' in logs
+    assert sorted(p.name for p in work_dir.glob('epoch_*.pth')) == [
+        'epoch_2.pth'
+    ]
+    saved = torch.load(work_dir / 'epoch_2.pth', weights_only=False)
+    assert (saved['meta']['epoch'], saved['meta']['iter']) == (2, 4)
+
+
+def snapshot(folder: Path) -> dict:
+    """Every file and folder below ``folder``, files with their digest."""
+    return {
+        str(path.relative_to(folder)): path.is_file() and digest(path)
+        for path in folder.rglob('*')
+    }
+
+
+@pytest.mark.parametrize('tool', ['ours', 'mmpretrain'])
+def test_a_refused_training_writes_nothing(tmp_path, tool):
+    """A second training into a work dir another training holds is
+    refused before it writes anything: mmengine's Runner saved its config
+    over the running training's as it was built."""
+    work_dir = tmp_path / 'w'
+    work_dir.mkdir()
+    (work_dir / Path(DEMO).name).write_text("# the running run's config\n")
+    running = subprocess.Popen([sys.executable, '-c', 'input()'], stdin=-1)
+    lock = work_dir / 'train.lock'
+    lock.write_text(json.dumps(dict(pid=running.pid, host=gethostname())))
+    before = snapshot(work_dir)
+    main = run_main if tool == 'ours' else run_mmpretrain_tool
+    try:
+        refused = main('train', DEMO, '--work-dir', work_dir)
+    finally:
+        running.kill()
+        running.wait()
+    assert refused.returncode == 1
+    assert f'{work_dir} is in use by another training' in refused.stderr
+    assert snapshot(work_dir) == before
+
+
+@pytest.mark.parametrize('tool', ['ours', 'mmpretrain'])
+def test_a_test_of_a_saved_config_leaves_it_as_it_is(tmp_path, tool):
+    """A run's saved config names the run's folder as its work dir; a test
+    of it with --cfg-options saved the changed config over it."""
+    work_dir = tmp_path / 'run'
+    run_main(
+        'train', DEMO, '--work-dir', work_dir, '--cfg-options', *TINY_DEMO,
+        check=True,
+    )  # fmt: skip
+    saved = work_dir / Path(DEMO).name
+    kept = digest(saved)
+    main = run_main if tool == 'ours' else run_mmpretrain_tool
+    tested = main(
+        'test', saved, work_dir / 'epoch_1.pth', '--cfg-options',
+        'test_dataloader.batch_size=4',
+    )  # fmt: skip
+    assert tested.returncode == 0, tested.stderr[-3000:]
+    assert 'accuracy/top1' in tested.stdout
+    assert digest(saved) == kept
+    logs = ''.join(path.read_text() for path in work_dir.glob('*/*.log'))
+    assert (
+        f'The config is not saved to {saved}: the run was read from that file.'
+    ) in logs
+
+
+@pytest.mark.parametrize(
+    'tool, runner, hooks',
+    [
+        ('ours', 'SampleSeededRunner', ''),
+        ('ours', 'Runner', ''),
+        # mmpretrain's hooks only: mmengine's Runner resumed load_from
+        (
+            'ours',
+            'Runner',
+            'default_hooks = dict(_delete_=True, logger=dict(type='
+            "'LoggerHook'), checkpoint=dict(type='CheckpointHook'))\n",
+        ),
+        ('mmpretrain', 'SampleSeededRunner', ''),
+    ],
+)
+def test_resume_into_a_new_work_dir_takes_no_other_runs_state(
+    one_epoch, tmp_path, tool, runner, hooks
+):
+    """--resume into a work dir without a checkpoint, with a config whose
+    load_from is another run's checkpoint: every epoch is trained, as
+    mmpretrain's tool trains them; SampleSeededRunner starts from the
+    checkpoint's weights, mmengine's Runner from scratch (as mmpretrain's
+    tool sets it), never from its epoch counter and optimizer."""
+    other = one_epoch / 'epoch_1.pth'
+    config = tmp_path / 'fine_tune.py'
+    config.write_text(
+        f'_base_ = [{DEMO!r}]\nload_from = {str(other)!r}\n{hooks}'
+    )
+    options = [*TINY_DEMO, 'train_cfg.max_epochs=2', f'runner_type={runner}']
+    main = run_main if tool == 'ours' else run_mmpretrain_tool
+    work_dir = tmp_path / 'new'
+    result = main(
+        'train', config, '--work-dir', work_dir, '--resume', '--cfg-options',
+        *options,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr[-3000:]
+    logs = ''.join(path.read_text() for path in work_dir.glob('*/*.log'))
+    assert 'resumed epoch' not in logs
+    for epoch in (1, 2):
+        saved = torch.load(work_dir / f'epoch_{epoch}.pth', weights_only=False)
+        assert saved['meta']['epoch'] == epoch
+        assert saved['meta']['iter'] == 2 * epoch
+    loaded = f'Load checkpoint from {other}' in logs
+    assert loaded == (tool == 'ours' and runner == 'SampleSeededRunner')
+    if runner == 'Runner':
+        assert (
+            f'--resume with runner_type=Runner: only a checkpoint of the '
+            "work dir is resumed, as mmpretrain's tools/train.py does; "
+            f'load_from={other} is not used (SampleSeededRunner starts from '
+            'it when the work dir has no checkpoint).'
+        ) in result.stdout

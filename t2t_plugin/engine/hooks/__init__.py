@@ -16,6 +16,7 @@ from .resume_guard_hook import ResumeGuardHook
 from .run_check_hook import RunCheckHook
 from .run_checks import RunCheckError, TrainingStopped
 from .run_summary_hook import RunSummaryHook
+from .save_first_checkpoint_hook import SaveFirstCheckpointHook
 from .training_curves_hook import TrainingCurvesHook
 from .visualization_hook import ReadableVisualizationHook
 from .work_dir_hook import DiskFullError, WorkDirHook, release_locks
@@ -36,6 +37,7 @@ __all__ = [
     'RunCheckError',
     'RunCheckHook',
     'RunSummaryHook',
+    'SaveFirstCheckpointHook',
     'TooManyBadImagesError',
     'TrainingCurvesHook',
     'TrainingStopped',
