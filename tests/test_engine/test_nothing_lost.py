@@ -1,8 +1,12 @@
 """A run starts only from what it can continue: a ``last_checkpoint`` that
-names a missing or cut-short file elsewhere is named for what it is, and a
+names a missing or cut-short file elsewhere is named for what it is, a
 resume whose optimizer state was saved for other parameters (a
-training-only part switched on or off) is refused in one line, through
-our tools and mmpretrain's."""
+training-only part switched on or off) is refused in one line, and
+``--resume`` into a new work dir takes no other run's epoch or optimizer.
+Nothing is lost in the run's own folder: a checkpoint is removed only once
+its successor is saved, a refused training writes nothing, and a test of
+a run's saved config leaves it as it is. Through our tools and
+mmpretrain's."""
 
 import hashlib
 import json

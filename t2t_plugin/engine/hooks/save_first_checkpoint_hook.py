@@ -62,15 +62,14 @@ class SaveFirstCheckpointHook(CheckpointHook):
             self.best_ckpt_path_dict = paths
 
     def _remove_oldest(self, runner) -> None:
-        if self.keep <= 0 or len(self.keep_ckpt_ids) <= self.keep:
+        kept = getattr(self, 'keep_ckpt_ids', ())  # made by before_train
+        if self.keep <= 0 or len(kept) <= self.keep:
             return
-        while len(self.keep_ckpt_ids) > self.keep:
-            step = self.keep_ckpt_ids.popleft()
+        while len(kept) > self.keep:
+            step = kept.popleft()
             name = self.filename_tmpl.format(step)
             self._remove(self.file_backend.join_path(self.out_dir, name))
-        runner.message_hub.update_info(
-            'keep_ckpt_ids', list(self.keep_ckpt_ids)
-        )
+        runner.message_hub.update_info('keep_ckpt_ids', list(kept))
 
     def _remove(self, path: str) -> bool:
         if not is_main_process():

@@ -25,7 +25,8 @@ class SavingRunner(SimpleNamespace):
             logger=MMLogger.get_instance(name),
             epoch=0,
             iter=0,
-            train_loop=SimpleNamespace(max_epochs=9),
+            train_loop=SimpleNamespace(max_epochs=9, max_iters=99),
+            max_iters=99,
             fails=None,
         )
 
@@ -87,3 +88,18 @@ def test_the_oldest_checkpoint_is_removed_after_the_next_is_saved(tmp_path):
     resumed.epoch = 3
     hook.after_train_epoch(resumed)
     assert names(tmp_path) == ['epoch_3.pth', 'epoch_4.pth']
+
+
+def test_by_iteration_too(tmp_path):
+    runner = SavingRunner(tmp_path, 'by_iteration')
+    hook = SaveFirstCheckpointHook(
+        interval=2, by_epoch=False, max_keep_ckpts=1
+    )
+    hook.before_train(runner)
+    for runner.iter in range(5):
+        hook.after_train_iter(runner, runner.iter)
+    assert names(tmp_path) == ['iter_4.pth']
+    runner.iter, runner.fails = 5, 'iter_6.pth'
+    with pytest.raises(RuntimeError):
+        hook.after_train_iter(runner, 5)
+    assert names(tmp_path) == ['iter_4.pth']
