@@ -345,7 +345,12 @@ class SampleSeededRunner(Runner):
     pre-flight before it) answered is the public ``preflight``
     (:class:`t2t_preflight.Answered`), which the hooks do not judge again.
     A run that stops before its first iteration leaves nothing behind: the
-    work dir it made, else its own log folder, is removed.
+    work dir it made, else its own log folder, is removed, and the config
+    is saved to the work dir only once the hooks' ``before_run`` let the
+    run start (never over the file it was read from). A config's mmengine
+    ``CheckpointHook`` is built as
+    :class:`~t2t_plugin.engine.hooks.SaveFirstCheckpointHook`: a checkpoint
+    is removed only once its successor is saved.
     """
 
     @classmethod
@@ -442,11 +447,11 @@ class SampleSeededRunner(Runner):
 
     @master_only
     def dump_config(self) -> None:
-        """mmengine's, once the run has started (mmengine's ``__init__``
-        writes it before a training refused on a busy work dir would be
-        refused, over the running training's), and never over the file
-        the config was read from (a test of a run's saved config with
-        ``--cfg-options``)."""
+        """mmengine's, once the hooks' ``before_run`` let the run start
+        (mmengine's ``__init__`` saves it before: a training refused on a
+        busy work dir wrote over the running training's config), and never
+        over the file the config was read from (a test of a run's saved
+        config with ``--cfg-options``)."""
         if not self.config_dumped:
             return
         name = self.cfg.filename or f'{self.timestamp}.py'
