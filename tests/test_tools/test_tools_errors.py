@@ -515,8 +515,9 @@ def test_out_format_is_checked_before_evaluation(tmp_path, monkeypatch):
     )
     assert code == 2
     assert err == (
-        f'Invalid options for {DEMO}: --out saves the metrics as .json, '
-        '.yaml, .yml, .pkl; got --out m.txt.\n'
+        f'Invalid options for {DEMO}: --out-item metrics saves with '
+        "mmengine's dump, which writes json, yaml, yml, pickle, pkl files; "
+        'got --out m.txt.\n'
     )
     # predictions, as mmpretrain's test.py writes them, go to a .pkl
     code, err = main_result(
@@ -530,9 +531,9 @@ def test_out_format_is_checked_before_evaluation(tmp_path, monkeypatch):
     )
     assert code == 2
     assert err == (
-        f'Invalid options for {DEMO}: --out saves the predictions as a .pkl '
-        'file; got --out m.json (use --out-item metrics for .json or '
-        '.yaml).\n'
+        f'Invalid options for {DEMO}: --out m.json: The output file must be '
+        "a pkl file (mmengine's DumpResults takes .pkl or .pickle; "
+        '--out-item metrics saves the metrics as .json or .yaml too).\n'
     )
 
 
