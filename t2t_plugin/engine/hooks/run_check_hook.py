@@ -77,19 +77,20 @@ def pipeline_problem(pipeline: Sequence, t2t) -> Optional[str]:
             t2t.output_sizes(size)
         except ValueError as error:
             return str(error)
+    channels = None  # as the last transform that sets them gives them
     for transform in pipeline or ():
-        if isinstance(transform, dict) and _kind(transform) == (
-            'LoadImageFromFile'
-        ):
+        kind = _kind(transform) if isinstance(transform, dict) else None
+        if kind == 'LoadImageFromFile':
             color = transform.get('color_type', 'color')
             channels = {'color': 3, 'grayscale': 1}.get(color)
-            if channels is not None and channels != t2t.in_channels:
-                return (
-                    f'loads {channels}-channel images, but the backbone '
-                    f'takes in_channels={t2t.in_channels}; set '
-                    "model.backbone.in_channels or LoadImageFromFile's "
-                    'color_type to match.'
-                )
+        elif kind == 'ConvertImage':
+            channels = transform.get('channels', 3)
+    if channels is not None and channels != t2t.in_channels:
+        return (
+            f'loads {channels}-channel images, but the backbone takes '
+            f'in_channels={t2t.in_channels}; set model.backbone.in_channels '
+            "or LoadImageFromFile's color_type to match."
+        )
     return None
 
 
@@ -163,16 +164,22 @@ class RunCheckHook(Hook):
                 if warning:
                     runner.logger.warning(warning)
             classes = getattr(loader.dataset, 'metainfo', {}).get('classes')
+            # labels that are folder indices on both sides mean other
+            # classes; an annotation file's labels may still agree
+            folders = all(map(folder_dataset, base_datasets(loader.dataset)))
             if classes is not None:
                 if first is None:
-                    first = (key, list(classes))
+                    first = (key, list(classes), folders)
                 elif list(classes) != first[1]:
-                    raise RunCheckError(
+                    problem = (
                         f'{key} has {len(classes)} classes ({few(classes)}), '
                         f'but {first[0]} has {len(first[1])} '
                         f'({few(first[1])}); both must list the same '
                         'classes in the same order.'
                     )
+                    if folders and first[2]:
+                        raise RunCheckError(problem)
+                    runner.logger.warning(problem)
             pipelines = _pipelines(runner.cfg, key) if t2t else ()
             for dotted, pipeline in pipelines:
                 problem = pipeline_problem(pipeline, t2t)

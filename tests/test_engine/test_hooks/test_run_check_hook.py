@@ -170,6 +170,33 @@ def test_a_hidden_folder_is_named_where_it_changes_the_count(tmp_path):
     assert str(door(CUSTOM, as_dict(options), tmp_path / 'door')) == expected
 
 
+def test_train_and_val_folders_of_other_classes(tmp_path):
+    # folder indices: c2 is label 2 in training, 1 in validation
+    root = write_class_folders(tmp_path / 'data', 3)
+    shutil.rmtree(root / 'val' / 'c1')
+    write_class_folders(root, ['c3'], splits=('val',))
+    options = custom_options(root)
+    expected = (
+        'val_dataloader has 3 classes (c0, c2, c3), but train_dataloader '
+        'has 3 (c0, c1, c2); both must list the same classes in the same '
+        'order.'
+    )
+    ours = run_main(
+        'train', CUSTOM, '--work-dir', tmp_path / 'w', '--cfg-options',
+        *options,
+    )  # fmt: skip
+    assert ours.returncode == 1 and one_line(ours.stderr) == expected
+    assert str(door(CUSTOM, as_dict(options), tmp_path / 'door')) == expected
+    # an annotation file's labels may agree with the training's: warned
+    lines = ''.join(f'c{c}/0.jpg {c}\n' for c in (0, 2))
+    (root / 'val.txt').write_text(lines)
+    options = as_dict(options)
+    options['val_dataloader.dataset.ann_file'] = 'val.txt'
+    options['val_dataloader.dataset.metainfo'] = dict(classes=['a', 'b', 'c'])
+    write_class_folders(root, 3, splits=('val',))
+    assert door(CUSTOM, options, tmp_path / 'door2') is None
+
+
 def test_untileable_pipeline_size_is_one_line():
     t2t = digit_model().backbone.tokens_to_token  # strides 1, 1, 2
     problem = pipeline_problem(
@@ -184,6 +211,12 @@ def test_untileable_pipeline_size_is_one_line():
         "model.backbone.in_channels or LoadImageFromFile's color_type to "
         'match.'
     )
+    # made grey after loading, as the digits demo's ConvertImage does
+    grey = [
+        dict(type='LoadImageFromFile'),
+        dict(type='ConvertImage', channels=1),
+    ]
+    assert pipeline_problem(grey, t2t) is None
 
 
 def test_every_child_of_a_dataset_wrapper_is_checked(tmp_path):
