@@ -1,8 +1,8 @@
 """What RunCheckHook refuses about the data before training, in one line
 through our tools and mmpretrain's: labels (of an annotation file or a
-dataset class) outside
-the head's classes (naming the file, the label and num_classes), and
-training folders that reach the validation images through a link."""
+dataset class) outside the head's classes (naming the file, the label and
+num_classes), and training folders that reach the validation images
+through a link."""
 
 import json
 from pathlib import Path
