@@ -134,8 +134,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             file=sys.stderr,
         )
         return 2
-    # WorkDirHook checks DumpResults' file; a URL is the backend's to judge
-    if args.out_item == 'metrics' and '://' not in args.out:
+    if args.out_item == 'metrics':  # WorkDirHook checks DumpResults' file
         problem = output_problem(
             args.out,
             '--out',

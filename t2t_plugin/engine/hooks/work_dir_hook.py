@@ -125,10 +125,8 @@ class WorkDirHook(Hook):
         # build (and read) the test set of a training
         loop = runner.test_loop if run_mode(runner) == 'test' else None
         for metric in getattr(getattr(loop, 'evaluator', None), 'metrics', []):
-            path = getattr(metric, 'out_file_path', None)
-            # a URL is written by its file backend, which judges it
-            if path and '://' not in str(path):
-                yield '--out', path
+            if getattr(metric, 'out_file_path', None):
+                yield '--out', metric.out_file_path
         for hook in runner.hooks:
             if getattr(hook, 'enable', False) or getattr(hook, 'draw', False):
                 # mmpretrain's out_dir is taken from the current folder;
