@@ -139,6 +139,50 @@ def class_count_message(
     )
 
 
+def folder_dataset(dataset: Any) -> bool:
+    """Whether a built dataset is mmpretrain's folder-style
+    ``CustomDataset``: its labels are the indices of its class folders."""
+    from mmpretrain.datasets import CustomDataset
+
+    return (
+        isinstance(dataset, CustomDataset)
+        and not dataset.ann_file
+        and dataset.with_label
+    )
+
+
+def class_folder_problem(cfg: Config, dataloaders: list[str]) -> Optional[str]:
+    """``RunCheckHook``'s judgement of class folders against the head
+    (:func:`class_count_message`), made by our tools before the Runner
+    for a run that has the hook: the first dataloader of ``dataloaders``
+    whose folder datasets (:func:`built_datasets`) cannot train or test
+    the head, their folders listed by mmpretrain's ``find_folders``; None
+    if each fits. Needs the registries (after the models' import)."""
+    from mmpretrain.datasets.custom import find_folders
+
+    hooks = [*(cfg.get('default_hooks') or {}).values()]
+    hooks += cfg.get('custom_hooks') or []
+    if not any(
+        str(hook.get('type', '')).endswith('RunCheckHook')
+        for hook in hooks
+        if isinstance(hook, dict)
+    ):
+        return None
+    num_classes, variable = head_classes(cfg)
+    for key in dataloaders:
+        for dataset in built_datasets(cfg, key):
+            folder = dataset.img_prefix if folder_dataset(dataset) else ''
+            if not osp.isdir(folder):
+                continue
+            classes = find_folders(folder)[0]
+            problem = class_count_message(
+                key, classes, num_classes, folder, variable
+            )
+            if problem:
+                return problem
+    return None
+
+
 def init_checkpoints(node: object) -> Iterator[str]:
     """``checkpoint`` entries of every ``init_cfg`` of a model config, and
     every ``*_checkpoint`` string of a model part (a part that reads more

@@ -115,7 +115,8 @@ def test_data_present(monkeypatch, tmp_path):
 
 
 def test_class_folders_against_the_head(monkeypatch, tmp_path):
-    """RunCheckHook, through our tools and under mmengine's own Runner."""
+    """Our tools before the Runner (where the run has RunCheckHook), and
+    RunCheckHook under mmengine's own Runner."""
     root = write_class_folders(tmp_path / 'data', 3)
     asked = []
 
@@ -123,6 +124,7 @@ def test_class_folders_against_the_head(monkeypatch, tmp_path):
         asked.append(key)
         return f'{key}: {len(classes)} folders, {REFUSED}'
 
+    monkeypatch.setattr(inputs, 'class_count_message', owner)
     monkeypatch.setattr(run_check_hook, 'class_count_message', owner)
     assert (
         refused_by_our_tool(

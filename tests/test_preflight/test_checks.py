@@ -16,6 +16,7 @@ import t2t_preflight.checks
 from t2t_plugin.engine import CheckpointError, read_checkpoint
 from t2t_plugin.models.backbones import T2TViT
 from t2t_preflight import archs, load_config
+from t2t_preflight.inputs import class_folder_problem
 
 from ..helpers import (
     ROOT,
@@ -266,6 +267,11 @@ def test_one_class_folder_is_refused_before_the_first_step(tmp_path):
     # mmengine's own Runner: the run's hook says the same
     options = as_dict([f'data_root={root}'] + loader_root(root))
     assert str(door(LITE, options, tmp_path / 'door')) == expected
+    # our tools ask before the Runner only for a run that has the hook
+    cfg = load_config(LITE, {'data_root': str(root)})
+    assert class_folder_problem(cfg, ['train_dataloader']) == expected
+    cfg.default_hooks.pop('run_check')
+    assert class_folder_problem(cfg, ['train_dataloader']) is None
 
 
 def loader_root(root: Path) -> list:

@@ -334,7 +334,7 @@ def test_test_tool_answers_before_importing_the_models(
     options, code, message, models, tmp_path
 ):
     (tmp_path / 'epoch_1.pth').write_bytes(b'')
-    (tmp_path / 'val').mkdir()  # data_root=. reads ./val
+    write_class_folders(tmp_path, 3, splits=('val',))  # data_root=.
     stderr, stdout = answer_before_models(
         'test', LITE, 'epoch_1.pth', '--work-dir', tmp_path / 'work',
         *options, cwd=tmp_path,

@@ -6,7 +6,12 @@ from mmengine.registry import HOOKS
 from mmengine.runner import EpochBasedTrainLoop
 
 from t2t_preflight.config import dataset_configs, entry
-from t2t_preflight.inputs import class_count_message, few, head_classes
+from t2t_preflight.inputs import (
+    class_count_message,
+    few,
+    folder_dataset,
+    head_classes,
+)
 
 from ...datasets.dataset_checks import (
     label_range_problem,
@@ -92,18 +97,6 @@ def pipeline_problem(pipeline: Sequence, t2t) -> Optional[str]:
             "or LoadImageFromFile's color_type to match."
         )
     return None
-
-
-def folder_dataset(dataset) -> bool:
-    """Whether a built dataset is mmpretrain's folder-style
-    ``CustomDataset``: its labels are the indices of its class folders."""
-    from mmpretrain.datasets import CustomDataset
-
-    return (
-        isinstance(dataset, CustomDataset)
-        and not dataset.ann_file
-        and dataset.with_label
-    )
 
 
 def _pipelines(cfg, key: str) -> Iterator[tuple[str, Sequence]]:
