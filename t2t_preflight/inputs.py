@@ -49,7 +49,7 @@ def missing_path(dataset: Any) -> Optional[str]:
     there: its ``ann_file``, then its ``data_prefix`` folders (not those
     of a dataset that downloads them); its ``data_root`` where that is
     missing too. None if all are there."""
-    paths = [dataset.ann_file]
+    paths = [getattr(dataset, 'ann_file', '')]
     if not getattr(dataset, 'download', False):
         paths += list((getattr(dataset, 'data_prefix', None) or {}).values())
     missing = [
@@ -73,15 +73,13 @@ def find_missing_data(cfg: Config, dataloaders: list[str]) -> list[str]:
     import)."""
     messages, seen = [], set()
     for key in dataloaders:
-        if not isinstance(cfg.get(key), dict):
-            continue
         for dataset in built_datasets(cfg, key):
             path = missing_path(dataset)
             if path is None or path in seen:
                 continue
             seen.add(path)
-            kind = type(dataset).__name__
-            doc = doc_pages.data_page(kind, cfg.get('default_scope'))
+            kind, scope = type(dataset).__name__, cfg.get('default_scope')
+            doc = doc_pages.data_page(kind, scope)
             messages.append(f'Dataset not found: expected {path} (see {doc}).')
     return messages
 
