@@ -3,8 +3,10 @@ process of ``tools/train.py``, ``tools/test.py`` or a tool that only runs a
 model (infer, export, drawing, counting, benchmark) on ten generated class
 folders. Prints, per mistake, the exit code, the number of lines, whether a
 work dir was left, the median wall time of ``--repeat`` runs and the line
-itself. The pre-flight answers them before ``import t2t_plugin``; this is
-the benchmark of that promise (the tests check the lines, not the time).
+itself. The pre-flight answers them before ``import t2t_plugin`` (the
+class folders, which the dataset's class lists, after it, before the
+Runner); this is the benchmark of that promise (the tests check the
+lines, not the time).
 The run-only tools write into the work dir, so that the column says
 whether they left an output folder.
 

@@ -23,7 +23,12 @@ from .config import (
     import_custom_modules,
     load_config,
 )
-from .inputs import DEFAULT_MAX_TOKENS, missing_checkpoint
+from .inputs import (
+    DEFAULT_MAX_TOKENS,
+    class_folder_problem,
+    find_missing_data,
+    missing_checkpoint,
+)
 
 
 def add_cfg_options(
@@ -270,8 +275,10 @@ def load_checked(
     """The config of ``args.config`` with its ``--cfg-options`` merged and
     the tool's other options applied (``merge_args``), checked by the
     pre-flight (:func:`~t2t_preflight.preflight`) on the ``dataloaders``
-    the tool reads, then its ``custom_imports`` imported; with what the
-    pre-flight answered and exit code 0. Else None, None and the exit
+    the tool reads, then its ``custom_imports`` imported, its datasets
+    found and their class folders counted (``find_missing_data``,
+    ``class_folder_problem`` of :mod:`t2t_preflight.inputs`); with
+    what the pre-flight answered and exit code 0. Else None, None and the exit
     code, after the lines saying why: a missing or broken file, an option
     that does not apply (2), a mistake of the config or its inputs (1)."""
     try:
@@ -297,4 +304,9 @@ def load_checked(
     except ConfigError as error:
         print(error, file=sys.stderr)
         return None, None, 2
+    problems = find_missing_data(cfg, dataloaders)
+    problem = not problems and class_folder_problem(cfg, dataloaders)
+    if problems or problem:
+        print('\n'.join(problems or [problem]), file=sys.stderr)
+        return None, None, 1
     return cfg, Answered.of(cfg, dataloaders), 0

@@ -14,7 +14,6 @@ from .config import (
     ConfigError,
     arch_problem,
     empty_scheduler,
-    entry,
     misspelt_arguments,
     misspelt_keys,
     output_problem,
@@ -22,24 +21,16 @@ from .config import (
     stale_variables,
     topk_problem,
 )
-from .inputs import (
-    checkpoint_paths,
-    checkpoint_problem,
-    class_folder_problem,
-    class_folders,
-    find_missing_data,
-)
+from .inputs import checkpoint_paths, checkpoint_problem
 
 
 @dataclass(frozen=True)
 class Answered:
     """What a pre-flight answered for a run, so that the run's hooks do
     not judge it again (``SampleSeededRunner.preflight``): the checkpoint
-    files found, the dataloaders whose class folders were counted against
-    the head, and whether the run trains (None: not known)."""
+    files found, and whether the run trains (None: not known)."""
 
     checkpoints: frozenset = frozenset()
-    class_folders: frozenset = frozenset()
     trains: Optional[bool] = None
 
     @classmethod
@@ -49,11 +40,6 @@ class Answered:
         training = 'train_dataloader' in dataloaders
         return cls(
             frozenset(checkpoint_paths(cfg, training)),
-            frozenset(
-                key
-                for key in dataloaders
-                if class_folders(entry(cfg, key, 'dataset'))
-            ),
             training if dataloaders else None,
         )
 
@@ -80,15 +66,10 @@ def config_problem(cfg: Config, training: bool = False) -> Optional[str]:
 def preflight(cfg: Config, dataloaders: list[str]) -> list[str]:
     """What stops a run of ``cfg`` on the ``dataloaders`` it reads, before
     anything is built: the config's own mistake (:func:`config_problem`),
-    else every missing dataset, else class folders that cannot train or
-    test the head; one line each, empty if none."""
+    in one line, empty if none. (The datasets are judged after the
+    models' import, where their classes say where they look:
+    :func:`~t2t_preflight.inputs.find_missing_data`.)"""
     problem = config_problem(cfg, 'train_dataloader' in dataloaders)
-    if problem:
-        return [problem]
-    missing = find_missing_data(cfg, dataloaders)
-    if missing:
-        return missing
-    problem = class_folder_problem(cfg, dataloaders)
     return [problem] if problem else []
 
 

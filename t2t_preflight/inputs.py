@@ -1,10 +1,10 @@
 """What a run reads, judged from its config and the disk: the dataset
-folders and files, the class folders against the head, the checkpoint
-files. Each decision is one function here; the tools call them before
-the models are imported, the runner and its hooks for every other door.
+folders and files (where each dataset's class looks for them), the class
+folders against the head, the checkpoint files. Each decision is one
+function here; the tools call them before the Runner is built, the
+runner and its hooks for every other door.
 """
 
-import os
 import os.path as osp
 from collections.abc import Iterator, Sequence
 from typing import Any, Optional
@@ -18,50 +18,69 @@ from .config import dataset_configs, entry, few, set_from
 # the square of the tokens, so a huge input is refused rather than left to
 # exhaust the memory.
 DEFAULT_MAX_TOKENS = 4096
-# Datasets that read ``data_root/<split>`` when ``split`` is given.
-_SPLIT_FOLDER_DATASETS = ('ImageNet', 'ImageNet21k')
 
 
-def _dataset_paths(dataset: dict) -> Iterator[tuple[str, str]]:
-    """``(local path, dataset type)`` a dataset config reads (not those it
-    wraps)."""
-    kind = str(dataset.get('type', ''))
-    root = dataset.get('data_root') or ''
-    if '://' in root:
-        return
-    if root:
-        yield root, kind
-    prefix = dataset.get('data_prefix') or ''
-    prefixes = prefix.values() if isinstance(prefix, dict) else [prefix]
-    for value in [dataset.get('ann_file'), *prefixes]:
-        if isinstance(value, str) and value and '://' not in value:
-            yield osp.join(root, value), kind
-    name = kind.split('.')[-1]
-    if name in _SPLIT_FOLDER_DATASETS and dataset.get('split') and root:
-        yield osp.join(root, dataset['split']), kind
+def built_datasets(cfg: Config, key: str) -> list[Any]:
+    """The datasets the dataloader ``key`` reads files through (those
+    inside its wrappers), each built by its own class with
+    ``lazy_init=True``: its paths resolved as the class resolves them
+    (``data_root``, ``split``, a default ``ann_file``), nothing read yet.
+    Needs the registries (after the models' import); a dataset its class
+    cannot build so is left out: the Runner's build reports it."""
+    from mmengine.registry import DATASETS
+
+    built = []
+    scope = cfg.get('default_scope')
+    with DATASETS.switch_scope_and_registry(scope) as registry:
+        for _, item in dataset_configs(key, entry(cfg, key, 'dataset')):
+            if 'dataset' in item or 'datasets' in item:
+                continue  # a wrapper
+            try:
+                built.append(
+                    registry.build({**item, 'pipeline': [], 'lazy_init': True})
+                )
+            except Exception:  # the Runner's build says why, as the host
+                continue
+    return built
+
+
+def missing_path(dataset: Any) -> Optional[str]:
+    """The first local file or folder a built dataset reads that is not
+    there: its ``ann_file``, then its ``data_prefix`` folders (not those
+    of a dataset that downloads them); its ``data_root`` where that is
+    missing too. None if all are there."""
+    paths = [getattr(dataset, 'ann_file', '')]
+    if not getattr(dataset, 'download', False):
+        paths += list((getattr(dataset, 'data_prefix', None) or {}).values())
+    missing = [
+        path
+        for path in paths
+        if isinstance(path, str) and path and '://' not in path
+        if not osp.exists(path)
+    ]
+    if not missing:
+        return None
+    root = getattr(dataset, 'data_root', '') or ''
+    under = root and missing[0].startswith(root) and not osp.exists(root)
+    return root if under else missing[0]
 
 
 def find_missing_data(cfg: Config, dataloaders: list[str]) -> list[str]:
     """One line per missing dataset folder or file of the dataloaders
-    ``dataloaders`` (keys, e.g. ``['train_dataloader']``; a missing root
-    without the paths below it), naming the doc page of its dataset type.
-    """
+    ``dataloaders`` (keys, e.g. ``['train_dataloader']``), where each
+    dataset's class looks for it (:func:`built_datasets`), naming the doc
+    page of its dataset type. Needs the registries (after the models'
+    import)."""
     messages, seen = [], set()
     for key in dataloaders:
-        loader = cfg.get(key)
-        if not isinstance(loader, dict) or 'dataset' not in loader:
-            continue
-        wrapped = dataset_configs(key, loader['dataset'])
-        paths = (p for _, item in wrapped for p in _dataset_paths(item))
-        for path, kind in paths:
-            if path in seen:
-                break  # reported for an earlier loader
-            if osp.exists(path):
+        for dataset in built_datasets(cfg, key):
+            path = missing_path(dataset)
+            if path is None or path in seen:
                 continue
             seen.add(path)
-            doc = doc_pages.data_page(kind, cfg.get('default_scope'))
+            kind, scope = type(dataset).__name__, cfg.get('default_scope')
+            doc = doc_pages.data_page(kind, scope)
             messages.append(f'Dataset not found: expected {path} (see {doc}).')
-            break  # the deeper paths of a missing root add nothing
     return messages
 
 
@@ -82,20 +101,13 @@ def class_count_message(
     where: str,
     variable: Optional[str] = None,
 ) -> Optional[str]:
-    """The line for a dataset of ``key`` whose ``classes`` (read from
-    ``where``) cannot train or test a head of ``num_classes`` classes, or
-    None: a hidden folder taken as a class (mmpretrain's ``CustomDataset``
-    lists every sub-folder, ``.ipynb_checkpoints`` too), fewer than two
-    classes, or another number of classes. The line names the config
-    ``variable`` the head's classes are set from, if any."""
+    """The line for a folder dataset of ``key`` whose ``classes`` (its
+    class folders in ``where``) cannot train or test a head of
+    ``num_classes`` classes, or None: fewer than two classes, or another
+    number of classes (a hidden folder, which mmpretrain's
+    ``CustomDataset`` takes as a class, is named). The line names the
+    config ``variable`` the head's classes are set from, if any."""
     source = f' in {where}' if where else ''
-    hidden = [name for name in classes if str(name).startswith('.')]
-    if hidden:
-        return (
-            f'{key}: {where or "the dataset"} holds the hidden folder(s) '
-            f"{few(hidden)}, which mmpretrain's CustomDataset takes as "
-            'classes; delete them or move them out of the class folders.'
-        )
     if len(classes) < 2:
         listed = f' ({few(classes)})' if classes else ''
         return (
@@ -110,58 +122,59 @@ def class_count_message(
         else 'model.head.num_classes (and data_preprocessor.num_classes) '
         f'to {len(classes)}'
     )
+    hidden = [name for name in classes if str(name).startswith('.')]
+    hint = (
+        f' (the hidden folder(s) {few(hidden)} count as classes: delete '
+        'them or move them out of the class folders)'
+        if hidden
+        else ''
+    )
     return (
         f'{key}: the dataset has {len(classes)} classes{source} '
         f'({few(classes)}), but model.head.num_classes={num_classes}; '
-        f'set {fix}, or give the dataset {num_classes} class folders.'
+        f'set {fix}, or give the dataset {num_classes} class folders'
+        f'{hint}.'
     )
 
 
-def _folder_dataset(dataset: Any) -> Optional[dict]:
-    """The folder-style ``CustomDataset`` config inside dataset wrappers
-    (its classes are its sub-folders), or None."""
-    while isinstance(dataset, dict) and 'dataset' in dataset:
-        dataset = dataset['dataset']
-    if not isinstance(dataset, dict):
-        return None
-    if str(dataset.get('type', '')).split('.')[-1] != 'CustomDataset':
-        return None
-    metainfo = dataset.get('metainfo') or {}
-    given = dataset.get('classes') or metainfo.get('classes')
-    if dataset.get('ann_file') or not dataset.get('with_label', True) or given:
-        return None
-    return dataset
+def folder_dataset(dataset: Any) -> bool:
+    """Whether a built dataset is mmpretrain's folder-style
+    ``CustomDataset``: its labels are the indices of its class folders."""
+    from mmpretrain.datasets import CustomDataset
 
-
-def class_folders(dataset: Any) -> Optional[tuple[str, list[str]]]:
-    """The folder and classes of a folder-style ``CustomDataset`` config
-    (mmpretrain lists the sub-folders, sorted, hidden ones included), or
-    None where its classes come from elsewhere (an ``ann_file``, the
-    config) or it is missing."""
-    dataset = _folder_dataset(dataset)
-    if dataset is None:
-        return None
-    prefix = dataset.get('data_prefix') or ''
-    if isinstance(prefix, dict):
-        prefix = prefix.get('img_path') or ''
-    folder = osp.join(dataset.get('data_root') or '', prefix)
-    if '://' in folder or not osp.isdir(folder):
-        return None
-    with os.scandir(folder) as entries:
-        names = sorted(entry.name for entry in entries if entry.is_dir())
-    return folder, names
+    return (
+        isinstance(dataset, CustomDataset)
+        and not dataset.ann_file
+        and dataset.with_label
+    )
 
 
 def class_folder_problem(cfg: Config, dataloaders: list[str]) -> Optional[str]:
-    """The first dataloader of ``dataloaders`` whose class folders cannot
-    train or test the head (:func:`class_count_message`), None if each
-    fits or is not a folder dataset."""
+    """``RunCheckHook``'s judgement of class folders against the head
+    (:func:`class_count_message`), made by our tools before the Runner
+    for a run that has the hook: the first dataloader of ``dataloaders``
+    whose folder datasets (:func:`built_datasets`) cannot train or test
+    the head, their folders listed by mmpretrain's ``find_folders``; None
+    if each fits. Needs the registries (after the models' import)."""
+    from mmpretrain.datasets.custom import find_folders
+
+    hooks = [*(cfg.get('default_hooks') or {}).values()]
+    hooks += cfg.get('custom_hooks') or []
+    if not any(
+        str(hook.get('type', '')).endswith('RunCheckHook')
+        for hook in hooks
+        if isinstance(hook, dict)
+    ):
+        return None
     num_classes, variable = head_classes(cfg)
     for key in dataloaders:
-        found = class_folders(entry(cfg, key, 'dataset'))
-        if found:
+        for dataset in built_datasets(cfg, key):
+            folder = dataset.img_prefix if folder_dataset(dataset) else ''
+            if not osp.isdir(folder):
+                continue
+            classes = find_folders(folder)[0]
             problem = class_count_message(
-                key, found[1], num_classes, found[0], variable
+                key, classes, num_classes, folder, variable
             )
             if problem:
                 return problem

@@ -1,13 +1,15 @@
 """Evaluate a checkpoint on a config's test set with mmengine's Runner.
 
 Prints the metrics; ``--out x.pkl`` saves the predictions as mmpretrain's
-``tools/test.py`` does, ``--out-item metrics`` the metrics instead.
+``tools/test.py`` does (mmengine's ``DumpResults``), ``--out-item metrics``
+the metrics instead (mmengine's ``dump``: json, yaml, pickle).
 """
 
 import argparse
+import logging
 import sys
 from collections.abc import Sequence
-from typing import Optional
+from typing import Any, Optional
 
 from mmengine.config import Config
 
@@ -15,9 +17,6 @@ from mmengine.config import Config
 # (seconds of model imports), as in tools/train.py.
 from t2t_preflight import arguments, doc_pages
 from t2t_preflight.config import output_problem
-
-# Formats mmengine's ``dump`` writes, by file suffix.
-METRICS_SUFFIXES = ('.json', '.yaml', '.yml', '.pkl')
 
 
 def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
@@ -29,8 +28,9 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
     )
     parser.add_argument(
         '--out',
-        help='file to save the predictions to (.pkl, as mmpretrain) or, '
-        'with --out-item metrics, the metrics (.json, .yaml or .pkl)',
+        help='file to save the predictions to (.pkl or .pickle, as '
+        'mmpretrain) or, with --out-item metrics, the metrics (any format '
+        "of mmengine's dump: .json, .yaml, .yml, .pkl, .pickle)",
     )
     parser.add_argument(
         '--out-item',
@@ -90,32 +90,49 @@ def merge_args(cfg: Config, args: argparse.Namespace) -> Config:
     return cfg
 
 
-def out_problem(args: argparse.Namespace) -> Optional[str]:
-    """Why ``--out`` / ``--out-item`` cannot be used, checked first:
-    mmengine's ``dump`` would fail only after the whole evaluation."""
-    if args.out_item and not args.out:
-        return '--out-item needs --out FILE.'
-    if args.out and args.out_item == 'metrics':
-        if not args.out.lower().endswith(METRICS_SUFFIXES):
+def out_problem(args: argparse.Namespace) -> tuple[Optional[str], Any]:
+    """Why ``--out`` / ``--out-item`` cannot be used, as mmengine judges
+    them (``dump`` with the handlers the config's imports registered,
+    ``DumpResults``), asked before the Runner is built: ``dump`` would
+    fail only after the whole evaluation. Else None, and the
+    ``DumpResults`` that saves the predictions (None: not asked for)."""
+    if not args.out:
+        return None, None
+    if args.out_item == 'metrics':
+        from mmengine.fileio.handlers import file_handlers
+
+        # the format dump takes from a file name
+        if args.out.split('.')[-1] not in file_handlers:
             return (
-                f'--out saves the metrics as '
-                f'{", ".join(METRICS_SUFFIXES)}; got --out {args.out}.'
-            )
-    elif args.out and not args.out.endswith('.pkl'):
+                "--out-item metrics saves with mmengine's dump, which "
+                f'writes {", ".join(file_handlers)} files; got --out '
+                f'{args.out}.'
+            ), None
+        return None, None
+    from mmengine.evaluator import DumpResults
+
+    # its notice that it has no metric prefix: about mmengine itself
+    logging.disable(logging.WARNING)
+    try:
+        return None, DumpResults(out_file_path=args.out)
+    except ValueError as error:
         return (
-            '--out saves the predictions as a .pkl file; got '
-            f'--out {args.out} (use --out-item metrics for '
-            '.json or .yaml).'
-        )
-    return None
+            f"--out {args.out}: {str(error).rstrip('.')} (mmengine's "
+            'DumpResults takes .pkl or .pickle; --out-item metrics saves '
+            'the metrics as .json or .yaml too).'
+        ), None
+    finally:
+        logging.disable(logging.NOTSET)
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
     args = parse_args(argv)
     # a usage error (exit 2), before the config and the data are read
-    problem = out_problem(args)
-    if problem:
-        print(f'Invalid options for {args.config}: {problem}', file=sys.stderr)
+    if args.out_item and not args.out:
+        print(
+            f'Invalid options for {args.config}: --out-item needs --out FILE.',
+            file=sys.stderr,
+        )
         return 2
     if args.out_item == 'metrics':  # WorkDirHook checks DumpResults' file
         problem = output_problem(
@@ -135,8 +152,11 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     )
     if cfg is None:
         return code
+    problem, dumper = out_problem(args)
+    if problem:
+        print(f'Invalid options for {args.config}: {problem}', file=sys.stderr)
+        return 2
     import numpy as np
-    from mmengine.evaluator import DumpResults
     from mmengine.fileio import dump
 
     from t2t_plugin import cli
@@ -146,8 +166,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         runner = build_runner(cfg, answered, 'test')
         # The loop builds the test dataset: config mistakes show up here.
         metrics = runner.test_loop.evaluator.metrics
-        if args.out and args.out_item != 'metrics':
-            metrics.append(DumpResults(out_file_path=args.out))
+        if dumper is not None:
+            metrics.append(dumper)
         return runner
 
     with cli.progress_only(not args.verbose):

@@ -8,10 +8,10 @@ import numpy as np
 
 
 def label_range_problem(dataset: Any, num_classes: Any) -> Optional[str]:
-    """Why the labels that an annotation file gives a single-label
-    classification dataset do not fit a head of ``num_classes`` classes,
-    in one line naming the file, the first label out of range and its
-    sample; None if they fit.
+    """Why the labels of a single-label classification dataset (an
+    annotation file's, a dataset class's own) do not fit a head of
+    ``num_classes`` classes, in one line naming the file, the first label
+    out of range and its sample; None if they fit.
 
     Without this, a label out of range ends the run at the loss (an
     assertion or a CUDA device-side error), after the model is built, and
@@ -19,19 +19,14 @@ def label_range_problem(dataset: Any, num_classes: Any) -> Optional[str]:
 
     Args:
         dataset: The dataset (mmpretrain's ``get_gt_labels`` is used;
-            datasets without it or without an ``ann_file``, and
-            multi-label lists, are not checked).
+            datasets without it, and multi-label lists, are not checked;
+            a folder dataset's labels are its folders' indices, whose
+            count ``RunCheckHook`` checks).
         num_classes: The head's ``num_classes`` (anything but an int: not
             checked).
     """
     get_gt_labels = getattr(dataset, 'get_gt_labels', None)
-    # a folder dataset's labels are its folders' indices: the count of its
-    # classes is checked against num_classes
-    if (
-        not isinstance(num_classes, int)
-        or get_gt_labels is None
-        or not getattr(dataset, 'ann_file', '')
-    ):
+    if not isinstance(num_classes, int) or get_gt_labels is None:
         return None
     try:
         labels = np.asarray(get_gt_labels())
@@ -46,7 +41,7 @@ def label_range_problem(dataset: Any, num_classes: Any) -> Optional[str]:
     label = int(labels[first])
     info = dataset.get_data_info(first)
     sample = info.get('img_path') if isinstance(info, dict) else None
-    source = getattr(dataset, 'ann_file', '') or 'the dataset'
+    source = getattr(dataset, 'ann_file', '') or type(dataset).__name__
     fix = 'fix the labels'
     if label >= 0 and labels.min() >= 0:
         fix += (

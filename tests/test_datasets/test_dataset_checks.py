@@ -1,7 +1,8 @@
 """What RunCheckHook refuses about the data before training, in one line
-through our tools and mmpretrain's: labels of an annotation file outside
-the head's classes (naming the file, the label and num_classes), and
-training folders that reach the validation images through a link."""
+through our tools and mmpretrain's: labels (of an annotation file or a
+dataset class) outside the head's classes (naming the file, the label and
+num_classes), and training folders that reach the validation images
+through a link."""
 
 import json
 from pathlib import Path
@@ -59,6 +60,20 @@ def test_labels_outside_the_classes_are_named(tmp_path):
     )
     assert label_range_problem(dataset, 4) is None
     assert label_range_problem(dataset, None) is None
+
+
+def test_labels_of_a_dataset_class_are_checked_too():
+    # no annotation file: the digits' labels are the class's own
+    digits = DATASETS.build(dict(type='DigitsDataset', split='val'))
+    labels = digits.get_gt_labels()
+    first = int((labels >= 3).nonzero()[0][0])
+    assert label_range_problem(digits, 3) == (
+        f'DigitsDataset: label {labels[first]} of sample {first} is outside '
+        f'0 to 2, the classes of model.head.num_classes=3 '
+        f'({(labels >= 3).sum()} label(s) in all); fix the labels, or set '
+        'model.head.num_classes (and data_preprocessor.num_classes) to 10.'
+    )
+    assert label_range_problem(digits, 10) is None
 
 
 @pytest.mark.parametrize('label', [7, -1])

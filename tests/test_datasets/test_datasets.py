@@ -14,7 +14,15 @@ import t2t_plugin  # noqa: F401
 from t2t_plugin.engine.hooks.checkpoint_check_hook import init_checkpoints
 from t2t_preflight.inputs import find_missing_data
 
-from ..helpers import DEMO, one_line, run_main
+from ..helpers import (
+    CUSTOM,
+    DEMO,
+    custom_options,
+    one_line,
+    run_main,
+    run_mmpretrain_tool,
+    write_class_folders,
+)
 
 CONFIG_DIR = Path(__file__).resolve().parents[2] / 'configs'
 
@@ -169,6 +177,109 @@ def test_missing_imagenet_is_one_line_per_path(tmp_path, monkeypatch):
     ]
     (tmp_path / 'data' / 'imagenet' / 'val').mkdir()
     assert missing_data(cfg) == []
+
+
+# Each form of mmpretrain's datasets: what the class reads, as it
+# resolves it (data_root joined, ImageNet's split), relative to data_root
+# (folders end with /); the first is then removed.
+DATASET_FORMS = [
+    (dict(type='CustomDataset', data_prefix='train'), 'train/'),
+    (dict(type='CustomDataset', data_prefix=dict(img_path='im')), 'im/'),
+    (dict(type='CustomDataset', ann_file='meta/t.txt'), 'meta/t.txt'),
+    (dict(type='ImageNet', split='val'), 'val/'),
+    (dict(type='ImageNet', split='train', data_prefix='mine'), 'mine/'),
+    (
+        dict(type='ImageNet', split='train', data_prefix=dict(img_path='m')),
+        'm/',
+    ),
+    (
+        dict(type='ImageNet', split='train', ann_file='l/t.txt'),
+        'l/t.txt train/',
+    ),
+    (dict(type='ImageNet21k', split='train', data_prefix='mine'), 'mine/'),
+    (dict(type='CIFAR10', data_prefix='c', download=False), 'c/'),
+]
+
+
+@pytest.mark.parametrize('dataset, reads', DATASET_FORMS)
+def test_data_is_looked_for_where_the_dataset_class_looks(
+    dataset, reads, tmp_path
+):
+    root = tmp_path / 'data'
+    cfg = Config(
+        dict(
+            default_scope='mmpretrain',
+            train_dataloader=dict(
+                dataset=dict(data_root=str(root), pipeline=[], **dataset)
+            ),
+        )
+    )
+    paths = [root / read for read in reads.split()]
+    for path, read in zip(paths, reads.split()):
+        if read.endswith('/'):
+            path.mkdir(parents=True)
+        else:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text('')
+    assert missing_data(cfg) == []
+    first = paths[0]
+    first.unlink() if first.is_file() else first.rmdir()
+    page = (
+        'custom_data.md'
+        if dataset['type'] == 'CustomDataset'
+        else 'getting_started.md#data-preparation'
+    )
+    expected = str(first)
+    assert missing_data(cfg) == [
+        f'Dataset not found: expected {expected} (see docs/{page}).'
+    ]
+
+
+def test_a_dataset_that_needs_no_data_root_is_not_refused(tmp_path):
+    images = tmp_path / 'images'
+    images.mkdir()
+    cfg = Config(
+        dict(
+            default_scope='mmpretrain',
+            # an absolute data_prefix: the class does not read data_root
+            train_dataloader=dict(
+                dataset=dict(
+                    type='CustomDataset',
+                    data_root=str(tmp_path / 'gone'),
+                    data_prefix=str(images),
+                    pipeline=[],
+                )
+            ),
+            # mmpretrain's CIFAR10 downloads what is missing
+            val_dataloader=dict(
+                dataset=dict(
+                    type='CIFAR10', data_root=str(tmp_path / 'c'), pipeline=[]
+                )
+            ),
+        )
+    )
+    assert missing_data(cfg) == []
+
+
+def test_imagenet_with_its_own_data_prefix_trains_through_every_tool(
+    tmp_path,
+):
+    root = write_class_folders(tmp_path / 'data', 3, splits=('mytrain',))
+    options = custom_options(root)
+    for loader in ('train_dataloader', 'val_dataloader', 'test_dataloader'):
+        options += [
+            f'{loader}.dataset.type=ImageNet',
+            f'{loader}.dataset.split=train',
+            f'{loader}.dataset.data_prefix=mytrain',
+            f"{loader}.dataset.metainfo.classes=['c0','c1','c2']",
+        ]
+    for name, tool in (('ours', run_main), ('theirs', run_mmpretrain_tool)):
+        result = tool(
+            'train', CUSTOM, '--work-dir', tmp_path / name,
+            '--cfg-options', *options,
+        )  # fmt: skip
+        assert result.returncode == 0, result.stderr[-2000:]
+        assert (tmp_path / name / 'epoch_1.pth').is_file()
 
 
 def test_missing_cifar_folder_is_named(tmp_path, monkeypatch):

@@ -26,7 +26,7 @@ from t2t_plugin.engine.hooks import (
     resume_guard_hook,
     run_check_hook,
 )
-from t2t_preflight import archs, checks, inputs
+from t2t_preflight import archs, arguments, checks, inputs
 from t2t_preflight.config import ConfigError
 
 from ..helpers import (
@@ -93,13 +93,14 @@ def test_the_checkpoint_exists(monkeypatch, tmp_path):
 
 
 def test_data_present(monkeypatch, tmp_path):
-    """Asked by the pre-flight of tools/train.py and tools/test.py, on the
-    loaders each reads; the other doors have the dataset's own error."""
+    """Asked by tools/train.py and tools/test.py after the models' import,
+    on the loaders each reads; the other doors have the dataset's own
+    error."""
 
     def owner(cfg, dataloaders):
         return [f'{", ".join(dataloaders)}: {REFUSED}']
 
-    monkeypatch.setattr(checks, 'find_missing_data', owner)
+    monkeypatch.setattr(arguments, 'find_missing_data', owner)
     assert (
         refused_by_our_tool('train', DEMO, '--work-dir', tmp_path / 'a')
         == f'train_dataloader, val_dataloader: {REFUSED}'
@@ -114,8 +115,8 @@ def test_data_present(monkeypatch, tmp_path):
 
 
 def test_class_folders_against_the_head(monkeypatch, tmp_path):
-    """The pre-flight of tools/train.py, and RunCheckHook under mmengine's
-    own Runner (no pre-flight counted the folders)."""
+    """Our tools before the Runner (where the run has RunCheckHook), and
+    RunCheckHook under mmengine's own Runner."""
     root = write_class_folders(tmp_path / 'data', 3)
     asked = []
 

@@ -9,7 +9,9 @@ import inspect
 from pathlib import Path
 
 import pytest
+import torch
 from mmengine.runner import Runner
+from mmpretrain.registry import MODELS
 
 from t2t_plugin.engine import ConfigError, check_config, load_config
 from t2t_preflight.config import RUNNER_KEYS, schedule_mismatch
@@ -18,6 +20,7 @@ from ..helpers import (
     DEMO,
     ROOT,
     answer_before_models,
+    one_line,
     run_main,
     run_mmpretrain_tool,
     write_class_folders,
@@ -285,52 +288,60 @@ def test_runner_keys_are_those_of_mmengines_runner():
     assert set(inspect.signature(Runner).parameters) <= RUNNER_KEYS
 
 
+# What is answered before the models' import, and what needs them: the
+# dataset's class (where it looks for its data), mmengine's DumpResults.
+# Both before the Runner: no work dir.
 @pytest.mark.parametrize(
-    'options, code, message',
+    'options, code, message, models',
     [
         ([], 1, 'Dataset not found: expected data/custom (see '
-         'docs/custom_data.md).'),
+         'docs/custom_data.md).', True),
         (['--cfg-options', 'train_cfg.max_epoch=3'], 2,
          f"Invalid options for {LITE}: --cfg-options train_cfg.max_epoch: "
-         "train_cfg has no key 'max_epoch'; did you mean 'max_epochs'?"),
+         "train_cfg has no key 'max_epoch'; did you mean 'max_epochs'?",
+         False),
     ],
 )  # fmt: skip
 def test_train_tool_answers_before_importing_the_models(
-    options, code, message, tmp_path
+    options, code, message, models, tmp_path
 ):
     stderr, stdout = answer_before_models(
         'train', LITE, '--work-dir', tmp_path / 'work', *options,
         cwd=tmp_path,
     )  # fmt: skip
     assert stderr == message
-    assert stdout == [f'exit {code}', 'imported False False False']
+    assert stdout == [f'exit {code}', f'imported {models} {models} {models}']
+    assert not (tmp_path / 'work').exists()
 
 
 @pytest.mark.parametrize(
-    'options, code, message',
+    'options, code, message, models',
     [
         ([], 1, 'Dataset not found: expected data/custom (see '
-         'docs/custom_data.md).'),
-        (['--out', 'scores.txt'], 2,
-         f'Invalid options for {LITE}: --out saves the predictions as a '
-         '.pkl file; got --out scores.txt (use --out-item metrics for '
-         '.json or .yaml).'),
+         'docs/custom_data.md).', True),
+        (['--out', 'scores.txt', '--cfg-options', 'data_root=.'], 2,
+         f'Invalid options for {LITE}: --out scores.txt: The output file '
+         "must be a pkl file (mmengine's DumpResults takes .pkl or "
+         '.pickle; --out-item metrics saves the metrics as .json or .yaml '
+         'too).', True),
         (['--cfg-options', 'test_dataloader.batch_sise=3'], 2,
          f'Invalid options for {LITE}: --cfg-options '
          "test_dataloader.batch_sise: test_dataloader has no key "
-         "'batch_sise'; did you mean 'batch_size'?"),
+         "'batch_sise'; did you mean 'batch_size'?", False),
     ],
 )  # fmt: skip
 def test_test_tool_answers_before_importing_the_models(
-    options, code, message, tmp_path
+    options, code, message, models, tmp_path
 ):
     (tmp_path / 'epoch_1.pth').write_bytes(b'')
+    write_class_folders(tmp_path, 3, splits=('val',))  # data_root=.
     stderr, stdout = answer_before_models(
         'test', LITE, 'epoch_1.pth', '--work-dir', tmp_path / 'work',
         *options, cwd=tmp_path,
     )  # fmt: skip
     assert stderr == message
-    assert stdout == [f'exit {code}', 'imported False False False']
+    assert stdout == [f'exit {code}', f'imported {models} {models} {models}']
+    assert not (tmp_path / 'work').exists()
 
 
 def run_on_folders(tool: str, root: Path, work_dir: Path, cwd: Path):
@@ -347,17 +358,26 @@ def run_on_folders(tool: str, root: Path, work_dir: Path, cwd: Path):
 
 
 @pytest.mark.parametrize('tool', ['train', 'test'])
-def test_class_count_is_answered_before_importing_the_models(tool, tmp_path):
+def test_class_count_is_answered_before_the_first_step(tool, tmp_path):
+    # RunCheckHook, as the datasets are built: nothing left behind
     root = write_class_folders(tmp_path / 'data', ('cat', 'dog'), 1)
     key = 'test_dataloader' if tool == 'test' else 'train_dataloader'
     folder = 'val' if tool == 'test' else 'train'
-    stderr, stdout = run_on_folders(tool, root, tmp_path / 'work', tmp_path)
-    assert stderr == (
+    checkpoint = []
+    if tool == 'test':
+        checkpoint = [tmp_path / 'model.pth']
+        model = MODELS.build(load_config(LITE).model)
+        torch.save(dict(state_dict=model.state_dict()), checkpoint[0])
+    result = run_main(
+        tool, LITE, *checkpoint, '--work-dir', tmp_path / 'work',
+        '--cfg-options', f'data_root={root}',
+    )  # fmt: skip
+    assert result.returncode == 1
+    assert one_line(result.stderr) == (
         f'{key}: the dataset has 2 classes in {root}/{folder} (cat, dog), '
         'but model.head.num_classes=3; set num_classes=2, or give the '
         'dataset 3 class folders.'
     )
-    assert stdout == ['exit 1', 'imported False False False']
     assert not (tmp_path / 'work').exists()
 
 

@@ -5,6 +5,7 @@ config under mmpretrain's own tools/train.py."""
 import pickle
 from pathlib import Path
 
+import mmengine
 import pytest
 import torch
 from mmengine.config import Config
@@ -88,6 +89,35 @@ def test_tta_averages_the_scores_of_the_image_and_its_flip(tmp_path):
         atol=1e-5,
         rtol=0,
     )
+
+
+@pytest.mark.parametrize(
+    'out, item',
+    [('p.pickle', 'pred'), ('m.yml', 'metrics'), ('m.pickle', 'metrics')],
+)
+def test_out_takes_every_form_mmengines_dumping_takes(out, item, tmp_path):
+    # mmpretrain's test.py: DumpResults (.pkl, .pickle) for the
+    # predictions, mmengine's dump (json, yaml, yml, pkl, pickle) for the
+    # metrics; both tools write the same
+    weights = demo_weights(tmp_path)
+    saved = {}
+    for name, tool in (('ours', run_main), ('theirs', run_mmpretrain_tool)):
+        path = tmp_path / name / out
+        tested = tool(
+            'test', DEMO, weights, '--out', path, '--out-item', item,
+            '--work-dir', tmp_path / f'work-{name}',
+        )  # fmt: skip
+        assert tested.returncode == 0, tested.stderr[-3000:]
+        saved[name] = mmengine.load(path)
+    if item == 'metrics':
+        assert saved['ours'] == saved['theirs']
+        assert set(saved['ours']) == {'accuracy/top1', 'accuracy/top5'}
+    else:
+        assert len(saved['ours']) == len(saved['theirs']) == 359
+        for ours, theirs in zip(saved['ours'], saved['theirs']):
+            torch.testing.assert_close(
+                ours['pred_score'], theirs['pred_score'], rtol=0, atol=0
+            )
 
 
 def test_non_finite_weights_are_refused_in_one_line(tmp_path):

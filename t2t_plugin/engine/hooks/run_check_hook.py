@@ -1,20 +1,23 @@
 from collections.abc import Iterator, Sequence
 from typing import Optional
 
-import numpy as np
 from mmengine.hooks import Hook
 from mmengine.registry import HOOKS
 from mmengine.runner import EpochBasedTrainLoop
 
 from t2t_preflight.config import dataset_configs, entry
-from t2t_preflight.inputs import class_count_message, few, head_classes
+from t2t_preflight.inputs import (
+    class_count_message,
+    few,
+    folder_dataset,
+    head_classes,
+)
 
 from ...datasets.dataset_checks import (
     label_range_problem,
     linked_folders_problem,
 )
 from ...datasets.skip_bad_images import base_datasets
-from ..sample_seeded_runner import SampleSeededRunner
 from .run_checks import (
     RunCheckError,
     bare_model,
@@ -79,44 +82,21 @@ def pipeline_problem(pipeline: Sequence, t2t) -> Optional[str]:
             t2t.output_sizes(size)
         except ValueError as error:
             return str(error)
+    channels = None  # as the last transform that sets them gives them
     for transform in pipeline or ():
-        if isinstance(transform, dict) and _kind(transform) == (
-            'LoadImageFromFile'
-        ):
+        kind = _kind(transform) if isinstance(transform, dict) else None
+        if kind == 'LoadImageFromFile':
             color = transform.get('color_type', 'color')
             channels = {'color': 3, 'grayscale': 1}.get(color)
-            if channels is not None and channels != t2t.in_channels:
-                return (
-                    f'loads {channels}-channel images, but the backbone '
-                    f'takes in_channels={t2t.in_channels}; set '
-                    "model.backbone.in_channels or LoadImageFromFile's "
-                    'color_type to match.'
-                )
+        elif kind == 'ConvertImage':
+            channels = transform.get('channels', 3)
+    if channels is not None and channels != t2t.in_channels:
+        return (
+            f'loads {channels}-channel images, but the backbone takes '
+            f'in_channels={t2t.in_channels}; set model.backbone.in_channels '
+            "or LoadImageFromFile's color_type to match."
+        )
     return None
-
-
-def empty_class_folders(dataset) -> list[str]:
-    """Classes without a sample in a folder-style mmpretrain
-    ``CustomDataset`` (an empty folder still takes a label)."""
-    from mmpretrain.datasets import CustomDataset
-
-    if not isinstance(dataset, CustomDataset) or dataset.ann_file:
-        return []
-    classes = dataset.metainfo.get('classes') or ()
-    if not classes:
-        return []
-    counts = np.bincount(
-        np.asarray(dataset.get_gt_labels(), dtype=np.int64),
-        minlength=len(classes),
-    )
-    return [name for name, count in zip(classes, counts) if count == 0]
-
-
-def _subset(cfg, key: str) -> bool:
-    """Whether the dataset config of ``key`` (or one it wraps) takes a
-    subset of its samples (``indices``)."""
-    wrapped = dataset_configs(key, entry(cfg, key, 'dataset'))
-    return any(item.get('indices') is not None for _, item in wrapped)
 
 
 def _pipelines(cfg, key: str) -> Iterator[tuple[str, Sequence]]:
@@ -145,12 +125,15 @@ class RunCheckHook(Hook):
     """Check a run's data, model and loop settings before its first step.
 
     mmengine finds such mistakes late or never: class folders that do not
-    match the head's classes, an empty class folder (it shifts every label
-    after it), a crop size the soft splits cannot tile, ``val_interval=0``
-    (a division by zero after a whole epoch), a head or neck whose stated
-    ``in_channels`` are not the backbone's widths (mmengine's first forward
-    would fail deep in a traceback). Each is refused here in one
-    :class:`RunCheckError` line.
+    match the head's classes, labels outside them, train and val sets of
+    other classes, a crop size the soft splits cannot tile,
+    ``val_interval=0`` (a division by zero after a whole epoch), a head or
+    neck whose stated ``in_channels`` are not the backbone's widths
+    (mmengine's first forward would fail deep in a traceback). Each is
+    refused here in one :class:`RunCheckError` line. A dataset whose
+    labels fit the head but whose class list is of another length (an
+    annotation file on a subset of ImageNet's classes) is named in one
+    warning line, and the run goes on.
     """
 
     priority = 'VERY_HIGH'
@@ -164,32 +147,32 @@ class RunCheckHook(Hook):
         head = getattr(bare_model(runner), 'head', None)
         num_classes = getattr(head, 'num_classes', None)
         _, variable = head_classes(runner.cfg)
-        # the class folders the runner's pre-flight counted
-        counted = (
-            runner.preflight.class_folders
-            if isinstance(runner, SampleSeededRunner)
-            else ()
-        )
         t2t = t2t_module(runner)
         first = None
         for key, loader in built_loaders(runner).items():
-            # a subset (indices=N) need not reach every class
-            subset = _subset(runner.cfg, key)
             for dataset in base_datasets(loader.dataset):
-                self._check_dataset(
-                    key, dataset, num_classes, variable, key in counted, subset
+                warning = self._check_dataset(
+                    key, dataset, num_classes, variable
                 )
+                if warning:
+                    runner.logger.warning(warning)
             classes = getattr(loader.dataset, 'metainfo', {}).get('classes')
+            # labels that are folder indices on both sides mean other
+            # classes; an annotation file's labels may still agree
+            folders = all(map(folder_dataset, base_datasets(loader.dataset)))
             if classes is not None:
                 if first is None:
-                    first = (key, list(classes))
+                    first = (key, list(classes), folders)
                 elif list(classes) != first[1]:
-                    raise RunCheckError(
+                    problem = (
                         f'{key} has {len(classes)} classes ({few(classes)}), '
                         f'but {first[0]} has {len(first[1])} '
                         f'({few(first[1])}); both must list the same '
                         'classes in the same order.'
                     )
+                    if folders and first[2]:
+                        raise RunCheckError(problem)
+                    runner.logger.warning(problem)
             pipelines = _pipelines(runner.cfg, key) if t2t else ()
             for dotted, pipeline in pipelines:
                 problem = pipeline_problem(pipeline, t2t)
@@ -207,41 +190,35 @@ class RunCheckHook(Hook):
 
     @staticmethod
     def _check_dataset(
-        key: str,
-        dataset,
-        num_classes: Optional[int],
-        variable: Optional[str],
-        counted: bool,
-        subset: bool,
-    ) -> None:
+        key: str, dataset, num_classes: Optional[int], variable: Optional[str]
+    ) -> Optional[str]:
         """Check one dataset that reads samples, inside the wrappers of the
-        loader ``key``: its classes against the head (unless the pre-flight
-        counted them), its class folders, its labels."""
+        loader ``key``: class folders against the head, other labels
+        within it; the warning line for a class list of another length
+        whose labels fit, or None."""
         classes = getattr(dataset, 'metainfo', {}).get('classes')
+        if not isinstance(num_classes, int):
+            return None
         # mmpretrain's ClassNumCheckHook makes this check with an assert (a
         # traceback) on every module that has a num_classes attribute, and
         # names no key to set
-        problem = (
-            classes is not None
-            and isinstance(num_classes, int)
-            and not counted
-            and class_count_message(
+        if folder_dataset(dataset):
+            problem = class_count_message(
                 key, list(classes), num_classes, _where(dataset), variable
             )
-        )
-        if problem:
-            raise RunCheckError(problem)
-        empty = not subset and empty_class_folders(dataset)
-        if empty:
-            raise RunCheckError(
-                f'{key}: class folder(s) {few(empty)} in {_where(dataset)} '
-                'hold no images but still take a label index, shifting '
-                'every label after them; remove the empty folders or add '
-                'their images.'
-            )
+            if problem:
+                raise RunCheckError(problem)
+            return None
         problem = label_range_problem(dataset, num_classes)
         if problem:
             raise RunCheckError(f'{key}: {problem}')
+        if classes is None or len(classes) == num_classes:
+            return None
+        return (
+            f'{key}: the dataset lists {len(classes)} classes '
+            f'({few(classes)}), model.head.num_classes={num_classes}; its '
+            'labels fit the head, so the run goes on.'
+        )
 
     def before_train(self, runner) -> None:
         """Check the loop settings mmengine would fail on late."""
