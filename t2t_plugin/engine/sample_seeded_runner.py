@@ -41,6 +41,13 @@ from .distributed import (
 )
 from .errors import RunCheckError, TrainingStopped
 
+# The default hooks mmengine's Runner registers itself: a None of these
+# keys removes them there too.
+_MMENGINE_DEFAULT_HOOKS = frozenset(
+    ('runtime_info', 'timer', 'sampler_seed', 'logger', 'param_scheduler',
+     'checkpoint')
+)  # fmt: skip
+
 # The timestamps of the runs this process has started.
 _STARTED: set[str] = set()
 
@@ -465,6 +472,18 @@ class SampleSeededRunner(Runner):
             )
             return
         super().dump_config()
+
+    def register_default_hooks(self, hooks=None) -> None:
+        """mmengine's, where ``default_hooks.<key>=None`` removes any hook
+        of the config (docs/troubleshooting.md), not only mmengine's six:
+        mmengine asserts on a None it has no default for."""
+        super().register_default_hooks(
+            {
+                key: hook
+                for key, hook in (hooks or {}).items()
+                if hook is not None or key in _MMENGINE_DEFAULT_HOOKS
+            }
+        )
 
     def register_hook(self, hook, priority=None) -> None:
         """mmengine's; its ``CheckpointHook`` is built as

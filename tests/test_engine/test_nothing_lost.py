@@ -337,3 +337,23 @@ def test_resume_into_a_new_work_dir_takes_no_other_runs_state(
             f'load_from={other} is not used (SampleSeededRunner starts from '
             'it when the work dir has no checkpoint).'
         ) in result.stdout
+
+
+@pytest.mark.parametrize('tool', ['ours', 'mmpretrain'])
+def test_default_hooks_key_none_switches_a_check_off(tmp_path, tool):
+    """``default_hooks.<key>=None`` removes one of the configs' hooks
+    (docs/troubleshooting.md), as it removes mmengine's own: mmengine's
+    Runner asserts on a None it has no default for."""
+    work_dir = tmp_path / 'run'
+    main = run_main if tool == 'ours' else run_mmpretrain_tool
+    run = main(
+        'train', DEMO, '--work-dir', work_dir, '--cfg-options', *TINY_DEMO,
+        'default_hooks.curves=None', 'default_hooks.run_check=None',
+        'default_hooks.checkpoint=None',
+    )  # fmt: skip
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert not (work_dir / 'curves.png').exists()
+    assert not list(work_dir.glob('*.pth'))
+    logs = ''.join(path.read_text() for path in work_dir.glob('*/*.log'))
+    assert 'RunCheckHook' not in logs
+    assert 'RunSummaryHook' in logs  # the others stay
