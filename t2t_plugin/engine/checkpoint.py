@@ -46,8 +46,10 @@ from ..models.checkpoint_checks import (
     CheckpointError,
     CheckpointMismatchError,
     CheckpointSource,
+    checkpoint_name,
     note_source,
 )
+from ..models.heads.t2t_cls_head import class_count_error
 
 # The process umask can only be read by setting it; read it once, before
 # any thread could create files under a temporary umask of 0.
@@ -438,12 +440,15 @@ def load_state_dict_strictly(
 
     Raises:
         CheckpointMismatchError: If weights are missing, unexpected or of
-            another shape.
+            another shape, or the classifier has other classes
+            (:class:`ClassCountError`).
     """
+    weights = checkpoint_weights(checkpoint)
+    error = class_count_error(model, weights, checkpoint_name(weights))
+    if error:
+        raise error
     try:
-        result = model.load_state_dict(
-            checkpoint_weights(checkpoint), strict=False
-        )
+        result = model.load_state_dict(weights, strict=False)
     except RuntimeError as error:  # shapes differ
         if isinstance(error, CheckpointMismatchError):
             raise

@@ -77,11 +77,11 @@ def note_source(weights: Mapping[str, Any], source: CheckpointSource) -> None:
 def source_of(
     state_dict: Mapping[str, Any], prefix: str = ''
 ) -> Optional[CheckpointSource]:
-    """The source of the weights under ``prefix`` (of their first tensor,
-    else of any), or None for tensors the reader did not return (a deep
-    copy, as mmengine's EMAHook loads, or weights built in memory).
-    Weights that a loader's filter left without a tensor come from the
-    file read last, once: a refusal follows."""
+    """The source of the weights under ``prefix`` (of the first tensor the
+    reader returned, else of any), or None for tensors the reader did not
+    return (a deep copy, as mmengine's EMAHook loads, or weights built in
+    memory). Weights that a loader's filter left without a tensor come
+    from the file read last, once: a refusal follows."""
     tensors = [
         (str(key).startswith(prefix), value)
         for key, value in state_dict.items()
@@ -89,9 +89,11 @@ def source_of(
     ]
     if not tensors:
         return _LATEST.pop() if _LATEST else None
-    _, value = max(tensors, key=lambda pair: pair[0])
-    ref, source = _SOURCES.get(id(value), (None, None))
-    return source if ref is not None and ref() is value else None
+    for _, value in sorted(tensors, key=lambda pair: not pair[0]):
+        ref, source = _SOURCES.get(id(value), (None, None))
+        if ref is not None and ref() is value:
+            return source
+    return None
 
 
 def latest_source(path: str) -> Optional[CheckpointSource]:

@@ -8,6 +8,7 @@ from t2t_preflight import doc_pages
 from t2t_preflight.inputs import checkpoint_problem, few, init_checkpoints
 
 from ...models.backbones import T2TViT
+from ...models.heads.t2t_cls_head import RUN_ADVICE, class_count_error
 from ..checkpoint import CheckpointMismatchError, checkpoint_weights
 from ..sample_seeded_runner import SampleSeededRunner
 from .run_checks import (
@@ -100,14 +101,28 @@ class CheckpointCheckHook(Hook):
         dataset = getattr(built_loaders(runner).get(key), 'dataset', None)
         classes = getattr(dataset, 'metainfo', {}).get('classes')
         mismatch = class_mismatch(checkpoint, classes, path)
+        model = bare_model(runner)
+        weights = checkpoint_weights(checkpoint)
         # Shapes, missing weights and non-finite values are the model's own
         # load hooks' to refuse (every loader passes through them); this
-        # hook adds what only the run knows: the dataset's classes.
+        # hook adds what only the run knows: whether it needs the
+        # checkpoint's classifier, and the dataset's classes.
         if not is_training(runner) or resumes:
+            # a test or a resume needs the classifier as it was trained
+            # (a fine-tune's load_from leaves it out, with a warning)
+            advice = (
+                'resume with the config the run started with'
+                if resumes
+                else RUN_ADVICE
+            )
+            error = class_count_error(
+                model, weights, f'checkpoint {path}', advice
+            )
+            if error:
+                raise error
             # the model's load hooks see their own parts only; what lies
             # outside them would be left out without a word of ours
-            model = bare_model(runner)
-            foreign = foreign_parts(checkpoint_weights(checkpoint), model)
+            foreign = foreign_parts(weights, model)
             if foreign:
                 raise CheckpointMismatchError(
                     f'{path} holds weights of {few(foreign)}, which this '
@@ -138,7 +153,10 @@ class CheckpointCheckHook(Hook):
                     f'{mismatch}; resume only with the dataset the run '
                     'started with.'
                 )
-        elif mismatch:
+        elif mismatch and not class_count_error(model, weights):
+            # a classifier of the same number of classes is loaded as it
+            # is: other names (or their order) may be a mistake; another
+            # number is a fine-tune, which the head's load hook reports
             runner.logger.warning(
                 f'load_from: {mismatch}; its head is loaded as it is (to '
                 'start a new head, load the backbone only, see '

@@ -1,7 +1,8 @@
-from collections.abc import Sequence
-from typing import Optional
+from collections.abc import Mapping, Sequence
+from typing import Any, Optional
 
 import torch
+from mmengine.logging import MMLogger
 from mmpretrain.models.heads import VisionTransformerClsHead
 from mmpretrain.registry import MODELS
 from torch import nn
@@ -13,12 +14,15 @@ from ..checkpoint_checks import (
 )
 from ..option_checks import check_choice, check_int, check_ints
 
-# what to do instead of loading a checkpoint with another classifier
+# what to do with a head that does not fit otherwise
 FINE_TUNE_ADVICE = (
     'to fine-tune with a new head, start the backbone only: '
     "model.backbone.init_cfg=dict(type='Pretrained', checkpoint=FILE, "
     "prefix='backbone.') and no load_from"
 )
+# what to do with a checkpoint whose classifier has other classes, where
+# a run needs its classifier (a test, an inference, a resume)
+RUN_ADVICE = 'use the config it was trained with (its model.head.num_classes)'
 
 
 @MODELS.register_module()
@@ -28,7 +32,10 @@ class T2TClsHead(VisionTransformerClsHead):
 
     mmpretrain's :class:`VisionTransformerClsHead` (same keys) with the
     official trunc-normal init (upstream starts from zeros), an input check,
-    and a load hook that refuses another number of classes.
+    and a load hook that leaves out a checkpoint's classifier of another
+    number of classes (a fine-tune: the head keeps its initialisation, and
+    the log says so in one line); the doors that need the classifier (a
+    test, an inference, a resume) refuse it (:func:`class_count_error`).
     ``pool='attention'`` is CCT's sequence pooling (softmax over a linear
     score per token) of ``out_type='raw'`` or ``'featmap'`` outputs.
 
@@ -88,22 +95,36 @@ class T2TClsHead(VisionTransformerClsHead):
             self.attention_pool = nn.Linear(in_channels, 1)
         self._register_load_state_dict_pre_hook(self._prepare_checkpoint)
 
-    def _prepare_checkpoint(
-        self, state_dict: dict, prefix: str, local_metadata: dict, *args
-    ) -> None:
+    def checkpoint_classes(
+        self, state_dict: Mapping[str, Any], prefix: str = ''
+    ) -> Optional[int]:
+        """The number of classes of the classifier in ``state_dict`` (its
+        keys under ``prefix``) when it is not this head's, else None."""
         weight = state_dict.get(f'{prefix}layers.head.weight')
         if (
             isinstance(weight, torch.Tensor)
             and weight.dim() == 2
             and weight.shape[0] != self.num_classes
         ):
-            raise ClassCountError(
+            return weight.shape[0]
+        return None
+
+    def _prepare_checkpoint(
+        self, state_dict: dict, prefix: str, local_metadata: dict, *args
+    ) -> None:
+        classes = self.checkpoint_classes(state_dict, prefix)
+        if classes is not None:
+            # a fine-tune to other classes: the classifier keeps its own
+            # weights (loaded onto themselves, so no loader reports them
+            # missing)
+            MMLogger.get_current_instance().warning(
                 f'The {checkpoint_name(state_dict, prefix)} classifies '
-                f"{weight.shape[0]} classes, this model's head "
-                f'{self.num_classes} (num_classes); {FINE_TUNE_ADVICE}.',
-                classes=weight.shape[0],
-                advice=FINE_TUNE_ADVICE,
+                f"{classes} classes, this model's head {self.num_classes} "
+                '(num_classes): its classifier is not loaded and the head '
+                'keeps its initialisation (a fine-tune to new classes).'
             )
+            for name, value in self.layers.head.named_parameters():
+                state_dict[f'{prefix}layers.head.{name}'] = value.detach()
         # training-only parts: a checkpoint may lack them (a run that
         # starts them from other weights) or hold them (a head built for
         # inference without them, which drops them)
@@ -175,3 +196,27 @@ class T2TClsHead(VisionTransformerClsHead):
             )
         self._check_width(feat.shape[1])
         return super().pre_logits(feats)
+
+
+def class_count_error(
+    model: nn.Module,
+    weights: Mapping[str, Any],
+    source: str = 'checkpoint',
+    advice: str = RUN_ADVICE,
+) -> Optional[ClassCountError]:
+    """The refusal of ``weights`` (a checkpoint of the whole ``model``)
+    whose classifier has another number of classes than a
+    :class:`T2TClsHead` of ``model``, for the doors that need the
+    classifier; None when they agree. ``source`` names the weights."""
+    for name, module in model.named_modules():
+        if not isinstance(module, T2TClsHead):
+            continue
+        classes = module.checkpoint_classes(weights, f'{name}.' * bool(name))
+        if classes is not None:
+            return ClassCountError(
+                f'The {source} classifies {classes} classes, this '
+                f"model's head {module.num_classes} (num_classes); {advice}.",
+                classes=classes,
+                advice=advice,
+            )
+    return None

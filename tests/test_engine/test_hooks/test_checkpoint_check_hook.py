@@ -103,3 +103,23 @@ def test_weights_of_parts_the_model_lacks_are_refused(tmp_path):
         'it was trained with.'
     )
     assert_test_refuses(checkpoint, expected, tmp_path)
+
+
+def test_a_test_refuses_a_classifier_of_another_count(tmp_path):
+    """What a fine-tune's load_from leaves out, a test needs: mmengine's
+    Runner, as mmpretrain's tools/test.py builds it, stops before the
+    weights load (our tools/test.py: tests/test_tools)."""
+    checkpoint = tmp_path / 'three.pth'
+    model = digit_model()
+    model.head.num_classes = 3
+    weights = dict(model.state_dict())
+    weights['head.layers.head.weight'] = torch.zeros(3, 64)
+    weights['head.layers.head.bias'] = torch.zeros(3)
+    torch.save(dict(state_dict=weights), checkpoint)
+    error = door(DEMO, dict(load_from=str(checkpoint)), tmp_path / 'd', 'test')
+    assert isinstance(error, CheckpointMismatchError)
+    assert str(error) == (
+        f"The checkpoint {checkpoint} classifies 3 classes, this model's "
+        'head 10 (num_classes); use the config it was trained with (its '
+        'model.head.num_classes).'
+    )
