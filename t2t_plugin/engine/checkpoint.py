@@ -39,7 +39,7 @@ from ..compat import (
     safe_globals,
     torch_weights_only_globals,
 )
-from ..converters.mmpretrain import HEADS_KEY, mmpretrain_to_plugin
+from ..converters.mmpretrain import mmpretrain_to_plugin
 from ..converters.official import official_to_plugin, strip_module_prefix
 from ..datasets.safe_pickle import AllowListUnpickler, UnsafePickleError
 from ..models.checkpoint_checks import (
@@ -302,9 +302,9 @@ def read_checkpoint(
 def plugin_layout(checkpoint: Mapping[str, Any], path: str) -> dict[str, Any]:
     """``checkpoint`` in this plugin's layout: official releases renamed
     (:func:`~t2t_plugin.converters.official_to_plugin`), runs of
-    mmpretrain's ``T2T_ViT`` rescaled (:func:`~t2t_plugin.converters.
-    mmpretrain_to_plugin`, with one line saying so), and the ``module.``
-    prefix of DDP-wrapped weights dropped.
+    mmpretrain's ``T2T_ViT`` given the arch record of their math
+    (:func:`~t2t_plugin.converters.mmpretrain_to_plugin`), and the
+    ``module.`` prefix of DDP-wrapped weights dropped.
 
     Raises:
         CheckpointError: For a layout that is recognised but cannot be
@@ -325,16 +325,7 @@ def plugin_layout(checkpoint: Mapping[str, Any], path: str) -> dict[str, Any]:
             f"Cannot convert checkpoint {path} of mmpretrain's T2T_ViT: "
             f'{error}.'
         ) from None
-    if converted is not None:
-        print_log(
-            f"Checkpoint {path} comes from mmpretrain's T2T_ViT, whose "
-            'attention scales q.k by sqrt(head_dim) instead of the official '
-            "scale: its q weights are rescaled to give that model's outputs "
-            f'(num_heads={converted["meta"]["t2t_arch"][HEADS_KEY]}).',
-            logger='current',
-            level=logging.WARNING,
-        )
-        checkpoint = converted
+    checkpoint = converted or checkpoint
     # only the model's weights: an ``ema_state_dict`` is an AveragedModel's,
     # whose own ``module.`` prefix its EMAHook expects
     if not isinstance(checkpoint.get('state_dict'), Mapping):

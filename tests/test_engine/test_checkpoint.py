@@ -586,6 +586,7 @@ def test_a_run_records_its_arch_in_the_checkpoint(one_epoch, tmp_path):
     meta = read_checkpoint(one_epoch / 'epoch_1.pth')['meta']
     assert meta == {**meta, **_saved_by_a_run(tmp_path / 'run.pth')}
     assert meta['t2t_arch'] == {
+        'model.backbone.attn_scale': 'official',
         'model.backbone.arch.token_layer': 'performer',
         'model.backbone.arch.embed_dims': 64,
         'model.backbone.arch.num_layers': 4,

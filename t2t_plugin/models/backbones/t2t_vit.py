@@ -83,6 +83,12 @@ class T2TViT(BaseModule):
             for all or one per layer, e.g. ``dict(qk_scale=0.1)``; a
             ``type`` builds another registered layer (a subclass of
             :class:`TransformerLayer`). Defaults to {}.
+        attn_scale (str): The factor on ``q.k`` in every attention layer:
+            ``'official'``, ``(input_dims // heads) ** -0.5`` as the
+            official release (the T2T layers' quirk included), or
+            ``'mmpretrain'``, ``sqrt(head_dims)`` as mmpretrain 1.2.0's
+            ``T2T_ViT`` computes it, whose checkpoints record it.
+            Defaults to ``'official'``.
         attn_init (dict, optional): How the attention layers (encoder and
             transformer T2T layers) start, after the official
             initialisation: ``dict(type='mimetic')`` with optional
@@ -95,6 +101,7 @@ class T2TViT(BaseModule):
 
     arch_zoo: dict[str, dict] = ARCH_ZOO
     OUT_TYPES = ('cls_token', 'featmap', 'avg_featmap', 'raw')
+    ATTN_SCALES = ('official', 'mmpretrain')
     # the modes of F.interpolate for a 2-D table
     INTERPOLATE_MODES = (
         'bicubic',
@@ -124,6 +131,7 @@ class T2TViT(BaseModule):
         with_cp: bool = False,
         t2t_cfg: Optional[dict] = None,
         layer_cfgs: Union[dict, Sequence[dict], None] = None,
+        attn_scale: str = 'official',
         attn_init: Optional[dict] = None,
         init_cfg: Optional[dict] = None,
     ) -> None:
@@ -137,6 +145,7 @@ class T2TViT(BaseModule):
         self.embed_dims = self.arch_settings['embed_dims']
         self.num_layers = self.arch_settings['num_layers']
         check_choice(owner, 'out_type', out_type, self.OUT_TYPES)
+        check_choice(owner, 'attn_scale', attn_scale, self.ATTN_SCALES)
         for name, flag in (
             ('out_t2t_maps', out_t2t_maps),
             ('qkv_bias', qkv_bias),
@@ -234,6 +243,12 @@ class T2TViT(BaseModule):
         self.norm = (
             nn.LayerNorm(self.embed_dims) if final_norm else nn.Identity()
         )
+        self.attn_scale = attn_scale
+        if attn_scale == 'mmpretrain':
+            # mmpretrain's helper divides q.k by its scale, head_dims**-0.5
+            for module in self.modules():
+                if isinstance(module, SelfAttention):
+                    module.scale = 1 / module.head_dims**-0.5
         self._freeze_stages()
 
     arch_names = staticmethod(arch_names)
@@ -412,6 +427,7 @@ class T2TViT(BaseModule):
         the same weight shapes (other heads, strides) are told apart."""
         t2t = self.tokens_to_token
         return {
+            'model.backbone.attn_scale': self.attn_scale,
             **{
                 f'model.backbone.arch.{key}': value
                 for key, value in self.arch_settings.items()
