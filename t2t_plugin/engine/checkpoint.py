@@ -42,14 +42,13 @@ from ..compat import (
 from ..converters.mmpretrain import mmpretrain_to_plugin
 from ..converters.official import official_to_plugin, strip_module_prefix
 from ..datasets.safe_pickle import AllowListUnpickler, UnsafePickleError
-from ..models.checkpoint_checks import (
+from ..models.checkpoint_checks import (  # noqa: F401 (the tools' name)
     CheckpointError,
     CheckpointMismatchError,
     CheckpointSource,
-    checkpoint_name,
+    load_state_dict_strictly,
     note_source,
 )
-from ..models.heads.t2t_cls_head import class_count_error
 
 # The process umask can only be read by setting it; read it once, before
 # any thread could create files under a temporary umask of 0.
@@ -418,51 +417,6 @@ def checkpoint_weights(
     """The weights of a checkpoint that :func:`read_checkpoint` returned:
     its ``state_dict``, or itself."""
     return checkpoint.get('state_dict', checkpoint)
-
-
-def load_state_dict_strictly(
-    model: torch.nn.Module,
-    checkpoint: Mapping[str, Any],
-    source: str = 'the checkpoint',
-) -> None:
-    """Load a checkpoint (as :func:`read_checkpoint` returns it) into a
-    model: the model's load hooks judge the weights they own, and every
-    other entry must fit too. ``source`` names it in errors.
-
-    Raises:
-        CheckpointMismatchError: If weights are missing, unexpected or of
-            another shape, or the classifier has other classes
-            (:class:`ClassCountError`).
-    """
-    weights = checkpoint_weights(checkpoint)
-    error = class_count_error(model, weights, checkpoint_name(weights))
-    if error:
-        raise error
-    try:
-        result = model.load_state_dict(weights, strict=False)
-    except RuntimeError as error:  # shapes differ
-        if isinstance(error, CheckpointMismatchError):
-            raise
-        # torch's message: a header line, then one line per problem
-        problems = [
-            line.strip().rstrip('.')
-            for line in str(error).splitlines()
-            if line.strip()
-        ]
-        detail = '; '.join(problems[1:] or problems)
-        if len(detail) > 600:  # e.g. hundreds of unexpected keys
-            detail = detail[:600] + ' ...'
-        raise CheckpointMismatchError(
-            f'{source} does not fit the model: {detail}.'
-        ) from None
-    if result.missing_keys or result.unexpected_keys:
-        raise CheckpointMismatchError(
-            f'{source} does not fit the model: '
-            f'{len(result.missing_keys)} weights missing (e.g. '
-            f'{result.missing_keys[:2]}), {len(result.unexpected_keys)} '
-            f'unexpected (e.g. {result.unexpected_keys[:2]}); use the config '
-            'the checkpoint was trained or converted for.'
-        )
 
 
 def hub_cache_path(url: str) -> str:

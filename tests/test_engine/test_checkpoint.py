@@ -1254,7 +1254,7 @@ OWNERS = {
     'safe to read': ('t2t_plugin.engine.checkpoint', 'read_checkpoint'),
     'structure valid': ('t2t_plugin.engine.checkpoint', 'check_structure'),
     'layout converted': ('t2t_plugin.engine.checkpoint', 'plugin_layout'),
-    'weights fit': ('t2t_plugin.models.backbones.t2t_vit', 'check_fit'),
+    'weights fit': ('t2t_plugin.models.checkpoint_checks', 'check_fit'),
     'classes match': (
         't2t_plugin.engine.hooks.checkpoint_check_hook',
         'class_mismatch',

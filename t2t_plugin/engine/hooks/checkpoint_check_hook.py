@@ -1,4 +1,3 @@
-from collections.abc import Mapping
 from typing import Optional
 
 from mmengine.hooks import Hook
@@ -8,7 +7,11 @@ from t2t_preflight import doc_pages
 from t2t_preflight.inputs import checkpoint_problem, few, init_checkpoints
 
 from ...models.backbones import T2TViT
-from ...models.heads.t2t_cls_head import RUN_ADVICE, class_count_error
+from ...models.checkpoint_checks import (
+    RUN_ADVICE,
+    ClassCountError,
+    whole_model_error,
+)
 from ..checkpoint import CheckpointMismatchError, checkpoint_weights
 from ..sample_seeded_runner import SampleSeededRunner
 from .run_checks import (
@@ -30,21 +33,6 @@ def class_mismatch(checkpoint: dict, classes, path: str) -> Optional[str]:
     return (
         f'{path} was trained on {len(saved)} classes ({few(saved)}), but '
         f'the dataset has {len(classes)} classes ({few(classes)})'
-    )
-
-
-def foreign_parts(weights: Mapping, model) -> list[str]:
-    """The top-level parts of a checkpoint's weights (``neck``, say) that
-    ``model`` has no module or entry for: another model's weights, which
-    every loader of mmengine would drop with a warning."""
-    children = {name for name, _ in model.named_children()}
-    own = set(model.state_dict())
-    return sorted(
-        {
-            str(key).split('.')[0]
-            for key in weights
-            if str(key).split('.')[0] not in children and key not in own
-        }
     )
 
 
@@ -115,20 +103,11 @@ class CheckpointCheckHook(Hook):
                 if resumes
                 else RUN_ADVICE
             )
-            error = class_count_error(
-                model, weights, f'checkpoint {path}', advice
-            )
+            # and the model's load hooks see their own parts only: what
+            # lies outside them would be left out without a word of ours
+            error = whole_model_error(model, weights, advice)
             if error:
                 raise error
-            # the model's load hooks see their own parts only; what lies
-            # outside them would be left out without a word of ours
-            foreign = foreign_parts(weights, model)
-            if foreign:
-                raise CheckpointMismatchError(
-                    f'{path} holds weights of {few(foreign)}, which this '
-                    f'{type(model).__name__} does not have: it is another '
-                    "model's checkpoint; use the config it was trained with."
-                )
         if not is_training(runner):
             if mismatch:
                 raise CheckpointMismatchError(
@@ -153,7 +132,9 @@ class CheckpointCheckHook(Hook):
                     f'{mismatch}; resume only with the dataset the run '
                     'started with.'
                 )
-        elif mismatch and not class_count_error(model, weights):
+        elif mismatch and not isinstance(
+            whole_model_error(model, weights), ClassCountError
+        ):
             # a classifier of the same number of classes is loaded as it
             # is: other names (or their order) may be a mistake; another
             # number is a fine-tune, which the head's load hook reports

@@ -16,9 +16,10 @@ from t2t_preflight.archs import ARCH_ZOO, arch_names, resolve_arch
 
 from ..checkpoint_checks import (
     CheckpointMismatchError,
-    check_fit,
     checkpoint_name,
-    latest_source,
+    fit_backbone,
+    missing_prefix_error,
+    report_load,
 )
 from ..layers import (
     SelfAttention,
@@ -344,8 +345,8 @@ class T2TViT(BaseModule):
     def init_weights(self) -> None:
         """The official initialisation (trunc-normal linears and class
         token, std 0.02), ``attn_init``, then ``init_cfg`` on top. A
-        ``Pretrained`` prefix that finds nothing is one line, not
-        mmengine's bare assertion."""
+        ``Pretrained`` prefix that finds nothing is one line
+        (:func:`missing_prefix_error`), not mmengine's bare assertion."""
         for module in self.modules():
             if isinstance(module, nn.Linear):
                 weight_init.trunc_normal_init(module, std=0.02, bias=0)
@@ -362,64 +363,15 @@ class T2TViT(BaseModule):
             return
         try:
             super().init_weights()
-        except AssertionError as error:
-            message = self._missing_prefix_message(str(error))
-            if message is None:
+        except AssertionError:
+            error = missing_prefix_error(
+                type(self).__name__,
+                self.init_cfg,
+                'tokens_to_token.project.weight',
+            )
+            if error is None:
                 raise
-            raise CheckpointMismatchError(message) from None
-
-    def _missing_prefix_message(self, error: str) -> Optional[str]:
-        # mmengine asserts that some key of a Pretrained file starts with
-        # its prefix: say what the file holds and which prefix would do
-        configs = (
-            self.init_cfg
-            if isinstance(self.init_cfg, list)
-            else [self.init_cfg]
-        )
-        for cfg in configs:
-            prefix = cfg.get('prefix') if isinstance(cfg, Mapping) else None
-            full = f'{prefix.rstrip(".")}.' if prefix else ''
-            source = prefix and latest_source(str(cfg.get('checkpoint')))
-            if source and error == f'{full} is not in the pretrained model':
-                return self._prefix_advice(source.path, full, source.keys)
-        return None
-
-    def _prefix_advice(
-        self, path: str, prefix: str, keys: Sequence[str]
-    ) -> str:
-        owner, marker = type(self).__name__, 'tokens_to_token.project.weight'
-        tops = sorted({key.split('.')[0] for key in keys})
-        held = (
-            f'its {len(keys)} entries start with '
-            f'{", ".join(repr(top) for top in tops[:5])}'
-            f'{", ..." if len(tops) > 5 else ""}'
-            if tops
-            else 'it holds no weights'
-        )
-        found = sorted(
-            key[: -len(marker)]
-            for key in keys
-            if f'.{key}'.endswith(f'.{marker}')
-        )
-        if found == ['']:
-            advice = (
-                f'it is a bare {owner} checkpoint: drop prefix from init_cfg'
-            )
-        elif found:
-            advice = (
-                f'its {owner} weights sit under {found[0]!r}: set prefix to '
-                'that'
-            )
-        else:
-            advice = (
-                f'it holds no {owner} weights: give the checkpoint of a model '
-                f'with this {owner} (a classifier, detector or segmentor, or '
-                'the bare backbone)'
-            )
-        return (
-            f"Checkpoint {path} holds no weights under init_cfg's prefix "
-            f'{prefix!r} ({held}); {advice}.'
-        )
+            raise error from None
 
     def arch_record(self) -> dict[str, Any]:
         """The arch as config keys and values, which a run records in its
@@ -442,126 +394,14 @@ class T2TViT(BaseModule):
     def _prepare_checkpoint(
         self, state_dict: dict, prefix: str, local_metadata: dict, *args
     ) -> None:
-        # loaded as the whole model (Pretrained without a prefix), the
-        # backbone takes a classifier's checkpoint as it is
-        dropped = self._adopt_layout(state_dict) if not prefix else 0
-        self._check_arch(state_dict, prefix)
-        # the fixed sinusoidal table: the model's own serves as well; and a
-        # model without a class token (its table has no cls position)
-        # leaves this one's class token new
-        optional = ['pos_embed']
-        pos = state_dict.get(prefix + 'pos_embed')
-        if (
-            prefix + 'cls_token' not in state_dict
-            and isinstance(pos, torch.Tensor)
-            and pos.dim() == 3
-            and math.isqrt(pos.shape[1]) ** 2 == pos.shape[1]
-        ):
-            optional.append('cls_token')
-        self._resize_checkpoint_pos_embed(state_dict, prefix)
-        # what a model built without them knowingly leaves unused
-        droppable = [] if self.with_cls_token else ['cls_token']
-        if not self.final_norm:
-            droppable += ['norm.weight', 'norm.bias']
-        loaded, left = check_fit(
-            type(self).__name__,
-            self.state_dict(keep_vars=True),
-            state_dict,
-            prefix,
-            optional=optional,
-            advice=(
-                'use the config the checkpoint was trained or converted '
-                'for; to start only the backbone from a classifier or '
-                'detector checkpoint, set backbone.init_cfg=dict(type='
-                "'Pretrained', checkpoint=FILE, prefix='backbone.')"
-            ),
-            droppable=droppable,
-            whole_model=not prefix,
-            arch=self.arch_record(),
+        self._load_report = fit_backbone(
+            self, state_dict, prefix, self._resize_checkpoint_pos_embed
         )
-        self._load_report = (loaded, left, dropped)
 
     def _report_load(self, module: nn.Module, incompatible_keys) -> None:
-        if self._load_report is None:
-            return
-        loaded, left, dropped = self._load_report
-        self._load_report = None
-        line = (
-            f'{type(self).__name__}: {loaded} tensors loaded from the '
-            f'checkpoint, {len(left)} left new'
-        )
-        if left:
-            line += f' ({", ".join(left)}: built by the model)'
-        if dropped:
-            line += f'; {dropped} entries for other modules ignored'
-        MMLogger.get_current_instance().info(line + '.')
-
-    @staticmethod
-    def _adopt_layout(state_dict: dict) -> int:
-        # in place: a classifier's ``backbone.`` undone (the reader has
-        # converted foreign layouts); returns how many other entries it
-        # dropped
-        weights = dict(state_dict)
-        ours = {
-            k.removeprefix('backbone.'): v
-            for k, v in weights.items()
-            if k.startswith('backbone.')
-        } or weights
-        dropped = len(weights) - len(ours)
-        state_dict.clear()
-        state_dict.update(ours)
-        return dropped
-
-    def _check_arch(self, state_dict: dict, prefix: str) -> None:
-        table = state_dict.get(
-            prefix + 'cls_token', state_dict.get(prefix + 'pos_embed')
-        )
-        width = (
-            table.shape[-1]
-            if isinstance(table, torch.Tensor) and table.dim()
-            else None
-        )
-        if width is not None and width != self.embed_dims:
-            raise CheckpointMismatchError(
-                f'The {checkpoint_name(state_dict, prefix)} has '
-                f'embed_dims={width}, this T2T-ViT has {self.embed_dims} '
-                f'(arch {self.arch_settings}). Use the arch the checkpoint '
-                'was trained with.'
-            )
-        layers = {
-            int(match.group(1))
-            for match in (
-                re.match(re.escape(prefix) + r'encoder\.(\d+)\.', str(k))
-                for k in state_dict
-            )
-            if match
-        }
-        depth = max(layers) + 1 if layers else self.num_layers
-        if depth != self.num_layers:
-            raise CheckpointMismatchError(
-                f'The {checkpoint_name(state_dict, prefix)} has {depth} '
-                f'encoder layers, this T2T-ViT has {self.num_layers} (arch '
-                f'{self.arch_settings}). Use the arch the checkpoint was '
-                'trained with.'
-            )
-        token_layer = self.tokens_to_token.token_layer
-        found = [
-            kind
-            for kind, part in (('performer', 'kqv'), ('transformer', 'qkv'))
-            if any(
-                k.startswith(prefix + 'tokens_to_token.')
-                and f'.attn.{part}.' in k
-                for k in state_dict
-            )
-        ]
-        if any(kind != token_layer for kind in found):
-            found = found[0]
-            raise CheckpointMismatchError(
-                f'The {checkpoint_name(state_dict, prefix)} has {found} T2T '
-                f'layers, this T2T-ViT has {token_layer} ones. Pick the '
-                "matching arch: performer archs are '7'...'24', transformer "
-                "ones 't-14', 't-19', 't-24'."
-            )
+        if self._load_report is not None:
+            report_load(type(self).__name__, self._load_report)
+            self._load_report = None
 
     def _resize_checkpoint_pos_embed(
         self, state_dict: dict, prefix: str

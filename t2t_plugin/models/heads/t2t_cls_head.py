@@ -7,11 +7,7 @@ from mmpretrain.models.heads import VisionTransformerClsHead
 from mmpretrain.registry import MODELS
 from torch import nn
 
-from ..checkpoint_checks import (
-    ClassCountError,
-    check_fit,
-    checkpoint_name,
-)
+from ..checkpoint_checks import check_fit, checkpoint_name
 from ..option_checks import check_choice, check_int, check_ints
 
 # what to do with a head that does not fit otherwise
@@ -20,9 +16,6 @@ FINE_TUNE_ADVICE = (
     "model.backbone.init_cfg=dict(type='Pretrained', checkpoint=FILE, "
     "prefix='backbone.') and no load_from"
 )
-# what to do with a checkpoint whose classifier has other classes, where
-# a run needs its classifier (a test, an inference, a resume)
-RUN_ADVICE = 'use the config it was trained with (its model.head.num_classes)'
 
 
 @MODELS.register_module()
@@ -35,7 +28,8 @@ class T2TClsHead(VisionTransformerClsHead):
     and a load hook that leaves out a checkpoint's classifier of another
     number of classes (a fine-tune: the head keeps its initialisation, and
     the log says so in one line); the doors that need the classifier (a
-    test, an inference, a resume) refuse it (:func:`class_count_error`).
+    test, an inference, a resume) refuse it
+    (:func:`~t2t_plugin.models.checkpoint_checks.whole_model_error`).
     ``pool='attention'`` is CCT's sequence pooling (softmax over a linear
     score per token) of ``out_type='raw'`` or ``'featmap'`` outputs.
 
@@ -196,27 +190,3 @@ class T2TClsHead(VisionTransformerClsHead):
             )
         self._check_width(feat.shape[1])
         return super().pre_logits(feats)
-
-
-def class_count_error(
-    model: nn.Module,
-    weights: Mapping[str, Any],
-    source: str = 'checkpoint',
-    advice: str = RUN_ADVICE,
-) -> Optional[ClassCountError]:
-    """The refusal of ``weights`` (a checkpoint of the whole ``model``)
-    whose classifier has another number of classes than a
-    :class:`T2TClsHead` of ``model``, for the doors that need the
-    classifier; None when they agree. ``source`` names the weights."""
-    for name, module in model.named_modules():
-        if not isinstance(module, T2TClsHead):
-            continue
-        classes = module.checkpoint_classes(weights, f'{name}.' * bool(name))
-        if classes is not None:
-            return ClassCountError(
-                f'The {source} classifies {classes} classes, this '
-                f"model's head {module.num_classes} (num_classes); {advice}.",
-                classes=classes,
-                advice=advice,
-            )
-    return None

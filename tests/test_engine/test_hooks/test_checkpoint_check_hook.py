@@ -6,7 +6,7 @@ import torch
 
 from t2t_plugin.engine import CheckpointMismatchError
 from t2t_plugin.engine.hooks import class_mismatch
-from t2t_plugin.engine.hooks.checkpoint_check_hook import foreign_parts
+from t2t_plugin.models.checkpoint_checks import whole_model_error
 
 from ...helpers import (
     DEMO,
@@ -95,13 +95,15 @@ def test_weights_of_parts_the_model_lacks_are_refused(tmp_path):
         ),
         checkpoint,
     )
-    assert foreign_parts(weights, model) == ['neck']
-    assert foreign_parts(model.state_dict(), model) == []
     expected = (
-        f'{checkpoint} holds weights of neck, which this ImageClassifier '
-        "does not have: it is another model's checkpoint; use the config "
-        'it was trained with.'
+        f'The checkpoint {checkpoint} holds weights of neck, which this '
+        "ImageClassifier does not have: it is another model's checkpoint; "
+        'use the config it was trained with.'
     )
+    assert str(whole_model_error(model, weights)) == expected.replace(
+        f' {checkpoint}', ''
+    )
+    assert whole_model_error(model, model.state_dict()) is None
     assert_test_refuses(checkpoint, expected, tmp_path)
 
 
