@@ -13,7 +13,7 @@ valid key.
 import math
 from collections.abc import Iterable, Mapping
 from numbers import Integral, Real
-from typing import Any, Optional
+from typing import Any, Callable, Optional
 
 from t2t_preflight.config import nearest
 
@@ -164,6 +164,14 @@ def check_ints(
     return tuple(int(v) for v in value)
 
 
+def check_int_or_ints(owner: str, name: str, value: Any) -> Any:
+    """``value`` if it is a positive int or a sequence of them (the
+    ``topk`` of mmpretrain's heads, widths)."""
+    if isinstance(value, (list, tuple)):
+        return check_ints(owner, name, value, len(value))
+    return check_int(owner, name, value)
+
+
 def check_size(owner: str, name: str, value: Any) -> tuple[int, int]:
     """``value`` as ``(height, width)`` if it is a positive int or a pair
     of them: an image size."""
@@ -178,3 +186,35 @@ def check_size(owner: str, name: str, value: Any) -> tuple[int, int]:
         raise _refuse(
             owner, name, value, 'give a positive integer or a pair of them'
         ) from None
+
+
+# A rule of a class's option table: a check of this module and its extra
+# arguments, e.g. ``(check_int, -1)`` (an int of at least -1).
+Rule = tuple
+
+
+def optional(check: Callable) -> Callable:
+    """``check`` for an option whose default None means 'not set'."""
+
+    def check_optional(owner: str, name: str, value: Any, *args) -> Any:
+        return None if value is None else check(owner, name, value, *args)
+
+    return check_optional
+
+
+def check_options(
+    owner: str,
+    rules: Mapping[str, Rule],
+    values: Mapping[str, Any],
+    prefix: str = '',
+) -> dict[str, Any]:
+    """Check the options ``values`` (a constructor's ``locals()``, a
+    config dict) that the table ``rules`` names, the one way every model
+    part checks its options; returns them as checked (a size as a pair,
+    a sequence as a tuple). ``prefix`` names a nested dict
+    (``'arch.'``)."""
+    return {
+        name: check(owner, prefix + name, values[name], *args)
+        for name, (check, *args) in rules.items()
+        if name in values
+    }

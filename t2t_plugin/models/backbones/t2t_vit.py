@@ -27,12 +27,14 @@ from ..layers import (
     sinusoid_position_table,
 )
 from ..option_checks import (
+    Rule,
     check_bool,
     check_choice,
     check_fraction,
     check_int,
     check_keys,
     check_number,
+    check_options,
     check_positive,
     check_size,
 )
@@ -112,6 +114,32 @@ class T2TViT(BaseModule):
         'area',
     )
     num_extra_tokens = 1
+    option_rules: dict[str, Rule] = dict(
+        img_size=(check_size,),
+        out_type=(check_choice, OUT_TYPES),
+        attn_scale=(check_choice, ATTN_SCALES),
+        **dict.fromkeys(
+            ('out_t2t_maps', 'qkv_bias', 'final_norm', 'with_cls_token'),
+            (check_bool,),
+        ),
+        with_cp=(check_bool,),
+        drop_rate=(check_fraction,),
+        attn_drop_rate=(check_fraction,),
+        drop_path_rate=(check_fraction,),
+        in_channels=(check_int,),
+        frozen_stages=(check_int, -1),
+        interpolate_mode=(check_choice, INTERPOLATE_MODES),
+    )
+    # a custom arch's numbers, before and after the arch table fills it in
+    arch_rules: dict[str, Rule] = dict(
+        embed_dims=(check_int,),
+        num_layers=(check_int,),
+        num_heads=(check_int,),
+        mlp_ratio=(check_positive,),
+    )
+    attn_init_rules: dict[str, Rule] = dict.fromkeys(
+        ('alpha_qk', 'beta_qk', 'alpha_vo', 'beta_vo'), (check_number,)
+    )
 
     def __init__(
         self,
@@ -142,30 +170,9 @@ class T2TViT(BaseModule):
         self.arch_settings = self.resolve_arch(arch)
         arch_img_size = self.arch_settings.pop('img_size', 224)
         img_size = arch_img_size if img_size is None else img_size
-        check_size(owner, 'img_size', img_size)
+        check_options(owner, self.option_rules, locals())
         self.embed_dims = self.arch_settings['embed_dims']
         self.num_layers = self.arch_settings['num_layers']
-        check_choice(owner, 'out_type', out_type, self.OUT_TYPES)
-        check_choice(owner, 'attn_scale', attn_scale, self.ATTN_SCALES)
-        for name, flag in (
-            ('out_t2t_maps', out_t2t_maps),
-            ('qkv_bias', qkv_bias),
-            ('final_norm', final_norm),
-            ('with_cls_token', with_cls_token),
-            ('with_cp', with_cp),
-        ):
-            check_bool(owner, name, flag)
-        for name, rate in (
-            ('drop_rate', drop_rate),
-            ('attn_drop_rate', attn_drop_rate),
-            ('drop_path_rate', drop_path_rate),
-        ):
-            check_fraction(owner, name, rate)
-        check_int(owner, 'in_channels', in_channels)
-        check_int(owner, 'frozen_stages', frozen_stages, minimum=-1)
-        check_choice(
-            owner, 'interpolate_mode', interpolate_mode, self.INTERPOLATE_MODES
-        )
         if out_type == 'cls_token' and not with_cls_token:
             raise ValueError(
                 'out_type="cls_token" needs with_cls_token=True;'
@@ -260,27 +267,20 @@ class T2TViT(BaseModule):
         ``'14@384'``, which adds ``img_size``) or custom arch dict
         (:func:`t2t_preflight.archs.resolve_arch`), a custom arch's numbers
         checked as the backbone's options."""
-        owner = cls.__name__
-        if isinstance(arch, dict):
-            for name in ('embed_dims', 'num_layers', 'num_heads'):
-                if name in arch:
-                    check_int(owner, f'arch.{name}', arch[name])
-            if 'mlp_ratio' in arch:
-                check_positive(owner, 'arch.mlp_ratio', arch['mlp_ratio'])
+        custom = isinstance(arch, dict)
+        if custom:
+            check_options(cls.__name__, cls.arch_rules, arch, 'arch.')
         settings = resolve_arch(arch)
-        if isinstance(arch, dict):
-            check_int(
-                owner,
-                'arch.feedforward_channels',
-                settings['feedforward_channels'],
-            )
+        if custom:
+            rule = {'feedforward_channels': (check_int,)}
+            check_options(cls.__name__, rule, settings, 'arch.')
         return settings
 
     @classmethod
     def _check_attn_init(cls, attn_init: Optional[dict]) -> Optional[dict]:
         if attn_init is None:
             return None
-        known = ('alpha_qk', 'beta_qk', 'alpha_vo', 'beta_vo')
+        known = tuple(cls.attn_init_rules)
         if not isinstance(attn_init, Mapping) or (
             attn_init.get('type') != 'mimetic'
         ):
@@ -293,8 +293,9 @@ class T2TViT(BaseModule):
             cls.__name__, 'attn_init', attn_init, ('type', *known)
         )
         del settings['type']
-        for name, value in settings.items():
-            check_number(cls.__name__, f'attn_init.{name}', value)
+        check_options(
+            cls.__name__, cls.attn_init_rules, settings, 'attn_init.'
+        )
         return settings
 
     @staticmethod

@@ -8,7 +8,13 @@ from mmpretrain.registry import MODELS
 from torch import nn
 
 from ..checkpoint_checks import check_fit, checkpoint_name
-from ..option_checks import check_choice, check_int, check_ints
+from ..option_checks import (
+    Rule,
+    check_choice,
+    check_int,
+    check_int_or_ints,
+    check_options,
+)
 
 # what to do with a head that does not fit otherwise
 FINE_TUNE_ADVICE = (
@@ -55,6 +61,12 @@ class T2TClsHead(VisionTransformerClsHead):
     """
 
     POOLS = ('token', 'attention')
+    option_rules: dict[str, Rule] = dict(
+        num_classes=(check_int,),
+        in_channels=(check_int,),
+        pool=(check_choice, POOLS),
+        topk=(check_int_or_ints,),
+    )
     # the name prefix of a subclass's training-only parts
     AUX_PREFIX = 'aux_'
 
@@ -69,14 +81,7 @@ class T2TClsHead(VisionTransformerClsHead):
         **kwargs,
     ) -> None:
         owner = type(self).__name__
-        check_int(owner, 'num_classes', num_classes)
-        check_int(owner, 'in_channels', in_channels)
-        check_choice(owner, 'pool', pool, self.POOLS)
-        topk = kwargs.get('topk', (1,))
-        if isinstance(topk, (list, tuple)):
-            check_ints(owner, 'topk', topk, len(topk))
-        else:
-            check_int(owner, 'topk', topk)
+        check_options(owner, self.option_rules, {**locals(), **kwargs})
         super().__init__(
             num_classes=num_classes,
             in_channels=in_channels,
