@@ -380,11 +380,15 @@ def fit_backbone(
     return loaded, left, dropped
 
 
-def report_load(owner: str, report: tuple[int, list[str], int]) -> None:
-    """One log line: what a load (:func:`fit_backbone`) took from the
-    checkpoint and what it left as built."""
-    loaded, left, dropped = report
-    line = f'{owner}: {loaded} tensors loaded from the checkpoint, '
+def report_load(module: nn.Module, incompatible_keys: Any = None) -> None:
+    """A load post-hook: one log line, what the load of ``module`` (its
+    ``load_report`` from :func:`fit_backbone`) took from the checkpoint
+    and what it left as built."""
+    if module.load_report is None:
+        return
+    (loaded, left, dropped), module.load_report = module.load_report, None
+    line = f'{type(module).__name__}: {loaded} tensors loaded from the '
+    line += 'checkpoint, '
     line += f'{len(left)} left new'
     if left:
         line += f' ({", ".join(left)}: built by the model)'

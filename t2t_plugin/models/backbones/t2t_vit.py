@@ -1,7 +1,6 @@
-import inspect
 import math
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import Any, Optional, Union
 
 import torch
@@ -21,21 +20,19 @@ from ..checkpoint_checks import (
     missing_prefix_error,
     report_load,
 )
-from ..layers import (
-    SelfAttention,
-    TransformerLayer,
-    sinusoid_position_table,
-)
+from ..layers import SelfAttention, TransformerLayer, sinusoid_position_table
 from ..option_checks import (
+    ARCH_RULES,
     Rule,
+    check_attn_init,
     check_bool,
     check_choice,
     check_fraction,
     check_int,
     check_keys,
-    check_number,
+    check_layer_cfg,
     check_options,
-    check_positive,
+    check_out_indices,
     check_size,
 )
 from ..t2t import T2TModule
@@ -123,22 +120,13 @@ class T2TViT(BaseModule):
             (check_bool,),
         ),
         with_cp=(check_bool,),
-        drop_rate=(check_fraction,),
-        attn_drop_rate=(check_fraction,),
-        drop_path_rate=(check_fraction,),
+        **dict.fromkeys(
+            ('drop_rate', 'attn_drop_rate', 'drop_path_rate'),
+            (check_fraction,),
+        ),
         in_channels=(check_int,),
         frozen_stages=(check_int, -1),
         interpolate_mode=(check_choice, INTERPOLATE_MODES),
-    )
-    # a custom arch's numbers, before and after the arch table fills it in
-    arch_rules: dict[str, Rule] = dict(
-        embed_dims=(check_int,),
-        num_layers=(check_int,),
-        num_heads=(check_int,),
-        mlp_ratio=(check_positive,),
-    )
-    attn_init_rules: dict[str, Rule] = dict.fromkeys(
-        ('alpha_qk', 'beta_qk', 'alpha_vo', 'beta_vo'), (check_number,)
     )
 
     def __init__(
@@ -166,7 +154,7 @@ class T2TViT(BaseModule):
     ) -> None:
         super().__init__(init_cfg=init_cfg)
         owner = type(self).__name__
-        self.attn_init = self._check_attn_init(attn_init)
+        self.attn_init = check_attn_init(owner, attn_init)
         self.arch_settings = self.resolve_arch(arch)
         arch_img_size = self.arch_settings.pop('img_size', 224)
         img_size = arch_img_size if img_size is None else img_size
@@ -214,11 +202,13 @@ class T2TViT(BaseModule):
         )
         self.register_buffer('pos_embed', table)
         self._register_load_state_dict_pre_hook(self._prepare_checkpoint)
-        self.register_load_state_dict_post_hook(self._report_load)
-        self._load_report: Optional[tuple[int, list[str], int]] = None
+        self.register_load_state_dict_post_hook(report_load)
+        self.load_report: Optional[tuple[int, list[str], int]] = None
         self.drop_after_pos = nn.Dropout(p=drop_rate)
 
-        self.out_indices = self._parse_out_indices(out_indices)
+        self.out_indices = check_out_indices(
+            owner, out_indices, self.num_layers
+        )
         if frozen_stages > self.num_layers:
             raise ValueError(
                 f'frozen_stages={frozen_stages} exceeds the '
@@ -234,7 +224,9 @@ class T2TViT(BaseModule):
                 )
         else:
             layer_cfgs = [layer_cfgs or {}] * self.num_layers
-        layer_cfgs = [self._check_layer_cfg(cfg) for cfg in layer_cfgs]
+        layer_cfgs = [
+            check_layer_cfg(owner, cfg, TransformerLayer) for cfg in layer_cfgs
+        ]
         common = dict(
             embed_dims=self.embed_dims,
             num_heads=self.arch_settings['num_heads'],
@@ -269,79 +261,11 @@ class T2TViT(BaseModule):
         checked as the backbone's options."""
         custom = isinstance(arch, dict)
         if custom:
-            check_options(cls.__name__, cls.arch_rules, arch, 'arch.')
+            check_options(cls.__name__, ARCH_RULES, arch, 'arch.')
         settings = resolve_arch(arch)
         if custom:
-            rule = {'feedforward_channels': (check_int,)}
-            check_options(cls.__name__, rule, settings, 'arch.')
+            check_options(cls.__name__, ARCH_RULES, settings, 'arch.')
         return settings
-
-    @classmethod
-    def _check_attn_init(cls, attn_init: Optional[dict]) -> Optional[dict]:
-        if attn_init is None:
-            return None
-        known = tuple(cls.attn_init_rules)
-        if not isinstance(attn_init, Mapping) or (
-            attn_init.get('type') != 'mimetic'
-        ):
-            raise ValueError(
-                f'Unknown attn_init {attn_init!r}; give None (the official '
-                "initialisation) or dict(type='mimetic') with optional "
-                f'{", ".join(sorted(known))}.'
-            )
-        settings = check_keys(
-            cls.__name__, 'attn_init', attn_init, ('type', *known)
-        )
-        del settings['type']
-        check_options(
-            cls.__name__, cls.attn_init_rules, settings, 'attn_init.'
-        )
-        return settings
-
-    @staticmethod
-    def _check_layer_cfg(layer_cfg: Mapping) -> dict:
-        # the arguments of the layer's class, named with the nearest one
-        if not isinstance(layer_cfg, Mapping):
-            raise ValueError(
-                f'T2TViT got layer_cfgs entry {layer_cfg!r}; give a dict '
-                'of encoder layer arguments.'
-            )
-        cfg = {'type': 'TransformerLayer', **layer_cfg}
-        layer_cls = MODELS.get(cfg['type'])
-        if not (
-            isinstance(layer_cls, type)
-            and issubclass(layer_cls, TransformerLayer)
-        ):
-            raise ValueError(
-                f'T2TViT got layer_cfgs type {cfg["type"]!r}; give the '
-                'registered type of a TransformerLayer (or leave it out).'
-            )
-        accepted = set(inspect.signature(layer_cls).parameters) | {'type'}
-        check_keys('T2TViT', 'layer_cfgs', cfg, accepted)
-        # the class itself: built under another default scope (mmdet's),
-        # a name would be looked up in that scope's registry
-        return {**cfg, 'type': layer_cls}
-
-    def _parse_out_indices(self, out_indices) -> list[int]:
-        if isinstance(out_indices, int):
-            out_indices = [out_indices]
-        parsed = []
-        for index in out_indices:
-            check_int(
-                type(self).__name__,
-                'out_indices entry',
-                index,
-                -self.num_layers,
-            )
-            resolved = index + self.num_layers if index < 0 else index
-            if not 0 <= resolved < self.num_layers:
-                raise ValueError(
-                    f'out_indices entry {index} is outside the '
-                    f'{self.num_layers} encoder layers (0..'
-                    f'{self.num_layers - 1}, or negative from the end).'
-                )
-            parsed.append(resolved)
-        return parsed
 
     def init_weights(self) -> None:
         """The official initialisation (trunc-normal linears and class
@@ -395,14 +319,9 @@ class T2TViT(BaseModule):
     def _prepare_checkpoint(
         self, state_dict: dict, prefix: str, local_metadata: dict, *args
     ) -> None:
-        self._load_report = fit_backbone(
+        self.load_report = fit_backbone(
             self, state_dict, prefix, self._resize_checkpoint_pos_embed
         )
-
-    def _report_load(self, module: nn.Module, incompatible_keys) -> None:
-        if self._load_report is not None:
-            report_load(type(self).__name__, self._load_report)
-            self._load_report = None
 
     def _resize_checkpoint_pos_embed(
         self, state_dict: dict, prefix: str
