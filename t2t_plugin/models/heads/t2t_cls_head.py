@@ -1,3 +1,4 @@
+import logging
 from collections.abc import Mapping, Sequence
 from typing import Any, Optional
 
@@ -7,7 +8,7 @@ from mmpretrain.models.heads import VisionTransformerClsHead
 from mmpretrain.registry import MODELS
 from torch import nn
 
-from ..checkpoint_checks import check_fit, checkpoint_name
+from ..checkpoint_checks import check_fit, checkpoint_name, source_of
 from ..option_checks import (
     Rule,
     check_choice,
@@ -115,12 +116,16 @@ class T2TClsHead(VisionTransformerClsHead):
         if classes is not None:
             # a fine-tune to other classes: the classifier keeps its own
             # weights (loaded onto themselves, so no loader reports them
-            # missing)
-            MMLogger.get_current_instance().warning(
+            # missing). One warning per file: weights that no file gave
+            # (the deep copy mmengine's EMAHook loads first) say it in the
+            # log's info
+            source = source_of(state_dict, prefix)
+            MMLogger.get_current_instance().log(
+                logging.WARNING if source else logging.INFO,
                 f'The {checkpoint_name(state_dict, prefix)} classifies '
                 f"{classes} classes, this model's head {self.num_classes} "
                 '(num_classes): its classifier is not loaded and the head '
-                'keeps its initialisation (a fine-tune to new classes).'
+                'keeps its initialisation (a fine-tune to new classes).',
             )
             for name, value in self.layers.head.named_parameters():
                 state_dict[f'{prefix}layers.head.{name}'] = value.detach()
