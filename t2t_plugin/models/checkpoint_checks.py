@@ -492,8 +492,9 @@ def load_state_dict_strictly(
     """Load a checkpoint (as :func:`~t2t_plugin.engine.read_checkpoint`
     returns it) into a model that runs as it was trained: the model's load
     hooks judge the weights they own, :func:`whole_model_error` the rest,
-    and every entry must be used. ``source`` names the weights where the
-    reader did not (weights built in memory).
+    and every entry must be used. ``source`` names the weights in the
+    lines of torch's own checks (shapes, missing and unexpected keys);
+    else the file the reader read.
 
     Raises:
         CheckpointMismatchError: If weights are missing, unexpected or of
@@ -504,8 +505,7 @@ def load_state_dict_strictly(
     error = whole_model_error(model, weights, RUN_ADVICE)
     if error:
         raise error
-    the = checkpoint_name(weights)
-    the = f'The {the}' if the != 'checkpoint' or not source else source
+    the = source or f'The {checkpoint_name(weights)}'
     try:
         result = model.load_state_dict(weights, strict=False)
     except RuntimeError as error:  # shapes of a module without our hooks
