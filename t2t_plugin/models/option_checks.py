@@ -244,7 +244,7 @@ def check_attn_init(owner: str, attn_init: Any) -> Optional[dict]:
     if not isinstance(attn_init, Mapping) or (
         attn_init.get('type') != 'mimetic'
     ):
-        raise OptionError(
+        raise ValueError(
             f'Unknown attn_init {attn_init!r}; give None (the official '
             "initialisation) or dict(type='mimetic') with optional "
             f'{", ".join(sorted(known))}.'
@@ -264,14 +264,14 @@ def check_layer_cfg(owner: str, layer_cfg: Any, base: type) -> dict:
     from mmpretrain.registry import MODELS
 
     if not isinstance(layer_cfg, Mapping):
-        raise OptionError(
+        raise ValueError(
             f'{owner} got layer_cfgs entry {layer_cfg!r}; give a dict of '
             'encoder layer arguments.'
         )
     cfg = {'type': base.__name__, **layer_cfg}
     layer_cls = MODELS.get(cfg['type'])
     if not (isinstance(layer_cls, type) and issubclass(layer_cls, base)):
-        raise OptionError(
+        raise ValueError(
             f'{owner} got layer_cfgs type {cfg["type"]!r}; give the '
             f'registered type of a {base.__name__} (or leave it out).'
         )
@@ -290,7 +290,7 @@ def check_out_indices(owner: str, out_indices: Any, depth: int) -> list[int]:
         check_int(owner, 'out_indices entry', index, -depth)
         resolved = index + depth if index < 0 else index
         if not 0 <= resolved < depth:
-            raise OptionError(
+            raise ValueError(
                 f'out_indices entry {index} is outside the {depth} encoder '
                 f'layers (0..{depth - 1}, or negative from the end).'
             )
