@@ -379,6 +379,26 @@ def test_get_model_fine_tunes_to_another_class_count_with_one_warning(
     assert lines == [(logging.INFO, FINE_TUNE_WARNING.replace(' {path}', ''))]
 
 
+def test_a_whole_model_pretrained_init_fine_tunes_alike(tmp_path, monkeypatch):
+    """model.init_cfg=dict(type='Pretrained', checkpoint=FILE) of the
+    3-class checkpoint: the same single warning, the backbone loaded."""
+    source, path = _three_class_checkpoint(tmp_path)
+    lines = []
+    monkeypatch.setattr(
+        MMLogger.get_current_instance(),
+        'log',
+        lambda level, line, *a, **k: lines.append((level, line)),
+    )
+    cfg = Config.fromfile(DEMO)
+    cfg.model.init_cfg = dict(type='Pretrained', checkpoint=str(path))
+    model = MODELS.build(cfg.model)
+    model.init_weights()
+    warned = [line for level, line in lines if level >= logging.WARNING]
+    assert warned == [FINE_TUNE_WARNING.format(path=path)]
+    for key, value in source.backbone.state_dict().items():
+        assert torch.equal(model.backbone.state_dict()[key], value), key
+
+
 @pytest.mark.parametrize('tool', ['train', str(MMPRETRAIN_TRAIN)])
 def test_load_from_fine_tunes_to_another_class_count(tool, tmp_path):
     """Our training tool and mmpretrain's: load_from a checkpoint of 3
