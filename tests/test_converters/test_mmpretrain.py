@@ -164,5 +164,19 @@ def test_both_test_tools_give_mmpretrains_scores(tmp_path):
                 [p['pred_score'] for p in pickle.load(f)]
             )
     assert scores['ours'].shape == (24, 10)
+    # without the setting, our tool refuses the file in one line
+    official = tmp_path / 'official.py'
+    official.write_text(
+        ours.read_text().replace('attn_scale="mmpretrain"', '')
+    )
+    result = run_main('test', official, path, '--work-dir', tmp_path / 'o')
+    assert result.returncode == 1
+    assert result.stderr.strip() == (
+        f'The checkpoint {path} was trained with '
+        'model.backbone.attn_scale=mmpretrain, this model has '
+        'model.backbone.attn_scale=official: the weights have the same '
+        'shapes but mean something else; use the config it was trained '
+        'with (set model.backbone.attn_scale=mmpretrain).'
+    )
     assert scores['theirs'].max() > 0.2  # not the uniform 0.1
     assert (scores['ours'] - scores['theirs']).abs().max() < 1e-5
