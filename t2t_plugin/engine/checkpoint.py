@@ -39,13 +39,14 @@ from ..compat import (
     safe_globals,
     torch_weights_only_globals,
 )
-from ..converters.mmpretrain import HEADS_KEY, mmpretrain_to_plugin
+from ..converters.mmpretrain import mmpretrain_to_plugin
 from ..converters.official import official_to_plugin, strip_module_prefix
 from ..datasets.safe_pickle import AllowListUnpickler, UnsafePickleError
-from ..models.checkpoint_checks import (
+from ..models.checkpoint_checks import (  # noqa: F401 (the tools' name)
     CheckpointError,
     CheckpointMismatchError,
     CheckpointSource,
+    load_state_dict_strictly,
     note_source,
 )
 
@@ -300,9 +301,9 @@ def read_checkpoint(
 def plugin_layout(checkpoint: Mapping[str, Any], path: str) -> dict[str, Any]:
     """``checkpoint`` in this plugin's layout: official releases renamed
     (:func:`~t2t_plugin.converters.official_to_plugin`), runs of
-    mmpretrain's ``T2T_ViT`` rescaled (:func:`~t2t_plugin.converters.
-    mmpretrain_to_plugin`, with one line saying so), and the ``module.``
-    prefix of DDP-wrapped weights dropped.
+    mmpretrain's ``T2T_ViT`` given the arch record of their math
+    (:func:`~t2t_plugin.converters.mmpretrain_to_plugin`), and the
+    ``module.`` prefix of DDP-wrapped weights dropped.
 
     Raises:
         CheckpointError: For a layout that is recognised but cannot be
@@ -323,16 +324,7 @@ def plugin_layout(checkpoint: Mapping[str, Any], path: str) -> dict[str, Any]:
             f"Cannot convert checkpoint {path} of mmpretrain's T2T_ViT: "
             f'{error}.'
         ) from None
-    if converted is not None:
-        print_log(
-            f"Checkpoint {path} comes from mmpretrain's T2T_ViT, whose "
-            'attention scales q.k by sqrt(head_dim) instead of the official '
-            "scale: its q weights are rescaled to give that model's outputs "
-            f'(num_heads={converted["meta"]["t2t_arch"][HEADS_KEY]}).',
-            logger='current',
-            level=logging.WARNING,
-        )
-        checkpoint = converted
+    checkpoint = converted or checkpoint
     # only the model's weights: an ``ema_state_dict`` is an AveragedModel's,
     # whose own ``module.`` prefix its EMAHook expects
     if not isinstance(checkpoint.get('state_dict'), Mapping):
@@ -425,48 +417,6 @@ def checkpoint_weights(
     """The weights of a checkpoint that :func:`read_checkpoint` returned:
     its ``state_dict``, or itself."""
     return checkpoint.get('state_dict', checkpoint)
-
-
-def load_state_dict_strictly(
-    model: torch.nn.Module,
-    checkpoint: Mapping[str, Any],
-    source: str = 'the checkpoint',
-) -> None:
-    """Load a checkpoint (as :func:`read_checkpoint` returns it) into a
-    model: the model's load hooks judge the weights they own, and every
-    other entry must fit too. ``source`` names it in errors.
-
-    Raises:
-        CheckpointMismatchError: If weights are missing, unexpected or of
-            another shape.
-    """
-    try:
-        result = model.load_state_dict(
-            checkpoint_weights(checkpoint), strict=False
-        )
-    except RuntimeError as error:  # shapes differ
-        if isinstance(error, CheckpointMismatchError):
-            raise
-        # torch's message: a header line, then one line per problem
-        problems = [
-            line.strip().rstrip('.')
-            for line in str(error).splitlines()
-            if line.strip()
-        ]
-        detail = '; '.join(problems[1:] or problems)
-        if len(detail) > 600:  # e.g. hundreds of unexpected keys
-            detail = detail[:600] + ' ...'
-        raise CheckpointMismatchError(
-            f'{source} does not fit the model: {detail}.'
-        ) from None
-    if result.missing_keys or result.unexpected_keys:
-        raise CheckpointMismatchError(
-            f'{source} does not fit the model: '
-            f'{len(result.missing_keys)} weights missing (e.g. '
-            f'{result.missing_keys[:2]}), {len(result.unexpected_keys)} '
-            f'unexpected (e.g. {result.unexpected_keys[:2]}); use the config '
-            'the checkpoint was trained or converted for.'
-        )
 
 
 def hub_cache_path(url: str) -> str:

@@ -1,14 +1,23 @@
-"""The one fit check of checkpoint weights, which every module's load
-pre-hook calls: every door a checkpoint takes ends there, so that a wrong
-checkpoint is one line, not a warning and a partly random model.
+"""Whether checkpoint weights fit a model: the one path every door ends
+in. The modules' load pre-hooks call :func:`check_fit` (the backbone
+through :func:`fit_backbone`), the doors that need the whole model as it
+was trained (a test, an inference, a resume) :func:`whole_model_error`
+(:func:`load_state_dict_strictly` for those outside a Runner), so that a
+wrong checkpoint is one line, not a warning and a partly random model.
 """
 
+import math
+import re
 import weakref
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Optional
+from typing import Any, Callable, Optional
 
 import torch
+from mmengine.logging import MMLogger
+from torch import nn
+
+from t2t_preflight.config import few
 
 
 class CheckpointError(ValueError):
@@ -40,6 +49,11 @@ class ClassCountError(CheckpointMismatchError):
         """This error with ``advice`` in place of the training's."""
         message = str(self).replace(self.advice, advice)
         return type(self)(message, self.classes, advice)
+
+
+# what to do with a checkpoint whose classifier has other classes, where
+# a run needs its classifier (a test, an inference, a resume)
+RUN_ADVICE = 'use the config it was trained with (its model.head.num_classes)'
 
 
 @dataclass(frozen=True)
@@ -77,11 +91,11 @@ def note_source(weights: Mapping[str, Any], source: CheckpointSource) -> None:
 def source_of(
     state_dict: Mapping[str, Any], prefix: str = ''
 ) -> Optional[CheckpointSource]:
-    """The source of the weights under ``prefix`` (of their first tensor,
-    else of any), or None for tensors the reader did not return (a deep
-    copy, as mmengine's EMAHook loads, or weights built in memory).
-    Weights that a loader's filter left without a tensor come from the
-    file read last, once: a refusal follows."""
+    """The source of the weights under ``prefix`` (of the first tensor the
+    reader returned, else of any), or None for tensors the reader did not
+    return (a deep copy, as mmengine's EMAHook loads, or weights built in
+    memory). Weights that a loader's filter left without a tensor come
+    from the file read last, once: a refusal follows."""
     tensors = [
         (str(key).startswith(prefix), value)
         for key, value in state_dict.items()
@@ -89,9 +103,11 @@ def source_of(
     ]
     if not tensors:
         return _LATEST.pop() if _LATEST else None
-    _, value = max(tensors, key=lambda pair: pair[0])
-    ref, source = _SOURCES.get(id(value), (None, None))
-    return source if ref is not None and ref() is value else None
+    for _, value in sorted(tensors, key=lambda pair: not pair[0]):
+        ref, source = _SOURCES.get(id(value), (None, None))
+        if ref is not None and ref() is value:
+            return source
+    return None
 
 
 def latest_source(path: str) -> Optional[CheckpointSource]:
@@ -259,3 +275,259 @@ def check_fit(
         )
     left = sorted(key for key in optional & set(own) if key not in entries)
     return len(entries), left
+
+
+def _adopt_layout(state_dict: dict) -> int:
+    # in place: a classifier's ``backbone.`` undone (the reader has
+    # converted foreign layouts); returns how many other entries it dropped
+    weights = dict(state_dict)
+    ours = {
+        k.removeprefix('backbone.'): v
+        for k, v in weights.items()
+        if k.startswith('backbone.')
+    } or weights
+    state_dict.clear()
+    state_dict.update(ours)
+    return len(weights) - len(ours)
+
+
+def _check_shapes_arch(backbone: nn.Module, state_dict: dict, prefix: str):
+    # another width, depth or kind of T2T layer: one line naming the arch
+    # (the file named only when refusing: a weightless dict's name is read
+    # once)
+    def the() -> str:
+        return f'The {checkpoint_name(state_dict, prefix)} has'
+
+    arch = f'(arch {backbone.arch_settings}). Use the arch the checkpoint '
+    table = state_dict.get(
+        prefix + 'cls_token', state_dict.get(prefix + 'pos_embed')
+    )
+    tensor = isinstance(table, torch.Tensor) and table.dim() > 0
+    width = table.shape[-1] if tensor else backbone.embed_dims
+    if width != backbone.embed_dims:
+        raise CheckpointMismatchError(
+            f'{the()} embed_dims={width}, this T2T-ViT has '
+            f'{backbone.embed_dims} {arch}was trained with.'
+        )
+    pattern = re.escape(prefix) + r'encoder\.(\d+)\.'
+    layers = [re.match(pattern, str(k)) for k in state_dict]
+    depth = max((int(m.group(1)) + 1 for m in layers if m), default=None)
+    if depth not in (None, backbone.num_layers):
+        raise CheckpointMismatchError(
+            f'{the()} {depth} encoder layers, this T2T-ViT has '
+            f'{backbone.num_layers} {arch}was trained with.'
+        )
+    token_layer = backbone.tokens_to_token.token_layer
+    for kind, part in (('performer', 'kqv'), ('transformer', 'qkv')):
+        if kind != token_layer and any(
+            k.startswith(prefix + 'tokens_to_token.') and f'.attn.{part}.' in k
+            for k in state_dict
+        ):
+            raise CheckpointMismatchError(
+                f'{the()} {kind} T2T layers, this T2T-ViT has '
+                f'{token_layer} ones. Pick the matching arch: performer archs '
+                "are '7'...'24', transformer ones 't-14', 't-19', 't-24'."
+            )
+
+
+def fit_backbone(
+    backbone: nn.Module,
+    state_dict: dict,
+    prefix: str,
+    resize_pos_embed: Callable[[dict, str], None],
+) -> tuple[int, list[str], int]:
+    """The load pre-hook's work for a ``T2TViT`` ``backbone``: a
+    classifier's weights taken as they are when it is loaded as the whole
+    model, another width, depth or T2T layer refused by name, the position
+    table resized (``resize_pos_embed``, the backbone's), then
+    :func:`check_fit`. Returns the tensors loaded, the optional keys left
+    as built and the entries of other modules dropped."""
+    dropped = _adopt_layout(state_dict) if not prefix else 0
+    _check_shapes_arch(backbone, state_dict, prefix)
+    # the fixed sinusoidal table: the model's own serves as well; and a
+    # model without a class token (its table has no cls position) leaves
+    # this one's class token new
+    optional = ['pos_embed']
+    pos = state_dict.get(prefix + 'pos_embed')
+    if (
+        prefix + 'cls_token' not in state_dict
+        and isinstance(pos, torch.Tensor)
+        and pos.dim() == 3
+        and math.isqrt(pos.shape[1]) ** 2 == pos.shape[1]
+    ):
+        optional.append('cls_token')
+    resize_pos_embed(state_dict, prefix)
+    # what a model built without them knowingly leaves unused
+    droppable = [] if backbone.with_cls_token else ['cls_token']
+    if not backbone.final_norm:
+        droppable += ['norm.weight', 'norm.bias']
+    loaded, left = check_fit(
+        type(backbone).__name__,
+        backbone.state_dict(keep_vars=True),
+        state_dict,
+        prefix,
+        optional=optional,
+        advice=(
+            'use the config the checkpoint was trained or converted '
+            'for; to start only the backbone from a classifier or '
+            'detector checkpoint, set backbone.init_cfg=dict(type='
+            "'Pretrained', checkpoint=FILE, prefix='backbone.')"
+        ),
+        droppable=droppable,
+        whole_model=not prefix,
+        arch=backbone.arch_record(),
+    )
+    return loaded, left, dropped
+
+
+def report_load(module: nn.Module, incompatible_keys: Any = None) -> None:
+    """A load post-hook: one log line, what the load of ``module`` (its
+    ``load_report`` from :func:`fit_backbone`) took from the checkpoint
+    and what it left as built."""
+    if module.load_report is None:
+        return
+    (loaded, left, dropped), module.load_report = module.load_report, None
+    line = f'{type(module).__name__}: {loaded} tensors loaded from the '
+    line += 'checkpoint, '
+    line += f'{len(left)} left new'
+    if left:
+        line += f' ({", ".join(left)}: built by the model)'
+    if dropped:
+        line += f'; {dropped} entries for other modules ignored'
+    MMLogger.get_current_instance().info(line + '.')
+
+
+def missing_prefix_error(
+    owner: str, init_cfg: Any, marker: str
+) -> Optional[CheckpointMismatchError]:
+    """The refusal of a ``Pretrained`` init whose ``prefix`` no key of the
+    file it just read starts with (mmengine asserts that, bare), saying
+    what the file holds and which prefix would do (``marker``: a key of
+    ``owner`` that tells where its weights sit); None for other cases."""
+    configs = init_cfg if isinstance(init_cfg, list) else [init_cfg]
+    for cfg in configs:
+        prefix = cfg.get('prefix') if isinstance(cfg, Mapping) else None
+        full = f'{prefix.rstrip(".")}.' if prefix else ''
+        source = prefix and latest_source(str(cfg.get('checkpoint')))
+        if not source or any(k.startswith(full) for k in source.keys):
+            continue
+        keys = source.keys
+        tops = sorted({key.split('.')[0] for key in keys})
+        held = (
+            f'its {len(keys)} entries start with '
+            f'{", ".join(repr(top) for top in tops[:5])}'
+            f'{", ..." if len(tops) > 5 else ""}'
+            if tops
+            else 'it holds no weights'
+        )
+        found = sorted(
+            k[: -len(marker)] for k in keys if f'.{k}'.endswith(f'.{marker}')
+        )
+        if found == ['']:
+            advice = (
+                f'it is a bare {owner} checkpoint: drop prefix from init_cfg'
+            )
+        elif found:
+            advice = (
+                f'its {owner} weights sit under {found[0]!r}: set prefix to '
+                'that'
+            )
+        else:
+            advice = (
+                f'it holds no {owner} weights: give the checkpoint of a model '
+                f'with this {owner} (a classifier, detector or segmentor, or '
+                'the bare backbone)'
+            )
+        return CheckpointMismatchError(
+            f"Checkpoint {source.path} holds no weights under init_cfg's "
+            f'prefix {full!r} ({held}); {advice}.'
+        )
+    return None
+
+
+def whole_model_error(
+    model: nn.Module,
+    weights: Mapping[str, Any],
+    advice: str = 'use the config it was trained with',
+) -> Optional[CheckpointMismatchError]:
+    """What the modules' load hooks cannot refuse, for a door that runs
+    ``model`` as it was trained (a test, an inference, a resume): a
+    classifier of another number of classes (a head's
+    ``checkpoint_classes``; a fine-tune leaves it out with a warning),
+    with ``advice``, and top-level parts ``model`` lacks (another model's
+    weights, which every loader of mmengine would drop with a warning).
+    None when neither."""
+    the = checkpoint_name(weights)
+    for name, module in model.named_modules():
+        classes = getattr(module, 'checkpoint_classes', None)
+        count = classes and classes(weights, f'{name}.' * bool(name))
+        if count:
+            return ClassCountError(
+                f"The {the} classifies {count} classes, this model's head "
+                f'{module.num_classes} (num_classes); {advice}.',
+                classes=count,
+                advice=advice,
+            )
+    children = {name for name, _ in model.named_children()}
+    own = set(model.state_dict())
+    foreign = sorted(
+        {
+            str(key).split('.')[0]
+            for key in weights
+            if str(key).split('.')[0] not in children and key not in own
+        }
+    )
+    if foreign:
+        return CheckpointMismatchError(
+            f'The {the} holds weights of {few(foreign)}, which this '
+            f"{type(model).__name__} does not have: it is another model's "
+            'checkpoint; use the config it was trained with.'
+        )
+    return None
+
+
+def load_state_dict_strictly(
+    model: nn.Module, checkpoint: Mapping[str, Any], source: str = ''
+) -> None:
+    """Load a checkpoint (as :func:`~t2t_plugin.engine.read_checkpoint`
+    returns it) into a model that runs as it was trained: the model's load
+    hooks judge the weights they own, :func:`whole_model_error` the rest,
+    and every entry must be used. ``source`` names the weights in the
+    lines of torch's own checks (shapes, missing and unexpected keys);
+    else the file the reader read.
+
+    Raises:
+        CheckpointMismatchError: If weights are missing, unexpected or of
+            another shape, or the classifier has other classes
+            (:class:`ClassCountError`).
+    """
+    weights = checkpoint.get('state_dict', checkpoint)
+    error = whole_model_error(model, weights, RUN_ADVICE)
+    if error:
+        raise error
+    the = source or f'The {checkpoint_name(weights)}'
+    try:
+        result = model.load_state_dict(weights, strict=False)
+    except RuntimeError as error:  # shapes of a module without our hooks
+        if isinstance(error, CheckpointMismatchError):
+            raise
+        # torch's message: a header line, then one line per problem
+        problems = [
+            line.strip().rstrip('.')
+            for line in str(error).splitlines()
+            if line.strip()
+        ]
+        detail = '; '.join(problems[1:] or problems)
+        if len(detail) > 600:  # e.g. hundreds of unexpected keys
+            detail = detail[:600] + ' ...'
+        raise CheckpointMismatchError(
+            f'{the} does not fit the model: {detail}.'
+        ) from None
+    if result.missing_keys or result.unexpected_keys:
+        raise CheckpointMismatchError(
+            f'{the} does not fit the model: '
+            f'{len(result.missing_keys)} weights missing (e.g. '
+            f'{result.missing_keys[:2]}), {len(result.unexpected_keys)} '
+            f'unexpected (e.g. {result.unexpected_keys[:2]}); use the config '
+            'the checkpoint was trained or converted for.'
+        )

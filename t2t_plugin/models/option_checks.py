@@ -10,10 +10,11 @@ positive number; a key a part does not take is named with its nearest
 valid key.
 """
 
+import inspect
 import math
 from collections.abc import Iterable, Mapping
 from numbers import Integral, Real
-from typing import Any, Optional
+from typing import Any, Callable, Optional
 
 from t2t_preflight.config import nearest
 
@@ -164,6 +165,14 @@ def check_ints(
     return tuple(int(v) for v in value)
 
 
+def check_int_or_ints(owner: str, name: str, value: Any) -> Any:
+    """``value`` if it is a positive int or a sequence of them (the
+    ``topk`` of mmpretrain's heads, widths)."""
+    if isinstance(value, (list, tuple)):
+        return check_ints(owner, name, value, len(value))
+    return check_int(owner, name, value)
+
+
 def check_size(owner: str, name: str, value: Any) -> tuple[int, int]:
     """``value`` as ``(height, width)`` if it is a positive int or a pair
     of them: an image size."""
@@ -178,3 +187,112 @@ def check_size(owner: str, name: str, value: Any) -> tuple[int, int]:
         raise _refuse(
             owner, name, value, 'give a positive integer or a pair of them'
         ) from None
+
+
+# A rule of a class's option table: a check of this module and its extra
+# arguments, e.g. ``(check_int, -1)`` (an int of at least -1).
+Rule = tuple
+
+
+def optional(check: Callable) -> Callable:
+    """``check`` for an option whose default None means 'not set'."""
+
+    def check_optional(owner: str, name: str, value: Any, *args) -> Any:
+        return None if value is None else check(owner, name, value, *args)
+
+    return check_optional
+
+
+def check_options(
+    owner: str,
+    rules: Mapping[str, Rule],
+    values: Mapping[str, Any],
+    prefix: str = '',
+) -> dict[str, Any]:
+    """Check the options ``values`` (a constructor's ``locals()``, a
+    config dict) that the table ``rules`` names, the one way every model
+    part checks its options; returns them as checked (a size as a pair,
+    a sequence as a tuple). ``prefix`` names a nested dict
+    (``'arch.'``)."""
+    return {
+        name: check(owner, prefix + name, values[name], *args)
+        for name, (check, *args) in rules.items()
+        if name in values
+    }
+
+
+# a custom arch's numbers, before and after the arch table fills it in
+ARCH_RULES: dict[str, Rule] = dict(
+    embed_dims=(check_int,),
+    num_layers=(check_int,),
+    num_heads=(check_int,),
+    mlp_ratio=(check_positive,),
+    feedforward_channels=(check_int,),
+)
+ATTN_INIT_RULES: dict[str, Rule] = dict.fromkeys(
+    ('alpha_qk', 'beta_qk', 'alpha_vo', 'beta_vo'), (check_number,)
+)
+
+
+def check_attn_init(owner: str, attn_init: Any) -> Optional[dict]:
+    """The settings of a backbone's ``attn_init`` (None, or
+    ``dict(type='mimetic')`` with optional coefficients), without its
+    type."""
+    if attn_init is None:
+        return None
+    known = tuple(ATTN_INIT_RULES)
+    if not isinstance(attn_init, Mapping) or (
+        attn_init.get('type') != 'mimetic'
+    ):
+        raise ValueError(
+            f'Unknown attn_init {attn_init!r}; give None (the official '
+            "initialisation) or dict(type='mimetic') with optional "
+            f'{", ".join(sorted(known))}.'
+        )
+    settings = check_keys(owner, 'attn_init', attn_init, ('type', *known))
+    del settings['type']
+    check_options(owner, ATTN_INIT_RULES, settings, 'attn_init.')
+    return settings
+
+
+def check_layer_cfg(owner: str, layer_cfg: Any, base: type) -> dict:
+    """A ``layer_cfgs`` entry whose keys are arguments of the class it
+    builds (a registered subclass of ``base``; an unknown key named with
+    the nearest one), its ``type`` the class itself: built under another
+    default scope (mmdet's), a name would be looked up in that scope's
+    registry."""
+    from mmpretrain.registry import MODELS
+
+    if not isinstance(layer_cfg, Mapping):
+        raise ValueError(
+            f'{owner} got layer_cfgs entry {layer_cfg!r}; give a dict of '
+            'encoder layer arguments.'
+        )
+    cfg = {'type': base.__name__, **layer_cfg}
+    layer_cls = MODELS.get(cfg['type'])
+    if not (isinstance(layer_cls, type) and issubclass(layer_cls, base)):
+        raise ValueError(
+            f'{owner} got layer_cfgs type {cfg["type"]!r}; give the '
+            f'registered type of a {base.__name__} (or leave it out).'
+        )
+    accepted = set(inspect.signature(layer_cls).parameters) | {'type'}
+    check_keys(owner, 'layer_cfgs', cfg, accepted)
+    return {**cfg, 'type': layer_cls}
+
+
+def check_out_indices(owner: str, out_indices: Any, depth: int) -> list[int]:
+    """``out_indices`` (an int or ints, negative from the end) as indices
+    of ``depth`` layers."""
+    parsed = []
+    for index in (
+        [out_indices] if isinstance(out_indices, int) else out_indices
+    ):
+        check_int(owner, 'out_indices entry', index, -depth)
+        resolved = index + depth if index < 0 else index
+        if not 0 <= resolved < depth:
+            raise ValueError(
+                f'out_indices entry {index} is outside the {depth} encoder '
+                f'layers (0..{depth - 1}, or negative from the end).'
+            )
+        parsed.append(resolved)
+    return parsed

@@ -1,4 +1,3 @@
-from collections.abc import Mapping
 from typing import Optional
 
 from mmengine.hooks import Hook
@@ -8,6 +7,11 @@ from t2t_preflight import doc_pages
 from t2t_preflight.inputs import checkpoint_problem, few, init_checkpoints
 
 from ...models.backbones import T2TViT
+from ...models.checkpoint_checks import (
+    RUN_ADVICE,
+    ClassCountError,
+    whole_model_error,
+)
 from ..checkpoint import CheckpointMismatchError, checkpoint_weights
 from ..sample_seeded_runner import SampleSeededRunner
 from .run_checks import (
@@ -29,21 +33,6 @@ def class_mismatch(checkpoint: dict, classes, path: str) -> Optional[str]:
     return (
         f'{path} was trained on {len(saved)} classes ({few(saved)}), but '
         f'the dataset has {len(classes)} classes ({few(classes)})'
-    )
-
-
-def foreign_parts(weights: Mapping, model) -> list[str]:
-    """The top-level parts of a checkpoint's weights (``neck``, say) that
-    ``model`` has no module or entry for: another model's weights, which
-    every loader of mmengine would drop with a warning."""
-    children = {name for name, _ in model.named_children()}
-    own = set(model.state_dict())
-    return sorted(
-        {
-            str(key).split('.')[0]
-            for key in weights
-            if str(key).split('.')[0] not in children and key not in own
-        }
     )
 
 
@@ -100,20 +89,25 @@ class CheckpointCheckHook(Hook):
         dataset = getattr(built_loaders(runner).get(key), 'dataset', None)
         classes = getattr(dataset, 'metainfo', {}).get('classes')
         mismatch = class_mismatch(checkpoint, classes, path)
+        model = bare_model(runner)
+        weights = checkpoint_weights(checkpoint)
         # Shapes, missing weights and non-finite values are the model's own
         # load hooks' to refuse (every loader passes through them); this
-        # hook adds what only the run knows: the dataset's classes.
+        # hook adds what only the run knows: whether it needs the
+        # checkpoint's classifier, and the dataset's classes.
         if not is_training(runner) or resumes:
-            # the model's load hooks see their own parts only; what lies
-            # outside them would be left out without a word of ours
-            model = bare_model(runner)
-            foreign = foreign_parts(checkpoint_weights(checkpoint), model)
-            if foreign:
-                raise CheckpointMismatchError(
-                    f'{path} holds weights of {few(foreign)}, which this '
-                    f'{type(model).__name__} does not have: it is another '
-                    "model's checkpoint; use the config it was trained with."
-                )
+            # a test or a resume needs the classifier as it was trained
+            # (a fine-tune's load_from leaves it out, with a warning)
+            advice = (
+                'resume with the config the run started with'
+                if resumes
+                else RUN_ADVICE
+            )
+            # and the model's load hooks see their own parts only: what
+            # lies outside them would be left out without a word of ours
+            error = whole_model_error(model, weights, advice)
+            if error:
+                raise error
         if not is_training(runner):
             if mismatch:
                 raise CheckpointMismatchError(
@@ -138,7 +132,12 @@ class CheckpointCheckHook(Hook):
                     f'{mismatch}; resume only with the dataset the run '
                     'started with.'
                 )
-        elif mismatch:
+        elif mismatch and not isinstance(
+            whole_model_error(model, weights), ClassCountError
+        ):
+            # a classifier of the same number of classes is loaded as it
+            # is: other names (or their order) may be a mistake; another
+            # number is a fine-tune, which the head's load hook reports
             runner.logger.warning(
                 f'load_from: {mismatch}; its head is loaded as it is (to '
                 'start a new head, load the backbone only, see '

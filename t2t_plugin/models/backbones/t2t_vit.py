@@ -1,7 +1,6 @@
-import inspect
 import math
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import Any, Optional, Union
 
 import torch
@@ -16,23 +15,24 @@ from t2t_preflight.archs import ARCH_ZOO, arch_names, resolve_arch
 
 from ..checkpoint_checks import (
     CheckpointMismatchError,
-    check_fit,
     checkpoint_name,
-    latest_source,
+    fit_backbone,
+    missing_prefix_error,
+    report_load,
 )
-from ..layers import (
-    SelfAttention,
-    TransformerLayer,
-    sinusoid_position_table,
-)
+from ..layers import SelfAttention, TransformerLayer, sinusoid_position_table
 from ..option_checks import (
+    ARCH_RULES,
+    Rule,
+    check_attn_init,
     check_bool,
     check_choice,
     check_fraction,
     check_int,
     check_keys,
-    check_number,
-    check_positive,
+    check_layer_cfg,
+    check_options,
+    check_out_indices,
     check_size,
 )
 from ..t2t import T2TModule
@@ -83,6 +83,12 @@ class T2TViT(BaseModule):
             for all or one per layer, e.g. ``dict(qk_scale=0.1)``; a
             ``type`` builds another registered layer (a subclass of
             :class:`TransformerLayer`). Defaults to {}.
+        attn_scale (str): The factor on ``q.k`` in every attention layer:
+            ``'official'``, ``(input_dims // heads) ** -0.5`` as the
+            official release (the T2T layers' quirk included), or
+            ``'mmpretrain'``, ``sqrt(head_dims)`` as mmpretrain 1.2.0's
+            ``T2T_ViT`` computes it, whose checkpoints record it.
+            Defaults to ``'official'``.
         attn_init (dict, optional): How the attention layers (encoder and
             transformer T2T layers) start, after the official
             initialisation: ``dict(type='mimetic')`` with optional
@@ -95,6 +101,7 @@ class T2TViT(BaseModule):
 
     arch_zoo: dict[str, dict] = ARCH_ZOO
     OUT_TYPES = ('cls_token', 'featmap', 'avg_featmap', 'raw')
+    ATTN_SCALES = ('official', 'mmpretrain')
     # the modes of F.interpolate for a 2-D table
     INTERPOLATE_MODES = (
         'bicubic',
@@ -104,6 +111,23 @@ class T2TViT(BaseModule):
         'area',
     )
     num_extra_tokens = 1
+    option_rules: dict[str, Rule] = dict(
+        img_size=(check_size,),
+        out_type=(check_choice, OUT_TYPES),
+        attn_scale=(check_choice, ATTN_SCALES),
+        **dict.fromkeys(
+            ('out_t2t_maps', 'qkv_bias', 'final_norm', 'with_cls_token'),
+            (check_bool,),
+        ),
+        with_cp=(check_bool,),
+        **dict.fromkeys(
+            ('drop_rate', 'attn_drop_rate', 'drop_path_rate'),
+            (check_fraction,),
+        ),
+        in_channels=(check_int,),
+        frozen_stages=(check_int, -1),
+        interpolate_mode=(check_choice, INTERPOLATE_MODES),
+    )
 
     def __init__(
         self,
@@ -124,38 +148,19 @@ class T2TViT(BaseModule):
         with_cp: bool = False,
         t2t_cfg: Optional[dict] = None,
         layer_cfgs: Union[dict, Sequence[dict], None] = None,
+        attn_scale: str = 'official',
         attn_init: Optional[dict] = None,
         init_cfg: Optional[dict] = None,
     ) -> None:
         super().__init__(init_cfg=init_cfg)
         owner = type(self).__name__
-        self.attn_init = self._check_attn_init(attn_init)
+        self.attn_init = check_attn_init(owner, attn_init)
         self.arch_settings = self.resolve_arch(arch)
         arch_img_size = self.arch_settings.pop('img_size', 224)
         img_size = arch_img_size if img_size is None else img_size
-        check_size(owner, 'img_size', img_size)
+        check_options(owner, self.option_rules, locals())
         self.embed_dims = self.arch_settings['embed_dims']
         self.num_layers = self.arch_settings['num_layers']
-        check_choice(owner, 'out_type', out_type, self.OUT_TYPES)
-        for name, flag in (
-            ('out_t2t_maps', out_t2t_maps),
-            ('qkv_bias', qkv_bias),
-            ('final_norm', final_norm),
-            ('with_cls_token', with_cls_token),
-            ('with_cp', with_cp),
-        ):
-            check_bool(owner, name, flag)
-        for name, rate in (
-            ('drop_rate', drop_rate),
-            ('attn_drop_rate', attn_drop_rate),
-            ('drop_path_rate', drop_path_rate),
-        ):
-            check_fraction(owner, name, rate)
-        check_int(owner, 'in_channels', in_channels)
-        check_int(owner, 'frozen_stages', frozen_stages, minimum=-1)
-        check_choice(
-            owner, 'interpolate_mode', interpolate_mode, self.INTERPOLATE_MODES
-        )
         if out_type == 'cls_token' and not with_cls_token:
             raise ValueError(
                 'out_type="cls_token" needs with_cls_token=True;'
@@ -197,11 +202,13 @@ class T2TViT(BaseModule):
         )
         self.register_buffer('pos_embed', table)
         self._register_load_state_dict_pre_hook(self._prepare_checkpoint)
-        self.register_load_state_dict_post_hook(self._report_load)
-        self._load_report: Optional[tuple[int, list[str], int]] = None
+        self.register_load_state_dict_post_hook(report_load)
+        self.load_report: Optional[tuple[int, list[str], int]] = None
         self.drop_after_pos = nn.Dropout(p=drop_rate)
 
-        self.out_indices = self._parse_out_indices(out_indices)
+        self.out_indices = check_out_indices(
+            owner, out_indices, self.num_layers
+        )
         if frozen_stages > self.num_layers:
             raise ValueError(
                 f'frozen_stages={frozen_stages} exceeds the '
@@ -217,7 +224,9 @@ class T2TViT(BaseModule):
                 )
         else:
             layer_cfgs = [layer_cfgs or {}] * self.num_layers
-        layer_cfgs = [self._check_layer_cfg(cfg) for cfg in layer_cfgs]
+        layer_cfgs = [
+            check_layer_cfg(owner, cfg, TransformerLayer) for cfg in layer_cfgs
+        ]
         common = dict(
             embed_dims=self.embed_dims,
             num_heads=self.arch_settings['num_heads'],
@@ -234,6 +243,12 @@ class T2TViT(BaseModule):
         self.norm = (
             nn.LayerNorm(self.embed_dims) if final_norm else nn.Identity()
         )
+        self.attn_scale = attn_scale
+        if attn_scale == 'mmpretrain':
+            # mmpretrain's helper divides q.k by its scale, head_dims**-0.5
+            for module in self.modules():
+                if isinstance(module, SelfAttention):
+                    module.scale = 1 / module.head_dims**-0.5
         self._freeze_stages()
 
     arch_names = staticmethod(arch_names)
@@ -244,93 +259,19 @@ class T2TViT(BaseModule):
         ``'14@384'``, which adds ``img_size``) or custom arch dict
         (:func:`t2t_preflight.archs.resolve_arch`), a custom arch's numbers
         checked as the backbone's options."""
-        owner = cls.__name__
-        if isinstance(arch, dict):
-            for name in ('embed_dims', 'num_layers', 'num_heads'):
-                if name in arch:
-                    check_int(owner, f'arch.{name}', arch[name])
-            if 'mlp_ratio' in arch:
-                check_positive(owner, 'arch.mlp_ratio', arch['mlp_ratio'])
+        custom = isinstance(arch, dict)
+        if custom:
+            check_options(cls.__name__, ARCH_RULES, arch, 'arch.')
         settings = resolve_arch(arch)
-        if isinstance(arch, dict):
-            check_int(
-                owner,
-                'arch.feedforward_channels',
-                settings['feedforward_channels'],
-            )
+        if custom:
+            check_options(cls.__name__, ARCH_RULES, settings, 'arch.')
         return settings
-
-    @classmethod
-    def _check_attn_init(cls, attn_init: Optional[dict]) -> Optional[dict]:
-        if attn_init is None:
-            return None
-        known = ('alpha_qk', 'beta_qk', 'alpha_vo', 'beta_vo')
-        if not isinstance(attn_init, Mapping) or (
-            attn_init.get('type') != 'mimetic'
-        ):
-            raise ValueError(
-                f'Unknown attn_init {attn_init!r}; give None (the official '
-                "initialisation) or dict(type='mimetic') with optional "
-                f'{", ".join(sorted(known))}.'
-            )
-        settings = check_keys(
-            cls.__name__, 'attn_init', attn_init, ('type', *known)
-        )
-        del settings['type']
-        for name, value in settings.items():
-            check_number(cls.__name__, f'attn_init.{name}', value)
-        return settings
-
-    @staticmethod
-    def _check_layer_cfg(layer_cfg: Mapping) -> dict:
-        # the arguments of the layer's class, named with the nearest one
-        if not isinstance(layer_cfg, Mapping):
-            raise ValueError(
-                f'T2TViT got layer_cfgs entry {layer_cfg!r}; give a dict '
-                'of encoder layer arguments.'
-            )
-        cfg = {'type': 'TransformerLayer', **layer_cfg}
-        layer_cls = MODELS.get(cfg['type'])
-        if not (
-            isinstance(layer_cls, type)
-            and issubclass(layer_cls, TransformerLayer)
-        ):
-            raise ValueError(
-                f'T2TViT got layer_cfgs type {cfg["type"]!r}; give the '
-                'registered type of a TransformerLayer (or leave it out).'
-            )
-        accepted = set(inspect.signature(layer_cls).parameters) | {'type'}
-        check_keys('T2TViT', 'layer_cfgs', cfg, accepted)
-        # the class itself: built under another default scope (mmdet's),
-        # a name would be looked up in that scope's registry
-        return {**cfg, 'type': layer_cls}
-
-    def _parse_out_indices(self, out_indices) -> list[int]:
-        if isinstance(out_indices, int):
-            out_indices = [out_indices]
-        parsed = []
-        for index in out_indices:
-            check_int(
-                type(self).__name__,
-                'out_indices entry',
-                index,
-                -self.num_layers,
-            )
-            resolved = index + self.num_layers if index < 0 else index
-            if not 0 <= resolved < self.num_layers:
-                raise ValueError(
-                    f'out_indices entry {index} is outside the '
-                    f'{self.num_layers} encoder layers (0..'
-                    f'{self.num_layers - 1}, or negative from the end).'
-                )
-            parsed.append(resolved)
-        return parsed
 
     def init_weights(self) -> None:
         """The official initialisation (trunc-normal linears and class
         token, std 0.02), ``attn_init``, then ``init_cfg`` on top. A
-        ``Pretrained`` prefix that finds nothing is one line, not
-        mmengine's bare assertion."""
+        ``Pretrained`` prefix that finds nothing is one line
+        (:func:`missing_prefix_error`), not mmengine's bare assertion."""
         for module in self.modules():
             if isinstance(module, nn.Linear):
                 weight_init.trunc_normal_init(module, std=0.02, bias=0)
@@ -347,64 +288,15 @@ class T2TViT(BaseModule):
             return
         try:
             super().init_weights()
-        except AssertionError as error:
-            message = self._missing_prefix_message(str(error))
-            if message is None:
+        except AssertionError:
+            error = missing_prefix_error(
+                type(self).__name__,
+                self.init_cfg,
+                'tokens_to_token.project.weight',
+            )
+            if error is None:
                 raise
-            raise CheckpointMismatchError(message) from None
-
-    def _missing_prefix_message(self, error: str) -> Optional[str]:
-        # mmengine asserts that some key of a Pretrained file starts with
-        # its prefix: say what the file holds and which prefix would do
-        configs = (
-            self.init_cfg
-            if isinstance(self.init_cfg, list)
-            else [self.init_cfg]
-        )
-        for cfg in configs:
-            prefix = cfg.get('prefix') if isinstance(cfg, Mapping) else None
-            full = f'{prefix.rstrip(".")}.' if prefix else ''
-            source = prefix and latest_source(str(cfg.get('checkpoint')))
-            if source and error == f'{full} is not in the pretrained model':
-                return self._prefix_advice(source.path, full, source.keys)
-        return None
-
-    def _prefix_advice(
-        self, path: str, prefix: str, keys: Sequence[str]
-    ) -> str:
-        owner, marker = type(self).__name__, 'tokens_to_token.project.weight'
-        tops = sorted({key.split('.')[0] for key in keys})
-        held = (
-            f'its {len(keys)} entries start with '
-            f'{", ".join(repr(top) for top in tops[:5])}'
-            f'{", ..." if len(tops) > 5 else ""}'
-            if tops
-            else 'it holds no weights'
-        )
-        found = sorted(
-            key[: -len(marker)]
-            for key in keys
-            if f'.{key}'.endswith(f'.{marker}')
-        )
-        if found == ['']:
-            advice = (
-                f'it is a bare {owner} checkpoint: drop prefix from init_cfg'
-            )
-        elif found:
-            advice = (
-                f'its {owner} weights sit under {found[0]!r}: set prefix to '
-                'that'
-            )
-        else:
-            advice = (
-                f'it holds no {owner} weights: give the checkpoint of a model '
-                f'with this {owner} (a classifier, detector or segmentor, or '
-                'the bare backbone)'
-            )
-        return (
-            f"Checkpoint {path} holds no weights under init_cfg's prefix "
-            f'{prefix!r} ({held}); {advice}.'
-        )
+            raise error from None
 
     def arch_record(self) -> dict[str, Any]:
         """The arch as config keys and values, which a run records in its
@@ -412,6 +304,7 @@ class T2TViT(BaseModule):
         the same weight shapes (other heads, strides) are told apart."""
         t2t = self.tokens_to_token
         return {
+            'model.backbone.attn_scale': self.attn_scale,
             **{
                 f'model.backbone.arch.{key}': value
                 for key, value in self.arch_settings.items()
@@ -426,126 +319,9 @@ class T2TViT(BaseModule):
     def _prepare_checkpoint(
         self, state_dict: dict, prefix: str, local_metadata: dict, *args
     ) -> None:
-        # loaded as the whole model (Pretrained without a prefix), the
-        # backbone takes a classifier's checkpoint as it is
-        dropped = self._adopt_layout(state_dict) if not prefix else 0
-        self._check_arch(state_dict, prefix)
-        # the fixed sinusoidal table: the model's own serves as well; and a
-        # model without a class token (its table has no cls position)
-        # leaves this one's class token new
-        optional = ['pos_embed']
-        pos = state_dict.get(prefix + 'pos_embed')
-        if (
-            prefix + 'cls_token' not in state_dict
-            and isinstance(pos, torch.Tensor)
-            and pos.dim() == 3
-            and math.isqrt(pos.shape[1]) ** 2 == pos.shape[1]
-        ):
-            optional.append('cls_token')
-        self._resize_checkpoint_pos_embed(state_dict, prefix)
-        # what a model built without them knowingly leaves unused
-        droppable = [] if self.with_cls_token else ['cls_token']
-        if not self.final_norm:
-            droppable += ['norm.weight', 'norm.bias']
-        loaded, left = check_fit(
-            type(self).__name__,
-            self.state_dict(keep_vars=True),
-            state_dict,
-            prefix,
-            optional=optional,
-            advice=(
-                'use the config the checkpoint was trained or converted '
-                'for; to start only the backbone from a classifier or '
-                'detector checkpoint, set backbone.init_cfg=dict(type='
-                "'Pretrained', checkpoint=FILE, prefix='backbone.')"
-            ),
-            droppable=droppable,
-            whole_model=not prefix,
-            arch=self.arch_record(),
+        self.load_report = fit_backbone(
+            self, state_dict, prefix, self._resize_checkpoint_pos_embed
         )
-        self._load_report = (loaded, left, dropped)
-
-    def _report_load(self, module: nn.Module, incompatible_keys) -> None:
-        if self._load_report is None:
-            return
-        loaded, left, dropped = self._load_report
-        self._load_report = None
-        line = (
-            f'{type(self).__name__}: {loaded} tensors loaded from the '
-            f'checkpoint, {len(left)} left new'
-        )
-        if left:
-            line += f' ({", ".join(left)}: built by the model)'
-        if dropped:
-            line += f'; {dropped} entries for other modules ignored'
-        MMLogger.get_current_instance().info(line + '.')
-
-    @staticmethod
-    def _adopt_layout(state_dict: dict) -> int:
-        # in place: a classifier's ``backbone.`` undone (the reader has
-        # converted foreign layouts); returns how many other entries it
-        # dropped
-        weights = dict(state_dict)
-        ours = {
-            k.removeprefix('backbone.'): v
-            for k, v in weights.items()
-            if k.startswith('backbone.')
-        } or weights
-        dropped = len(weights) - len(ours)
-        state_dict.clear()
-        state_dict.update(ours)
-        return dropped
-
-    def _check_arch(self, state_dict: dict, prefix: str) -> None:
-        table = state_dict.get(
-            prefix + 'cls_token', state_dict.get(prefix + 'pos_embed')
-        )
-        width = (
-            table.shape[-1]
-            if isinstance(table, torch.Tensor) and table.dim()
-            else None
-        )
-        if width is not None and width != self.embed_dims:
-            raise CheckpointMismatchError(
-                f'The {checkpoint_name(state_dict, prefix)} has '
-                f'embed_dims={width}, this T2T-ViT has {self.embed_dims} '
-                f'(arch {self.arch_settings}). Use the arch the checkpoint '
-                'was trained with.'
-            )
-        layers = {
-            int(match.group(1))
-            for match in (
-                re.match(re.escape(prefix) + r'encoder\.(\d+)\.', str(k))
-                for k in state_dict
-            )
-            if match
-        }
-        depth = max(layers) + 1 if layers else self.num_layers
-        if depth != self.num_layers:
-            raise CheckpointMismatchError(
-                f'The {checkpoint_name(state_dict, prefix)} has {depth} '
-                f'encoder layers, this T2T-ViT has {self.num_layers} (arch '
-                f'{self.arch_settings}). Use the arch the checkpoint was '
-                'trained with.'
-            )
-        token_layer = self.tokens_to_token.token_layer
-        found = [
-            kind
-            for kind, part in (('performer', 'kqv'), ('transformer', 'qkv'))
-            if any(
-                k.startswith(prefix + 'tokens_to_token.')
-                and f'.attn.{part}.' in k
-                for k in state_dict
-            )
-        ]
-        if any(kind != token_layer for kind in found):
-            found = found[0]
-            raise CheckpointMismatchError(
-                f'The {checkpoint_name(state_dict, prefix)} has {found} T2T '
-                f'layers, this T2T-ViT has {token_layer} ones. Pick the '
-                "matching arch: performer archs are '7'...'24', transformer "
-                "ones 't-14', 't-19', 't-24'."
-            )
 
     def _resize_checkpoint_pos_embed(
         self, state_dict: dict, prefix: str

@@ -1,19 +1,23 @@
-from collections.abc import Sequence
-from typing import Optional
+import logging
+from collections.abc import Mapping, Sequence
+from typing import Any, Optional
 
 import torch
+from mmengine.logging import MMLogger
 from mmpretrain.models.heads import VisionTransformerClsHead
 from mmpretrain.registry import MODELS
 from torch import nn
 
-from ..checkpoint_checks import (
-    ClassCountError,
-    check_fit,
-    checkpoint_name,
+from ..checkpoint_checks import check_fit, checkpoint_name, source_of
+from ..option_checks import (
+    Rule,
+    check_choice,
+    check_int,
+    check_int_or_ints,
+    check_options,
 )
-from ..option_checks import check_choice, check_int, check_ints
 
-# what to do instead of loading a checkpoint with another classifier
+# what to do with a head that does not fit otherwise
 FINE_TUNE_ADVICE = (
     'to fine-tune with a new head, start the backbone only: '
     "model.backbone.init_cfg=dict(type='Pretrained', checkpoint=FILE, "
@@ -28,7 +32,11 @@ class T2TClsHead(VisionTransformerClsHead):
 
     mmpretrain's :class:`VisionTransformerClsHead` (same keys) with the
     official trunc-normal init (upstream starts from zeros), an input check,
-    and a load hook that refuses another number of classes.
+    and a load hook that leaves out a checkpoint's classifier of another
+    number of classes (a fine-tune: the head keeps its initialisation, and
+    the log says so in one line); the doors that need the classifier (a
+    test, an inference, a resume) refuse it
+    (:func:`~t2t_plugin.models.checkpoint_checks.whole_model_error`).
     ``pool='attention'`` is CCT's sequence pooling (softmax over a linear
     score per token) of ``out_type='raw'`` or ``'featmap'`` outputs.
 
@@ -54,6 +62,12 @@ class T2TClsHead(VisionTransformerClsHead):
     """
 
     POOLS = ('token', 'attention')
+    option_rules: dict[str, Rule] = dict(
+        num_classes=(check_int,),
+        in_channels=(check_int,),
+        pool=(check_choice, POOLS),
+        topk=(check_int_or_ints,),
+    )
     # the name prefix of a subclass's training-only parts
     AUX_PREFIX = 'aux_'
 
@@ -68,14 +82,7 @@ class T2TClsHead(VisionTransformerClsHead):
         **kwargs,
     ) -> None:
         owner = type(self).__name__
-        check_int(owner, 'num_classes', num_classes)
-        check_int(owner, 'in_channels', in_channels)
-        check_choice(owner, 'pool', pool, self.POOLS)
-        topk = kwargs.get('topk', (1,))
-        if isinstance(topk, (list, tuple)):
-            check_ints(owner, 'topk', topk, len(topk))
-        else:
-            check_int(owner, 'topk', topk)
+        check_options(owner, self.option_rules, {**locals(), **kwargs})
         super().__init__(
             num_classes=num_classes,
             in_channels=in_channels,
@@ -88,22 +95,40 @@ class T2TClsHead(VisionTransformerClsHead):
             self.attention_pool = nn.Linear(in_channels, 1)
         self._register_load_state_dict_pre_hook(self._prepare_checkpoint)
 
-    def _prepare_checkpoint(
-        self, state_dict: dict, prefix: str, local_metadata: dict, *args
-    ) -> None:
+    def checkpoint_classes(
+        self, state_dict: Mapping[str, Any], prefix: str = ''
+    ) -> Optional[int]:
+        """The number of classes of the classifier in ``state_dict`` (its
+        keys under ``prefix``) when it is not this head's, else None."""
         weight = state_dict.get(f'{prefix}layers.head.weight')
         if (
             isinstance(weight, torch.Tensor)
             and weight.dim() == 2
             and weight.shape[0] != self.num_classes
         ):
-            raise ClassCountError(
+            return weight.shape[0]
+        return None
+
+    def _prepare_checkpoint(
+        self, state_dict: dict, prefix: str, local_metadata: dict, *args
+    ) -> None:
+        classes = self.checkpoint_classes(state_dict, prefix)
+        if classes is not None:
+            # a fine-tune to other classes: the classifier keeps its own
+            # weights (loaded onto themselves, so no loader reports them
+            # missing). One warning per file: weights that no file gave
+            # (the deep copy mmengine's EMAHook loads first) say it in the
+            # log's info
+            source = source_of(state_dict, prefix)
+            MMLogger.get_current_instance().log(
+                logging.WARNING if source else logging.INFO,
                 f'The {checkpoint_name(state_dict, prefix)} classifies '
-                f"{weight.shape[0]} classes, this model's head "
-                f'{self.num_classes} (num_classes); {FINE_TUNE_ADVICE}.',
-                classes=weight.shape[0],
-                advice=FINE_TUNE_ADVICE,
+                f"{classes} classes, this model's head {self.num_classes} "
+                '(num_classes): its classifier is not loaded and the head '
+                'keeps its initialisation (a fine-tune to new classes).',
             )
+            for name, value in self.layers.head.named_parameters():
+                state_dict[f'{prefix}layers.head.{name}'] = value.detach()
         # training-only parts: a checkpoint may lack them (a run that
         # starts them from other weights) or hold them (a head built for
         # inference without them, which drops them)

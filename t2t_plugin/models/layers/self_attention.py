@@ -6,10 +6,13 @@ import torch.nn.functional as F
 from torch import nn
 
 from ..option_checks import (
+    Rule,
     check_bool,
     check_fraction,
     check_int,
+    check_options,
     check_positive,
+    optional,
 )
 
 
@@ -31,6 +34,17 @@ class SelfAttention(nn.Module):
     the visualisation tools draw, both go through it.
     """
 
+    option_rules: dict[str, Rule] = dict(
+        input_dims=(check_int,),
+        embed_dims=(check_int,),
+        num_heads=(check_int,),
+        scale=(optional(check_positive),),
+        qkv_bias=(check_bool,),
+        attn_drop=(check_fraction,),
+        proj_drop=(check_fraction,),
+        v_shortcut=(check_bool,),
+    )
+
     def __init__(
         self,
         input_dims: int,
@@ -44,15 +58,7 @@ class SelfAttention(nn.Module):
     ) -> None:
         super().__init__()
         owner = type(self).__name__
-        check_int(owner, 'input_dims', input_dims)
-        check_int(owner, 'embed_dims', embed_dims)
-        check_int(owner, 'num_heads', num_heads)
-        if scale is not None:
-            check_positive(owner, 'scale', scale)
-        check_bool(owner, 'qkv_bias', qkv_bias)
-        check_fraction(owner, 'attn_drop', attn_drop)
-        check_fraction(owner, 'proj_drop', proj_drop)
-        check_bool(owner, 'v_shortcut', v_shortcut)
+        check_options(owner, self.option_rules, locals())
         if embed_dims % num_heads:
             raise ValueError(
                 f'embed_dims ({embed_dims}) must be divisible '

@@ -6,9 +6,11 @@ from mmpretrain.registry import MODELS
 from torch import nn
 
 from ..option_checks import (
+    Rule,
     check_bool,
     check_fraction,
     check_int,
+    check_options,
     check_positive,
 )
 from .ffn import FFN
@@ -37,6 +39,14 @@ class TransformerLayer(nn.Module):
     """
 
     attention_cls = SelfAttention
+    option_rules: dict[str, Rule] = dict(
+        feedforward_channels=(check_int,),
+        qkv_bias=(check_bool,),
+        v_shortcut=(check_bool,),
+        drop_rate=(check_fraction,),
+        drop_path_rate=(check_fraction,),
+        norm_eps=(check_positive,),
+    )
 
     def __init__(
         self,
@@ -54,12 +64,7 @@ class TransformerLayer(nn.Module):
     ) -> None:
         super().__init__()
         owner = type(self).__name__
-        check_int(owner, 'feedforward_channels', feedforward_channels)
-        check_bool(owner, 'qkv_bias', qkv_bias)
-        check_bool(owner, 'v_shortcut', v_shortcut)
-        check_fraction(owner, 'drop_rate', drop_rate)
-        check_fraction(owner, 'drop_path_rate', drop_path_rate)
-        check_positive(owner, 'norm_eps', norm_eps)
+        check_options(owner, self.option_rules, locals())
         input_dims = input_dims or embed_dims
         if input_dims != embed_dims and not v_shortcut:
             raise ValueError(

@@ -8,7 +8,7 @@ from mmpretrain.registry import MODELS
 from torch import nn
 
 from ..checkpoint_checks import check_fit
-from ..option_checks import check_ints
+from ..option_checks import Rule, check_int_or_ints, check_options
 
 
 @MODELS.register_module()
@@ -53,6 +53,10 @@ class T2TFeaturePyramid(BaseModule):
             Defaults to Xavier-uniform convs, as mmdet's ``FPN``.
     """
 
+    option_rules: dict[str, Rule] = dict(
+        in_channels=(check_int_or_ints,), out_channels=(check_int_or_ints,)
+    )
+
     def __init__(
         self,
         in_channels: Sequence[int],
@@ -72,9 +76,7 @@ class T2TFeaturePyramid(BaseModule):
                 f'{owner} got in_channels={in_channels!r}; give the widths '
                 'of the backbone outputs, e.g. (64, 64, 384).'
             )
-        in_channels = check_ints(
-            owner, 'in_channels', in_channels, len(in_channels)
-        )
+        in_channels = tuple(in_channels)
         if len(in_channels) < 3:
             raise ValueError(
                 'T2TFeaturePyramid needs the two T2T maps and at least one '
@@ -98,7 +100,7 @@ class T2TFeaturePyramid(BaseModule):
         ):
             out_channels = (out_channels,) * len(out_indices)
         out_channels = tuple(out_channels)
-        check_ints(owner, 'out_channels', out_channels, len(out_channels))
+        check_options(owner, self.option_rules, locals())
         if len(out_channels) != len(out_indices):
             raise ValueError(
                 f'out_channels needs one width per output level '

@@ -10,13 +10,16 @@ from mmpretrain.registry import MODELS
 from torch import nn
 
 from ..option_checks import (
+    Rule,
     check_bool,
     check_fraction,
     check_int,
     check_ints,
+    check_options,
     check_positive,
     check_size,
     nearest,
+    optional,
 )
 from .soft_split import SoftSplit
 
@@ -113,6 +116,20 @@ class T2TModule(BaseModule):
         init_cfg (dict, optional): Initialisation config. Defaults to None.
     """
 
+    option_rules: dict[str, Rule] = dict(
+        img_size=(check_size,),
+        in_channels=(check_int,),
+        embed_dims=(check_int,),
+        token_dims=(check_int,),
+        kernel_sizes=(check_ints, 3),
+        strides=(check_ints, 3),
+        paddings=(check_ints, 3, 0),
+        mlp_ratio=(check_positive,),
+        kernel_ratio=(check_positive,),
+        drop_rate=(optional(check_fraction),),
+        with_cp=(check_bool,),
+    )
+
     def __init__(
         self,
         img_size: Union[int, Sequence[int]] = 224,
@@ -132,18 +149,12 @@ class T2TModule(BaseModule):
         super().__init__(init_cfg=init_cfg)
         owner = type(self).__name__
         layer_cls = self.token_layer_class(token_layer)
-        img_size = check_size(owner, 'img_size', img_size)
-        check_int(owner, 'in_channels', in_channels)
-        check_int(owner, 'embed_dims', embed_dims)
-        check_int(owner, 'token_dims', token_dims)
-        self.kernel_sizes = check_ints(owner, 'kernel_sizes', kernel_sizes, 3)
-        self.strides = check_ints(owner, 'strides', strides, 3)
-        self.paddings = check_ints(owner, 'paddings', paddings, 3, minimum=0)
-        check_positive(owner, 'mlp_ratio', mlp_ratio)
-        check_positive(owner, 'kernel_ratio', kernel_ratio)
-        if drop_rate is not None:
-            check_fraction(owner, 'drop_rate', drop_rate)
-        self.with_cp = check_bool(owner, 'with_cp', with_cp)
+        checked = check_options(owner, self.option_rules, locals())
+        img_size = checked['img_size']
+        self.kernel_sizes = checked['kernel_sizes']
+        self.strides = checked['strides']
+        self.paddings = checked['paddings']
+        self.with_cp = with_cp
         self.in_channels = in_channels
         self.embed_dims = embed_dims
         self.token_dims = token_dims

@@ -5,7 +5,13 @@ from mmpretrain.registry import MODELS
 from torch import nn
 
 from ..layers import FFN
-from ..option_checks import check_fraction, check_int, check_positive
+from ..option_checks import (
+    Rule,
+    check_fraction,
+    check_int,
+    check_options,
+    check_positive,
+)
 
 
 class PerformerAttention(nn.Module):
@@ -24,6 +30,12 @@ class PerformerAttention(nn.Module):
     """
 
     eps = 1e-8
+    option_rules: dict[str, Rule] = dict(
+        in_dims=(check_int,),
+        token_dims=(check_int,),
+        kernel_ratio=(check_positive,),
+        proj_drop=(check_fraction,),
+    )
 
     def __init__(
         self,
@@ -34,10 +46,7 @@ class PerformerAttention(nn.Module):
     ) -> None:
         super().__init__()
         owner = type(self).__name__
-        check_int(owner, 'in_dims', in_dims)
-        check_int(owner, 'token_dims', token_dims)
-        check_positive(owner, 'kernel_ratio', kernel_ratio)
-        check_fraction(owner, 'proj_drop', proj_drop)
+        check_options(owner, self.option_rules, locals())
         self.token_dims = token_dims
         self.num_features = int(token_dims * kernel_ratio)
         if self.num_features < 1:

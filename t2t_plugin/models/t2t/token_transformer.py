@@ -1,7 +1,7 @@
 from mmpretrain.registry import MODELS
 
 from ..layers import TransformerLayer
-from ..option_checks import check_positive
+from ..option_checks import Rule, check_options, check_positive
 
 
 @MODELS.register_module()
@@ -15,6 +15,7 @@ class TokenTransformer(TransformerLayer):
 
     # reads the tokens of a soft split (see T2TModule)
     reads_map = False
+    option_rules: dict[str, Rule] = dict(mlp_ratio=(check_positive,))
 
     def __init__(
         self,
@@ -23,7 +24,7 @@ class TokenTransformer(TransformerLayer):
         mlp_ratio: float = 1.0,
         drop_rate: float = 0.0,
     ) -> None:
-        check_positive(type(self).__name__, 'mlp_ratio', mlp_ratio)
+        check_options(type(self).__name__, self.option_rules, locals())
         super().__init__(
             embed_dims=token_dims,
             num_heads=1,

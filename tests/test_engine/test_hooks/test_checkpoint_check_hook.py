@@ -6,7 +6,7 @@ import torch
 
 from t2t_plugin.engine import CheckpointMismatchError
 from t2t_plugin.engine.hooks import class_mismatch
-from t2t_plugin.engine.hooks.checkpoint_check_hook import foreign_parts
+from t2t_plugin.models.checkpoint_checks import whole_model_error
 
 from ...helpers import (
     DEMO,
@@ -95,11 +95,33 @@ def test_weights_of_parts_the_model_lacks_are_refused(tmp_path):
         ),
         checkpoint,
     )
-    assert foreign_parts(weights, model) == ['neck']
-    assert foreign_parts(model.state_dict(), model) == []
     expected = (
-        f'{checkpoint} holds weights of neck, which this ImageClassifier '
-        "does not have: it is another model's checkpoint; use the config "
-        'it was trained with.'
+        f'The checkpoint {checkpoint} holds weights of neck, which this '
+        "ImageClassifier does not have: it is another model's checkpoint; "
+        'use the config it was trained with.'
     )
+    assert str(whole_model_error(model, weights)) == expected.replace(
+        f' {checkpoint}', ''
+    )
+    assert whole_model_error(model, model.state_dict()) is None
     assert_test_refuses(checkpoint, expected, tmp_path)
+
+
+def test_a_test_refuses_a_classifier_of_another_count(tmp_path):
+    """What a fine-tune's load_from leaves out, a test needs: mmengine's
+    Runner, as mmpretrain's tools/test.py builds it, stops before the
+    weights load (our tools/test.py: tests/test_tools)."""
+    checkpoint = tmp_path / 'three.pth'
+    model = digit_model()
+    model.head.num_classes = 3
+    weights = dict(model.state_dict())
+    weights['head.layers.head.weight'] = torch.zeros(3, 64)
+    weights['head.layers.head.bias'] = torch.zeros(3)
+    torch.save(dict(state_dict=weights), checkpoint)
+    error = door(DEMO, dict(load_from=str(checkpoint)), tmp_path / 'd', 'test')
+    assert isinstance(error, CheckpointMismatchError)
+    assert str(error) == (
+        f"The checkpoint {checkpoint} classifies 3 classes, this model's "
+        'head 10 (num_classes); use the config it was trained with (its '
+        'model.head.num_classes).'
+    )
