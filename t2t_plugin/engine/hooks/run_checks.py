@@ -76,9 +76,10 @@ def dotted_getattr(obj: Any, path: str) -> Any:
 
 
 def t2t_module(runner) -> Optional[Any]:
-    """The backbone's T2T module, or None for another backbone."""
+    """The backbone's T2T module, or None for another backbone
+    (mmpretrain's ``T2T_ViT`` has a ``tokens_to_token`` of its own)."""
     backbone = getattr(bare_model(runner), 'backbone', None)
-    return getattr(backbone, 'tokens_to_token', None)
+    return backbone.tokens_to_token if isinstance(backbone, T2TViT) else None
 
 
 def width_problem(model: Any) -> Optional[str]:

@@ -253,3 +253,27 @@ def test_every_child_of_a_dataset_wrapper_is_checked(tmp_path):
         error = door(CUSTOM, options, tmp_path / 'door', build=build)
         assert isinstance(error, RunCheckError)
         assert str(error) == expected
+
+
+def test_mmpretrain_t2t_vit_is_not_checked_as_ours():
+    """mmpretrain's own ``T2T_ViT`` has a ``tokens_to_token`` too, without
+    our module's size rules: the pipeline checks leave it to its own
+    forward (they raised an AttributeError on it)."""
+    from types import SimpleNamespace
+
+    from mmpretrain.models import T2T_ViT
+
+    from t2t_plugin.engine.hooks.run_checks import t2t_module
+
+    theirs = SimpleNamespace(
+        backbone=T2T_ViT(
+            img_size=32, embed_dims=64, num_layers=1,
+            layer_cfgs=dict(num_heads=4),
+        )
+    )  # fmt: skip
+    assert t2t_module(SimpleNamespace(model=theirs)) is None
+    ours = SimpleNamespace(backbone=digit_model().backbone)
+    assert (
+        t2t_module(SimpleNamespace(model=ours))
+        is ours.backbone.tokens_to_token
+    )
