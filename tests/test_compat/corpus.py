@@ -171,6 +171,8 @@ class Case:
             if self.xfail
             else []
         )
+        if self.host != 'mmpretrain':
+            marks.append(pytest.mark.dense)
         return pytest.param(self, id=self.name, marks=marks)
 
 
@@ -207,6 +209,7 @@ def fill(text: str, values: dict) -> str:
 
 
 def write_case(case: Case, folder: Path, data: Path) -> Written:
+    folder.mkdir(parents=True, exist_ok=True)
     values = fields(folder, data)
     values['small'] = fill(SMALL, values)
     values['own'] = fill(OWN, values)
@@ -290,6 +293,7 @@ def write_data(root: Path) -> Path:
     # a data_root with a space in its name
     (root / 'my set').symlink_to(folders, target_is_directory=True)
     torch.save(fake_checkpoint(), root / 'weights.pth')
+    write_dense_data(root)
     for name, head in (
         ('tiny3', 'T2TClsHead'),
         ('tiny3_linear', 'LinearClsHead'),
@@ -299,6 +303,31 @@ def write_data(root: Path) -> Path:
             root / f'{name}.pth',
         )
     return root
+
+
+def write_dense_data(root: Path) -> None:
+    """``coco/`` (two images a split, :func:`write_coco`) and ``seg/``:
+    ``images/{train,val}/*.jpg`` with ``annotations/{train,val}/*.png`` of
+    three classes."""
+    import numpy as np
+    from PIL import Image
+
+    from ..helpers import write_coco
+
+    write_coco(root / 'coco', size=64)
+    for split in ('train', 'val'):
+        for index in range(2):
+            write_image(
+                root / 'seg' / 'images' / split / f'{index}.jpg',
+                (64, 64),
+                index,
+            )
+            labels = np.zeros((64, 64), np.uint8)
+            labels[16:48, :32] = 1
+            labels[16:48, 32:] = 2
+            path = root / 'seg' / 'annotations' / split / f'{index}.png'
+            path.parent.mkdir(parents=True, exist_ok=True)
+            Image.fromarray(labels).save(path)
 
 
 def tiny_classifier(head: str, num_classes: int):
@@ -388,12 +417,18 @@ def resolve_host(tool: str, argv: list, host: str = 'mmpretrain') -> Config:
     mmseg's) would run for ``argv``: its ``main`` run up to where it
     builds the Runner, which gets the config."""
     module = load_tool(str(HOST_TOOLS[host] / f'{tool}.py'))
-    with (
-        mock.patch.object(sys, 'argv', [f'{tool}.py', *argv]),
-        mock.patch.dict(os.environ),
-        mock.patch.object(module.Runner, 'from_cfg', _stop),
-        mock.patch.object(module.RUNNERS, 'build', _stop),
-    ):
+    with contextlib.ExitStack() as stack:
+        stack.enter_context(
+            mock.patch.object(sys, 'argv', [f'{tool}.py', *argv])
+        )
+        stack.enter_context(mock.patch.dict(os.environ))
+        stack.enter_context(
+            mock.patch.object(module.Runner, 'from_cfg', _stop)
+        )
+        if hasattr(module, 'RUNNERS'):  # mmseg's test.py builds a Runner
+            stack.enter_context(
+                mock.patch.object(module.RUNNERS, 'build', _stop)
+            )
         try:
             module.main()
         except _Built as built:
@@ -748,6 +783,25 @@ def space_kept_or_refused(ours: dict, theirs: dict, values: dict) -> None:
     as ``myset``): ours must keep it."""
     assert ours['train_dataloader']['dataset']['data_root'].endswith('my set')
 
+
+def dense_options(root: str, *evaluators: str) -> tuple:
+    """``--cfg-options`` pointing a dense recipe at ``root``, the loaders
+    in the main process, the backbone from scratch."""
+    options = ['model.backbone.init_cfg=None']
+    for loader in ('train_dataloader', 'val_dataloader', 'test_dataloader'):
+        options += [
+            f'{loader}.dataset.data_root={root}',
+            f'{loader}.num_workers=0',
+            f'{loader}.persistent_workers=False',
+            f'{loader}.batch_size=1',
+        ]
+    options += [f'{key}={root}/annotations/val.json' for key in evaluators]
+    return (*W, '--cfg-options', *options)
+
+
+DET = 'configs/det/retinanet_t2t-vit-7_fpn_24e_custom-coco.py'
+SEG = 'configs/seg/upernet_t2t-vit-7_1xb4-4k_custom-256x256.py'
+COCO_EVALUATORS = ('val_evaluator.ann_file', 'test_evaluator.ann_file')
 
 DOCUMENTED = follows(
     train_dataloader__dataset__data_root=DATA,
@@ -1454,6 +1508,47 @@ CASES = [
         'tools/test.py on configs/t2t-vit-7_8xb64_in1k.py',
         IN1K_RECIPE,
         loaders_at('{data}/imagenet'),
+        tool='test',
+    ),
+    # detection and segmentation, with their toolboxes' own tools
+    Case(
+        'mmdet_retinanet_custom',
+        "configs/det RetinaNet on a COCO folder, through mmdet's "
+        'tools/train.py',
+        DET,
+        dense_options('{data}/coco', *COCO_EVALUATORS),
+        host='mmdet',
+    ),
+    Case(
+        'mmdet_retinanet_test',
+        "configs/det RetinaNet through mmdet's tools/test.py",
+        DET,
+        dense_options('{data}/coco', *COCO_EVALUATORS),
+        host='mmdet',
+        tool='test',
+    ),
+    Case(
+        'mmdet_resume',
+        "configs/det RetinaNet with --resume, through mmdet's tools",
+        DET,
+        (*dense_options('{data}/coco', *COCO_EVALUATORS), '--resume'),
+        host='mmdet',
+        loads=None,
+    ),
+    Case(
+        'mmseg_upernet_custom',
+        "configs/seg UPerNet on image and label folders, through mmseg's "
+        'tools/train.py',
+        SEG,
+        dense_options('{data}/seg'),
+        host='mmseg',
+    ),
+    Case(
+        'mmseg_upernet_test',
+        "configs/seg UPerNet through mmseg's tools/test.py",
+        SEG,
+        dense_options('{data}/seg'),
+        host='mmseg',
         tool='test',
     ),
 ]
