@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import torch
 
 from ..helpers import MMPRETRAIN_TOOLS, ROOT, tool_env
 from .corpus import (
@@ -75,10 +76,7 @@ TRAININGS = {
     ),
 }
 
-TOOLS = {
-    'ours': str(ROOT / 'tools' / 'train.py'),
-    'mmpretrain': str(MMPRETRAIN_TOOLS / 'train.py'),
-}
+TOOLS = {'ours': ROOT / 'tools', 'mmpretrain': MMPRETRAIN_TOOLS}
 
 
 @pytest.fixture(scope='module')
@@ -86,27 +84,34 @@ def data(tmp_path_factory):
     return write_data(tmp_path_factory.mktemp('training_data'))
 
 
-def train_both(case: Case, folder: Path, data: Path, *extra: str) -> dict:
-    """Train ``case`` with each tool at once, in a work dir of its own
-    (``folder/<tool>/work``): the iterations each logged."""
+def run_both(
+    case: Case, folder: Path, data: Path, *extra: str, tool: str = 'train'
+) -> None:
+    """Run ``tools/<tool>.py`` of ours and of mmpretrain on ``case`` at
+    once, each in ``folder/<ours|mmpretrain>`` (its work dir ``work``),
+    ``extra`` (formatted) after the case's own options."""
     started = {}
-    for name, tool in TOOLS.items():
+    for name, tools in TOOLS.items():
         written = write_case(case, folder / name, data)
         argv = [*written.argv, *(a.format(**written.fields) for a in extra)]
         started[name] = subprocess.Popen(
-            [sys.executable, tool, *argv],
+            [sys.executable, str(tools / f'{tool}.py'), *argv],
             cwd=folder / name,
             env=tool_env(),
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
             text=True,
         )
-    logged = {}
     for name, process in started.items():
         out, _ = process.communicate(timeout=300)
         assert process.returncode == 0, f'{name}: {out[-3000:]}'
-        logged[name] = iterations(folder / name / 'work')
-    return logged
+
+
+def train_both(case: Case, folder: Path, data: Path, *extra: str) -> dict:
+    """Train ``case`` with each tool (:func:`run_both`): the iterations
+    each logged."""
+    run_both(case, folder, data, *extra)
+    return {name: iterations(folder / name / 'work') for name in TOOLS}
 
 
 def iterations(work_dir: Path) -> list:
@@ -152,3 +157,31 @@ def test_resume_path(epoch_based, data, tmp_path):
     )
     assert logged['ours'] == uninterrupted['ours'][2:]
     assert logged['ours'] == logged['mmpretrain']
+
+
+@pytest.mark.parametrize(
+    'out, item',
+    [('preds.pkl', ()), ('metrics.json', ('--out-item', 'metrics'))],
+)
+def test_out(out, item, epoch_based, data, tmp_path):
+    """tools/test.py ``--out`` of the trained run's checkpoint: the same
+    file from both tools."""
+    from mmengine.fileio import load
+
+    folder, _ = epoch_based
+    checkpoint = folder / 'ours' / 'work' / 'epoch_2.pth'
+    case = TRAININGS['epoch_based']
+    case = Case(case.name, case.covers, case.config, (), case.files)
+    run_both(
+        case, tmp_path, data, str(checkpoint), '--work-dir', '{work}',
+        '--out', '{here}/' + out, *item, tool='test',
+    )  # fmt: skip
+    ours, theirs = (load(tmp_path / name / out) for name in TOOLS)
+    if out.endswith('.json'):
+        assert set(ours) == {'accuracy/top1'}
+        assert ours == theirs
+        return
+    assert len(ours) == len(theirs) == 4
+    for mine, other in zip(ours, theirs):
+        assert mine['img_path'] == other['img_path']
+        assert torch.equal(mine['pred_score'], other['pred_score'])
