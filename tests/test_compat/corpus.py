@@ -121,6 +121,10 @@ randomness = dict(seed=0)
 PLAIN = "\nrunner_type = 'Runner'\n"
 
 
+class Refused(Exception):
+    """A tool refused the case: its exit code and what it printed."""
+
+
 @dataclass(frozen=True)
 class Case:
     """A config a user could write and the command line after it.
@@ -149,6 +153,8 @@ class Case:
             (a file variable set by ``--cfg-options`` that cannot reach
             every key set from it).
         xfail: The difference found on today's code, for a known defect.
+        raises: How that difference fails the case: our tool refuses it
+            (:class:`Refused`) or a check fails (``AssertionError``).
     """
 
     name: str
@@ -164,10 +170,15 @@ class Case:
     load: bool = False
     refusal_ok: str = ''
     xfail: str = ''
+    raises: tuple = (Refused, AssertionError)
 
     def param(self):
         marks = (
-            [pytest.mark.xfail(strict=True, reason=self.xfail)]
+            [
+                pytest.mark.xfail(
+                    strict=True, reason=self.xfail, raises=self.raises
+                )
+            ]
             if self.xfail
             else []
         )
@@ -294,6 +305,7 @@ def write_data(root: Path) -> Path:
     (root / 'my set').symlink_to(folders, target_is_directory=True)
     torch.save(fake_checkpoint(), root / 'weights.pth')
     write_dense_data(root)
+    write_named_sets(root)
     for name, head in (
         ('tiny3', 'T2TClsHead'),
         ('tiny3_linear', 'LinearClsHead'),
@@ -303,6 +315,49 @@ def write_data(root: Path) -> Path:
             root / f'{name}.pth',
         )
     return root
+
+
+def write_named_sets(root: Path) -> None:
+    """Two images of the first two classes in the layouts of
+    mmpretrain's OxfordIIITPet (``pet/``), Food101 (``food/``) and CUB
+    (``cub/``)."""
+    pet = root / 'pet'
+    (pet / 'annotations').mkdir(parents=True)
+    food = root / 'food'
+    (food / 'meta').mkdir(parents=True)
+    cub = root / 'cub'
+    cub.mkdir()
+    pets, foods, birds = [], [], []
+    for label, (pet_name, food_name, bird) in enumerate(
+        (
+            ('Abyssinian', 'apple_pie', '001.Black_footed_Albatross'),
+            ('american_bulldog', 'baby_back_ribs', '002.Laysan_Albatross'),
+        )
+    ):
+        for index in range(2):
+            seed = 10 * label + index
+            write_image(pet / 'images' / f'{pet_name}_{index}.jpg', seed=seed)
+            pets.append(f'{pet_name}_{index} {label + 1} 1 1\n')
+            write_image(
+                food / 'images' / food_name / f'{index}.jpg', seed=seed
+            )
+            foods.append(f'{food_name}/{index}\n')
+            write_image(cub / 'images' / bird / f'{index}.jpg', seed=seed)
+            birds.append(f'{bird}/{index}.jpg')
+    for split in ('trainval', 'test'):
+        (pet / 'annotations' / f'{split}.txt').write_text(''.join(pets))
+    for split in ('train', 'test'):
+        (food / 'meta' / f'{split}.txt').write_text(''.join(foods))
+    ids = range(1, len(birds) + 1)
+    (cub / 'images.txt').write_text(
+        ''.join(f'{i} {name}\n' for i, name in zip(ids, birds))
+    )
+    (cub / 'image_class_labels.txt').write_text(
+        ''.join(f'{i} {(i - 1) // 2 + 1}\n' for i in ids)
+    )
+    (cub / 'train_test_split.txt').write_text(
+        ''.join(f'{i} {i % 2}\n' for i in ids)
+    )
 
 
 def write_dense_data(root: Path) -> None:
@@ -353,10 +408,6 @@ def tiny_classifier(head: str, num_classes: int):
 
 
 # Resolving a config through each tool.
-
-
-class Refused(Exception):
-    """A tool refused the case: its exit code and what it printed."""
 
 
 def _loaders(tool: str, args: argparse.Namespace) -> list:
@@ -784,6 +835,24 @@ def space_kept_or_refused(ours: dict, theirs: dict, values: dict) -> None:
     assert ours['train_dataloader']['dataset']['data_root'].endswith('my set')
 
 
+def named_set(kind: str, folder: str, train: str, test: str, classes: int):
+    """Our runtime's config on one of mmpretrain's named datasets, in
+    the layout :func:`write_named_sets` writes."""
+    sets = [
+        f"dict(_delete_=True, type='{kind}', data_root='{{data}}/{folder}', "
+        f"split='{split}', pipeline=[dict(type='LoadImageFromFile'), "
+        "dict(type='Resize', scale=(32, 32)), dict(type='PackInputs')])"
+        for split in (train, test)
+    ]
+    return own(
+        f'model = dict(head=dict(num_classes={classes}))\n'
+        f'data_preprocessor = dict(num_classes={classes})\n'
+        f'train_dataloader = dict(dataset={sets[0]})\n'
+        f'val_dataloader = dict(dataset={sets[1]})\n'
+        'test_dataloader = val_dataloader\n'
+    )
+
+
 def dense_options(root: str, *evaluators: str) -> tuple:
     """``--cfg-options`` pointing a dense recipe at ``root``, the loaders
     in the main process, the backbone from scratch."""
@@ -923,6 +992,27 @@ CASES = [
         W,
         xfail='our data check looks for <data_root>/<split> and refuses '
         '"Dataset not found"; ImageNet reads its data_prefix',
+    ),
+    Case(
+        'oxford_pet',
+        "mmpretrain's OxfordIIITPet (split='trainval' / 'test')",
+        named_set('OxfordIIITPet', 'pet', 'trainval', 'test', 37),
+        W,
+        OWN_BASE,
+    ),
+    Case(
+        'food101',
+        "mmpretrain's Food101 (split='train' / 'test')",
+        named_set('Food101', 'food', 'train', 'test', 101),
+        W,
+        OWN_BASE,
+    ),
+    Case(
+        'cub',
+        "mmpretrain's CUB (split='train' / 'test')",
+        named_set('CUB', 'cub', 'train', 'test', 200),
+        W,
+        OWN_BASE,
     ),
     Case(
         'custom_ann_file',
@@ -1355,6 +1445,7 @@ CASES = [
         load=True,
         xfail="the head's load hook refuses the other class count; the "
         'docs promise a warning and a new head',
+        raises=(RuntimeError, ValueError),
     ),
     Case(
         'finetune_recipe_other_classes',
