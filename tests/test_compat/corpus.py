@@ -21,6 +21,7 @@ the command line a user types after it. Its placeholders:
 import argparse
 import contextlib
 import io
+import json
 import os
 import re
 import sys
@@ -301,6 +302,19 @@ def write_data(root: Path) -> Path:
             lines['val'].append(f'{val} {label}\n')
     for split, text in lines.items():
         (imagenet / 'meta' / f'{split}.txt').write_text(''.join(text))
+    # the same images as a multi-label set (OpenMMLab's annotation format)
+    (folders / 'meta' / 'multi_label.json').write_text(
+        json.dumps(
+            dict(
+                metainfo=dict(classes=['c0', 'c1']),
+                data_list=[
+                    dict(img_path=f'train/c{c}/{i}.png', gt_label=[c])
+                    for c in range(2)
+                    for i in range(2)
+                ],
+            )
+        )
+    )
     # a data_root with a space in its name
     (root / 'my set').symlink_to(folders, target_is_directory=True)
     torch.save(fake_checkpoint(), root / 'weights.pth')
@@ -765,7 +779,14 @@ optim_wrapper = dict(optimizer=dict(type='SGD', lr=0.1))
 train_cfg = dict(by_epoch=True, max_epochs=1, val_interval=1)
 val_cfg = dict()
 """
-FOLDERS = "dict(type='CustomDataset', data_root=data_root, pipeline=pipeline, "
+PIPELINE = (
+    "[dict(type='LoadImageFromFile'), dict(type='Resize', scale=(32, 32)), "
+    "dict(type='PackInputs')]"
+)
+FOLDER_SET = (
+    "dict(type='CustomDataset', data_root='{data}/folders', "
+    "data_prefix='%s', pipeline=" + PIPELINE + ')'
+)
 TTA = """
 tta_model = dict(type='AverageClsScoreTTA')
 tta_pipeline = [
@@ -957,6 +978,15 @@ CASES = [
         (*W, '--amp'),
     ),
     Case(
+        'autocast_wrapper',
+        'AutocastOptimWrapper with bf16 (the CPU mixed precision)',
+        RECIPE
+        % 'resnet/resnet18_8xb32_in1k.py'
+        + "optim_wrapper = dict(type='AutocastOptimWrapper', "
+        "dtype='bfloat16')\n",
+        W,
+    ),
+    Case(
         'accumulate_and_clip',
         'accumulative_counts and clip_grad on an SGD recipe',
         RECIPE
@@ -1066,6 +1096,39 @@ CASES = [
             "data_prefix='train', pipeline=[dict(type='LoadImageFromFile'), "
             "dict(type='Resize', scale=32), dict(type='PackInputs')]))))\n"
         ),
+        W,
+        OWN_BASE,
+    ),
+    Case(
+        'dataset_concat_kfold',
+        'ConcatDataset of two sets, KFoldDataset for validation',
+        own(
+            'train_dataloader = dict(dataset=dict(_delete_=True, '
+            "type='ConcatDataset', datasets=["
+            + ', '.join([FOLDER_SET % 'train', FOLDER_SET % 'val'])
+            + ']))\n'
+            'val_dataloader = dict(dataset=dict(_delete_=True, '
+            "type='KFoldDataset', fold=0, num_splits=2, test_mode=True, "
+            f'dataset={FOLDER_SET % "train"}))\n'
+        ),
+        W,
+        OWN_BASE,
+    ),
+    Case(
+        'multi_label',
+        'MultiLabelDataset from an annotation file, a multi-label head and '
+        'metric',
+        own(
+            'model = dict(head=dict(_delete_=True, '
+            "type='MultiLabelLinearClsHead', num_classes=2, in_channels=32))\n"
+            'train_dataloader = dict(dataset=dict(_delete_=True, '
+            "type='MultiLabelDataset', data_root='{data}/folders', "
+            "ann_file='meta/multi_label.json', pipeline=PIPELINE))\n"
+            'val_dataloader = train_dataloader\n'
+            "val_evaluator = dict(_delete_=True, type='MultiLabelMetric')\n"
+            'test_dataloader = val_dataloader\n'
+            'test_evaluator = val_evaluator\n'
+        ).replace('PIPELINE', PIPELINE),
         W,
         OWN_BASE,
     ),
@@ -1227,6 +1290,13 @@ CASES = [
             "work_dir = './work_dirs/{{ fileBasenameNoExtension }}'\n"
         ),
         (),
+        OWN_BASE,
+    ),
+    Case(
+        'file_basename_options',
+        '{{ fileBasenameNoExtension }} with nested --cfg-options',
+        own("work_dir = './work_dirs/{{ fileBasenameNoExtension }}'\n"),
+        ('--cfg-options', 'train_cfg.max_epochs=1', 'randomness.seed=1'),
         OWN_BASE,
     ),
     Case(
@@ -1403,6 +1473,33 @@ CASES = [
         '--resume auto into a work dir with checkpoints',
         own(),
         (*W, '--resume', 'auto'),
+        OWN_BASE,
+        work_dir_checkpoints=('epoch_1.pth',),
+        loads=('resume', '{work}/epoch_1.pth'),
+    ),
+    Case(
+        'resume_none',
+        'no --resume, no load_from, a work dir with checkpoints',
+        own(),
+        W,
+        OWN_BASE,
+        work_dir_checkpoints=('epoch_1.pth',),
+        loads=None,
+    ),
+    Case(
+        'resume_checkpoints_load_from',
+        '--resume into a work dir with checkpoints, load_from in the config',
+        own("load_from = '{ckpt}'\n"),
+        (*W, '--resume'),
+        OWN_BASE,
+        work_dir_checkpoints=('epoch_1.pth',),
+        loads=('resume', '{work}/epoch_1.pth'),
+    ),
+    Case(
+        'resume_checkpoints_plain',
+        "--resume into a work dir with checkpoints, mmengine's Runner",
+        plain(),
+        (*W, '--resume'),
         OWN_BASE,
         work_dir_checkpoints=('epoch_1.pth',),
         loads=('resume', '{work}/epoch_1.pth'),
