@@ -610,6 +610,24 @@ DELIBERATE = [
         resume_without_path,
     ),
     Deliberate(
+        r'default_hooks\.visualization\.out_dir',
+        lambda v: isinstance(v, str) and os.path.isabs(v),
+        lambda v: isinstance(v, str) and not os.path.isabs(v),
+        'tools/test.py --show-dir DIR: ours give the hook DIR inside the '
+        "work dir, as an absolute path; mmpretrain's tool passes DIR as "
+        'written, and its hook writes there from the current folder.',
+        lambda argv: '--show-dir' in argv,
+    ),
+    Deliberate(
+        r'default_hooks\.visualization\.type',
+        lambda v: v == 'ReadableVisualizationHook',
+        lambda v: v == 'VisualizationHook',
+        "tools/test.py --show-dir / --show: mmpretrain's VisualizationHook "
+        'becomes ours, which draws small images at a readable size and '
+        'names them after their class folder.',
+        lambda argv: '--show-dir' in argv or '--show' in argv,
+    ),
+    Deliberate(
         r'optim_wrapper\.type',
         lambda v: v == 'AutocastOptimWrapper',
         lambda v: v == 'AmpOptimWrapper',
@@ -1559,6 +1577,22 @@ CASES = [
         RECIPE % 'resnet/resnet18_8xb32_in1k.py',
         W,
         tool='test',
+    ),
+    Case(
+        'test_show_dir',
+        "tools/test.py --show-dir on mmpretrain's recipe",
+        RECIPE % 'resnet/resnet18_8xb32_in1k.py',
+        (*W, '--show-dir', 'shown', '--interval', '2'),
+        tool='test',
+    ),
+    Case(
+        'test_amp',
+        "tools/test.py --amp (mmpretrain's test_cfg.fp16)",
+        RECIPE % 'resnet/resnet18_8xb32_in1k.py',
+        (*W, '--amp'),
+        tool='test',
+        xfail="ours has no --amp option (mmpretrain's tools/test.py sets "
+        'test_cfg.fp16=True)',
     ),
     Case(
         'test_tta_flag',
