@@ -953,6 +953,43 @@ CASES = [
         W,
     ),
     Case(
+        'vit_base_in1k',
+        "mmpretrain's ViT recipe: AdamW, warm-up by iteration, clip_grad",
+        RECIPE % 'vision_transformer/vit-base-p16_64xb64_in1k.py',
+        W,
+    ),
+    Case(
+        'convnext_tiny_in1k',
+        "mmpretrain's ConvNeXt recipe: AdamW, EMAHook, RandAugment, "
+        'Mixup/CutMix',
+        RECIPE % 'convnext/convnext-tiny_32xb128_in1k.py',
+        W,
+    ),
+    Case(
+        'efficientnet_b0_in1k',
+        "mmpretrain's EfficientNet recipe: EfficientNet crops",
+        RECIPE % 'efficientnet/efficientnet-b0_8xb32_in1k.py',
+        W,
+    ),
+    Case(
+        'mobilenet_v2_in1k',
+        "mmpretrain's MobileNetV2 recipe: SGD, StepLR",
+        RECIPE % 'mobilenet_v2/mobilenet-v2_8xb32_in1k.py',
+        W,
+    ),
+    Case(
+        'resnet50_lbs_coslr',
+        "mmpretrain's label-smoothing recipe: LabelSmoothLoss",
+        RECIPE % 'resnet/resnet50_8xb32-lbs_in1k.py',
+        W,
+    ),
+    Case(
+        'resnet50_coslr',
+        "mmpretrain's cosine recipe: CosineAnnealingLR by epoch",
+        RECIPE % 'resnet/resnet50_8xb32-coslr_in1k.py',
+        W,
+    ),
+    Case(
         'layer_decay',
         'layer decay (LearningRateDecayOptimWrapperConstructor, as the '
         "fine-tunes of mmpretrain's MAE/BEiT/MaskFeat) on the DeiT recipe",
