@@ -5,7 +5,7 @@ same lr and loss at every iteration."""
 import pytest
 
 from .corpus import write_data
-from .trainings import TRAININGS, train_both
+from .trainings import TOOLS, TRAININGS, train_both
 
 pytestmark = pytest.mark.slow
 
@@ -20,3 +20,8 @@ def test_training(name, data, tmp_path):
     logged = train_both(TRAININGS[name], tmp_path, data)
     assert len(logged['ours']) == 4
     assert logged['ours'] == logged['mmpretrain']
+    if name == 'finetune':  # both started from the 3-class weights
+        for tool in TOOLS:
+            (log,) = (tmp_path / tool / 'work').glob('*/*.log')
+            loaded = f'Load checkpoint from {data}/tiny3_linear.pth'
+            assert loaded in log.read_text()
