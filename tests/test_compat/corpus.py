@@ -156,6 +156,7 @@ class Case:
         xfail: The difference found on today's code, for a known defect.
         raises: How that difference fails the case: our tool refuses it
             (:class:`Refused`) or a check fails (``AssertionError``).
+        then: A check of the Runner once built (:func:`prove_runner`).
     """
 
     name: str
@@ -172,6 +173,7 @@ class Case:
     refusal_ok: str = ''
     xfail: str = ''
     raises: tuple = (Refused, AssertionError)
+    then: Optional[Callable] = None
 
     def param(self):
         marks = (
@@ -532,13 +534,15 @@ def differences(ours: Any, theirs: Any, path: str = '') -> list:
 class Deliberate:
     """A difference our tools make on purpose (docs/compatibility.md):
     keys matching ``key`` where ours and theirs hold these values, for a
-    command line ``when`` accepts."""
+    command line ``when`` accepts; ``row``: how its row of the page's
+    table begins."""
 
     key: str
     ours: Callable[[Any], bool]
     theirs: Callable[[Any], bool]
     reason: str
     when: Callable[[list], bool] = lambda argv: True
+    row: str = ''
 
     def covers(self, difference: tuple, argv: list) -> bool:
         key, mine, other = difference
@@ -573,6 +577,7 @@ DELIBERATE = [
         "mmpretrain's tools turn pin_memory on in every loader the config "
         "leaves it out of; ours leave mmengine's default (off): pinned "
         'memory is for copies to a GPU and warns on a CPU-only machine.',
+        row='`*_dataloader.pin_memory`',
     ),
     Deliberate(
         LOADERS + r'\.persistent_workers',
@@ -581,6 +586,7 @@ DELIBERATE = [
         "mmpretrain's tools/train.py turns persistent_workers on in every "
         'loader the config leaves it out of; ours leave the default: '
         'torch refuses persistent workers with num_workers=0.',
+        row='`*_dataloader.persistent_workers`',
     ),
     Deliberate(
         LOADERS + r'\.collate_fn',
@@ -590,6 +596,7 @@ DELIBERATE = [
         "config sets none; ours leave mmengine's default (pseudo_collate). "
         "mmpretrain's data preprocessor stacks the batch either way: the "
         'same inputs, the same numbers.',
+        row='`*_dataloader.collate_fn`',
     ),
     Deliberate(
         'resume',
@@ -601,6 +608,7 @@ DELIBERATE = [
         "intact checkpoint of the work dir, else the config's load_from "
         'as weights (docs/training.md).',
         resume_without_path,
+        row='`resume`, `load_from` with `--resume`',
     ),
     Deliberate(
         'load_from',
@@ -608,6 +616,7 @@ DELIBERATE = [
         lambda v: v is None,
         "--resume without a path keeps the config's load_from (see resume).",
         resume_without_path,
+        row='`resume`, `load_from` with `--resume`',
     ),
     Deliberate(
         r'default_hooks\.visualization\.out_dir',
@@ -617,6 +626,7 @@ DELIBERATE = [
         "work dir, as an absolute path; mmpretrain's tool passes DIR as "
         'written, and its hook writes there from the current folder.',
         lambda argv: '--show-dir' in argv,
+        row='`default_hooks.visualization` with `tools/test.py --show-dir',
     ),
     Deliberate(
         r'default_hooks\.visualization\.type',
@@ -626,6 +636,7 @@ DELIBERATE = [
         'becomes ours, which draws small images at a readable size and '
         'names them after their class folder.',
         lambda argv: '--show-dir' in argv or '--show' in argv,
+        row='`default_hooks.visualization` with `tools/test.py --show-dir',
     ),
     Deliberate(
         r'optim_wrapper\.type',
@@ -635,6 +646,7 @@ DELIBERATE = [
         "mmengine's AmpOptimWrapper, which refuses to run there; ours "
         'bf16 autocast (AutocastOptimWrapper).',
         amp_on_cpu,
+        row='`optim_wrapper` with `--amp`',
     ),
     Deliberate(
         r'optim_wrapper\.(dtype|loss_scale)',
@@ -642,6 +654,7 @@ DELIBERATE = [
         lambda v: v in ('dynamic', NOT_SET),
         '--amp without CUDA: bf16 needs no loss scale (see above).',
         amp_on_cpu,
+        row='`optim_wrapper` with `--amp`',
     ),
 ]
 
@@ -846,6 +859,12 @@ def loaders_at(root: str, *extra: str) -> tuple:
     return (*W, '--cfg-options', *options, *extra)
 
 
+def layer_scales(runner) -> list:
+    """The lr scales of the optimizer's parameter groups, once each."""
+    groups = runner.optim_wrapper.optimizer.param_groups
+    return sorted({group['lr_scale'] for group in groups})
+
+
 def get(cfg: dict, key: str) -> Any:
     for part in key.split('.'):
         cfg = cfg[int(part)] if isinstance(cfg, list) else cfg[part]
@@ -999,6 +1018,7 @@ CASES = [
         "Constructor', paramwise_cfg=dict(layer_decay_rate=0.65, "
         "custom_keys={'.cls_token': dict(decay_mult=0.0)}))\n",
         W,
+        then=lambda runner: layer_scales(runner) == [0.65**2, 0.65, 1.0],
     ),
     Case(
         'lars',

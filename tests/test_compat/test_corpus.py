@@ -6,8 +6,10 @@ optimizer and schedulers from ours."""
 
 import pytest
 
+from ..helpers import ROOT
 from .corpus import (
     CASES,
+    DELIBERATE,
     Refused,
     build_runner,
     prove_runner,
@@ -69,3 +71,16 @@ def test_case(case, data, tmp_path, monkeypatch, registries):
             expected = (kind, path.format(**written.fields))
         assert start_point(runner) == expected
     prove_runner(runner, case.tool, case.load)
+    if case.then is not None:
+        assert case.then(runner)
+
+
+def test_the_deliberate_differences_are_documented():
+    """Each difference the corpus accepts has its row, with its reason,
+    in docs/compatibility.md."""
+    page = (ROOT / 'docs' / 'compatibility.md').read_text()
+    rows = [line for line in page.splitlines() if line.startswith('| `')]
+    for difference in DELIBERATE:
+        assert any(row.startswith('| ' + difference.row) for row in rows), (
+            difference.row
+        )
