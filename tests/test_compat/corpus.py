@@ -1416,6 +1416,52 @@ CASES = [
         ),
         (('new_base.py', NEW_STYLE_BASE), ('__init__.py', '')),
     ),
+    Case(
+        'scoped_types',
+        "types named with their scope ('mmpretrain.T2TViT', ...)",
+        own(
+            "model = dict(type='mmpretrain.ImageClassifier', "
+            "backbone=dict(type='mmpretrain.T2TViT'), "
+            "head=dict(type='mmpretrain.T2TClsHead'))\n"
+        ),
+        W,
+        OWN_BASE,
+    ),
+    Case(
+        'allow_failed_imports',
+        'custom_imports of a module that is not there, '
+        'allow_failed_imports=True',
+        own(
+            "custom_imports = dict(imports=['t2t_plugin', "
+            "'a_module_not_installed'], allow_failed_imports=True)\n"
+        ),
+        W,
+        OWN_BASE,
+    ),
+    Case(
+        'default_work_dir',
+        'no --work-dir and no work_dir: ./work_dirs/<config>, --launcher none',
+        own(),
+        ('--launcher', 'none'),
+        OWN_BASE,
+    ),
+    Case(
+        'one_cycle_and_restarts',
+        'OneCycleLR by iteration, CosineRestartLR, momentum schedulers',
+        own(
+            'param_scheduler = ['
+            "dict(type='OneCycleLR', eta_max=0.1, total_steps=4, "
+            'by_epoch=False), '
+            "dict(type='CosineRestartLR', periods=[2, 2], "
+            'restart_weights=[1, 0.5], eta_min=0.0, by_epoch=True, begin=0, '
+            'end=4), '
+            "dict(type='LinearMomentum', start_factor=0.5, by_epoch=False, "
+            'begin=0, end=2)]\n'
+            'train_cfg = dict(max_epochs=4, dynamic_intervals=[(2, 2)])\n'
+        ),
+        W,
+        OWN_BASE,
+    ),
     # --cfg-options
     Case(
         'options_nested',
@@ -1441,6 +1487,20 @@ CASES = [
             'model.head.topk=[1,2]',
             'param_scheduler.0.milestones=[1,2]',
             'data_preprocessor.mean=(0,0,0)',
+        ),
+        OWN_BASE,
+    ),
+    Case(
+        'options_plain_forms',
+        '--cfg-options a list without brackets, booleans, None, a tuple',
+        own(),
+        (
+            *W,
+            '--cfg-options',
+            'model.head.topk=1,2',
+            'train_dataloader.dataset.lazy_init=False',
+            'model.backbone.init_cfg=None',
+            'model.backbone.t2t_cfg.kernel_sizes=(7,3,3)',
         ),
         OWN_BASE,
     ),
@@ -1640,6 +1700,13 @@ CASES = [
         "tools/test.py --show-dir on mmpretrain's recipe",
         RECIPE % 'resnet/resnet18_8xb32_in1k.py',
         (*W, '--show-dir', 'shown', '--interval', '2'),
+        tool='test',
+    ),
+    Case(
+        'test_tta_recipe',
+        "tools/test.py --tta --no-pin-memory on mmpretrain's recipe",
+        RECIPE % 'resnet/resnet18_8xb32_in1k.py',
+        (*W, '--tta', '--no-pin-memory'),
         tool='test',
     ),
     Case(
