@@ -18,7 +18,6 @@ the command line a user types after it. Its placeholders:
   in the main process.
 """
 
-import argparse
 import contextlib
 import io
 import json
@@ -426,49 +425,9 @@ def tiny_classifier(head: str, num_classes: int):
 # Resolving a config through each tool.
 
 
-def _loaders(tool: str, args: argparse.Namespace) -> list:
-    if tool == 'test':
-        return ['test_dataloader']
-    return ['train_dataloader'] + (
-        [] if args.no_validate else ['val_dataloader']
-    )
-
-
-def resolve_ours(tool: str, argv: list) -> Config:
-    """The config our ``tools/<tool>.py`` would run for ``argv``, read as
-    its ``main`` reads it (:func:`t2t_preflight.arguments.load_checked`);
-    :class:`Refused` with what it printed if it would not run."""
-    from t2t_preflight import arguments
-
-    module = load_tool(f'tools/{tool}.py')
-    err = io.StringIO()
-    with contextlib.redirect_stderr(err), mock.patch.dict(os.environ):
-        try:
-            args = module.parse_args(argv)
-        except SystemExit as exit_info:
-            raise Refused(f'exit {exit_info.code}: {err.getvalue()}') from None
-        if tool == 'test':
-            problem = module.out_problem(args)
-            if problem:
-                raise Refused(f'exit 2: {problem}')
-        cfg, _, code = arguments.load_checked(
-            args, module.merge_args, _loaders(tool, args)
-        )
-    if cfg is None:
-        raise Refused(f'exit {code}: {err.getvalue().strip()}')
-    return cfg
-
-
-HOST_TOOLS = {
-    'mmpretrain': MMPRETRAIN_TOOLS,
-    'mmdet': MMPRETRAIN_TOOLS.parents[2] / 'mmdet' / '.mim' / 'tools',
-    'mmseg': MMPRETRAIN_TOOLS.parents[2] / 'mmseg' / '.mim' / 'tools',
-}
-
-
-class _Built(Exception):
-    """Raised where a host tool builds its Runner: the config it built it
-    from."""
+class _Built(BaseException):
+    """Raised where a tool builds its Runner: the config it built it from
+    (not an ``Exception``: our tools report those in one line)."""
 
     def __init__(self, cfg):
         super().__init__()
@@ -477,6 +436,38 @@ class _Built(Exception):
 
 def _stop(cfg, *args, **kwargs):
     raise _Built(cfg)
+
+
+def resolve_ours(tool: str, argv: list) -> Config:
+    """The config our ``tools/<tool>.py`` would run for ``argv``: its
+    ``main`` run up to where it builds the Runner
+    (``t2t_plugin.engine.build_runner``), which gets the config;
+    :class:`Refused` with the exit code and what it printed if it stops
+    before."""
+    import t2t_plugin.engine
+
+    module = load_tool(f'tools/{tool}.py')
+    out, err = io.StringIO(), io.StringIO()
+    with (
+        contextlib.redirect_stdout(out),
+        contextlib.redirect_stderr(err),
+        mock.patch.dict(os.environ),
+        mock.patch.object(t2t_plugin.engine, 'build_runner', _stop),
+    ):
+        try:
+            code = module.main(argv)
+        except _Built as built:
+            return built.cfg
+        except SystemExit as exit_info:  # argparse
+            code = exit_info.code
+    raise Refused(f'exit {code}: {err.getvalue().strip()}')
+
+
+HOST_TOOLS = {
+    'mmpretrain': MMPRETRAIN_TOOLS,
+    'mmdet': MMPRETRAIN_TOOLS.parents[2] / 'mmdet' / '.mim' / 'tools',
+    'mmseg': MMPRETRAIN_TOOLS.parents[2] / 'mmseg' / '.mim' / 'tools',
+}
 
 
 def resolve_host(tool: str, argv: list, host: str = 'mmpretrain') -> Config:
