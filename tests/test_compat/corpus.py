@@ -156,6 +156,8 @@ class Case:
         raises: How that difference fails the case: our tool refuses it
             (:class:`Refused`) or a check fails (``AssertionError``).
         then: A check of the Runner once built (:func:`prove_runner`).
+        expected_warning: The start of a warning the case gives on
+            purpose, kept out of the summary.
     """
 
     name: str
@@ -173,6 +175,7 @@ class Case:
     xfail: str = ''
     raises: tuple = (Refused, AssertionError)
     then: Optional[Callable] = None
+    expected_warning: str = ''
 
     def param(self):
         marks = (
@@ -186,6 +189,10 @@ class Case:
         )
         if self.host != 'mmpretrain':
             marks.append(pytest.mark.dense)
+        if self.expected_warning:
+            marks.append(
+                pytest.mark.filterwarnings(f'ignore:{self.expected_warning}')
+            )
         return pytest.param(self, id=self.name, marks=marks)
 
 
@@ -1428,6 +1435,7 @@ CASES = [
         ),
         W,
         OWN_BASE,
+        expected_warning='a_module_not_installed failed to import',
     ),
     Case(
         'default_work_dir',
