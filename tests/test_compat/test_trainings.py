@@ -48,6 +48,8 @@ def test_resume_path(epoch_based, data, tmp_path):
     assert logged['ours'] == logged['mmpretrain']
 
 
+# mmpretrain's tools/test.py turns pin_memory on, which warns without a GPU
+@pytest.mark.filterwarnings("ignore:'pin_memory' argument is set as true")
 @pytest.mark.parametrize(
     'out, item',
     [('preds.pkl', ()), ('metrics.json', ('--out-item', 'metrics'))],
