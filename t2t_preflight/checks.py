@@ -19,8 +19,8 @@ from .config import (
     misspelt_keys,
     output_problem,
     schedule_mismatch,
-    stale_variables,
     topk_problem,
+    warn_stale_variables,
 )
 from .inputs import (
     checkpoint_paths,
@@ -95,7 +95,8 @@ def preflight(cfg: Config, dataloaders: list[str]) -> list[str]:
 def check_config(cfg: Config, preflight_done: bool = False) -> Optional[str]:
     """The checks a Runner makes on its config before it creates the work
     dir. Unless ``preflight_done`` (the tool ran :func:`preflight` on this
-    config), a variable that does not reach its keys and
+    config), a warning line for a variable that does not reach its keys
+    (:func:`~t2t_preflight.config.stale_variables`) and
     :func:`config_problem`; then a misspelt key of the loops, hooks or
     model (the registries know their classes). Those raise
     :class:`ConfigError`; a schedule that ends after training, or before
@@ -109,9 +110,9 @@ def check_config(cfg: Config, preflight_done: bool = False) -> Optional[str]:
         except Exception:
             loaded = None
     if not preflight_done:
-        problem = (
-            loaded is not None and stale_variables(cfg, loaded)
-        ) or config_problem(cfg)
+        if loaded is not None:
+            warn_stale_variables(cfg, loaded)
+        problem = config_problem(cfg)
         if problem:
             raise ConfigError(problem)
     problem = misspelt_keys(cfg)

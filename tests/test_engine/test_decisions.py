@@ -125,6 +125,10 @@ def test_class_folders_against_the_head(monkeypatch, tmp_path):
 
     monkeypatch.setattr(inputs, 'class_count_message', owner)
     monkeypatch.setattr(run_check_hook, 'class_count_message', owner)
+    options = {
+        f'{loader}.dataset.data_root': str(root)
+        for loader in ('train_dataloader', 'val_dataloader')
+    }
     assert (
         refused_by_our_tool(
             'train',
@@ -132,14 +136,10 @@ def test_class_folders_against_the_head(monkeypatch, tmp_path):
             '--work-dir',
             tmp_path / 'ours',
             '--cfg-options',
-            f'data_root={root}',
+            *(f'{key}={value}' for key, value in options.items()),
         )  # fmt: skip
         == f'train_dataloader: 3 folders, {REFUSED}'
     )
-    options = {
-        f'{loader}.dataset.data_root': str(root)
-        for loader in ('train_dataloader', 'val_dataloader')
-    }
     error = door(LITE, options, tmp_path / 'host')
     assert isinstance(error, RunCheckError)
     assert str(error) == f'train_dataloader: 3 folders, {REFUSED}'
