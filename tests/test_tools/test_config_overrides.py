@@ -20,6 +20,7 @@ from ..helpers import (
     DEMO,
     ROOT,
     answer_before_models,
+    load_tool,
     run_main,
     run_mmpretrain_tool,
     write_class_folders,
@@ -494,3 +495,38 @@ def test_custom_imports_that_fail_are_one_line(tmp_path):
         'no_such_toolbox\n'
     )
     assert not (tmp_path / 'work').exists()
+
+
+@pytest.mark.parametrize(
+    'tool, args',
+    [
+        ('train', [LITE, '--work-dir', 'work']),
+        ('test', [LITE, 'epoch_1.pth', '--work-dir', 'work']),
+        ('infer', ['a.png', LITE, 'epoch_1.pth']),
+        ('analysis_tools/get_flops', [LITE]),
+    ],
+)
+def test_a_value_whose_spaces_mmengine_would_delete_is_refused(
+    tool, args, tmp_path, monkeypatch
+):
+    """mmengine's DictAction makes data/my set data/myset: one line, exit
+    code 2, nothing written; spaces beside brackets and commas, which
+    change nothing, are taken."""
+    monkeypatch.chdir(tmp_path)
+    result = run_main(tool, *args, '--cfg-options', 'data_root=data/my set')
+    prog = Path(tool).name
+    assert result.returncode == 2
+    assert result.stderr == (
+        f'{prog}.py: error: --cfg-options data_root: mmengine deletes the '
+        "spaces of 'data/my set', which would become 'data/myset'; set "
+        'such a value in the config file, or in the environment variable '
+        'the config reads it from.\n'
+    )
+    assert list(tmp_path.iterdir()) == []
+    parsed = load_tool(f'tools/{tool}.py').parse_args(
+        [*args, '--cfg-options', 'val_evaluator.topk=(1, 2)', 'x=[a, [b]]']
+    )
+    assert parsed.cfg_options == {
+        'val_evaluator.topk': (1, 2),
+        'x': ['a', ['b']],
+    }
