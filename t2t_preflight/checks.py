@@ -15,7 +15,6 @@ from .config import (
     arch_problem,
     empty_scheduler,
     entry,
-    misspelt_arguments,
     misspelt_keys,
     output_problem,
     schedule_mismatch,
@@ -60,14 +59,12 @@ class Answered:
 
 def config_problem(cfg: Config, training: bool = False) -> Optional[str]:
     """The first mistake of a config that its file and the disk answer
-    alone, or None: a key that is no argument of its optimizer, scheduler
-    or dataset, an unknown arch, a schedule that cannot run, a top-k above
-    the classes, a checkpoint that is not there (``init_cfg`` ones for a
+    alone, or None: an unknown arch, a schedule that cannot run, a top-k
+    above the classes, a checkpoint that is not there (``init_cfg`` ones for a
     ``training`` only), a work dir that cannot be written."""
     work_dir = cfg.get('work_dir')
     return (
-        misspelt_arguments(cfg)
-        or arch_problem(cfg)
+        arch_problem(cfg)
         or empty_scheduler(cfg)
         or topk_problem(cfg)
         or checkpoint_problem(cfg, training)
@@ -97,8 +94,9 @@ def check_config(cfg: Config, preflight_done: bool = False) -> Optional[str]:
     dir. Unless ``preflight_done`` (the tool ran :func:`preflight` on this
     config), a warning line for a variable that does not reach its keys
     (:func:`~t2t_preflight.config.stale_variables`) and
-    :func:`config_problem`; then a misspelt key of the loops, hooks or
-    model (the registries know their classes). Those raise
+    :func:`config_problem`; then a key that is no argument of the class
+    the registry builds for its dict
+    (:func:`~t2t_preflight.config.misspelt_keys`). Those raise
     :class:`ConfigError`; a schedule that ends after training, or before
     it where the file ended it with training, is returned as a warning
     line (None if it fits)."""

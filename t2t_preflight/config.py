@@ -482,8 +482,10 @@ def _arguments(cls: type) -> Optional[set[str]]:
 
 
 def _built_dicts(cfg: Config) -> Iterator[tuple[str, dict, str]]:
-    """``(dotted key, dict, registry name)`` of the dicts of a config that
-    the Runner builds from a registry: the loops, hooks and the model."""
+    """``(dotted key, dict, kind)`` of the dicts of a config that the
+    Runner builds from a registry: the loops, hooks, the model, the
+    optimizer, the parameter schedulers and the datasets (those a dataset
+    wrapper holds too)."""
     train_cfg = cfg.get('train_cfg')
     if isinstance(train_cfg, dict):
         yield 'train_cfg', train_cfg, 'loop'
@@ -498,6 +500,15 @@ def _built_dicts(cfg: Config) -> Iterator[tuple[str, dict, str]]:
             yield f'custom_hooks.{index}', hook, 'hook'
     if isinstance(cfg.get('model'), dict):
         yield 'model', cfg.model, 'model'
+    optimizer = entry(cfg, 'optim_wrapper', 'optimizer')
+    if isinstance(optimizer, dict):
+        yield 'optim_wrapper.optimizer', optimizer, 'optimizer'
+    for index, scheduler in _schedulers(cfg):
+        yield f'param_scheduler.{index}', scheduler, 'param scheduler'
+    for loader in ('train_dataloader', 'val_dataloader', 'test_dataloader'):
+        dataset = entry(cfg, loader, 'dataset')
+        for key, item in dataset_configs(f'{loader}.dataset', dataset):
+            yield key, item, 'dataset'
 
 
 def _loop_class(key: str, loop: dict) -> Optional[str]:
@@ -539,32 +550,38 @@ def argument_problem(
 
 
 def misspelt_keys(cfg: Config) -> Optional[str]:
-    """Why a key of the config's loops, hooks or model (at any depth of
-    the model) is no argument of the class it goes to, with the closest
-    argument, or None (the classes from the registries: the models must
-    be imported). Classes that are not registered, or that pass open
-    ``**kwargs`` on, are left to their builders; the optimizer, scheduler
-    and dataset keys are :func:`misspelt_arguments`'."""
+    """Why a key of the config's loops, hooks, model (at any depth),
+    optimizer, parameter schedulers or datasets is no argument of the
+    class it goes to, with the closest argument, or None. The class is the
+    one the registry of the config's scope will build, after the
+    ``custom_imports`` and the plugin are imported (a user's class
+    registered over a stock name is judged by its own arguments), read by
+    ``inspect``. Classes that are not registered, or that pass open
+    ``**kwargs`` on, are left to their builders."""
     from mmengine import registry
 
     registries = {
         'loop': registry.LOOPS,
         'hook': registry.HOOKS,
         'model': registry.MODELS,
+        'optimizer': registry.OPTIMIZERS,
+        'param scheduler': registry.PARAM_SCHEDULERS,
+        'dataset': registry.DATASETS,
     }
-    scope = cfg.get('default_scope')
     pending = list(_built_dicts(cfg))
     while pending:
         key, item, kind = pending.pop(0)
         name = _loop_class(key, item) if kind == 'loop' else item.get('type')
-        if not isinstance(name, str):
-            continue
-        with registries[kind].switch_scope_and_registry(scope) as found:
-            try:
-                cls = found.get(name)
-            # the builder reports what cannot be found
-            except Exception:
-                cls = None
+        if isinstance(name, str):
+            scope = item.get('_scope_', cfg.get('default_scope'))
+            with registries[kind].switch_scope_and_registry(scope) as found:
+                try:
+                    cls = found.get(name)
+                # the builder reports what cannot be found
+                except Exception:
+                    cls = None
+        else:
+            cls = name  # a class itself (a config of read_base())
         if cls is None or not inspect.isclass(cls):
             continue
         accepted = _arguments(cls)
@@ -596,44 +613,6 @@ def dataset_configs(key: str, dataset: Any) -> Iterator[tuple[str, dict]]:
     yield from dataset_configs(f'{key}.dataset', dataset.get('dataset'))
     for index, child in enumerate(dataset.get('datasets') or ()):
         yield from dataset_configs(f'{key}.datasets.{index}', child)
-
-
-def _source_built_dicts(cfg: Config) -> Iterator[tuple[str, dict, str]]:
-    """``(dotted key, dict, kind)`` of the optimizer, the parameter
-    schedulers and the datasets of a config."""
-    optimizer = entry(cfg, 'optim_wrapper', 'optimizer')
-    if isinstance(optimizer, dict):
-        yield 'optim_wrapper.optimizer', optimizer, 'optimizer'
-    for index, scheduler in _schedulers(cfg):
-        yield f'param_scheduler.{index}', scheduler, 'param scheduler'
-    for loader in ('train_dataloader', 'val_dataloader', 'test_dataloader'):
-        dataset = entry(cfg, loader, 'dataset')
-        for key, item in dataset_configs(f'{loader}.dataset', dataset):
-            yield key, item, 'dataset'
-
-
-def misspelt_arguments(cfg: Config) -> Optional[str]:
-    """Why a key of the config's optimizer, parameter schedulers or
-    datasets (those a dataset wrapper holds too) is no argument of its
-    class, with the closest argument, or None. The arguments are read
-    from the classes' source (:mod:`.signatures`): no import of torch,
-    mmengine's optimizers or mmpretrain's datasets."""
-    from .signatures import class_arguments
-
-    scope = cfg.get('default_scope') or 'mmpretrain'
-    for key, item, kind in _source_built_dicts(cfg):
-        name = item.get('type')
-        if not isinstance(name, str):
-            continue
-        accepted = class_arguments(kind, scope, name)
-        if accepted is None:
-            continue
-        problem = argument_problem(
-            key, item, name.split('.')[-1], accepted, kind
-        )
-        if problem:
-            return problem
-    return None
 
 
 def arch_problem(cfg: Config) -> Optional[str]:

@@ -22,8 +22,10 @@ from ..helpers import (
     answer_before_models,
     as_dict,
     door,
+    last_line,
     one_line,
     run_main,
+    run_mmpretrain_tool,
     tool_env,
     write_class_folders,
 )
@@ -71,13 +73,6 @@ def test_the_plugin_uses_the_light_modules_themselves():
          "model.backbone.arch: Unknown T2T-ViT arch 't-15'; choose one of "
          f'{ARCHS} (also as t2t-vit-NAME, any case, NAME@384 at 384 px) or '
          'pass a dict.'),
-        (['optim_wrapper.optimizer.lrr=0.1'], 1,
-         "optim_wrapper.optimizer.lrr: AdamW takes no argument 'lrr'; did "
-         "you mean 'lr'?"),
-        # a key its dict does not hold: the class's arguments
-        (['param_scheduler.1.T_mx=5'], 1,
-         "param_scheduler.1.T_mx: CosineAnnealingLR takes no argument "
-         "'T_mx'; did you mean 'T_max'?"),
         (['lr=0.1'], 2,
          f"Invalid options for {LITE}: --cfg-options lr: the config has no "
          "key 'lr'; it is set as optim_wrapper.optimizer.lr: give the full "
@@ -218,43 +213,99 @@ def test_run_only_tools_answer_before_the_models(tmp_path, tool, mistake):
     assert not out.exists()
 
 
-def base_with_typo(tmp_path: Path) -> Path:
-    """A config whose base config misspells the training set's
-    ``data_prefix`` (so the training set reads the split folders)."""
-    text = Path(LITE).read_text()
-    text = text.replace(
-        "'./_base_/default_runtime.py'",
-        repr(str(ROOT / 'configs' / '_base_' / 'default_runtime.py')),
-    ).replace("data_prefix='train'", "data_prefx='train'", 1)
-    (tmp_path / 'base.py').write_text(text)
-    config = tmp_path / 'mine.py'
-    config.write_text("_base_ = ['base.py']\n")
-    return config
-
-
-def test_a_key_misspelt_in_a_base_config_is_named_before_class_advice(
-    tmp_path,
+@pytest.mark.parametrize(
+    'option, message',
+    [
+        ('optim_wrapper.optimizer.lrr=0.1',
+         "optim_wrapper.optimizer.lrr: AdamW takes no argument 'lrr'; did "
+         "you mean 'lr'?"),
+        # a key its dict does not hold: the class's arguments
+        ('param_scheduler.1.T_mx=5',
+         "param_scheduler.1.T_mx: CosineAnnealingLR takes no argument "
+         "'T_mx'; did you mean 'T_max'?"),
+        ('train_dataloader.dataset.with_labels=True',
+         'train_dataloader.dataset.with_labels: CustomDataset takes no '
+         "argument 'with_labels'; did you mean 'with_label'?"),
+    ],
+)  # fmt: skip
+def test_a_key_its_class_does_not_take_is_answered_after_the_import(
+    option, message, tmp_path
 ):
-    config = base_with_typo(tmp_path)
+    """From the class the registry builds (after the models' import),
+    before a work dir is made: our train tool, and the Runner of the
+    config's runner_type as mmpretrain's tools build it."""
     root = write_class_folders(tmp_path / 'data', 3)
-    expected = (
-        'train_dataloader.dataset.data_prefx: CustomDataset takes no '
-        "argument 'data_prefx'; did you mean 'data_prefix'?"
-    )
-    # data_root is a variable of the base: each loader's key is set
-    stderr, stdout = answer_before_models(
-        'train', config, '--work-dir', tmp_path / 'work', '--cfg-options',
-        *loader_root(root), cwd=tmp_path,
+    options = [*loader_root(root), option]
+    result = run_main(
+        'train', LITE, '--work-dir', tmp_path / 'work',
+        '--cfg-options', *options,
     )  # fmt: skip
-    assert stderr == expected
-    assert stdout == ['exit 1', 'imported False False False']
-    # the Runner of the config's runner_type, as mmpretrain's tools build it
+    assert (result.returncode, result.stderr) == (1, f'{message}\n')
     with pytest.raises(t2t_preflight.ConfigError) as error:
-        door(str(config), as_dict(loader_root(root)), tmp_path / 'door',
-             build=RUNNERS.build)  # fmt: skip
-    assert str(error.value) == expected
+        door(LITE, as_dict(options), tmp_path / 'door', build=RUNNERS.build)
+    assert str(error.value) == message
     assert not (tmp_path / 'work').exists()
     assert not (tmp_path / 'door').exists()
+
+
+# A user's AdamW, registered over the stock name, with an argument of its
+# own and the others passed on to torch's
+OWN_ADAMW = """
+import torch
+from mmpretrain.registry import OPTIMIZERS
+
+
+@OPTIMIZERS.register_module(name='AdamW', force=True)
+class FlaggedAdamW(torch.optim.AdamW):
+    def __init__(self, params, flag=0.0, **kwargs):
+        super().__init__(params, **kwargs)
+        self.flag = flag
+"""
+
+
+@pytest.mark.parametrize(
+    'option, message',
+    [
+        ('optim_wrapper.optimizer.flag=0.5', None),
+        ('optim_wrapper.optimizer.lrr=0.1',
+         "optim_wrapper.optimizer.lrr: FlaggedAdamW takes no argument "
+         "'lrr'; did you mean 'lr'?"),
+    ],
+)  # fmt: skip
+def test_a_class_registered_over_a_stock_name_is_judged_by_its_arguments(
+    option, message, tmp_path, monkeypatch
+):
+    """The class the registry builds, after the config's custom_imports:
+    its own argument is taken, a misspelt one it passes on to torch's
+    AdamW is answered; our train tool and mmpretrain's."""
+    from mmpretrain.registry import OPTIMIZERS
+
+    from ..test_tools.test_config_overrides import runner_configs
+
+    # the stock AdamW (torch's, from mmengine's registry) comes back after
+    monkeypatch.setitem(OPTIMIZERS._module_dict, 'AdamW', None)
+    module = f'own_adamw_{tmp_path.name}'
+    (tmp_path / f'{module}.py').write_text(OWN_ADAMW)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    config = tmp_path / 'mine.py'
+    config.write_text(
+        f'_base_ = [{LITE!r}]\n'
+        f"custom_imports = dict(imports=['t2t_plugin', {module!r}])\n"
+    )
+    root = write_class_folders(tmp_path / 'data', 3)
+    options = ['--cfg-options', *loader_root(root), option]
+    kept = runner_configs(monkeypatch)
+    ours = run_main('train', config, '--work-dir', tmp_path / 'a', *options)
+    theirs = run_mmpretrain_tool(
+        'train', config, '--work-dir', tmp_path / 'b', *options
+    )
+    assert OPTIMIZERS.get('AdamW').__name__ == 'FlaggedAdamW'
+    if message is None:
+        assert len(kept) == 2  # both reached the Runner
+    else:
+        assert not kept
+        assert (ours.returncode, ours.stderr) == (1, f'{message}\n')
+        assert last_line(theirs.stderr).endswith(f'ConfigError: {message}')
 
 
 @pytest.mark.parametrize('case', ['hidden', 'one class'])
