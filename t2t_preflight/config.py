@@ -28,9 +28,10 @@ from typing import Any, Optional, Union
 
 from mmengine.config import Config
 
-# Top-level keys the Runner reads: the arguments of mmengine's Runner
-# (written out, so that this file need not import torch; the tests compare
-# them with its signature) and those its from_cfg reads.
+# Top-level keys the host reads: the arguments of mmengine's Runner
+# (written out, so that this file need not import torch), what its
+# from_cfg and its methods read, and what the tools of mmpretrain, mmdet and
+# mmseg read (the tests read them from the host's sources).
 RUNNER_KEYS = frozenset(
     {
         'auto_scale_lr', 'cfg', 'custom_hooks', 'data_preprocessor',
@@ -42,8 +43,10 @@ RUNNER_KEYS = frozenset(
         'visualizer', 'work_dir',
     }
     | {
-        'custom_imports', 'model_wrapper_cfg', 'compile', 'gpu_ids',
-        'runner_type', 'vis_backends', 'find_unused_parameters',
+        'activation_checkpointing', 'compile', 'custom_imports',
+        'efficient_conv_bn_eval', 'find_unused_parameters', 'gpu_ids',
+        'model_wrapper_cfg', 'runner_type', 'sync_bn', 'tta_model',
+        'tta_pipeline', 'vis_backends',
     }
 )  # fmt: skip
 

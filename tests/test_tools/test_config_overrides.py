@@ -7,6 +7,7 @@ schedule that ends after training is one warning line; tools/train.py
 answers such mistakes before the model code is imported."""
 
 import inspect
+import re
 from pathlib import Path
 
 import pytest
@@ -14,13 +15,18 @@ from mmengine.config import Config
 from mmengine.runner import Runner
 
 from t2t_plugin.engine import ConfigError, check_config, load_config
-from t2t_preflight.config import RUNNER_KEYS, schedule_mismatch
+from t2t_preflight.config import (
+    RUNNER_KEYS,
+    misspelt_option,
+    schedule_mismatch,
+)
 
 from ..helpers import (
     DEMO,
     ROOT,
     answer_before_models,
     load_tool,
+    one_line,
     run_main,
     run_mmpretrain_tool,
     write_class_folders,
@@ -382,6 +388,66 @@ def test_shipped_configs_pass_the_checks(config):
 
 def test_runner_keys_are_those_of_mmengines_runner():
     assert set(inspect.signature(Runner).parameters) <= RUNNER_KEYS
+
+
+# cfg.get('key'), cfg['key'], cfg.key, 'key' in cfg: a top-level read (not
+# a method call)
+READ = re.compile(
+    r"\bcfg(?:\.get\(['\"](\w+)|\[['\"](\w+)|\.(\w+)\b(?!\())"
+    r"|['\"](\w+)['\"] (?:not )?in cfg(?![.\w])"
+)
+
+
+def host_reads(path: Path, start: str = '', end: str = '') -> set[str]:
+    """The top-level config keys the host source ``path`` reads (between
+    the lines ``start`` and ``end`` where given), methods of Config left
+    out."""
+    text = path.read_text()
+    if start:
+        text = text[text.index(start) : text.index(end, text.index(start))]
+    found = {next(filter(None, m)) for m in READ.findall(text)}
+    return {
+        key
+        for key in found
+        if not key.startswith('_') and not hasattr(Config, key)
+    }
+
+
+def test_every_top_level_key_the_hosts_tools_read_is_accepted():
+    """Read from the sources: mmpretrain's (and, where installed, mmdet's
+    and mmseg's) tools/train.py and test.py, and mmengine's Runner."""
+    import mmengine.runner.runner as runner_module
+    import mmpretrain
+
+    sources = [Path(runner_module.__file__)]
+    for package in (mmpretrain, *optional_packages('mmdet', 'mmseg')):
+        tools = Path(package.__file__).parent / '.mim' / 'tools'
+        sources += [tools / 'train.py', tools / 'test.py']
+    read = set().union(*(host_reads(path) for path in sources))
+    # the parser finds what the tools are known to read
+    assert {'tta_model', 'tta_pipeline', 'runner_type', 'load_from',
+            'sync_bn', 'compile', 'model_wrapper_cfg'} <= read  # fmt: skip
+    assert read - RUNNER_KEYS == set()
+    for key in ('tta_model', 'sync_bn', 'efficient_conv_bn_eval'):
+        assert misspelt_option(Config.fromfile(LITE), key) is None
+    # through our test tool: the option is taken, the run goes on to the
+    # checkpoint (which is not there)
+    result = run_main(
+        'test', LITE, 'missing.pth', '--tta',
+        '--cfg-options', 'tta_model.type=AverageClsScoreTTA',
+    )  # fmt: skip
+    assert one_line(result.stderr).startswith('Checkpoint not found')
+
+
+def optional_packages(*names):
+    """The packages of ``names`` that are installed."""
+    import importlib
+
+    for name in names:
+        try:
+            yield importlib.import_module(name)
+        except ImportError:
+            continue
 
 
 @pytest.mark.parametrize(
