@@ -119,7 +119,7 @@ def add_image_arguments(parser: argparse.ArgumentParser, out_dir: str) -> None:
     parser.add_argument('--out-dir', default=out_dir, help='PNG folder')
     add_device_argument(parser)
     add_max_tokens_argument(parser)
-    add_cfg_options(parser, 'num_classes=10')
+    add_cfg_options(parser)
 
 
 def read_model_config(
@@ -138,8 +138,8 @@ def read_model_config(
     Args:
         config (str): The config file: a recipe, or the one a run saved in
             its work dir.
-        cfg_options (dict, optional): ``--cfg-options``; the config's
-            variables (``num_classes``, ``img_size``) reach their keys.
+        cfg_options (dict, optional): ``--cfg-options``, merged as
+            mmengine merges them.
         checkpoint (str, optional): The weights the tool reads.
     """
     cfg = load_config(config, cfg_options, import_custom_modules=False)
