@@ -596,3 +596,33 @@ def test_a_value_whose_spaces_mmengine_would_delete_is_refused(
         'val_evaluator.topk': (1, 2),
         'x': ['a', ['b']],
     }
+
+
+def test_a_new_style_configs_classes_are_judged_by_their_arguments(tmp_path):
+    """A config of read_base() names its classes themselves: the option is
+    merged as mmengine merges it, and a key the class does not take is
+    answered from the class (the Runner's check)."""
+    (tmp_path / 'base.py').write_text(
+        'from torch.optim import SGD\n'
+        'optim_wrapper = dict(optimizer=dict(type=SGD, lr=0.1))\n'
+    )
+    (tmp_path / 'mine.py').write_text(
+        'from mmengine.config import read_base\n\n'
+        'with read_base():\n'
+        '    from .base import *\n\n'
+        'from torch.optim import AdamW\n\n'
+        'optim_wrapper.optimizer.update(type=AdamW, lr=0.01)\n'
+    )
+    config = tmp_path / 'mine.py'
+    cfg = load_config(config, {'optim_wrapper.optimizer.weight_decay': 0.1})
+    expected = Config.fromfile(config)
+    expected.merge_from_dict({'optim_wrapper.optimizer.weight_decay': 0.1})
+    assert cfg.to_dict() == expected.to_dict()
+    assert check_config(cfg) is None
+    cfg = load_config(config, {'optim_wrapper.optimizer.lrr': 0.1})
+    with pytest.raises(ConfigError) as caught:
+        check_config(cfg)
+    assert str(caught.value) == (
+        "optim_wrapper.optimizer.lrr: AdamW takes no argument 'lrr'; did "
+        "you mean 'lr'?"
+    )
