@@ -3,10 +3,13 @@ process of ``tools/train.py``, ``tools/test.py`` or a tool that only runs a
 model (infer, export, drawing, counting, benchmark) on ten generated class
 folders. Prints, per mistake, the exit code, the number of lines, whether a
 work dir was left, the median wall time of ``--repeat`` runs and the line
-itself. The pre-flight answers them before ``import t2t_plugin`` (the
-class folders, which the dataset's class lists, after it, before the
-Runner); this is the benchmark of that promise (the tests check the
-lines, not the time).
+itself. The pre-flight answers them before ``import t2t_plugin``; the
+misspelt keys of a class (optimizer, scheduler, dataset), from the class
+the registry builds, and the data and class folders, which the dataset's
+class resolves, after it, before the Runner; this is the benchmark of
+that promise (the tests check the lines, not the time). A ``NAME=value``
+word of a command line is an environment variable of its process (the
+recipe's ``DATA_ROOT``, ``NUM_CLASSES``, ``MAX_EPOCHS``).
 The run-only tools write into the work dir, so that the column says
 whether they left an output folder.
 
@@ -15,6 +18,7 @@ whether they left an output folder.
 
 import argparse
 import os
+import re
 import statistics
 import subprocess
 import sys
@@ -51,7 +55,8 @@ def mistakes(data: Path, work: Path) -> dict[str, list[str]]:
     train = ['tools/train.py', RECIPE, '--work-dir', str(work)]
     test = ['tools/test.py', RECIPE, str(work / 'epoch_1.pth')]
     test += ['--work-dir', str(work)]
-    given = ['--cfg-options', f'data_root={data}', 'num_classes=10']
+    data_root = f'DATA_ROOT={data}'
+    given = [data_root, 'NUM_CLASSES=10', '--cfg-options']
     missing = str(data / 'missing.pth')
     return {
         'arch name': [*train, *given, 'model.backbone.arch=t-15'],
@@ -62,7 +67,12 @@ def mistakes(data: Path, work: Path) -> dict[str, list[str]]:
             *given,
             'train_dataloader.dataset.data_prefx=x',
         ],
-        '--resume of a missing file': [*train, '--resume', missing, *given],
+        '--resume of a missing file': [
+            *train,
+            '--resume',
+            missing,
+            *given[:2],
+        ],
         'load_from of a missing file': [
             *train,
             *given,
@@ -74,12 +84,12 @@ def mistakes(data: Path, work: Path) -> dict[str, list[str]]:
             '--work-dir',
             str(work),
         ],
-        'class folders against num_classes': [*train, *given[:2]],
-        'warm-up longer than training': [*train, *given, 'max_epochs=1'],
+        'class folders against num_classes': [*train, data_root],
+        'warm-up longer than training': [*train, *given[:2], 'MAX_EPOCHS=1'],
         'top-level lr=': [*train, *given, 'lr=0.1'],
         'top-level batch_size=': [*train, *given, 'batch_size=32'],
         'test.py: arch name': [*test, *given, 'model.backbone.arch=t-15'],
-        'test.py: missing checkpoint': [*test, *given],
+        'test.py: missing checkpoint': [*test, *given[:2]],
         'test.py: config path typo': ['tools/test.py', MISTYPED, missing],
         **run_only_mistakes(data, work),
     }
@@ -144,8 +154,12 @@ def measure(
     argv: list[str], work: Path, repeat: int
 ) -> tuple[int, list[str], bool, float]:
     """Exit code, the lines printed, whether ``work`` was left, and the
-    median wall seconds of ``repeat`` fresh processes."""
+    median wall seconds of ``repeat`` fresh processes (the ``NAME=value``
+    words of ``argv``: environment variables)."""
     env = dict(os.environ, PYTHONPATH=str(ROOT))
+    assigned = [word for word in argv if re.match(r'^[A-Z_]+=', word)]
+    env.update(word.split('=', 1) for word in assigned)
+    argv = [word for word in argv if word not in assigned]
     seconds = []
     for _ in range(repeat):
         start = time.perf_counter()
@@ -157,7 +171,12 @@ def measure(
             text=True,
         )
         seconds.append(time.perf_counter() - start)
-    lines = (done.stdout + done.stderr).strip().splitlines()
+    lines = [
+        line
+        for line in (done.stdout + done.stderr).strip().splitlines()
+        # mmengine's log of the environment variables it used
+        if ' - mmengine - INFO - Using env variable ' not in line
+    ]
     return done.returncode, lines, work.exists(), statistics.median(seconds)
 
 

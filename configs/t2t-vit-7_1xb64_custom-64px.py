@@ -6,9 +6,13 @@
 #   data/custom/val/<class name>/*.png|jpg
 _base_ = ['./_base_/default_runtime.py']
 
-data_root = 'data/custom'
-num_classes = 3  # the number of class folders
-img_size = 64  # a multiple of the total soft-split stride, 2 * 2 * 2 = 8
+# Environment variables set these (mmengine's substitution), and every key
+# set from them follows: DATA_ROOT=... NUM_CLASSES=... IMG_SIZE=... before
+# the command
+data_root = '{{$DATA_ROOT:data/custom}}'
+num_classes = {{'$NUM_CLASSES:3'}}  # the number of class folders
+# a multiple of the total soft-split stride, 2 * 2 * 2 = 8
+img_size = {{'$IMG_SIZE:64'}}
 
 model = dict(
     type='ImageClassifier',

@@ -8,11 +8,16 @@
 #   data/custom/val/<class name>/*.png|jpg
 _base_ = ['./_base_/default_runtime.py']
 
-data_root = 'data/custom'
-num_classes = 3  # the number of class folders
-img_size = 32  # a multiple of the total soft-split stride, 2 * 1 * 2 = 4
-max_epochs = 12  # as measured in docs/custom_data.md; more keep improving
-warmup_epochs = 2
+# Environment variables set these (mmengine's substitution), and every key
+# set from them follows: DATA_ROOT=... NUM_CLASSES=... IMG_SIZE=...
+# MAX_EPOCHS=... WARMUP_EPOCHS=... before the command
+data_root = '{{$DATA_ROOT:data/custom}}'
+num_classes = {{'$NUM_CLASSES:3'}}  # the number of class folders
+# a multiple of the total soft-split stride, 2 * 1 * 2 = 4
+img_size = {{'$IMG_SIZE:32'}}
+# as measured in docs/custom_data.md; more keep improving
+max_epochs = {{'$MAX_EPOCHS:12'}}
+warmup_epochs = {{'$WARMUP_EPOCHS:2'}}
 
 model = dict(
     type='ImageClassifier',

@@ -9,6 +9,7 @@ import argparse
 import copy
 import os
 import os.path as osp
+import re
 import sys
 from collections.abc import Callable, Sequence
 from typing import Optional
@@ -30,6 +31,32 @@ from .inputs import (
     missing_checkpoint,
 )
 
+# a space mmengine's DictAction deletes that is not beside a bracket or a
+# comma (where deleting it changes nothing: [1, 2])
+_ALTERING_SPACE = re.compile(r'(?<![\[\](),]) +(?![\[\](),])')
+
+
+class CfgOptionsAction(DictAction):
+    """mmengine's ``DictAction``, refusing a value it would alter: it
+    deletes every space, so ``data_root='data/my set'`` would become
+    ``data/myset``. Refused in one line, exit code 2, as argparse refuses
+    an option."""
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        for item in values:
+            key, _, value = item.partition('=')
+            if _ALTERING_SPACE.search(value):
+                altered = DictAction._parse_iterable(value)
+                parser.exit(
+                    2,
+                    f'{parser.prog}: error: --cfg-options {key}: mmengine '
+                    f'deletes the spaces of {value!r}, which would become '
+                    f'{altered!r}; set such a value in the config file, or '
+                    'in the environment variable the config reads it '
+                    'from.\n',
+                )
+        super().__call__(parser, namespace, values, option_string)
+
 
 def add_cfg_options(
     parser: argparse.ArgumentParser, example: str = 'model.head.num_classes=10'
@@ -38,7 +65,7 @@ def add_cfg_options(
     parser.add_argument(
         '--cfg-options',
         nargs='+',
-        action=DictAction,
+        action=CfgOptionsAction,
         help=f'override config entries, e.g. {example}',
     )
 
@@ -97,7 +124,7 @@ def add_image_arguments(parser: argparse.ArgumentParser, out_dir: str) -> None:
     parser.add_argument('--out-dir', default=out_dir, help='PNG folder')
     add_device_argument(parser)
     add_max_tokens_argument(parser)
-    add_cfg_options(parser, 'num_classes=10')
+    add_cfg_options(parser)
 
 
 def read_model_config(
@@ -116,8 +143,8 @@ def read_model_config(
     Args:
         config (str): The config file: a recipe, or the one a run saved in
             its work dir.
-        cfg_options (dict, optional): ``--cfg-options``; the config's
-            variables (``num_classes``, ``img_size``) reach their keys.
+        cfg_options (dict, optional): ``--cfg-options``, merged as
+            mmengine merges them.
         checkpoint (str, optional): The weights the tool reads.
     """
     cfg = load_config(config, cfg_options, import_custom_modules=False)

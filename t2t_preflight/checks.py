@@ -14,12 +14,11 @@ from .config import (
     ConfigError,
     arch_problem,
     empty_scheduler,
-    misspelt_arguments,
     misspelt_keys,
     output_problem,
     schedule_mismatch,
-    stale_variables,
     topk_problem,
+    warn_stale_variables,
 )
 from .inputs import checkpoint_paths, checkpoint_problem
 
@@ -46,14 +45,12 @@ class Answered:
 
 def config_problem(cfg: Config, training: bool = False) -> Optional[str]:
     """The first mistake of a config that its file and the disk answer
-    alone, or None: a key that is no argument of its optimizer, scheduler
-    or dataset, an unknown arch, a schedule that cannot run, a top-k above
-    the classes, a checkpoint that is not there (``init_cfg`` ones for a
+    alone, or None: an unknown arch, a schedule that cannot run, a top-k
+    above the classes, a checkpoint that is not there (``init_cfg`` ones for a
     ``training`` only), a work dir that cannot be written."""
     work_dir = cfg.get('work_dir')
     return (
-        misspelt_arguments(cfg)
-        or arch_problem(cfg)
+        arch_problem(cfg)
         or empty_scheduler(cfg)
         or topk_problem(cfg)
         or checkpoint_problem(cfg, training)
@@ -76,9 +73,11 @@ def preflight(cfg: Config, dataloaders: list[str]) -> list[str]:
 def check_config(cfg: Config, preflight_done: bool = False) -> Optional[str]:
     """The checks a Runner makes on its config before it creates the work
     dir. Unless ``preflight_done`` (the tool ran :func:`preflight` on this
-    config), a variable that does not reach its keys and
-    :func:`config_problem`; then a misspelt key of the loops, hooks or
-    model (the registries know their classes). Those raise
+    config), a warning line for a variable that does not reach its keys
+    (:func:`~t2t_preflight.config.stale_variables`) and
+    :func:`config_problem`; then a key that is no argument of the class
+    the registry builds for its dict
+    (:func:`~t2t_preflight.config.misspelt_keys`). Those raise
     :class:`ConfigError`; a schedule that ends after training, or before
     it where the file ended it with training, is returned as a warning
     line (None if it fits)."""
@@ -90,9 +89,9 @@ def check_config(cfg: Config, preflight_done: bool = False) -> Optional[str]:
         except Exception:
             loaded = None
     if not preflight_done:
-        problem = (
-            loaded is not None and stale_variables(cfg, loaded)
-        ) or config_problem(cfg)
+        if loaded is not None:
+            warn_stale_variables(cfg, loaded)
+        problem = config_problem(cfg)
         if problem:
             raise ConfigError(problem)
     problem = misspelt_keys(cfg)

@@ -3,33 +3,35 @@ allows before anything is built.
 
 Every way ``Config.fromfile`` fails on a user's file (a syntax error, a
 ``mmdet::`` base of a toolbox that is not installed) becomes one
-:class:`ConfigError` line. ``--cfg-options`` that name a variable of the
-file (``data_root``, ``num_classes``, ``max_epochs``) reach every key the
-file set from it; a new key close to one its dict already has is refused
-with "did you mean". At module level this file imports only the standard
-library and ``mmengine.config``: the tools load it before ``import
-t2t_plugin``, whose registration imports mmpretrain's models (seconds, and
-mmdet with them where it is installed), so that such mistakes are answered
-at once (:mod:`t2t_preflight`).
+:class:`ConfigError` line. A config is read and merged with its
+``--cfg-options`` exactly as mmengine reads and merges it; a new key close
+to one its dict already has is refused with "did you mean". At module
+level this file imports only the standard library and
+``mmengine.config``: the tools load it before ``import t2t_plugin``, whose
+registration imports mmpretrain's models (seconds, and mmdet with them
+where it is installed), so that such mistakes are answered at once
+(:mod:`t2t_preflight`).
 """
 
 import ast
 import difflib
 import errno
 import inspect
+import logging
 import os
 import os.path as osp
+import re
 import stat
-import tempfile
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any, Optional, Union
 
 from mmengine.config import Config
 
-# Top-level keys the Runner reads: the arguments of mmengine's Runner
-# (written out, so that this file need not import torch; the tests compare
-# them with its signature) and those its from_cfg reads.
+# Top-level keys the host reads: the arguments of mmengine's Runner
+# (written out, so that this file need not import torch), what its
+# from_cfg and its methods read, and what the tools of mmpretrain, mmdet and
+# mmseg read (the tests read them from the host's sources).
 RUNNER_KEYS = frozenset(
     {
         'auto_scale_lr', 'cfg', 'custom_hooks', 'data_preprocessor',
@@ -41,8 +43,10 @@ RUNNER_KEYS = frozenset(
         'visualizer', 'work_dir',
     }
     | {
-        'custom_imports', 'model_wrapper_cfg', 'compile', 'gpu_ids',
-        'runner_type', 'vis_backends', 'find_unused_parameters',
+        'activation_checkpointing', 'compile', 'custom_imports',
+        'efficient_conv_bn_eval', 'find_unused_parameters', 'gpu_ids',
+        'model_wrapper_cfg', 'runner_type', 'sync_bn', 'tta_model',
+        'tta_pipeline', 'vis_backends',
     }
 )  # fmt: skip
 
@@ -67,12 +71,10 @@ def load_config(
     import_custom_modules: bool = True,
 ) -> Config:
     """A config from a file (or a copy of a Config), with the overrides of
-    ``--cfg-options`` merged in.
-
-    A top-level option that names a variable the file assigns a plain
-    value (``data_root = 'data/custom'``) replaces that value in the file
-    before it is read, so every key set from it follows; other options
-    are merged as mmengine merges them.
+    ``--cfg-options`` merged in: exactly what mmengine's
+    ``Config.fromfile`` and ``merge_from_dict`` give. An option that
+    changes a variable of the file whose keys keep the value it was read
+    with is merged, with one warning line (:func:`stale_variables`).
 
     Args:
         config: The file, or a Config to copy.
@@ -93,13 +95,10 @@ def load_config(
             raise ConfigError(
                 f'Config file not found: {config}{_nearest_config(config)}'
             )
-        variables = {
-            key: options.pop(key)
-            for key in list(options)
-            if key in file_variables(config)
-        }
         try:
-            cfg = _read(str(config), variables, import_custom_modules)
+            cfg = Config.fromfile(
+                str(config), import_custom_modules=import_custom_modules
+            )
         # any failure of user-supplied config code
         except Exception as error:
             raise ConfigError(_describe(config, error)) from None
@@ -120,11 +119,7 @@ def load_config(
             raise CfgOptionsError(
                 f'Cannot apply the options {options}: {error}'
             ) from None
-        problem = stale_variables(
-            cfg, loaded, None if isinstance(config, Config) else str(config)
-        )
-        if problem:
-            raise CfgOptionsError(f'--cfg-options {problem}')
+        warn_stale_variables(cfg, loaded)
     return cfg
 
 
@@ -157,93 +152,16 @@ def import_custom_modules(cfg: Config) -> None:
         raise ConfigError(_describe(cfg.filename, error)) from None
 
 
-def file_variables(path: Union[str, Path]) -> dict[str, ast.expr]:
-    """The top-level names a config file assigns a plain value (a number,
-    a string, a list or tuple of them), by name, with the value's node."""
-    text = Path(path).read_text()
-    # new-style configs import their bases as modules: left to mmengine
-    if 'read_base' in text:
-        return {}
-    try:
-        tree = ast.parse(text)
-    except SyntaxError:
-        return {}  # Config.fromfile reports it
-    found = {}
-    for node in tree.body:
-        name = _assigned_name(node)
-        if name and not name.startswith('_'):
-            try:
-                ast.literal_eval(node.value)
-            except (ValueError, TypeError, SyntaxError, RecursionError):
-                continue
-            found[name] = node.value
-    return found
-
-
 def _assigned_name(node: ast.stmt) -> Optional[str]:
-    """The name a statement ``name = value`` assigns, else None."""
-    if (
-        isinstance(node, ast.Assign)
-        and len(node.targets) == 1
-        and isinstance(node.targets[0], ast.Name)
-    ):
-        return node.targets[0].id
+    """The name a statement ``name = value`` (or ``name: T = value``)
+    assigns, else None."""
+    if isinstance(node, ast.AnnAssign) and node.value is not None:
+        targets = [node.target]
+    else:
+        targets = getattr(node, 'targets', [])
+    if len(targets) == 1 and isinstance(targets[0], ast.Name):
+        return targets[0].id
     return None
-
-
-def _read(path: str, variables: dict, import_custom_modules: bool) -> Config:
-    """``Config.fromfile(path)``, with the file's plain variables in
-    ``variables`` given new values: a copy of the file with them replaced
-    (and its relative ``_base_`` paths made absolute) is read instead."""
-    if not variables:
-        return Config.fromfile(
-            path, import_custom_modules=import_custom_modules
-        )
-    text = Path(path).read_text()
-    nodes = file_variables(path)
-    tree = ast.parse(text)
-    edits = [(nodes[name], repr(value)) for name, value in variables.items()]
-    for node in tree.body:
-        if _assigned_name(node) == '_base_':
-            edits.append((node.value, repr(_absolute_bases(node.value, path))))
-    # ast gives columns in UTF-8 bytes
-    source = text.encode()
-    line_starts = [0]
-    for line in source.splitlines(keepends=True):
-        line_starts.append(line_starts[-1] + len(line))
-    # from the end of the file, so that earlier positions stay valid
-    for node, new in sorted(
-        edits, key=lambda e: (e[0].lineno, e[0].col_offset), reverse=True
-    ):
-        start = line_starts[node.lineno - 1] + node.col_offset
-        end = line_starts[node.end_lineno - 1] + node.end_col_offset
-        source = source[:start] + new.encode() + source[end:]
-    with tempfile.TemporaryDirectory() as folder:
-        copy = osp.join(folder, osp.basename(path))
-        Path(copy).write_bytes(source)
-        read = Config.fromfile(
-            copy, import_custom_modules=import_custom_modules
-        )
-        return Config(
-            read.to_dict(),
-            cfg_text=read.text,
-            filename=path,
-            env_variables=read.env_variables,
-        )
-
-
-def _absolute_bases(node: ast.expr, path: str) -> Union[str, list]:
-    """The ``_base_`` value of a config file with relative paths made
-    absolute (``mmpretrain::`` bases kept)."""
-    folder = osp.dirname(osp.abspath(path))
-    value = ast.literal_eval(node)
-
-    def absolute(base: str) -> str:
-        return base if '::' in base else osp.join(folder, base)
-
-    if isinstance(value, str):
-        return absolute(value)
-    return [absolute(base) for base in value]
 
 
 def nearest(
@@ -333,17 +251,29 @@ def _leaves(value: Any, path: str = '') -> Iterator[tuple[str, Any]]:
         yield from _leaves(child, dotted)
 
 
-def stale_variables(
-    cfg: Config, loaded: Config, merged_by: Optional[str] = None
-) -> Optional[str]:
-    """Why a top-level value changed since the config was read from its
-    file (``loaded``) while the keys named like it still hold the old
-    value, or None: a config file's variables are read when the file is
-    loaded, so ``--cfg-options data_root=x`` in a tool that merges options
-    into the loaded config leaves ``train_dataloader.dataset.data_root``
-    as it was. ``merged_by``: the file whose variables
-    :func:`load_config` replaced (the stale variable was set in one of its
-    bases), else None (a tool that merges every option)."""
+def environment_variable(text: str, name: str) -> Optional[str]:
+    """The environment variable that a config's ``text`` (its file and
+    bases, as ``Config.text`` holds them) assigns the top-level ``name``
+    from (``num_classes = {{'$NUM_CLASSES:3'}}``: mmengine's
+    substitution), or None (the last assignment, the file's own, wins)."""
+    # the file's own assignment comes after its bases'
+    assigned = re.findall(
+        rf'^{re.escape(name)}\s*(?::[^=\n]*)?=(.*)', text or '', re.M
+    )
+    found = re.search(
+        r'\{\{[\'"]?\s*\$(\w+)\s*:', assigned[-1] if assigned else ''
+    )
+    return found.group(1) if found else None
+
+
+def stale_variables(cfg: Config, loaded: Config) -> Optional[str]:
+    """The warning line for a top-level value changed since the config was
+    read (``loaded``) while the keys named like it still hold the old
+    value, or None: a config file's variables are used when the file is
+    read, so ``--cfg-options data_root=x`` sets ``data_root`` only, and
+    ``train_dataloader.dataset.data_root`` keeps what the file gave it
+    (as in every tool that merges options with mmengine). The line names
+    the environment variable the file reads the value from, if any."""
     for name, value in cfg.items():
         old = loaded.get(name)
         if (
@@ -359,24 +289,30 @@ def stale_variables(
             for key, held in _leaves(child, top)
             if key.rsplit('.', 1)[-1] == name and held == old
         ]
-        if stale:
-            keys = few(stale)
-            if merged_by:
-                return (
-                    f'{name}={value!r} does not reach {keys}, which '
-                    f'a base config of {merged_by} set from {name}={old!r}; '
-                    f'--cfg-options replaces the variables of '
-                    f'{osp.basename(merged_by)} itself, not of its bases: '
-                    'set those keys instead.'
-                )
-            return (
-                f'{name}={value!r} does not reach {keys}, which the '
-                f'file set from {name}={old!r} when it was loaded; set '
-                f'those keys instead, or use tools/train.py, whose '
-                f'--cfg-options {name}=... reaches every key the file set '
-                'from it.'
-            )
+        if not stale:
+            continue
+        variable = environment_variable(loaded.text, name)
+        fix = (
+            f'set {variable}={value} in the environment instead (the '
+            f'config reads {name} from it), or set those keys'
+            if variable
+            else 'set those keys instead'
+        )
+        return (
+            f'--cfg-options {name}={value!r} sets {name} only: {few(stale)} '
+            f'keep {old!r}, which the file set from {name} when it was '
+            f'read; {fix}.'
+        )
     return None
+
+
+def warn_stale_variables(cfg: Config, loaded: Config) -> None:
+    """Log the line of :func:`stale_variables`, if any, as a warning."""
+    warning = stale_variables(cfg, loaded)
+    if warning:
+        from mmengine.logging import print_log
+
+        print_log(warning, logger='current', level=logging.WARNING)
 
 
 def _schedulers(cfg: Config) -> list[tuple[int, dict]]:
@@ -549,8 +485,10 @@ def _arguments(cls: type) -> Optional[set[str]]:
 
 
 def _built_dicts(cfg: Config) -> Iterator[tuple[str, dict, str]]:
-    """``(dotted key, dict, registry name)`` of the dicts of a config that
-    the Runner builds from a registry: the loops, hooks and the model."""
+    """``(dotted key, dict, kind)`` of the dicts of a config that the
+    Runner builds from a registry: the loops, hooks, the model, the
+    optimizer, the parameter schedulers and the datasets (those a dataset
+    wrapper holds too)."""
     train_cfg = cfg.get('train_cfg')
     if isinstance(train_cfg, dict):
         yield 'train_cfg', train_cfg, 'loop'
@@ -565,6 +503,15 @@ def _built_dicts(cfg: Config) -> Iterator[tuple[str, dict, str]]:
             yield f'custom_hooks.{index}', hook, 'hook'
     if isinstance(cfg.get('model'), dict):
         yield 'model', cfg.model, 'model'
+    optimizer = entry(cfg, 'optim_wrapper', 'optimizer')
+    if isinstance(optimizer, dict):
+        yield 'optim_wrapper.optimizer', optimizer, 'optimizer'
+    for index, scheduler in _schedulers(cfg):
+        yield f'param_scheduler.{index}', scheduler, 'param scheduler'
+    for loader in ('train_dataloader', 'val_dataloader', 'test_dataloader'):
+        dataset = entry(cfg, loader, 'dataset')
+        for key, item in dataset_configs(f'{loader}.dataset', dataset):
+            yield key, item, 'dataset'
 
 
 def _loop_class(key: str, loop: dict) -> Optional[str]:
@@ -606,32 +553,38 @@ def argument_problem(
 
 
 def misspelt_keys(cfg: Config) -> Optional[str]:
-    """Why a key of the config's loops, hooks or model (at any depth of
-    the model) is no argument of the class it goes to, with the closest
-    argument, or None (the classes from the registries: the models must
-    be imported). Classes that are not registered, or that pass open
-    ``**kwargs`` on, are left to their builders; the optimizer, scheduler
-    and dataset keys are :func:`misspelt_arguments`'."""
+    """Why a key of the config's loops, hooks, model (at any depth),
+    optimizer, parameter schedulers or datasets is no argument of the
+    class it goes to, with the closest argument, or None. The class is the
+    one the registry of the config's scope will build, after the
+    ``custom_imports`` and the plugin are imported (a user's class
+    registered over a stock name is judged by its own arguments), read by
+    ``inspect``. Classes that are not registered, or that pass open
+    ``**kwargs`` on, are left to their builders."""
     from mmengine import registry
 
     registries = {
         'loop': registry.LOOPS,
         'hook': registry.HOOKS,
         'model': registry.MODELS,
+        'optimizer': registry.OPTIMIZERS,
+        'param scheduler': registry.PARAM_SCHEDULERS,
+        'dataset': registry.DATASETS,
     }
-    scope = cfg.get('default_scope')
     pending = list(_built_dicts(cfg))
     while pending:
         key, item, kind = pending.pop(0)
         name = _loop_class(key, item) if kind == 'loop' else item.get('type')
-        if not isinstance(name, str):
-            continue
-        with registries[kind].switch_scope_and_registry(scope) as found:
-            try:
-                cls = found.get(name)
-            # the builder reports what cannot be found
-            except Exception:
-                cls = None
+        if isinstance(name, str):
+            scope = item.get('_scope_', cfg.get('default_scope'))
+            with registries[kind].switch_scope_and_registry(scope) as found:
+                try:
+                    cls = found.get(name)
+                # the builder reports what cannot be found
+                except Exception:
+                    cls = None
+        else:
+            cls = name  # a class itself (a config of read_base())
         if cls is None or not inspect.isclass(cls):
             continue
         accepted = _arguments(cls)
@@ -663,44 +616,6 @@ def dataset_configs(key: str, dataset: Any) -> Iterator[tuple[str, dict]]:
     yield from dataset_configs(f'{key}.dataset', dataset.get('dataset'))
     for index, child in enumerate(dataset.get('datasets') or ()):
         yield from dataset_configs(f'{key}.datasets.{index}', child)
-
-
-def _source_built_dicts(cfg: Config) -> Iterator[tuple[str, dict, str]]:
-    """``(dotted key, dict, kind)`` of the optimizer, the parameter
-    schedulers and the datasets of a config."""
-    optimizer = entry(cfg, 'optim_wrapper', 'optimizer')
-    if isinstance(optimizer, dict):
-        yield 'optim_wrapper.optimizer', optimizer, 'optimizer'
-    for index, scheduler in _schedulers(cfg):
-        yield f'param_scheduler.{index}', scheduler, 'param scheduler'
-    for loader in ('train_dataloader', 'val_dataloader', 'test_dataloader'):
-        dataset = entry(cfg, loader, 'dataset')
-        for key, item in dataset_configs(f'{loader}.dataset', dataset):
-            yield key, item, 'dataset'
-
-
-def misspelt_arguments(cfg: Config) -> Optional[str]:
-    """Why a key of the config's optimizer, parameter schedulers or
-    datasets (those a dataset wrapper holds too) is no argument of its
-    class, with the closest argument, or None. The arguments are read
-    from the classes' source (:mod:`.signatures`): no import of torch,
-    mmengine's optimizers or mmpretrain's datasets."""
-    from .signatures import class_arguments
-
-    scope = cfg.get('default_scope') or 'mmpretrain'
-    for key, item, kind in _source_built_dicts(cfg):
-        name = item.get('type')
-        if not isinstance(name, str):
-            continue
-        accepted = class_arguments(kind, scope, name)
-        if accepted is None:
-            continue
-        problem = argument_problem(
-            key, item, name.split('.')[-1], accepted, kind
-        )
-        if problem:
-            return problem
-    return None
 
 
 def arch_problem(cfg: Config) -> Optional[str]:
@@ -762,28 +677,35 @@ def topk_problem(cfg: Config) -> Optional[str]:
 
 
 def set_from(cfg: Any, key: str) -> Optional[str]:
-    """The config variable (a plain top-level name of the config file)
-    that the dotted ``key`` was set from (``num_classes`` for
-    ``model.head.num_classes``), or None where the file sets the key
-    another way, or a base config sets it."""
+    """What sets the dotted ``key`` (``model.head.num_classes``) where
+    the config file sets it from a top-level variable of its own: the
+    environment variable the file reads that variable from
+    (``NUM_CLASSES``), else the variable (``num_classes``); None where the
+    file sets the key another way, a base config sets it, or the key was
+    given another value since."""
     filename = getattr(cfg, 'filename', None)
     if not filename or not osp.isfile(filename):
         return None
-    variables = file_variables(filename)
     try:
-        tree = ast.parse(Path(filename).read_text())
+        text = Path(filename).read_text()
+        tree = ast.parse(text)
     except (OSError, SyntaxError, ValueError):
         return None
+    variables = {
+        _assigned_name(statement): statement.value for statement in tree.body
+    }
     top, *rest = key.split('.')
-    node = None
-    for statement in tree.body:
-        if _assigned_name(statement) == top:
-            node = statement.value
+    node = variables.get(top)
     for part in rest:
         node = _literal_child(node, part)
-    if isinstance(node, ast.Name) and node.id in variables:
-        return node.id
-    return None
+    if not isinstance(node, ast.Name) or node.id not in variables:
+        return None
+    held: Any = cfg
+    for part in key.split('.'):
+        found, held = _child(held, part)
+    if not found or held != cfg.get(node.id):
+        return None  # set since, not from the variable
+    return environment_variable(text, node.id) or node.id
 
 
 def _literal_child(node: Optional[ast.expr], part: str) -> Optional[ast.expr]:

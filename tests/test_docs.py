@@ -125,9 +125,10 @@ def blocks() -> list[Block]:
 
 
 def commands_and_samples(body: str) -> list[tuple[list[str], list[str]]]:
-    """The commands of a shell block, continuation lines joined, comments
-    and environment assignments dropped; each with the comment lines under
-    it (its output sample, without the ``# ``)."""
+    """The commands of a shell block, continuation lines joined and
+    comments dropped, with their leading environment assignments
+    (:func:`environment`); each with the comment lines under it (its
+    output sample, without the ``# ``)."""
     found: list[tuple[list[str], list[str]]] = []
     for line in body.replace('\\\n', ' ').splitlines():
         if line.lstrip().startswith('#'):
@@ -138,11 +139,28 @@ def commands_and_samples(body: str) -> list[tuple[list[str], list[str]]]:
             words = shlex.split(line, comments=True)
         except ValueError:  # an unbalanced quote in a prose-like line
             words = line.split()
-        while words and re.match(r'^\[?[A-Z_]+=', words[0]):
-            words.pop(0)
-        if words:
+        if environment(words)[1]:
             found.append((words, []))
     return found
+
+
+def environment(words: list[str]) -> tuple[dict[str, str], list[str]]:
+    """A command's leading ``NAME=value`` assignments, and the rest."""
+    env = {}
+    while words and re.match(r'^\[?[A-Z_]+=', words[0]):
+        name, _, value = words[0].partition('=')
+        if not name.startswith('['):  # [GPUS=8]: a synopsis
+            env[name] = value
+        words = words[1:]
+    return env, words
+
+
+def with_environment(words: list[str], monkeypatch) -> list[str]:
+    """The command without its environment assignments, which are set."""
+    env, words = environment(words)
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    return words
 
 
 def shell_commands(body: str) -> list[list[str]]:
@@ -193,6 +211,7 @@ def parse_with_the_tool(tool: Path, args: list[str], monkeypatch) -> None:
 
 
 def dry_run_command(words: list[str], monkeypatch) -> None:
+    words = with_environment(words, monkeypatch)
     if words[0] in INSTALLERS or words[:2] in (['mim', 'install'],):
         return
     if words[0] in ('python', 'python3') and words[1:2] in (['-m'], ['-c']):
@@ -228,6 +247,7 @@ def dry_run_command(words: list[str], monkeypatch) -> None:
 
 
 def run_command(words: list[str], extra: list[str], monkeypatch) -> str:
+    words = with_environment(words, monkeypatch)
     tool = _tool_path(words)
     assert tool is not None, f'not a tool command: {words}'
     monkeypatch.syspath_prepend(str(tool.parent))
@@ -358,7 +378,7 @@ def test_the_pages_have_blocks():
     assert {b.page.name for b in BLOCKS} >= {'README.md', 'analysis.md'}
 
 
-def test_onnx_snippet_classifies_an_image_file(tmp_path, capsys):
+def test_onnx_snippet_classifies_an_image_file(tmp_path, capsys, monkeypatch):
     """deployment.md's onnxruntime snippet, on a file exported from a
     checkpoint of four named classes and a 40x50 image: it reads the
     input from the file's metadata alone and gives PyTorch's logits."""
@@ -377,10 +397,8 @@ def test_onnx_snippet_classifies_an_image_file(tmp_path, capsys):
         if b.page.name == 'deployment.md' and 'custom_metadata_map' in b.body
     ]
     names = ['ant', 'bee', 'cat', 'dog']
-    cfg = load_config(
-        ROOT / 'configs' / 't2t-vit-lite_1xb64_custom-32px.py',
-        {'num_classes': len(names)},
-    )
+    monkeypatch.setenv('NUM_CLASSES', str(len(names)))
+    cfg = load_config(ROOT / 'configs' / 't2t-vit-lite_1xb64_custom-32px.py')
     checkpoint = tmp_path / 'epoch_1.pth'
     model = load_model(cfg)
     torch.save(
@@ -442,7 +460,7 @@ def own_images_commands(page: str) -> list[list[str]]:
 
 
 @pytest.mark.slow
-def test_own_images_flow_as_documented(tmp_path):
+def test_own_images_flow_as_documented(tmp_path, monkeypatch):
     """README's and custom_data.md's two commands on 10 generated class
     folders (at a tiny width, two epochs), then every command the run's
     summary prints, the drawing and analysis tools, and an export with the
@@ -463,14 +481,15 @@ def test_own_images_flow_as_documented(tmp_path):
 
     def ours(words: list[str]) -> list[str]:
         return [
-            word.replace('data_root=data/custom', f'data_root={root}')
-            .replace('num_classes=3', 'num_classes=10')
+            word.replace('DATA_ROOT=data/custom', f'DATA_ROOT={root}')
+            .replace('NUM_CLASSES=3', 'NUM_CLASSES=10')
             .replace(documented, str(work))
             .replace('epoch_12', 'epoch_2')
             for word in words
         ]
 
     def run(words: list[str], *extra) -> str:
+        words = with_environment(words, monkeypatch)
         assert words[0] == 'python'
         result = run_main(
             words[1].removeprefix('tools/')[:-3], *words[2:], *extra
@@ -479,9 +498,15 @@ def test_own_images_flow_as_documented(tmp_path):
         return result.stdout
 
     train, test = (ours(words) for words in commands)
+    assert environment(train)[0] == {
+        'DATA_ROOT': str(root),
+        'NUM_CLASSES': '10',
+    }
+    monkeypatch.setenv('MAX_EPOCHS', '2')
+    monkeypatch.setenv('WARMUP_EPOCHS', '1')
     trained = run(
         train, '--work-dir', work, '--cfg-options', *TINY_LITE,
-        'max_epochs=2', 'warmup_epochs=1', 'train_dataloader.batch_size=8',
+        'train_dataloader.batch_size=8',
     )  # fmt: skip
     saved = work / 't2t-vit-lite_1xb64_custom-32px.py'
     assert test[2:4] == [str(saved), str(work / 'epoch_2.pth')]
@@ -515,7 +540,7 @@ def test_own_images_flow_as_documented(tmp_path):
     out = ['--out-dir', tmp_path / 'vis']
     run(['python', 'tools/visualization/vis_attention.py', str(root / 'val'),
          str(saved), checkpoint, *out])  # fmt: skip
-    option = ['--cfg-options', 'num_classes=10', *TINY_LITE]
+    option = ['--cfg-options', *TINY_LITE]  # with NUM_CLASSES=10
     run(['python', 'tools/visualization/vis_features.py', image, recipe,
          checkpoint, *out, *option])  # fmt: skip
     run(['python', 'tools/deployment/pytorch2onnx.py', recipe, checkpoint,
@@ -526,7 +551,8 @@ def test_own_images_flow_as_documented(tmp_path):
     run(['python', 'tools/analysis_tools/benchmark.py', str(saved),
          '--iters', '1', '--rounds', '1', '--warmup', '0',
          '--batch-size', '2'])  # fmt: skip
-    # the recipe's 3 classes: the line names the saved config and option
+    # the recipe's 3 classes: the line names the saved config and variable
+    monkeypatch.delenv('NUM_CLASSES')
     refused = run_main(
         'visualization/vis_features', image, recipe, checkpoint, *out,
         '--cfg-options', *TINY_LITE,
@@ -535,5 +561,5 @@ def test_own_images_flow_as_documented(tmp_path):
     assert refused.stderr.strip() == (
         f'error: The checkpoint {checkpoint} classifies 10 classes, this '
         "model's head 3 (num_classes); give the tool the config its run "
-        f'saved, {saved}, or add --cfg-options num_classes=10.'
+        f'saved, {saved}, or set NUM_CLASSES=10 before it.'
     )

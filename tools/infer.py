@@ -57,7 +57,7 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
         'of class folders the model knows: the accuracy of each class and '
         'a few misclassified images)',
     )
-    add_cfg_options(parser, 'num_classes=10')
+    add_cfg_options(parser)
     args = parse_tool_args(parser, argv)
     if args.topk < 1:
         parser.error(f'--topk must be at least 1, got {args.topk}')

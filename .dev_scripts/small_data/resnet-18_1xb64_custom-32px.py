@@ -9,7 +9,8 @@ model = dict(
     head=dict(
         _delete_=True,
         type='LinearClsHead',
-        num_classes=3,  # the number of class folders, as in the recipe
+        # the number of class folders, as in the recipe
+        num_classes={{'$NUM_CLASSES:3'}},
         in_channels=512,
         loss=dict(
             type='LabelSmoothLoss', label_smooth_val=0.1, mode='original'

@@ -31,8 +31,11 @@ def test_every_mistake_is_one_line_without_a_work_dir():
         assert re.fullmatch(r'\d+\.\d\d', seconds)
     said = {row[0][2:]: row[5] for row in rows}
     assert "did you mean 'lr'?" in said['optimizer key']
-    assert 'set num_classes=10' in said['class folders against num_classes']
-    assert 'warmup_epochs=2' in said['warm-up longer than training']
+    assert 'set NUM_CLASSES=10' in said['class folders against num_classes']
+    assert (
+        'WARMUP_EPOCHS=2 must be below MAX_EPOCHS=1'
+        in (said['warm-up longer than training'])
+    )
     assert 'optim_wrapper.optimizer.lr' in said['top-level lr=']
     assert (
         'did you mean configs/t2t-vit-lite_1xb64_custom-32px.py'

@@ -36,9 +36,9 @@ def check_arguments(prog: str, args: argparse.Namespace) -> int:
 
 def check_model_keys(cfg: Config) -> Config:
     """``cfg`` of :func:`~t2t_preflight.arguments.read_model_config`
-    with its ``custom_imports`` imported, once no key of its model is
-    misspelt (:func:`~t2t_preflight.config.misspelt_keys`, against the
-    registered classes, with the nearest key). Raises
+    with its ``custom_imports`` imported, once no key of a dict it builds
+    is misspelt (:func:`~t2t_preflight.config.misspelt_keys`, against the
+    classes the registries build, with the nearest key). Raises
     :class:`~t2t_preflight.config.ConfigError` with one line."""
     import_custom_modules(cfg)
     problem = misspelt_keys(cfg)

@@ -10,7 +10,7 @@ from typing import Any, Callable, Optional
 from rich.console import Console
 from rich.progress import track
 
-from t2t_preflight.config import ConfigError, file_variables
+from t2t_preflight.config import ConfigError, environment_variable
 
 from ..engine.checkpoint import CheckpointError, CheckpointMismatchError
 from ..engine.distributed import LaunchError
@@ -58,7 +58,8 @@ def run_config_advice(checkpoint: str, classes: int, config: str) -> str:
     """What to give a tool that only runs a model for a checkpoint of
     ``classes`` classes that ``config`` does not have: the config its run
     saved beside it (mmengine writes it to the work dir, with the options
-    the run was given), or the option that sets the number."""
+    the run was given), or the environment variable or option that sets
+    the number."""
     folder = os.path.dirname(os.path.abspath(checkpoint))
     saved = sorted(
         name
@@ -70,12 +71,15 @@ def run_config_advice(checkpoint: str, classes: int, config: str) -> str:
         run = f'the config its run saved, {path}, '
     else:
         run = 'the config its run saved in the work dir '
-    key = (
-        'num_classes'
-        if os.path.isfile(config) and 'num_classes' in file_variables(config)
-        else 'model.head.num_classes'
+    if os.path.isfile(config):
+        with open(config, encoding='utf-8') as file:
+            variable = environment_variable(file.read(), 'num_classes')
+        if variable:
+            return f'give the tool {run}or set {variable}={classes} before it'
+    return (
+        f'give the tool {run}or add --cfg-options '
+        f'model.head.num_classes={classes}'
     )
-    return f'give the tool {run}or add --cfg-options {key}={classes}'
 
 
 def running_line(error: BaseException, config: str, checkpoint: str) -> str:

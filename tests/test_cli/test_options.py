@@ -88,12 +88,15 @@ def read_checked(options, checkpoint):
     return check_model_keys(read_model_config(LITE, options, checkpoint))
 
 
-def test_the_config_of_a_run_only_tool_takes_the_file_variables(tmp_path):
-    """num_classes reaches the head and the data preprocessor, as in a
+def test_the_config_of_a_run_only_tool_takes_the_recipe_variables(
+    tmp_path, monkeypatch
+):
+    """NUM_CLASSES reaches the head and the data preprocessor, as in a
     training; an existing checkpoint passes."""
     checkpoint = tmp_path / 'epoch_2.pth'
     checkpoint.write_bytes(b'')
-    cfg = read_checked({'num_classes': 10}, str(checkpoint))
+    monkeypatch.setenv('NUM_CLASSES', '10')
+    cfg = read_checked({}, str(checkpoint))
     assert cfg.model.head.num_classes == 10
     assert cfg.data_preprocessor.num_classes == 10
 

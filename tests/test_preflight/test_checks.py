@@ -23,8 +23,10 @@ from ..helpers import (
     answer_before_models,
     as_dict,
     door,
+    last_line,
     one_line,
     run_main,
+    run_mmpretrain_tool,
     tool_env,
     write_class_folders,
 )
@@ -72,13 +74,6 @@ def test_the_plugin_uses_the_light_modules_themselves():
          "model.backbone.arch: Unknown T2T-ViT arch 't-15'; choose one of "
          f'{ARCHS} (also as t2t-vit-NAME, any case, NAME@384 at 384 px) or '
          'pass a dict.'),
-        (['optim_wrapper.optimizer.lrr=0.1'], 1,
-         "optim_wrapper.optimizer.lrr: AdamW takes no argument 'lrr'; did "
-         "you mean 'lr'?"),
-        # a key its dict does not hold: the class's arguments
-        (['param_scheduler.1.T_mx=5'], 1,
-         "param_scheduler.1.T_mx: CosineAnnealingLR takes no argument "
-         "'T_mx'; did you mean 'T_max'?"),
         (['lr=0.1'], 2,
          f"Invalid options for {LITE}: --cfg-options lr: the config has no "
          "key 'lr'; it is set as optim_wrapper.optimizer.lr: give the full "
@@ -88,10 +83,10 @@ def test_the_plugin_uses_the_light_modules_themselves():
          "has no key 'batch_size'; it is set as train_dataloader.batch_size, "
          'val_dataloader.batch_size, test_dataloader.batch_size: give the '
          'full key.'),
-        (['warmup_epochs=20'], 1,
+        (['WARMUP_EPOCHS=20'], 1,
          'param_scheduler.1: the CosineAnnealingLR begins at epoch 20 and '
-         'ends at epoch 12 (train_cfg.max_epochs=12); warmup_epochs=20 must '
-         'be below max_epochs=12 (a warm-up must be shorter than '
+         'ends at epoch 12 (train_cfg.max_epochs=12); WARMUP_EPOCHS=20 must '
+         'be below MAX_EPOCHS=12 (a warm-up must be shorter than '
          'training).'),
         (['val_evaluator.topk=(1,5)'], 1,
          'val_evaluator.topk=(1, 5) asks for top-5, but '
@@ -103,17 +98,23 @@ def test_the_plugin_uses_the_light_modules_themselves():
     ],
 )  # fmt: skip
 def test_config_mistakes_are_answered_before_the_models(
-    options, code, message, tmp_path
+    options, code, message, tmp_path, monkeypatch
 ):
     root = write_class_folders(tmp_path / 'data', 3)
+    env = [option for option in options if option.isupper()]
+    for name, _, value in (option.partition('=') for option in env):
+        monkeypatch.setenv(name, value)
+    options = [option for option in options if option not in env]
     stderr, stdout = answer_before_models(
         'train', LITE, '--work-dir', tmp_path / 'work', '--cfg-options',
-        f'data_root={root}', *options, cwd=tmp_path,
+        *loader_root(root), *options, cwd=tmp_path,
     )  # fmt: skip
     assert stderr == message
-    assert stdout == [f'exit {code}', 'imported False False False']
+    # mmengine's logger, which says an environment variable was used,
+    # imports torch
+    assert stdout[-2:] == [f'exit {code}', f'imported False False {bool(env)}']
     assert not (tmp_path / 'work').exists()
-    if code == 1 and not options[0].startswith('warmup_epochs'):
+    if code == 1:
         # the Runner of the config's runner_type (mmpretrain's tools merge
         # options into the loaded config: the keys, not the variables)
         with pytest.raises(t2t_preflight.ConfigError) as error:
@@ -126,7 +127,7 @@ def test_config_mistakes_are_answered_before_the_models(
 def test_missing_files_and_configs_are_answered_before_the_models(tmp_path):
     root = write_class_folders(tmp_path / 'data', 3)
     work = ['--work-dir', tmp_path / 'work']
-    data = ['--cfg-options', f'data_root={root}']
+    data = ['--cfg-options', *loader_root(root)]
     expected = (
         'Checkpoint not found: expected missing.pth (see '
         'docs/training.md#training).'
@@ -213,43 +214,99 @@ def test_run_only_tools_answer_before_the_models(tmp_path, tool, mistake):
     assert not out.exists()
 
 
-def base_with_typo(tmp_path: Path) -> Path:
-    """A config whose base config misspells the training set's
-    ``data_prefix`` (so the training set reads the split folders)."""
-    text = Path(LITE).read_text()
-    text = text.replace(
-        "'./_base_/default_runtime.py'",
-        repr(str(ROOT / 'configs' / '_base_' / 'default_runtime.py')),
-    ).replace("data_prefix='train'", "data_prefx='train'", 1)
-    (tmp_path / 'base.py').write_text(text)
-    config = tmp_path / 'mine.py'
-    config.write_text("_base_ = ['base.py']\n")
-    return config
-
-
-def test_a_key_misspelt_in_a_base_config_is_named_before_class_advice(
-    tmp_path,
+@pytest.mark.parametrize(
+    'option, message',
+    [
+        ('optim_wrapper.optimizer.lrr=0.1',
+         "optim_wrapper.optimizer.lrr: AdamW takes no argument 'lrr'; did "
+         "you mean 'lr'?"),
+        # a key its dict does not hold: the class's arguments
+        ('param_scheduler.1.T_mx=5',
+         "param_scheduler.1.T_mx: CosineAnnealingLR takes no argument "
+         "'T_mx'; did you mean 'T_max'?"),
+        ('train_dataloader.dataset.with_labels=True',
+         'train_dataloader.dataset.with_labels: CustomDataset takes no '
+         "argument 'with_labels'; did you mean 'with_label'?"),
+    ],
+)  # fmt: skip
+def test_a_key_its_class_does_not_take_is_answered_after_the_import(
+    option, message, tmp_path
 ):
-    config = base_with_typo(tmp_path)
+    """From the class the registry builds (after the models' import),
+    before a work dir is made: our train tool, and the Runner of the
+    config's runner_type as mmpretrain's tools build it."""
     root = write_class_folders(tmp_path / 'data', 3)
-    expected = (
-        'train_dataloader.dataset.data_prefx: CustomDataset takes no '
-        "argument 'data_prefx'; did you mean 'data_prefix'?"
-    )
-    # data_root is a variable of the base: each loader's key is set
-    stderr, stdout = answer_before_models(
-        'train', config, '--work-dir', tmp_path / 'work', '--cfg-options',
-        *loader_root(root), cwd=tmp_path,
+    options = [*loader_root(root), option]
+    result = run_main(
+        'train', LITE, '--work-dir', tmp_path / 'work',
+        '--cfg-options', *options,
     )  # fmt: skip
-    assert stderr == expected
-    assert stdout == ['exit 1', 'imported False False False']
-    # the Runner of the config's runner_type, as mmpretrain's tools build it
+    assert (result.returncode, result.stderr) == (1, f'{message}\n')
     with pytest.raises(t2t_preflight.ConfigError) as error:
-        door(str(config), as_dict(loader_root(root)), tmp_path / 'door',
-             build=RUNNERS.build)  # fmt: skip
-    assert str(error.value) == expected
+        door(LITE, as_dict(options), tmp_path / 'door', build=RUNNERS.build)
+    assert str(error.value) == message
     assert not (tmp_path / 'work').exists()
     assert not (tmp_path / 'door').exists()
+
+
+# A user's AdamW, registered over the stock name, with an argument of its
+# own and the others passed on to torch's
+OWN_ADAMW = """
+import torch
+from mmpretrain.registry import OPTIMIZERS
+
+
+@OPTIMIZERS.register_module(name='AdamW', force=True)
+class FlaggedAdamW(torch.optim.AdamW):
+    def __init__(self, params, flag=0.0, **kwargs):
+        super().__init__(params, **kwargs)
+        self.flag = flag
+"""
+
+
+@pytest.mark.parametrize(
+    'option, message',
+    [
+        ('optim_wrapper.optimizer.flag=0.5', None),
+        ('optim_wrapper.optimizer.lrr=0.1',
+         "optim_wrapper.optimizer.lrr: FlaggedAdamW takes no argument "
+         "'lrr'; did you mean 'lr'?"),
+    ],
+)  # fmt: skip
+def test_a_class_registered_over_a_stock_name_is_judged_by_its_arguments(
+    option, message, tmp_path, monkeypatch
+):
+    """The class the registry builds, after the config's custom_imports:
+    its own argument is taken, a misspelt one it passes on to torch's
+    AdamW is answered; our train tool and mmpretrain's."""
+    from mmpretrain.registry import OPTIMIZERS
+
+    from ..test_tools.test_config_overrides import runner_configs
+
+    # the stock AdamW (torch's, from mmengine's registry) comes back after
+    monkeypatch.setitem(OPTIMIZERS._module_dict, 'AdamW', None)
+    module = f'own_adamw_{tmp_path.name}'
+    (tmp_path / f'{module}.py').write_text(OWN_ADAMW)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    config = tmp_path / 'mine.py'
+    config.write_text(
+        f'_base_ = [{LITE!r}]\n'
+        f"custom_imports = dict(imports=['t2t_plugin', {module!r}])\n"
+    )
+    root = write_class_folders(tmp_path / 'data', 3)
+    options = ['--cfg-options', *loader_root(root), option]
+    kept = runner_configs(monkeypatch)
+    ours = run_main('train', config, '--work-dir', tmp_path / 'a', *options)
+    theirs = run_mmpretrain_tool(
+        'train', config, '--work-dir', tmp_path / 'b', *options
+    )
+    assert OPTIMIZERS.get('AdamW').__name__ == 'FlaggedAdamW'
+    if message is None:
+        assert len(kept) == 2  # both reached the Runner
+    else:
+        assert not kept
+        assert (ours.returncode, ours.stderr) == (1, f'{message}\n')
+        assert last_line(theirs.stderr).endswith(f'ConfigError: {message}')
 
 
 def test_one_class_folder_is_refused_before_the_first_step(tmp_path):
@@ -260,45 +317,43 @@ def test_one_class_folder_is_refused_before_the_first_step(tmp_path):
     )
     ours = run_main(
         'train', LITE, '--work-dir', tmp_path / 'work', '--cfg-options',
-        f'data_root={root}',
+        *loader_root(root),
     )  # fmt: skip
     assert ours.returncode == 1 and one_line(ours.stderr) == expected
     assert not (tmp_path / 'work').exists()
     # mmengine's own Runner: the run's hook says the same
-    options = as_dict([f'data_root={root}'] + loader_root(root))
+    options = as_dict(loader_root(root))
     assert str(door(LITE, options, tmp_path / 'door')) == expected
     # our tools ask before the Runner only for a run that has the hook
-    cfg = load_config(LITE, {'data_root': str(root)})
+    cfg = load_config(LITE, options)
     assert class_folder_problem(cfg, ['train_dataloader']) == expected
     cfg.default_hooks.pop('run_check')
     assert class_folder_problem(cfg, ['train_dataloader']) is None
 
 
 def loader_root(root: Path) -> list:
-    """mmpretrain's tools merge ``data_root`` alone: every loader's key."""
+    """Every loader's ``data_root`` (the recipe's ``DATA_ROOT`` sets them
+    too, but its logger imports torch)."""
     return [
         f'{loader}.dataset.data_root={root}'
         for loader in ('train_dataloader', 'val_dataloader', 'test_dataloader')
     ]
 
 
-def quick(root: Path, *extra: str) -> list:
-    """``--cfg-options`` of one tiny epoch of the small-image recipe."""
-    return [
-        f'data_root={root}',
-        'max_epochs=1',
-        'warmup_epochs=0',
-        'train_dataloader.batch_size=2',
-        *extra,
-    ]
+def quick(env, root: Path, *extra: str) -> list:
+    """``--cfg-options`` of one tiny epoch of the small-image recipe, its
+    environment variables set with the monkeypatch ``env``."""
+    env.setenv('MAX_EPOCHS', '1')
+    env.setenv('WARMUP_EPOCHS', '0')
+    return [*loader_root(root), 'train_dataloader.batch_size=2', *extra]
 
 
-def test_no_warm_up_on_a_quick_subset_trains(tmp_path):
+def test_no_warm_up_on_a_quick_subset_trains(tmp_path, monkeypatch):
     root = write_class_folders(tmp_path / 'data', 3)
     # the first 2 of 6 samples: one class of three, which is no empty folder
     result = run_main(
         'train', LITE, '--work-dir', tmp_path / 'work', '--cfg-options',
-        *quick(root, 'train_dataloader.dataset.indices=2'),
+        *quick(monkeypatch, root, 'train_dataloader.dataset.indices=2'),
     )  # fmt: skip
     assert result.returncode == 0, result.stderr[-2000:]
     log = next((tmp_path / 'work').glob('*/*.log')).read_text()
@@ -316,12 +371,12 @@ def test_no_warm_up_on_a_quick_subset_trains(tmp_path):
     ],
 )
 def test_a_run_that_stops_before_its_first_step_leaves_no_work_dir(
-    option, message, tmp_path
+    option, message, tmp_path, monkeypatch
 ):
     root = write_class_folders(tmp_path / 'data', 3)
     result = run_main(
         'train', LITE, '--work-dir', tmp_path / 'work', '--cfg-options',
-        *quick(root, option),
+        *quick(monkeypatch, root, option),
     )  # fmt: skip
     assert result.returncode == 1
     assert message in one_line(result.stderr)
@@ -350,7 +405,7 @@ def test_the_config_checks_run_once_per_door(tmp_path, monkeypatch):
     option = 'model.backbone.attn_init.type=foo'
     result = run_main(
         'train', LITE, '--work-dir', tmp_path / 'work', '--cfg-options',
-        *quick(root, option),
+        *quick(monkeypatch, root, option),
     )  # fmt: skip
     assert result.returncode == 1 and len(calls) == 1
     options = as_dict(loader_root(root) + [option])
@@ -368,7 +423,7 @@ def test_a_missing_checkpoint_is_one_line_through_every_door(tmp_path):
     root = write_class_folders(tmp_path / 'data', 3)
     ours = run_main(
         'test', LITE, missing, '--work-dir', tmp_path / 'work',
-        '--cfg-options', f'data_root={root}',
+        '--cfg-options', *loader_root(root),
     )  # fmt: skip
     assert ours.returncode == 1 and one_line(ours.stderr) == expected
     # mmengine's own Runner: CheckpointCheckHook
@@ -383,7 +438,10 @@ def test_a_missing_checkpoint_is_one_line_through_every_door(tmp_path):
     assert str(raised.value) == expected
 
 
-def test_a_variable_of_a_base_config_points_to_its_keys(tmp_path):
+def test_a_variable_of_a_base_config_is_merged_as_mmengine_does(tmp_path):
+    """--cfg-options max_epochs=3 on a config built on the recipe: the
+    top-level value only (as mmpretrain's tools merge it), one warning
+    line naming the keys and MAX_EPOCHS, and the run goes on."""
     base = (
         Path(LITE)
         .read_text()
@@ -395,15 +453,19 @@ def test_a_variable_of_a_base_config_points_to_its_keys(tmp_path):
     (tmp_path / 'base.py').write_text(base)
     config = tmp_path / 'mine.py'
     config.write_text("_base_ = ['base.py']\n")
+    cfg = load_config(config, {'max_epochs': 3})
+    assert (cfg.max_epochs, cfg.train_cfg.max_epochs) == (3, 12)
     result = run_main('train', config, '--cfg-options', 'max_epochs=3')
-    assert result.returncode == 2
-    assert one_line(result.stderr) == (
-        f'Invalid options for {config}: --cfg-options max_epochs=3 does not '
-        'reach train_cfg.max_epochs, which a base config of '
-        f'{config} set from max_epochs=12; --cfg-options replaces the '
-        'variables of mine.py itself, not of its bases: set those keys '
-        'instead.'
+    assert result.returncode == 1  # no data: the run went on to it
+    warned = [line for line in result.stdout.splitlines() if 'sets' in line]
+    assert len(warned) == 1
+    assert warned[0].endswith(
+        '--cfg-options max_epochs=3 sets max_epochs only: '
+        'train_cfg.max_epochs keep 12, which the file set from max_epochs '
+        'when it was read; set MAX_EPOCHS=3 in the environment instead (the '
+        'config reads max_epochs from it), or set those keys.'
     )
+    assert one_line(result.stderr).startswith('Dataset not found')
 
 
 def test_the_hooks_leave_what_the_pre_flight_answered(tmp_path, monkeypatch):
@@ -425,7 +487,7 @@ def test_the_hooks_leave_what_the_pre_flight_answered(tmp_path, monkeypatch):
     torch.save(dict(state_dict=model.state_dict(), meta=meta), checkpoint)
     ours = run_main(
         'test', LITE, checkpoint, '--work-dir', tmp_path / 'work',
-        '--cfg-options', f'data_root={root}',
+        '--cfg-options', *loader_root(root),
     )  # fmt: skip
     assert ours.returncode == 0, ours.stderr[-2000:]
     assert 'accuracy/top1: ' in ours.stdout

@@ -68,7 +68,7 @@ def parse_args(argv: Optional[list[str]] = None) -> argparse.Namespace:
         help='largest accepted difference to PyTorch',
     )
     add_max_tokens_argument(parser)
-    add_cfg_options(parser, 'num_classes=10')
+    add_cfg_options(parser)
     args = parse_tool_args(parser, argv)
     if args.batch_size < 1:
         parser.error(f'--batch-size must be positive, got {args.batch_size}.')

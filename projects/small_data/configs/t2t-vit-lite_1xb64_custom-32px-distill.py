@@ -8,9 +8,9 @@
 #       .dev_scripts/small_data/resnet-18_1xb64_custom-32px.py
 #
 # which writes work_dirs/resnet-18_1xb64_custom-32px/epoch_12.pth; then
-# train the student with this config (--cfg-options teacher_checkpoint=PATH
-# for another teacher). The student's checkpoints hold no teacher: they load
-# into the recipe's config for testing and deployment.
+# train the student with this config (TEACHER_CHECKPOINT=PATH before the
+# command for another teacher). The student's checkpoints hold no teacher:
+# they load into the recipe's config for testing and deployment.
 _base_ = ['../../../configs/t2t-vit-lite_1xb64_custom-32px.py']
 
 # run from the repository root, with it on the path (PYTHONPATH=.)
@@ -19,8 +19,10 @@ custom_imports = dict(
     allow_failed_imports=False,
 )
 
-teacher_checkpoint = 'work_dirs/resnet-18_1xb64_custom-32px/epoch_12.pth'
-num_classes = 3  # the number of class folders; the teacher's as well
+teacher_checkpoint = '{{$TEACHER_CHECKPOINT:work_dirs/resnet-18_1xb64_custom-32px/epoch_12.pth}}'  # noqa: E501
+# the number of class folders (NUM_CLASSES=... before the command); the
+# teacher's as well
+num_classes = {{'$NUM_CLASSES:3'}}
 
 model = dict(
     type='DistillationClassifier',

@@ -36,11 +36,11 @@ def test_class_folders_must_match_num_classes(folders, tmp_path):
     root = write_class_folders(tmp_path / 'data', folders)
     options = custom_options(root)
     names = ', '.join(f'c{i}' for i in range(folders))
-    # the line names the config's num_classes variable
+    # the line names the environment variable of the config's num_classes
     expected = (
         f'train_dataloader: the dataset has {folders} classes in '
         f'{root}/train ({names}), but model.head.num_classes=3; set '
-        f'num_classes={folders}, or give the dataset 3 class folders.'
+        f'NUM_CLASSES={folders}, or give the dataset 3 class folders.'
         if folders > 1
         else f'train_dataloader: the dataset has 1 class in {root}/train '
         '(c0); a classifier needs at least two, one folder of images each.'
