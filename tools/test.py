@@ -61,6 +61,7 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
     )
     for flag, text in (
         ('--tta', "test-time augmentation: the config's or horizontal flips"),
+        ('--amp', 'mixed precision: fp16 on CUDA, bf16 on CPU'),
         (
             '--verbose',
             'print the environment, the config and every log line here '
@@ -85,6 +86,8 @@ def merge_args(cfg: Config, args: argparse.Namespace) -> Config:
         )
     if args.tta:
         arguments.enable_tta(cfg)
+    if args.amp:  # as mmpretrain's: mmengine's TestLoop autocasts
+        cfg.test_cfg = {**(cfg.get('test_cfg') or {}), 'fp16': True}
     if args.no_pin_memory:
         cfg.test_dataloader.pin_memory = False
     return cfg

@@ -346,9 +346,10 @@ class SampleSeededRunner(Runner):
     averaged with the first run's).
 
     Before the work dir is made, :func:`t2t_preflight.check_config`
-    refuses what the config alone answers (a misspelt key, a config
-    variable that does not reach its keys, a missing checkpoint, ...) and
-    warns of a schedule that ends after training; what it (or a tool's
+    refuses what the config alone answers (a misspelt key, a missing
+    checkpoint, ...) and warns of a config variable given as an option
+    that does not reach its keys and of a schedule that ends after
+    training; what it (or a tool's
     pre-flight before it) answered is the public ``preflight``
     (:class:`t2t_preflight.Answered`), which the hooks do not judge again.
     A run that stops before its first iteration leaves nothing behind: the

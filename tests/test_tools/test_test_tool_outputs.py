@@ -245,3 +245,31 @@ def test_readable_hook_numbers_validation_pictures_by_epoch(tmp_path):
     assert sorted(p.name for p in vis.iterdir()) == [
         f'{index}_1.png' for index in (0, 100, 200, 300)
     ]
+
+
+def test_amp_tests_in_mixed_precision_as_mmpretrains_tool(tmp_path):
+    """--amp sets test_cfg.fp16, as mmpretrain's test.py: both tools give
+    the same bf16 scores on the CPU, which differ from float32's."""
+    weights = demo_weights(tmp_path)
+    scores = {}
+    for name, tool, extra in (
+        ('fp32', run_main, []),
+        ('ours', run_main, ['--amp']),
+        ('theirs', run_mmpretrain_tool, ['--amp']),
+    ):
+        out = tmp_path / f'{name}.pkl'
+        tested = tool(
+            'test', DEMO, weights, '--out', out,
+            '--work-dir', tmp_path / f'work-{name}', *extra,
+        )  # fmt: skip
+        assert tested.returncode == 0, tested.stderr[-3000:]
+        with open(out, 'rb') as f:
+            scores[name] = torch.stack(
+                [p['pred_score'] for p in pickle.load(f)]
+            )
+    torch.testing.assert_close(
+        scores['ours'], scores['theirs'], atol=0, rtol=0
+    )
+    # bf16 keeps 8 bits of mantissa: far from float32's scores, close enough
+    difference = (scores['ours'] - scores['fp32']).abs().max()
+    assert 1e-6 < difference < 0.1
