@@ -12,6 +12,8 @@ from .corpus import (
     DELIBERATE,
     Refused,
     build_runner,
+    fill,
+    get,
     prove_runner,
     resolve_host,
     resolve_ours,
@@ -50,20 +52,37 @@ def test_case(case, data, tmp_path, monkeypatch, registries):
     monkeypatch.chdir(tmp_path)
     monkeypatch.syspath_prepend(str(tmp_path))
     written = write_case(case, tmp_path, data)
+    for name, value in case.env:
+        monkeypatch.setenv(name, fill(value, written.fields))
     theirs = resolve_host(case.tool, written.argv, case.host)
-    try:
-        ours = resolve_ours(case.tool, written.argv)
-        if case.check is not None:
-            case.check(ours.to_dict(), theirs.to_dict(), written.fields)
-        else:
-            assert unexplained(ours, theirs, written.argv) == []
-        runner = build_runner(ours)
-    except (Refused, ValueError) as refusal:
-        # a file variable that cannot reach its keys may be refused
-        if not case.refusal_ok or case.refusal_ok not in str(refusal):
-            raise
-        assert len(str(refusal).strip().splitlines()) == 1, refusal
+    if case.refused:
+        with pytest.raises(Refused) as refusal:
+            resolve_ours(case.tool, written.argv)
+        refusal = str(refusal.value)
+        assert refusal.startswith('exit 2: ') and case.refused in refusal
+        assert len(refusal.splitlines()) == 1, refusal
         return
+    ours, warned = resolve_ours(case.tool, written.argv)
+    assert unexplained(ours, theirs, written.argv) == []
+    for key, value in case.holds:
+        if isinstance(value, str):
+            value = fill(value, written.fields)
+        assert (get(ours.to_dict(), key), get(theirs.to_dict(), key)) == (
+            value,
+            value,
+        ), key
+    # a file variable given by --cfg-options: one line names every key
+    # that keeps the value it was read with
+    stale = [line for line in warned if line.startswith('--cfg-options ')]
+    if case.stale:
+        assert len(stale) == 1 and '\n' not in stale[0], warned
+        assert [key for key in case.stale if key not in stale[0]] == []
+    else:
+        assert stale == []
+    if case.warns:
+        lines = [line for line in warned if line.startswith(case.warns)]
+        assert len(lines) == 1 and '\n' not in lines[0], warned
+    runner = build_runner(ours)
     if case.loads is not ...:
         expected = case.loads
         if expected is not None:
