@@ -1722,8 +1722,6 @@ CASES = [
         RECIPE % 'resnet/resnet18_8xb32_in1k.py',
         (*W, '--amp'),
         tool='test',
-        xfail="ours has no --amp option (mmpretrain's tools/test.py sets "
-        'test_cfg.fp16=True)',
     ),
     Case(
         'test_tta_flag',
