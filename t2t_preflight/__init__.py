@@ -9,11 +9,10 @@ folder or file before that. ``t2t_plugin`` uses it too: one reader, one
 check of each decision.
 """
 
-from .checks import Answered, check_config, preflight
+from .checks import check_config, preflight
 from .config import ConfigError, load_config
 
 __all__ = [
-    'Answered',
     'ConfigError',
     'check_config',
     'load_config',

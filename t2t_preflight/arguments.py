@@ -16,13 +16,14 @@ from typing import Optional
 
 from mmengine.config import Config, ConfigDict, DictAction
 
-from .checks import Answered, preflight
+from .checks import preflight
 from .config import (
     CfgOptionsError,
     ConfigError,
     arch_problem,
     import_custom_modules,
     load_config,
+    warn_stale_variables,
 )
 from .inputs import (
     DEFAULT_MAX_TOKENS,
@@ -298,42 +299,45 @@ def load_checked(
     args: argparse.Namespace,
     merge_args: Callable[[Config, argparse.Namespace], Config],
     dataloaders: list[str],
-) -> tuple[Optional[Config], Optional[Answered], int]:
+) -> tuple[Optional[Config], int]:
     """The config of ``args.config`` with its ``--cfg-options`` merged and
     the tool's other options applied (``merge_args``), checked by the
     pre-flight (:func:`~t2t_preflight.preflight`) on the ``dataloaders``
     the tool reads, then its ``custom_imports`` imported, its datasets
     found and their class folders counted (``find_missing_data``,
-    ``class_folder_problem`` of :mod:`t2t_preflight.inputs`); with
-    what the pre-flight answered and exit code 0. Else None, None and the exit
-    code, after the lines saying why: a missing or broken file, an option
-    that does not apply (2), a mistake of the config or its inputs (1)."""
+    ``class_folder_problem`` of :mod:`t2t_preflight.inputs`); with exit
+    code 0. Else None and the exit code, after the lines saying why: a
+    missing or broken file, an option that does not apply (2), a mistake
+    of the config or its inputs (1). A variable given as an option that
+    does not reach its keys is warned of by the Runner's check
+    (:func:`~t2t_preflight.check_config`), here only for a refused run."""
     try:
         cfg = load_config(
-            args.config, args.cfg_options, import_custom_modules=False
-        )
+            args.config, args.cfg_options, import_custom_modules=False,
+            warn=False,
+        )  # fmt: skip
         cfg = merge_args(cfg, args)
     except CfgOptionsError as error:
         print(f'Invalid options for {args.config}: {error}', file=sys.stderr)
-        return None, None, 2
+        return None, 2
     except ConfigError as error:
         print(error, file=sys.stderr)
-        return None, None, 2
+        return None, 2
     except (ValueError, KeyError) as error:
         print(f'Invalid options for {args.config}: {error}', file=sys.stderr)
-        return None, None, 2
-    problems = preflight(cfg, dataloaders)
-    if problems:
-        print('\n'.join(problems), file=sys.stderr)
-        return None, None, 1
-    try:
-        import_custom_modules(cfg)
-    except ConfigError as error:
-        print(error, file=sys.stderr)
-        return None, None, 2
-    problems = find_missing_data(cfg, dataloaders)
-    problem = not problems and class_folder_problem(cfg, dataloaders)
-    if problems or problem:
-        print('\n'.join(problems or [problem]), file=sys.stderr)
-        return None, None, 1
-    return cfg, Answered.of(cfg, dataloaders), 0
+        return None, 2
+    problems, code = preflight(cfg, dataloaders), 1
+    if not problems:
+        try:
+            import_custom_modules(cfg)
+        except ConfigError as error:
+            problems, code = [str(error)], 2
+    if not problems:
+        problems = find_missing_data(cfg, dataloaders)
+        problem = not problems and class_folder_problem(cfg, dataloaders)
+        problems = problems or ([problem] if problem else [])
+    if not problems:
+        return cfg, 0
+    warn_stale_variables(cfg)
+    print('\n'.join(problems), file=sys.stderr)
+    return None, code

@@ -69,12 +69,14 @@ def load_config(
     config: Union[str, Path, Config],
     cfg_options: Optional[dict] = None,
     import_custom_modules: bool = True,
+    warn: bool = True,
 ) -> Config:
     """A config from a file (or a copy of a Config), with the overrides of
     ``--cfg-options`` merged in: exactly what mmengine's
     ``Config.fromfile`` and ``merge_from_dict`` give. An option that
     changes a variable of the file whose keys keep the value it was read
-    with is merged, with one warning line (:func:`stale_variables`).
+    with is merged, with one warning line (:func:`stale_variables`) unless
+    not ``warn`` (a config for a Runner, whose check says it).
 
     Args:
         config: The file, or a Config to copy.
@@ -82,6 +84,7 @@ def load_config(
             them.
         import_custom_modules: Import the config's ``custom_imports``
             (False: only read the file).
+        warn: Log the line of :func:`stale_variables`, if any.
 
     Raises:
         ConfigError: If the file is missing or cannot be loaded, an option
@@ -119,7 +122,8 @@ def load_config(
             raise CfgOptionsError(
                 f'Cannot apply the options {options}: {error}'
             ) from None
-        warn_stale_variables(cfg, loaded)
+        if warn:
+            warn_stale_variables(cfg, loaded)
     return cfg
 
 
@@ -306,9 +310,23 @@ def stale_variables(cfg: Config, loaded: Config) -> Optional[str]:
     return None
 
 
-def warn_stale_variables(cfg: Config, loaded: Config) -> None:
-    """Log the line of :func:`stale_variables`, if any, as a warning."""
-    warning = stale_variables(cfg, loaded)
+def file_config(cfg: Config) -> Optional[Config]:
+    """``cfg``'s file as it reads now, without options, or None where
+    there is none or it fails (a file changed since, or that reads what
+    is gone: not judged)."""
+    if not cfg.filename or not osp.isfile(cfg.filename):
+        return None
+    try:
+        return Config.fromfile(cfg.filename, import_custom_modules=False)
+    except Exception:
+        return None
+
+
+def warn_stale_variables(cfg: Config, loaded: Optional[Config] = None) -> None:
+    """Log the line of :func:`stale_variables`, if any, as a warning;
+    ``loaded``: the config before the options (its file by default)."""
+    loaded = file_config(cfg) if loaded is None else loaded
+    warning = loaded is not None and stale_variables(cfg, loaded)
     if warning:
         from mmengine.logging import print_log
 

@@ -150,9 +150,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         if problem:
             print(problem, file=sys.stderr)
             return 1
-    cfg, answered, code = arguments.load_checked(
-        args, merge_args, ['test_dataloader']
-    )
+    cfg, code = arguments.load_checked(args, merge_args, ['test_dataloader'])
     if cfg is None:
         return code
     problem, dumper = out_problem(args)
@@ -166,7 +164,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     from t2t_plugin.engine import build_runner
 
     def build():
-        runner = build_runner(cfg, answered, 'test')
+        runner = build_runner(cfg, 'test')
         # The loop builds the test dataset: config mistakes show up here.
         metrics = runner.test_loop.evaluator.metrics
         if dumper is not None:

@@ -85,7 +85,7 @@ def merge_args(cfg: Config, args: argparse.Namespace) -> Config:
 def main(argv: Optional[Sequence[str]] = None) -> int:
     args = parse_args(argv)
     val = [] if args.no_validate else ['val_dataloader']
-    cfg, answered, code = arguments.load_checked(
+    cfg, code = arguments.load_checked(
         args, merge_args, ['train_dataloader', *val]
     )
     if cfg is None:
@@ -96,7 +96,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
 
     with cli.progress_only(not args.verbose):
         code, runner = cli.run_reported(
-            lambda: build_runner(cfg, answered, 'train'), args.config, True
+            lambda: build_runner(cfg, 'train'), args.config, True
         )
         if code == 0:
             code, _ = cli.run_reported(runner.train, args.config)

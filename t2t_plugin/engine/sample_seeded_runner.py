@@ -22,8 +22,13 @@ from mmengine.runner import BaseLoop, Runner
 from torch import nn
 from torch.utils.data import DataLoader
 
-from t2t_preflight.checks import Answered, check_config
-from t2t_preflight.config import ConfigError, loop_start, spans_nothing
+from t2t_preflight.checks import check_config, schedule_warning
+from t2t_preflight.config import (
+    ConfigError,
+    loop_start,
+    spans_nothing,
+    warn_stale_variables,
+)
 
 from ..compat import (
     set_runner_timestamp,
@@ -348,10 +353,8 @@ class SampleSeededRunner(Runner):
     Before the work dir is made, :func:`t2t_preflight.check_config`
     refuses what the config alone answers (a misspelt key, a missing
     checkpoint, ...) and warns of a config variable given as an option
-    that does not reach its keys and of a schedule that ends after
-    training; what it (or a tool's
-    pre-flight before it) answered is the public ``preflight``
-    (:class:`t2t_preflight.Answered`), which the hooks do not judge again.
+    that does not reach its keys; a training warns of a schedule that
+    ends after it (:func:`t2t_preflight.checks.schedule_warning`).
     A run that stops before its first iteration leaves nothing behind: the
     work dir it made, else its own log folder, is removed, and the config
     is saved to the work dir only once the hooks' ``before_run`` let the
@@ -362,18 +365,10 @@ class SampleSeededRunner(Runner):
     """
 
     @classmethod
-    def from_cfg(cls, cfg, preflight: Optional[Answered] = None) -> Runner:
-        """mmengine's, after the config's checks; ``preflight``: what a
-        tool's pre-flight (:func:`t2t_preflight.preflight`) answered for
-        this config already, and is not checked again."""
-        warning = check_config(cfg, preflight_done=preflight is not None)
-        # a schedule matters to a training only: a tool that tests says so
-        # (mmpretrain's test tool cannot, and gets the warning)
-        if warning and not (preflight and preflight.trains is False):
-            print_log(warning, logger='current', level=logging.WARNING)
-        runner = super().from_cfg(cfg)
-        runner.preflight = Answered.of(cfg) if preflight is None else preflight
-        return runner
+    def from_cfg(cls, cfg) -> Runner:
+        """mmengine's, after the config's checks."""
+        check_config(cfg)
+        return super().from_cfg(cfg)
 
     def __init__(self, *args, **kwargs) -> None:
         """mmengine's arguments; a resume without a file (or ``'auto'``)
@@ -410,7 +405,6 @@ class SampleSeededRunner(Runner):
             if self.made_work_dir and is_main_process():
                 shutil.rmtree(arguments['work_dir'], ignore_errors=True)
             raise
-        self.preflight = Answered()
         self.load_from: Optional[str] = choice.load_from
         self.resumes = choice.resumes
         self.mode: Optional[str] = None
@@ -426,8 +420,12 @@ class SampleSeededRunner(Runner):
         return logger
 
     def train(self) -> nn.Module:
-        """mmengine's, with ``mode`` set for the hooks."""
+        """mmengine's, with ``mode`` set for the hooks; a schedule that
+        does not fit the training is warned of first."""
         self.mode = 'train'
+        warning = schedule_warning(self.cfg)
+        if warning:
+            self.logger.warning(warning)
         with self._failures():
             return super().train()
 
@@ -632,9 +630,7 @@ class SampleSeededRunner(Runner):
         return loop
 
 
-def build_runner(
-    cfg, preflight: Optional[Answered] = None, mode: Optional[str] = None
-) -> Runner:
+def build_runner(cfg, mode: Optional[str] = None) -> Runner:
     """The Runner of the config's ``runner_type``, as ``RUNNERS.build``
     builds it, with the loops of ``mode`` (``'train'``: the training and
     validation loops and the optimizer; ``'test'``: the test loop) built
@@ -646,9 +642,6 @@ def build_runner(
 
     Args:
         cfg: The config.
-        preflight: What the tool's pre-flight answered for ``cfg``
-            (:func:`t2t_preflight.preflight`); a
-            :class:`SampleSeededRunner` does not check it again.
         mode: ``'train'``, ``'test'`` or None (nothing more built).
     """
     runner_type = cfg.get('runner_type', 'Runner')
@@ -676,10 +669,11 @@ def build_runner(
                     level=logging.WARNING,
                 )
             cfg.resume, cfg.load_from = True, None
+        warn_stale_variables(cfg)  # SampleSeededRunner's check_config does
         runner = RUNNERS.build(cfg)
         _build_loops(runner, mode)
         return runner
-    runner = runner_cls.from_cfg(cfg, preflight)
+    runner = runner_cls.from_cfg(cfg)
     with runner._failures():
         _build_loops(runner, mode)
     return runner

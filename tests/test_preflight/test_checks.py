@@ -391,7 +391,9 @@ def test_a_run_that_stops_before_its_first_step_leaves_no_work_dir(
     assert not (tmp_path / 'door').exists()
 
 
-def test_the_config_checks_run_once_per_door(tmp_path, monkeypatch):
+def test_every_door_asks_the_config_checks(tmp_path, monkeypatch):
+    """Nothing is handed on: our tools' pre-flight and the runner each ask
+    ``config_problem``, and mmengine's Runner does through the runner."""
     calls = []
     config_problem = t2t_preflight.checks.config_problem
 
@@ -407,11 +409,11 @@ def test_the_config_checks_run_once_per_door(tmp_path, monkeypatch):
         'train', LITE, '--work-dir', tmp_path / 'work', '--cfg-options',
         *quick(monkeypatch, root, option),
     )  # fmt: skip
-    assert result.returncode == 1 and len(calls) == 1
+    assert result.returncode == 1 and len(calls) == 2
     options = as_dict(loader_root(root) + [option])
     with pytest.raises(ValueError, match='Unknown attn_init'):
         door(LITE, options, tmp_path / 'door', build=RUNNERS.build)
-    assert len(calls) == 2
+    assert len(calls) == 3
 
 
 def test_a_missing_checkpoint_is_one_line_through_every_door(tmp_path):
@@ -468,7 +470,9 @@ def test_a_variable_of_a_base_config_is_merged_as_mmengine_does(tmp_path):
     assert one_line(result.stderr).startswith('Dataset not found')
 
 
-def test_the_hooks_leave_what_the_pre_flight_answered(tmp_path, monkeypatch):
+def test_the_hook_checks_the_checkpoint_through_every_door(
+    tmp_path, monkeypatch
+):
     from t2t_plugin.engine.hooks import checkpoint_check_hook
 
     judged = []
@@ -491,8 +495,8 @@ def test_the_hooks_leave_what_the_pre_flight_answered(tmp_path, monkeypatch):
     )  # fmt: skip
     assert ours.returncode == 0, ours.stderr[-2000:]
     assert 'accuracy/top1: ' in ours.stdout
-    assert judged == []
-    # mmengine's own Runner: the hooks judge both
+    assert judged == ['checkpoint_problem']
+    # mmengine's own Runner: the hook judges it too
     options = as_dict([*loader_root(root), f'load_from={checkpoint}'])
     assert door(LITE, options, tmp_path / 'door', 'test') is None
-    assert judged == ['checkpoint_problem']
+    assert judged == ['checkpoint_problem'] * 2

@@ -17,6 +17,7 @@ from mmengine.runner import Runner
 from mmpretrain.registry import MODELS
 
 from t2t_plugin.engine import ConfigError, check_config, load_config
+from t2t_preflight.checks import schedule_warning
 from t2t_preflight.config import (
     RUNNER_KEYS,
     misspelt_option,
@@ -141,15 +142,21 @@ def test_a_variable_given_as_an_option_is_merged_with_one_warning(
     write_class_folders(tmp_path / 'data' / 'custom', ('a', 'b', 'c'), 1)
     monkeypatch.chdir(tmp_path)
     kept = runner_configs(monkeypatch)
-    for tool in (run_main, run_mmpretrain_tool):
-        result = tool('train', LITE, '--cfg-options', 'data_root=/my/data')
+    for tool, runner in (
+        (run_main, []),
+        (run_mmpretrain_tool, []),
+        (run_main, ['runner_type=Runner']),  # mmengine's own
+    ):
+        result = tool(
+            'train', LITE, '--cfg-options', 'data_root=/my/data', *runner
+        )
         lines = (result.stdout + result.stderr).splitlines()
         warned = [line for line in lines if 'sets data_root' in line]
         assert len(warned) == 1 and warned[0].endswith(STALE), lines
-    assert [cfg.data_root for cfg in kept] == ['/my/data'] * 2
+    assert [cfg.data_root for cfg in kept] == ['/my/data'] * 3
     assert [cfg.train_dataloader.dataset.data_root for cfg in kept] == [
         'data/custom'
-    ] * 2
+    ] * 3
 
 
 # what tools/train.py needs of a config to reach its runner
@@ -301,7 +308,7 @@ def test_new_keys_without_a_close_name_are_accepted():
         import_custom_modules=False,
     )
     assert cfg.model.backbone.with_cp is True
-    assert check_config(cfg) is None
+    check_config(cfg)  # no ConfigError
 
 
 def test_schedule_that_ends_after_training_is_one_warning(monkeypatch):
@@ -337,12 +344,12 @@ def test_schedule_that_ends_before_training_is_one_warning():
         'CosineAnnealingLR ends early and its last value stays; set '
         'param_scheduler.1.end=30 to stretch it.'
     )
-    assert check_config(cfg) == schedule_mismatch(cfg, loaded)
+    assert schedule_warning(cfg) == schedule_mismatch(cfg, loaded)
     # the ImageNet recipe's cool-down: the cosine ends 10 epochs early
     imagenet = ROOT / 'configs' / 't2t-vit-14_8xb64_in1k.py'
     cfg = load_config(imagenet)
     assert schedule_mismatch(cfg, load_config(imagenet)) is None
-    assert check_config(cfg) is None
+    assert schedule_warning(cfg) is None
 
 
 def test_train_tool_prints_the_schedule_warning_once(tmp_path):
@@ -353,9 +360,9 @@ def test_train_tool_prints_the_schedule_warning_once(tmp_path):
         'val_dataloader.dataset.indices=32',
     )  # fmt: skip
     assert result.returncode == 0, result.stderr[-3000:]
-    lines = result.stdout.splitlines()
+    lines = (result.stdout + result.stderr).splitlines()
     warnings = [line for line in lines if 'param_scheduler' in line]
-    assert len(warnings) == 1
+    assert len(warnings) == 1, warnings
     assert warnings[0].endswith(
         'WARNING - param_scheduler.1.end=40 is after the end of training '
         '(train_cfg.max_epochs=1): the CosineAnnealingLR stops early; set '
@@ -380,12 +387,42 @@ def test_train_tool_prints_the_schedule_warning_once(tmp_path):
     assert tested.stdout.splitlines()[-2].startswith('accuracy/top1: ')
 
 
+def test_mmpretrain_tools_print_the_schedule_warning_in_a_training_only(
+    tmp_path,
+):
+    """The warning comes as the runner trains: once in mmpretrain's
+    train tool, not in its test tool (which reads no schedule)."""
+    work = tmp_path / 'work'
+    result = run_mmpretrain_tool(
+        'train', DEMO, '--work-dir', work,
+        '--cfg-options', 'train_cfg.max_epochs=1',
+        'train_dataloader.dataset.indices=64',
+        'val_dataloader.dataset.indices=32',
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr[-3000:]
+    lines = (result.stdout + result.stderr).splitlines()
+    warnings = [line for line in lines if 'param_scheduler.1.end=' in line]
+    assert len(warnings) == 1, warnings
+    assert warnings[0].endswith(
+        'WARNING - param_scheduler.1.end=40 is after the end of training '
+        '(train_cfg.max_epochs=1): the CosineAnnealingLR stops early; set '
+        'param_scheduler.1.end=1 to finish it.'
+    )
+    tested = run_mmpretrain_tool(
+        'test', work / Path(DEMO).name, work / 'epoch_1.pth',
+        '--work-dir', tmp_path / 'test',
+    )  # fmt: skip
+    assert tested.returncode == 0, tested.stderr[-3000:]
+    assert 'accuracy/top1: ' in tested.stdout
+    assert 'param_scheduler.1.end=' not in tested.stdout + tested.stderr
+
+
 @pytest.mark.parametrize('config', CLASSIFICATION_CONFIGS)
 def test_shipped_configs_pass_the_checks(config):
     cfg = load_config(config)
     # the 384 px fine-tuning reads the checkpoint of a 224 px run
     cfg.load_from = None
-    assert check_config(cfg) is None
+    check_config(cfg)  # no ConfigError
 
 
 def test_runner_keys_are_those_of_mmengines_runner():
@@ -633,7 +670,7 @@ def test_a_new_style_configs_classes_are_judged_by_their_arguments(tmp_path):
     expected = Config.fromfile(config)
     expected.merge_from_dict({'optim_wrapper.optimizer.weight_decay': 0.1})
     assert cfg.to_dict() == expected.to_dict()
-    assert check_config(cfg) is None
+    check_config(cfg)  # no ConfigError
     cfg = load_config(config, {'optim_wrapper.optimizer.lrr': 0.1})
     with pytest.raises(ConfigError) as caught:
         check_config(cfg)

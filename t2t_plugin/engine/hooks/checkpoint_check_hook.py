@@ -13,7 +13,6 @@ from ...models.checkpoint_checks import (
     whole_model_error,
 )
 from ..checkpoint import CheckpointMismatchError, checkpoint_weights
-from ..sample_seeded_runner import SampleSeededRunner
 from .run_checks import (
     RunCheckError,
     bare_model,
@@ -61,13 +60,6 @@ class CheckpointCheckHook(Hook):
         paths = [load_from] if load_from else []
         if is_training(runner) and not resumes:
             paths += list(init_checkpoints(runner.cfg.get('model')))
-        # the files the runner's pre-flight found are not judged again
-        answered = (
-            runner.preflight.checkpoints
-            if isinstance(runner, SampleSeededRunner)
-            else ()
-        )
-        paths = [path for path in paths if path not in answered]
         problem = paths and checkpoint_problem(runner.cfg, paths=paths)
         if problem:
             raise RunCheckError(problem)
