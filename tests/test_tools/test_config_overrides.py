@@ -520,7 +520,8 @@ def test_train_tool_answers_before_importing_the_models(
     [
         ([], 1, 'Dataset not found: expected data/custom (see '
          'docs/custom_data.md).', True),
-        (['--out', 'scores.txt', '--cfg-options', 'data_root=.'], 2,
+        (['--out', 'scores.txt', '--cfg-options',
+          'test_dataloader.dataset.data_root=.'], 2,
          f'Invalid options for {LITE}: --out scores.txt: The output file '
          "must be a pkl file (mmengine's DumpResults takes .pkl or "
          '.pickle; --out-item metrics saves the metrics as .json or .yaml '

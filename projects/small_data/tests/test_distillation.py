@@ -317,21 +317,23 @@ def test_config_teacher_is_the_resnet_reference():
     assert cfg.optim_wrapper == recipe.optim_wrapper
 
 
-def test_config_trains_with_a_teacher_checkpoint(tmp_path):
+def test_config_trains_with_a_teacher_checkpoint(tmp_path, monkeypatch):
     root = write_class_folders(tmp_path / 'data')
     teacher = MODELS.build(Config.fromfile(DISTILL).model.teacher)
     checkpoint = tmp_path / 'teacher.pth'
     torch.save(dict(state_dict=teacher.state_dict(), meta={}), checkpoint)
     work_dir = tmp_path / 'work'
-    result = run_main(
-        'train',
-        DISTILL,
-        '--work-dir',
-        work_dir,
-        '--verbose',  # the log's INFO lines here too
-        '--cfg-options',
-        *lite_options(root, f'teacher_checkpoint={checkpoint}'),
-    )
+    with monkeypatch.context() as patch:  # the documented way
+        patch.setenv('TEACHER_CHECKPOINT', str(checkpoint))
+        result = run_main(
+            'train',
+            DISTILL,
+            '--work-dir',
+            work_dir,
+            '--verbose',  # the log's INFO lines here too
+            '--cfg-options',
+            *lite_options(root),
+        )
     assert result.returncode == 0, result.stderr[-3000:]
     log = result.stdout + result.stderr
     assert f'Loaded the teacher from {checkpoint}.' in log
@@ -354,16 +356,19 @@ def test_config_trains_with_a_teacher_checkpoint(tmp_path):
     assert 'loss_kd: ' in log
 
 
-def test_config_without_its_teacher_checkpoint_is_one_line(tmp_path):
+def test_config_without_its_teacher_checkpoint_is_one_line(
+    tmp_path, monkeypatch
+):
     root = write_class_folders(tmp_path / 'data')
     missing = tmp_path / 'no_teacher.pth'
+    monkeypatch.setenv('TEACHER_CHECKPOINT', str(missing))
     result = run_main(
         'train',
         DISTILL,
         '--work-dir',
         tmp_path / 'work',
         '--cfg-options',
-        *lite_options(root, f'teacher_checkpoint={missing}'),
+        *lite_options(root),
     )
     assert result.returncode == 1
     assert 'Traceback' not in result.stdout + result.stderr

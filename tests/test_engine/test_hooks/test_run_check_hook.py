@@ -157,7 +157,7 @@ def test_a_hidden_folder_is_named_where_it_changes_the_count(tmp_path):
     expected = (
         f'train_dataloader: the dataset has 4 classes in {root}/train '
         '(.ipynb_checkpoints, c0, c1, c2), but model.head.num_classes=3; '
-        'set num_classes=4, or give the dataset 3 class folders (the '
+        'set NUM_CLASSES=4, or give the dataset 3 class folders (the '
         'hidden folder(s) .ipynb_checkpoints count as classes: delete them '
         'or move them out of the class folders).'
     )
