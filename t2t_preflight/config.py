@@ -286,12 +286,13 @@ def stale_variables(cfg: Config, loaded: Config) -> Optional[str]:
             or value == old
         ):
             continue
+        named = _keys_given(cfg.filename, name)
         stale = [
             key
             for top, child in cfg.items()
             if top != name
             for key, held in _leaves(child, top)
-            if key.rsplit('.', 1)[-1] == name and held == old
+            if (key.rsplit('.', 1)[-1] == name or key in named) and held == old
         ]
         if not stale:
             continue
@@ -308,6 +309,40 @@ def stale_variables(cfg: Config, loaded: Config) -> Optional[str]:
             f'read; {fix}.'
         )
     return None
+
+
+def _keys_given(filename: Optional[str], name: str) -> set[str]:
+    """The dotted keys that the file ``filename`` itself writes as the
+    variable ``name`` (``train_cfg = dict(max_epochs=epochs)``:
+    ``train_cfg.max_epochs`` for ``epochs``), where its dicts and lists
+    are literals; empty where it cannot be read."""
+    try:
+        tree = ast.parse(Path(filename or '').read_text())
+    except (OSError, SyntaxError, ValueError):
+        return set()
+    found, pending = set(), []
+    for statement in tree.body:
+        top = _assigned_name(statement)
+        if top is not None and top != name:
+            pending.append((top, statement.value))
+    while pending:
+        key, node = pending.pop()
+        if isinstance(node, ast.Name) and node.id == name:
+            found.add(key)
+        elif (
+            isinstance(node, ast.Call)
+            and getattr(node.func, 'id', '') == 'dict'
+        ):
+            pending += [(f'{key}.{k.arg}', k.value) for k in node.keywords]
+        elif isinstance(node, ast.Dict):
+            pending += [
+                (f'{key}.{k.value}', v)
+                for k, v in zip(node.keys, node.values)
+                if isinstance(k, ast.Constant)
+            ]
+        elif isinstance(node, (ast.List, ast.Tuple)):
+            pending += [(f'{key}.{i}', v) for i, v in enumerate(node.elts)]
+    return found
 
 
 def file_config(cfg: Config) -> Optional[Config]:
