@@ -8,6 +8,7 @@ admits mmengine's training checkpoints (``HistoryBuffer``, numpy arrays).
 
 import argparse
 import codecs
+import collections
 import functools
 import io
 import logging
@@ -91,6 +92,8 @@ def checkpoint_safe_globals() -> list[Union[object, tuple[object, str]]]:
     )
     return [
         HistoryBuffer,
+        # MultiStepLR's milestones (torch < 2.4 does not allow it itself)
+        collections.Counter,
         np.ndarray,
         np.dtype,
         *sorted(dtype_classes, key=str),

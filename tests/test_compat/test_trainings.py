@@ -8,7 +8,7 @@ import torch
 
 from ..helpers import MMPRETRAIN_TOOLS, run_main
 from .corpus import Case, write_case, write_data
-from .trainings import COUNTER_REFUSED, TOOLS, TRAININGS, train_both
+from .trainings import TOOLS, TRAININGS, train_both
 
 pytestmark = pytest.mark.slow
 
@@ -33,7 +33,6 @@ def test_epoch_based(epoch_based):
     assert logged['ours'] == logged['mmpretrain']
 
 
-@COUNTER_REFUSED
 def test_resume_path(epoch_based, data, tmp_path):
     """``--resume PATH`` of the first epoch's checkpoint into a fresh work
     dir trains the second epoch as the uninterrupted run did."""
@@ -49,7 +48,6 @@ def test_resume_path(epoch_based, data, tmp_path):
     assert logged['ours'] == logged['mmpretrain']
 
 
-@COUNTER_REFUSED
 # mmpretrain's tools/test.py turns pin_memory on, which warns without a GPU
 @pytest.mark.filterwarnings("ignore:'pin_memory' argument is set as true")
 @pytest.mark.parametrize(

@@ -2,15 +2,10 @@
 through our tools/train.py and mmpretrain's, in processes of their own on
 the tiny image sets."""
 
-import collections
-import io
 import json
 import subprocess
 import sys
 from pathlib import Path
-
-import pytest
-import torch
 
 from ..helpers import MMPRETRAIN_TOOLS, ROOT, tool_env
 from .corpus import (
@@ -21,33 +16,6 @@ from .corpus import (
     plain,
     write_case,
 )
-
-
-def _counter_loads_safely() -> bool:
-    """Whether this torch's safe loader (``weights_only=True``) reads a
-    ``collections.Counter``: MultiStepLR keeps its milestones in one, so
-    every checkpoint of a run with it holds one."""
-    buffer = io.BytesIO()
-    torch.save(collections.Counter({1: 1}), buffer)
-    buffer.seek(0)
-    try:
-        torch.load(buffer, weights_only=True)
-    except Exception:
-        return False
-    return True
-
-
-# Where torch's safe loader refuses it (torch 2.1), our tools refuse the
-# run's own checkpoint, which mmpretrain's tools read.
-COUNTER_REFUSED = pytest.mark.xfail(
-    not _counter_loads_safely(),
-    strict=True,
-    raises=AssertionError,
-    reason="our checkpoint reader refuses the run's own checkpoint: "
-    "MultiStepLR's milestones are a collections.Counter, which this torch's "
-    "safe loader refuses; mmpretrain's tools read it",
-)
-
 
 # mmpretrain's ResNet-18 recipe with the tiny backbone at 32 pixels, run by
 # mmengine's own Runner.

@@ -1398,3 +1398,23 @@ def test_a_checkpoint_is_opened_once_per_load(tmp_path, monkeypatch):
         read.clear()
         load()
         assert (len(opened), len(read)) == (1, 1), (door, opened, read)
+
+
+def test_a_multistep_schedule_checkpoint_is_read(tmp_path):
+    """MultiStepLR keeps its milestones in a collections.Counter, which
+    torch < 2.4's safe loader does not allow by itself: the run's own
+    checkpoint (--resume, tools/test.py) is read on every stack."""
+    from collections import Counter
+
+    milestones = Counter({30: 1, 60: 1})
+    path = tmp_path / 'epoch_1.pth'
+    torch.save(
+        dict(
+            state_dict=OrderedDict(w=torch.ones(2)),
+            param_schedulers=[dict(milestones=milestones, gamma=0.1)],
+        ),
+        path,
+    )
+    read = read_checkpoint(str(path))
+    assert read['param_schedulers'][0]['milestones'] == milestones
+    assert type(read['param_schedulers'][0]['milestones']) is Counter
