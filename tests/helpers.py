@@ -298,18 +298,22 @@ TINY_ARCH = dict(
 
 
 def forget_visualizers_and_loggers() -> None:
-    """Drop the visualizers and loggers earlier runs of this process made,
-    as a fresh process would start. mmengine keeps them by name for the
-    process, and the OpenMMLab configs all name theirs ``'visualizer'``: a
-    second run would get the first one back (drawing into the first run's
-    folder), and ``Visualizer.get_current_instance()`` may return one of
-    another toolbox. A logger writes to the stdout of the test that made it
+    """Drop the visualizers, loggers and message hubs earlier runs of this
+    process made, as a fresh process would start. mmengine keeps them by
+    name for the process, and the OpenMMLab configs all name theirs
+    ``'visualizer'``: a second run would get the first one back (drawing
+    into the first run's folder), and
+    ``Visualizer.get_current_instance()`` may return one of another
+    toolbox. A logger writes to the stdout of the test that made it
     (capsys's, closed once that test ended)."""
-    from mmengine.logging import MMLogger
+    from mmengine.logging import MessageHub, MMLogger
     from mmengine.visualization import Visualizer
 
     MMLogger._instance_dict.clear()
-    classes = [Visualizer]
+    # a run's message hub (its best and kept checkpoints) too: mmengine's
+    # own Runner, started in the second of an earlier run of the same
+    # config, gets that run's back
+    classes = [Visualizer, MessageHub]
     while classes:
         cls = classes.pop()
         cls._instance_dict.clear()
