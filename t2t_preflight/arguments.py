@@ -47,7 +47,10 @@ class CfgOptionsAction(DictAction):
         for item in values:
             key, _, value = item.partition('=')
             if _ALTERING_SPACE.search(value):
-                altered = DictAction._parse_iterable(value)
+                # what mmengine's own parsing makes of it
+                parsed = argparse.Namespace()
+                DictAction([], 'parsed')(parser, parsed, [item])
+                altered = parsed.parsed[key]
                 parser.exit(
                     2,
                     f'{parser.prog}: error: --cfg-options {key}: mmengine '
