@@ -166,7 +166,7 @@ test-pinned: install-tests install-dense
 # and test tools, mim), without the mmdet/mmseg, slow and Slurm ones. The
 # configs, docs, deployment, packaging and tool-argument tests read or
 # check files the same way on every stack and run on the pinned one only.
-STACK_TESTS := tests/test_models tests/test_engine tests/test_datasets \
+STACK_TESTS := tests/test_models tests/test_runtime tests/test_datasets \
 	tests/test_apis/test_inference.py tests/test_converters/test_official.py \
 	tests/test_tools/test_training.py tests/test_tools/test_test_tool_outputs.py \
 	tests/test_configs/test_custom_data.py tests/test_packaging.py \

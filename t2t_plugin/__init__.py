@@ -19,7 +19,7 @@ from .host_changes import ignore_known_warnings, register_with_hosts  # noqa: E4
 
 ignore_known_warnings()
 
-from . import datasets, engine, models  # noqa: E402, F401
+from . import datasets, models, runtime  # noqa: E402, F401
 from .compat import warn_if_mmcv_ops_lack_cuda  # noqa: E402
 from .version import __version__  # noqa: E402
 

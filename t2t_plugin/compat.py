@@ -123,7 +123,7 @@ def warn_if_mmcv_ops_lack_cuda() -> None:
 
 
 # Private names of torch, mmengine, mmpretrain, numpy and Python, used
-# here only, each for want of a public one; tests/test_engine/test_compat.py
+# here only, each for want of a public one; tests/test_runtime/test_compat.py
 # fails when a release renames or changes one.
 
 

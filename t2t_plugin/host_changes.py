@@ -2,7 +2,7 @@
 list, each entry through a public registration API of its host and with
 its reason (docs/architecture.md, "What importing changes").
 
-Besides these, the modules of ``models``, ``datasets`` and ``engine``
+Besides these, the modules of ``models``, ``datasets`` and ``runtime``
 register their classes in mmpretrain's and mmengine's registries with the
 usual ``@register_module()`` decorators, under names no host class has.
 """
@@ -34,14 +34,14 @@ def register_with_hosts() -> None:
     from mmengine.runner import CheckpointLoader
 
     from .compat import add_safe_globals
-    from .datasets.safe_pickle import SafePickleHandler, SafeYamlHandler
-    from .engine.checkpoint import (
+    from .runtime.checkpoint import (
         CHECKPOINT_SCHEMES,
         AtomicLocalBackend,
         checkpoint_safe_globals,
         load_from_t2t_plugin,
     )
     from .model_index import register_model_index
+    from .runtime.safe_pickle import SafePickleHandler, SafeYamlHandler
 
     # 2. Every checkpoint scheme of mmengine reads through our reader:
     # mmengine picks a loader by the scheme alone, and its own loaders

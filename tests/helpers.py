@@ -25,7 +25,7 @@ from PIL import Image
 from torch.utils.data.dataloader import _MultiProcessingDataLoaderIter
 
 import t2t_plugin  # noqa: F401  registers the models and datasets
-from t2t_plugin.engine.hooks import release_locks
+from t2t_plugin.runtime.hooks import release_locks
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -443,8 +443,8 @@ def last_line(text: str) -> str:
     return lines[-1] if lines else ''
 
 
-# What goes wrong, through every door (test_engine/test_reliability.py and
-# the hook tests of test_engine/test_hooks/): our tools' one line, and a
+# What goes wrong, through every door (test_runtime/test_reliability.py and
+# the hook tests of test_runtime/test_hooks/): our tools' one line, and a
 # Runner built from the config as any OpenMMLab tool builds it.
 
 
@@ -545,7 +545,7 @@ def custom_options(
 
 # mmdetection and mmsegmentation (test_configs/test_dense.py and
 # test_custom_data.py,
-# test_engine/test_hooks/test_pyramid_stride_check_hook.py).
+# test_runtime/test_hooks/test_pyramid_stride_check_hook.py).
 
 
 def toolbox(name: str) -> ModuleType:

@@ -388,7 +388,7 @@ def test_onnx_snippet_classifies_an_image_file(tmp_path, capsys, monkeypatch):
     import t2t_plugin  # noqa: F401
     from t2t_plugin.apis import load_model, preprocess_image
     from t2t_plugin.deployment import build_exportable, export_onnx
-    from t2t_plugin.engine import load_config
+    from t2t_plugin.runtime import load_config
 
     pytest.importorskip('onnxruntime')
     (block,) = [

@@ -161,7 +161,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     from mmengine.fileio import dump
 
     from t2t_plugin import cli
-    from t2t_plugin.engine import build_runner
+    from t2t_plugin.runtime import build_runner
 
     def build():
         runner = build_runner(cfg, 'test')

@@ -91,8 +91,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     if cfg is None:
         return code
     from t2t_plugin import cli
-    from t2t_plugin.engine import build_runner
-    from t2t_plugin.engine.hooks import release_locks
+    from t2t_plugin.runtime import build_runner
+    from t2t_plugin.runtime.hooks import release_locks
 
     with cli.progress_only(not args.verbose):
         code, runner = cli.run_reported(

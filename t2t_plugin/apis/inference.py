@@ -21,8 +21,8 @@ from torch import nn
 from t2t_preflight.config import load_config
 
 from ..compat import model_config, model_dataset_meta, set_model_dataset_meta
-from ..datasets.skip_bad_images import image_size, too_many_pixels
-from ..engine.checkpoint import load_state_dict_strictly, read_checkpoint
+from ..runtime.checkpoint import load_state_dict_strictly, read_checkpoint
+from ..runtime.skip_bad_images import image_size, too_many_pixels
 from .input_checks import token_count
 
 # What a bad image file raises on decoding: OpenCV asserts (cv2.error) on

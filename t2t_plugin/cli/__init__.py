@@ -3,7 +3,7 @@ codes, the loop of the image tools); library code, ``t2t_plugin.apis``
 included, never imports it. The options read before ``import t2t_plugin``
 are :mod:`t2t_preflight.arguments`."""
 
-from ..engine.console_log import progress_only
+from ..runtime.console_log import progress_only
 from .launch import close_dist
 from .reporting import run_reported
 

@@ -1,5 +1,5 @@
 """The end of a distributed run of ``tools/train.py`` and ``tools/test.py``
-(its start is :class:`~t2t_plugin.engine.SampleSeededRunner`'s)."""
+(its start is :class:`~t2t_plugin.runtime.SampleSeededRunner`'s)."""
 
 import torch.distributed as torch_dist
 

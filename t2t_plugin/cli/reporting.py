@@ -12,10 +12,10 @@ from rich.progress import track
 
 from t2t_preflight.config import ConfigError, environment_variable
 
-from ..engine.checkpoint import CheckpointError, CheckpointMismatchError
-from ..engine.distributed import LaunchError
-from ..engine.hooks import RunCheckError, TrainingStopped
 from ..models.checkpoint_checks import ClassCountError
+from ..runtime.checkpoint import CheckpointError, CheckpointMismatchError
+from ..runtime.distributed import LaunchError
+from ..runtime.hooks import RunCheckError, TrainingStopped
 
 # What a wrong config or option raises while mmengine builds the run
 # (model, datasets, loops, optimizer): a user mistake, not a bug.

@@ -7,7 +7,7 @@ processes than the node has GPUs, a worker that fails and a signal that
 stops the launcher end in one line and the exit code instead of
 torchrun's traceback. What opens the process group inside each worker
 (and turns its own failures into one line) is
-:func:`~t2t_plugin.engine.distributed.open_process_group`, for every door.
+:func:`~t2t_plugin.runtime.distributed.open_process_group`, for every door.
 """
 
 import logging
@@ -20,7 +20,7 @@ from torch.distributed.elastic.multiprocessing import SignalException
 from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
 from torch.distributed.run import parse_args, run
 
-from ..engine.distributed import (
+from ..runtime.distributed import (
     LaunchError,
     gpu_shortage,
     rendezvous_failures,

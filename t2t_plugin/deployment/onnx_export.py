@@ -21,12 +21,12 @@ from torch import nn
 from t2t_preflight.config import load_config
 
 from ..analysis.speed import tensor_bytes
-from ..engine.checkpoint import (
+from ..models.necks import T2TFeaturePyramid
+from ..runtime.checkpoint import (
     checkpoint_weights,
     load_state_dict_strictly,
     read_checkpoint,
 )
-from ..models.necks import T2TFeaturePyramid
 from .runtimes import TILING_KEY
 
 OPSET = 18

@@ -489,7 +489,7 @@ def whole_model_error(
 def load_state_dict_strictly(
     model: nn.Module, checkpoint: Mapping[str, Any], source: str = ''
 ) -> None:
-    """Load a checkpoint (as :func:`~t2t_plugin.engine.read_checkpoint`
+    """Load a checkpoint (as :func:`~t2t_plugin.runtime.read_checkpoint`
     returns it) into a model that runs as it was trained: the model's load
     hooks judge the weights they own, :func:`whole_model_error` the rest,
     and every entry must be used. ``source`` names the weights in the

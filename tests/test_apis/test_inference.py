@@ -12,11 +12,11 @@ from mmpretrain.datasets.categories import IMAGENET_CATEGORIES
 from PIL import Image
 
 import t2t_plugin  # noqa: F401
-import t2t_plugin.engine.checkpoint as checkpoint_module
+import t2t_plugin.runtime.checkpoint as checkpoint_module
 from t2t_plugin import compat
 from t2t_plugin.apis import load_model
 from t2t_plugin.datasets import ConvertImage
-from t2t_plugin.engine import (
+from t2t_plugin.runtime import (
     CheckpointError,
     CheckpointMismatchError,
     read_checkpoint,

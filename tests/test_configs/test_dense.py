@@ -18,8 +18,8 @@ from mmengine.config import Config, DictAction
 from mmengine.dataset import pseudo_collate
 from mmengine.optim import build_optim_wrapper
 
-from t2t_plugin.engine.hooks.run_checks import width_problem
 from t2t_plugin.models import T2TViT
+from t2t_plugin.runtime.hooks.run_checks import width_problem
 
 from ..helpers import (
     DENSE_ARCH,

@@ -17,7 +17,7 @@ from mmpretrain.registry import MODELS
 
 import t2t_plugin  # noqa: F401
 from t2t_plugin.converters import mmpretrain_to_plugin
-from t2t_plugin.engine import CheckpointError, CheckpointMismatchError
+from t2t_plugin.runtime import CheckpointError, CheckpointMismatchError
 
 from ..helpers import DEMO, run_main
 

@@ -11,7 +11,7 @@ from mmpretrain.registry import DATASETS
 from sklearn.datasets import load_digits
 
 import t2t_plugin  # noqa: F401
-from t2t_plugin.engine.hooks.checkpoint_check_hook import init_checkpoints
+from t2t_plugin.runtime.hooks.checkpoint_check_hook import init_checkpoints
 from t2t_preflight.inputs import find_missing_data
 
 from ..helpers import (

@@ -9,7 +9,7 @@ import pytest
 from mmengine.registry import DATA_SAMPLERS
 from mmpretrain.registry import DATASETS, HOOKS
 
-from t2t_plugin.datasets import SampleSeededDataset, SkipBadImages
+from t2t_plugin.runtime import SampleSeededDataset, SkipBadImages
 
 from ..helpers import DEMO, MMPRETRAIN_TOOLS, run_main
 

@@ -16,13 +16,13 @@ from mmengine.dataset import BaseDataset
 from mmengine.fileio import dump, load
 from mmpretrain.datasets import BaseDataset as PretrainDataset
 
-from t2t_plugin.datasets import (
+from t2t_plugin.runtime import (
     DataFileError,
     UnsafeDataFileError,
     load_data_pickle,
 )
-from t2t_plugin.datasets.safe_pickle import annotation_files
-from t2t_plugin.engine.hooks import release_locks
+from t2t_plugin.runtime.hooks import release_locks
+from t2t_plugin.runtime.safe_pickle import annotation_files
 
 from ..helpers import (
     forget_visualizers_and_loggers,

@@ -9,8 +9,8 @@ from mmengine.dataset import ConcatDataset, RepeatDataset
 from mmpretrain.registry import DATASETS
 from PIL import Image
 
-from t2t_plugin.datasets import SampleSeededDataset, SkipBadImages
-from t2t_plugin.datasets.skip_bad_images import base_datasets, oversized_image
+from t2t_plugin.runtime import SampleSeededDataset, SkipBadImages
+from t2t_plugin.runtime.skip_bad_images import base_datasets, oversized_image
 
 from ..helpers import (
     run_main,

@@ -25,7 +25,7 @@ from t2t_plugin.deployment import (
     quantize_int8,
     sample_images,
 )
-from t2t_plugin.engine import CheckpointError, read_checkpoint
+from t2t_plugin.runtime import CheckpointError, read_checkpoint
 
 from ..helpers import ROOT, load_tool
 from ..reference import randomise_norms_and_biases
@@ -376,7 +376,7 @@ def test_tool_takes_cfg_options_and_writes_the_input_in_metadata(
     import onnx
     from mmpretrain.apis import get_model
 
-    from t2t_plugin.engine import load_config
+    from t2t_plugin.runtime import load_config
 
     config = str(ROOT / 'configs' / 't2t-vit-mini_1xb64_digits.py')
     names = ['ant', 'bee', 'cat', 'dog']

@@ -9,7 +9,7 @@ from mmpretrain.registry import MODELS
 from mmpretrain.structures import DataSample
 
 import t2t_plugin  # noqa: F401
-from t2t_plugin.engine.hooks.run_checks import width_problem
+from t2t_plugin.runtime.hooks.run_checks import width_problem
 
 
 def build_head(**kwargs):

@@ -7,8 +7,8 @@ import torch
 import torch.nn.functional as F
 from mmpretrain.registry import MODELS
 
-from t2t_plugin.engine.hooks.run_checks import width_problem
 from t2t_plugin.models import T2TFeaturePyramid, T2TViT
+from t2t_plugin.runtime.hooks.run_checks import width_problem
 
 TOKEN_DIMS = 16
 EMBED_DIMS = 32
@@ -325,7 +325,7 @@ def test_a_checkpoint_of_the_pyramid_loads_strictly():
 def test_a_checkpoint_of_the_pyramid_must_fit_it(spoil):
     """The neck's load hook runs the fit check every part shares; a
     checkpoint without the neck leaves it new."""
-    from t2t_plugin.engine import CheckpointMismatchError
+    from t2t_plugin.runtime import CheckpointMismatchError
 
     widths = (64, 64, EMBED_DIMS)
     model = pyramid_model(widths, arch=TINY)

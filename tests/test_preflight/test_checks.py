@@ -13,8 +13,8 @@ from mmengine.registry import RUNNERS
 from mmpretrain.registry import MODELS
 
 import t2t_preflight.checks
-from t2t_plugin.engine import CheckpointError, read_checkpoint
 from t2t_plugin.models.backbones import T2TViT
+from t2t_plugin.runtime import CheckpointError, read_checkpoint
 from t2t_preflight import archs, load_config
 from t2t_preflight.inputs import class_folder_problem
 
@@ -52,9 +52,9 @@ def test_the_light_package_imports_neither_the_plugin_nor_torch():
 
 
 def test_the_plugin_uses_the_light_modules_themselves():
-    import t2t_plugin.engine
+    import t2t_plugin.runtime
 
-    assert t2t_plugin.engine.load_config is load_config
+    assert t2t_plugin.runtime.load_config is load_config
     assert T2TViT.arch_zoo is archs.ARCH_ZOO
     assert T2TViT.arch_names is archs.arch_names
     # the backbone adds the option checks of a custom arch's numbers only
@@ -473,7 +473,7 @@ def test_a_variable_of_a_base_config_is_merged_as_mmengine_does(tmp_path):
 def test_the_hook_checks_the_checkpoint_through_every_door(
     tmp_path, monkeypatch
 ):
-    from t2t_plugin.engine.hooks import checkpoint_check_hook
+    from t2t_plugin.runtime.hooks import checkpoint_check_hook
 
     judged = []
     for module, name in ((checkpoint_check_hook, 'checkpoint_problem'),):

@@ -11,9 +11,9 @@ from mmengine.logging import MMLogger
 from mmengine.optim import build_optim_wrapper
 from mmpretrain.registry import MODELS
 
-from t2t_plugin.engine import AutocastOptimWrapper
-from t2t_plugin.engine.optim_wrapper import cpu_has_fast_bf16
 from t2t_plugin.models import T2TViT
+from t2t_plugin.runtime import AutocastOptimWrapper
+from t2t_plugin.runtime.optim_wrapper import cpu_has_fast_bf16
 
 from ..helpers import ROOT, load_tool, run_main
 
@@ -105,7 +105,7 @@ def test_bf16_flags(tmp_path, flags, expected):
 
 
 def bf16_warnings(monkeypatch, has_bf16) -> list:
-    from t2t_plugin.engine import optim_wrapper
+    from t2t_plugin.runtime import optim_wrapper
 
     monkeypatch.setattr(optim_wrapper, 'cpu_has_fast_bf16', lambda: has_bf16)
     logger = MMLogger.get_current_instance()

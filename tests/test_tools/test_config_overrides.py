@@ -16,7 +16,7 @@ from mmengine.config import Config
 from mmengine.runner import Runner
 from mmpretrain.registry import MODELS
 
-from t2t_plugin.engine import ConfigError, check_config, load_config
+from t2t_plugin.runtime import ConfigError, check_config, load_config
 from t2t_preflight.checks import schedule_warning
 from t2t_preflight.config import (
     RUNNER_KEYS,

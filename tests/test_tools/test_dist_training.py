@@ -17,7 +17,7 @@ from mmengine.config import Config
 from mmengine.registry import RUNNERS
 
 from t2t_plugin.cli.torchrun import torchrun
-from t2t_plugin.engine.distributed import LaunchError, open_process_group
+from t2t_plugin.runtime.distributed import LaunchError, open_process_group
 
 from ..helpers import (
     DEMO,

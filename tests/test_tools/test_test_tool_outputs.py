@@ -13,8 +13,8 @@ from mmpretrain.registry import MODELS
 from PIL import Image
 
 import t2t_plugin  # noqa: F401
-from t2t_plugin.engine import CheckpointMismatchError
-from t2t_plugin.engine.hooks import RunCheckError
+from t2t_plugin.runtime import CheckpointMismatchError
+from t2t_plugin.runtime.hooks import RunCheckError
 
 from ..helpers import (
     ROOT,

@@ -16,7 +16,7 @@ import torch
 from mmengine.config import Config
 from mmpretrain.registry import MODELS
 
-from t2t_plugin.engine import (
+from t2t_plugin.runtime import (
     AtomicLocalBackend,
     CheckpointError,
     SampleSeededRunner,

@@ -25,7 +25,7 @@ from mmpretrain.registry import DATASETS, MODELS
 import t2t_plugin  # noqa: F401
 from t2t_plugin import compat
 from t2t_plugin.analysis import find_scalar_files, load_scalars
-from t2t_plugin.engine import AtomicLocalBackend
+from t2t_plugin.runtime import AtomicLocalBackend
 
 from ..helpers import (
     DEMO,

@@ -19,9 +19,9 @@ from t2t_plugin.converters import (
     describe_arch,
     matching_config,
 )
-from t2t_plugin.engine import AtomicLocalBackend, read_checkpoint
-from t2t_plugin.engine.sample_seeded_runner import is_intact
 from t2t_plugin.models.backbones import T2TViT
+from t2t_plugin.runtime import AtomicLocalBackend, read_checkpoint
+from t2t_plugin.runtime.sample_seeded_runner import is_intact
 
 CHECKPOINT_SUFFIXES = ('.pth.tar', '.pth', '.pt', '.tar', '.bin')
 SUFFIX = '(' + '|'.join(map(re.escape, CHECKPOINT_SUFFIXES)) + ')$'

@@ -9,12 +9,12 @@ from mmpretrain.registry import MODELS
 from mmpretrain.structures import DataSample
 from torch import nn
 
-from t2t_plugin.engine.checkpoint import load_state_dict_strictly
 from t2t_plugin.models.option_checks import (
     check_choice,
     check_fraction,
     check_positive,
 )
+from t2t_plugin.runtime.checkpoint import load_state_dict_strictly
 
 
 def soft_distillation_loss(

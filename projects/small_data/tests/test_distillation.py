@@ -17,7 +17,7 @@ from projects.small_data.levers.distillation_classifier import (
     hard_distillation_loss,
     soft_distillation_loss,
 )
-from t2t_plugin.engine import (
+from t2t_plugin.runtime import (
     CheckpointError,
     CheckpointMismatchError,
     read_checkpoint,

@@ -12,7 +12,7 @@ from mmpretrain.registry import MODELS
 from mmpretrain.structures import DataSample
 
 import projects.small_data.levers  # noqa: F401
-from t2t_plugin.engine.hooks.run_checks import width_problem
+from t2t_plugin.runtime.hooks.run_checks import width_problem
 from tests.helpers import ROOT, run_main
 
 from . import CONFIGS
