@@ -34,13 +34,13 @@ def register_with_hosts() -> None:
     from mmengine.runner import CheckpointLoader
 
     from .compat import add_safe_globals
+    from .model_index import register_model_index
     from .runtime.checkpoint import (
         CHECKPOINT_SCHEMES,
         AtomicLocalBackend,
         checkpoint_safe_globals,
         load_from_t2t_plugin,
     )
-    from .model_index import register_model_index
     from .runtime.safe_pickle import SafePickleHandler, SafeYamlHandler
 
     # 2. Every checkpoint scheme of mmengine reads through our reader:

@@ -10,7 +10,8 @@ check of each decision.
 """
 
 from .checks import check_config, preflight
-from .config import ConfigError, load_config
+from .config import load_config
+from .errors import ConfigError
 
 __all__ = [
     'ConfigError',

@@ -18,13 +18,12 @@ from mmengine.config import Config, ConfigDict, DictAction
 
 from .checks import preflight
 from .config import (
-    CfgOptionsError,
-    ConfigError,
     arch_problem,
     import_custom_modules,
     load_config,
     warn_stale_variables,
 )
+from .errors import CfgOptionsError, ConfigError
 from .inputs import (
     DEFAULT_MAX_TOKENS,
     class_folder_problem,
@@ -142,7 +141,7 @@ def read_model_config(
     its options, an unknown arch, then a ``checkpoint`` file that is not
     there. Its ``custom_imports`` are not imported: the model's keys are
     checked after the import (``t2t_plugin.cli.options.check_model_keys``).
-    Raises :class:`~t2t_preflight.config.ConfigError` with one line.
+    Raises :class:`~t2t_preflight.errors.ConfigError` with one line.
 
     Args:
         config (str): The config file: a recipe, or the one a run saved in

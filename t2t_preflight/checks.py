@@ -9,7 +9,6 @@ from typing import Optional
 from mmengine.config import Config
 
 from .config import (
-    ConfigError,
     arch_problem,
     empty_scheduler,
     file_config,
@@ -19,6 +18,7 @@ from .config import (
     topk_problem,
     warn_stale_variables,
 )
+from .errors import ConfigError
 from .inputs import checkpoint_problem
 
 

@@ -28,6 +28,8 @@ from typing import Any, Optional, Union
 
 from mmengine.config import Config
 
+from .errors import CfgOptionsError, ConfigError
+
 # Top-level keys the host reads: the arguments of mmengine's Runner
 # (written out, so that this file need not import torch), what its
 # from_cfg and its methods read, and what the tools of mmpretrain, mmdet and
@@ -49,20 +51,6 @@ RUNNER_KEYS = frozenset(
         'tta_pipeline', 'vis_backends',
     }
 )  # fmt: skip
-
-
-class ConfigError(ValueError):
-    """A config that cannot be loaded or run; the message is one line."""
-
-
-class ArgumentRefused(ValueError):
-    """A tool's option value refused after parsing (against the config or
-    the machine), its message naming the option: tools report it as
-    argparse does, in one line, exit code 2."""
-
-
-class CfgOptionsError(ConfigError):
-    """A ``--cfg-options`` entry that does not apply to the config."""
 
 
 def load_config(

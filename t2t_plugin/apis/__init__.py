@@ -4,7 +4,7 @@ checked, the checks of a tool's inputs before a model is built. They raise
 exceptions with one-line messages and never print; the tools
 (``t2t_plugin.cli``) report them."""
 
-from t2t_preflight.config import ArgumentRefused
+from t2t_preflight.errors import ArgumentRefused
 from t2t_preflight.inputs import DEFAULT_MAX_TOKENS
 
 from .image_files import (

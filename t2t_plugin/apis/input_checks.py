@@ -11,7 +11,8 @@ from typing import Optional, Union
 import torch
 from mmengine.config import Config
 
-from t2t_preflight.config import ArgumentRefused, output_problem
+from t2t_preflight.config import output_problem
+from t2t_preflight.errors import ArgumentRefused
 
 
 def check_device(device: str) -> None:

@@ -10,11 +10,8 @@ import sys
 
 from mmengine.config import Config
 
-from t2t_preflight.config import (
-    ConfigError,
-    import_custom_modules,
-    misspelt_keys,
-)
+from t2t_preflight.config import import_custom_modules, misspelt_keys
+from t2t_preflight.errors import ConfigError
 
 from ..apis import check_device
 
@@ -39,7 +36,7 @@ def check_model_keys(cfg: Config) -> Config:
     with its ``custom_imports`` imported, once no key of a dict it builds
     is misspelt (:func:`~t2t_preflight.config.misspelt_keys`, against the
     classes the registries build, with the nearest key). Raises
-    :class:`~t2t_preflight.config.ConfigError` with one line."""
+    :class:`~t2t_preflight.errors.ConfigError` with one line."""
     import_custom_modules(cfg)
     problem = misspelt_keys(cfg)
     if problem:

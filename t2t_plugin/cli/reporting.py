@@ -10,7 +10,8 @@ from typing import Any, Callable, Optional
 from rich.console import Console
 from rich.progress import track
 
-from t2t_preflight.config import ConfigError, environment_variable
+from t2t_preflight.config import environment_variable
+from t2t_preflight.errors import ConfigError
 
 from ..models.checkpoint_checks import ClassCountError
 from ..runtime.checkpoint import CheckpointError, CheckpointMismatchError

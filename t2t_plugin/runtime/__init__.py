@@ -4,7 +4,8 @@ the safe readers of data files, the dataset wrappers that guard a run,
 the process group of a distributed run, CPU autocast and the layer-decay
 optimizer constructor."""
 
-from t2t_preflight import ConfigError, check_config, load_config
+from t2t_preflight import check_config, load_config
+from t2t_preflight.errors import ConfigError
 
 from .checkpoint import (
     AtomicLocalBackend,

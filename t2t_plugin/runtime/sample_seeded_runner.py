@@ -24,11 +24,11 @@ from torch.utils.data import DataLoader
 
 from t2t_preflight.checks import check_config, schedule_warning
 from t2t_preflight.config import (
-    ConfigError,
     loop_start,
     spans_nothing,
     warn_stale_variables,
 )
+from t2t_preflight.errors import ConfigError, RunCheckError, TrainingStopped
 
 from ..compat import (
     set_runner_timestamp,
@@ -42,7 +42,6 @@ from .distributed import (
     open_process_group,
     silent_ranks_message,
 )
-from .errors import RunCheckError, TrainingStopped
 from .safe_pickle import DataFileError, annotation_files
 from .sample_seeding import own_generator, sample_seeded_loader
 

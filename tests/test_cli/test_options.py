@@ -132,7 +132,7 @@ def test_the_config_of_a_run_only_tool_takes_the_recipe_variables(
 def test_the_config_of_a_run_only_tool_is_checked_in_one_line(
     tmp_path, options, checkpoint, line
 ):
-    from t2t_preflight.config import ConfigError
+    from t2t_preflight.errors import ConfigError
 
     (tmp_path / 'empty.pth').touch()
     with pytest.raises(ConfigError) as raised:

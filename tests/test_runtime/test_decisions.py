@@ -21,13 +21,12 @@ from mmpretrain.apis import get_model
 from mmpretrain.registry import MODELS
 
 from t2t_plugin.runtime import CheckpointError
-from t2t_plugin.runtime.errors import RunCheckError
 from t2t_plugin.runtime.hooks import (
     resume_guard_hook,
     run_check_hook,
 )
 from t2t_preflight import archs, arguments, checks, inputs
-from t2t_preflight.config import ConfigError
+from t2t_preflight.errors import ConfigError, RunCheckError
 
 from ..helpers import (
     DEMO,

@@ -161,7 +161,7 @@ def test_resume_with_the_localisation_loss_switched_off(tmp_path, tool):
         assert one_line(result.stderr) == line
     else:
         assert result.stderr.strip().splitlines()[-1] == (
-            f't2t_plugin.runtime.errors.RunCheckError: {line}'
+            f't2t_preflight.errors.RunCheckError: {line}'
         )
     assert 'parameter groups' not in result.stderr
     assert digest(checkpoint) == kept

@@ -25,7 +25,7 @@ from t2t_plugin.runtime import (
 from t2t_plugin.runtime.hooks import (
     RunCheckError,
 )
-from t2t_preflight.config import ConfigError
+from t2t_preflight.errors import ConfigError
 
 from ..helpers import (
     CUSTOM,

@@ -242,7 +242,7 @@ def test_misspelt_nested_key_in_mmpretrain_train_tool(tmp_path):
     )  # fmt: skip
     assert result.returncode == 1
     assert result.stderr.strip().splitlines()[-1] == (
-        't2t_preflight.config.ConfigError: train_cfg.max_epoch: '
+        't2t_preflight.errors.ConfigError: train_cfg.max_epoch: '
         "EpochBasedTrainLoop takes no argument 'max_epoch'; did you mean "
         "'max_epochs'?"
     )

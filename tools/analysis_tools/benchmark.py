@@ -29,7 +29,7 @@ from t2t_preflight.arguments import (
     parse_tool_args,
     read_model_config,
 )
-from t2t_preflight.config import ArgumentRefused, ConfigError
+from t2t_preflight.errors import ArgumentRefused, ConfigError
 
 if TYPE_CHECKING:
     import torch

@@ -5,7 +5,8 @@ from mmengine.dist import get_world_size
 from mmengine.hooks import Hook
 from mmengine.registry import HOOKS
 
-from ..errors import RunCheckError
+from t2t_preflight.errors import RunCheckError
+
 from ..sample_seeded_runner import checkpoint_folders, lies_in
 from .run_checks import start_of
 

@@ -7,10 +7,11 @@ from typing import Any, Optional
 from mmengine.hooks import CheckpointHook
 from mmengine.optim import BaseOptimWrapper
 
+from t2t_preflight.errors import RunCheckError, TrainingStopped
+
 from ...models.backbones import T2TViT
 from ...models.heads import T2TClsHead
 from ...models.necks import T2TFeaturePyramid
-from ..errors import RunCheckError, TrainingStopped
 from ..sample_seeded_runner import SampleSeededRunner, StartPoint, start_point
 
 __all__ = ['RunCheckError', 'TrainingStopped']

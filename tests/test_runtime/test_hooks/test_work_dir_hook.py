@@ -19,7 +19,7 @@ from t2t_plugin.runtime.hooks import (
     RunCheckError,
     work_dir_hook,
 )
-from t2t_preflight.config import ConfigError
+from t2t_preflight.errors import ConfigError
 
 from ...helpers import (
     DEMO,
