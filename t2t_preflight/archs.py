@@ -3,7 +3,9 @@ the backbone builds from them, and the tools answer a wrong name before
 the models are imported."""
 
 import re
-from typing import Union
+from typing import Optional, Union
+
+from mmengine.config import Config
 
 # name: token layer, embed_dims, encoder layers, heads, mlp ratio
 _ARCHS = {
@@ -88,3 +90,26 @@ def resolve_arch(arch: Union[str, int, dict]) -> dict:
         'feedforward_channels', int(arch['embed_dims'] * mlp_ratio)
     )
     return settings
+
+
+def arch_problem(cfg: Config) -> Optional[str]:
+    """The line for a T2T-ViT ``arch`` of the model config that is no arch
+    name or a custom arch without the keys it needs, listing the names;
+    None if every arch resolves."""
+    pending = [('model', cfg.get('model'))]
+    while pending:
+        key, node = pending.pop(0)
+        if not isinstance(node, dict):
+            continue
+        kind = str(node.get('type', '')).split('.')[-1]
+        if kind == 'T2TViT' and 'arch' in node:
+            try:
+                resolve_arch(node['arch'])
+            except ValueError as error:
+                return f'{key}.arch: {error}'
+        pending += [
+            (f'{key}.{name}', child)
+            for name, child in node.items()
+            if isinstance(child, dict)
+        ]
+    return None

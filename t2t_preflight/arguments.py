@@ -16,13 +16,9 @@ from typing import Optional
 
 from mmengine.config import Config, ConfigDict, DictAction
 
+from .archs import arch_problem
 from .checks import preflight
-from .config import (
-    arch_problem,
-    import_custom_modules,
-    load_config,
-    warn_stale_variables,
-)
+from .config import import_custom_modules, load_config, warn_stale_variables
 from .errors import CfgOptionsError, ConfigError
 from .inputs import (
     DEFAULT_MAX_TOKENS,

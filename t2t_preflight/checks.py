@@ -8,18 +8,46 @@ from typing import Optional
 
 from mmengine.config import Config
 
-from .config import (
-    arch_problem,
-    empty_scheduler,
-    file_config,
-    misspelt_keys,
-    output_problem,
-    schedule_mismatch,
-    topk_problem,
-    warn_stale_variables,
-)
+from .archs import arch_problem
+from .config import entry, file_config, warn_stale_variables
 from .errors import ConfigError
 from .inputs import checkpoint_problem
+from .keys import misspelt_keys
+from .outputs import output_problem
+from .schedule import empty_scheduler, schedule_mismatch
+
+
+def topk_problem(cfg: Config) -> Optional[str]:
+    """The line for an accuracy of a top-k above the head's classes
+    (``topk=(1, 5)`` with 3 classes): mmpretrain's ``Accuracy`` fails at
+    the first evaluation, after a whole epoch of training; None if every
+    top-k fits or the classes are not a number of the config."""
+    head = entry(cfg, 'model', 'head')
+    num_classes = head.get('num_classes') if isinstance(head, dict) else None
+    if not isinstance(num_classes, int) or isinstance(num_classes, bool):
+        return None
+    # a head computes its top-k accuracies in training with cal_acc only
+    places = [('model.head', head)] if head.get('cal_acc') else []
+    for key in ('val_evaluator', 'test_evaluator'):
+        evaluators = cfg.get(key)
+        if isinstance(evaluators, dict):
+            places.append((key, evaluators))
+        elif isinstance(evaluators, (list, tuple)):
+            places += [(f'{key}.{i}', e) for i, e in enumerate(evaluators)]
+    for key, place in places:
+        topk = place.get('topk') if isinstance(place, dict) else None
+        values = (topk,) if isinstance(topk, int) else topk
+        if not isinstance(values, (list, tuple)):
+            continue
+        wrong = [k for k in values if isinstance(k, int) and k > num_classes]
+        if wrong:
+            fitting = tuple(k for k in values if k not in wrong) or (1,)
+            return (
+                f'{key}.topk={tuple(values)} asks for top-{wrong[0]}, but '
+                f'model.head.num_classes={num_classes}; set '
+                f'{key}.topk={fitting} (a top-k needs k classes or more).'
+            )
+    return None
 
 
 def config_problem(cfg: Config, training: bool = False) -> Optional[str]:
@@ -55,7 +83,7 @@ def check_config(cfg: Config) -> None:
     reach its keys (:func:`~t2t_preflight.config.stale_variables`), then
     :func:`config_problem` and a key that is no argument of the class the
     registry builds for its dict
-    (:func:`~t2t_preflight.config.misspelt_keys`), which raise
+    (:func:`~t2t_preflight.keys.misspelt_keys`), which raise
     :class:`ConfigError`."""
     warn_stale_variables(cfg)
     problem = config_problem(cfg) or misspelt_keys(cfg)
@@ -66,5 +94,5 @@ def check_config(cfg: Config) -> None:
 def schedule_warning(cfg: Config) -> Optional[str]:
     """The warning line of a training's schedule that ends after it, or
     before it where the file ended it with training
-    (:func:`~t2t_preflight.config.schedule_mismatch`); None if it fits."""
+    (:func:`~t2t_preflight.schedule.schedule_mismatch`); None if it fits."""
     return schedule_mismatch(cfg, file_config(cfg))

@@ -1,28 +1,25 @@
-"""The one config reader of the tools and APIs, and the checks a config
-allows before anything is built.
+"""Reading a config: the one reader of the tools and APIs, its
+``--cfg-options`` and the file's variables, and the small helpers the
+checks share to walk a config and word their lines.
 
 Every way ``Config.fromfile`` fails on a user's file (a syntax error, a
 ``mmdet::`` base of a toolbox that is not installed) becomes one
 :class:`ConfigError` line. A config is read and merged with its
 ``--cfg-options`` exactly as mmengine reads and merges it; a new key close
-to one its dict already has is refused with "did you mean". At module
-level this file imports only the standard library and
-``mmengine.config``: the tools load it before ``import t2t_plugin``, whose
-registration imports mmpretrain's models (seconds, and mmdet with them
-where it is installed), so that such mistakes are answered at once
-(:mod:`t2t_preflight`).
+to one its dict already has is refused with "did you mean"; a variable of
+the file given as an option whose keys keep the value it was read with is
+one warning line. At module level this file imports only the standard
+library and ``mmengine.config``: the tools load it before ``import
+t2t_plugin``, whose registration imports mmpretrain's models (seconds, and
+mmdet with them where it is installed), so that such mistakes are
+answered at once (:mod:`t2t_preflight`).
 """
-
 import ast
 import difflib
-import errno
-import inspect
 import logging
-import os
 import os.path as osp
 import re
-import stat
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any, Optional, Union
 
@@ -356,119 +353,6 @@ def warn_stale_variables(cfg: Config, loaded: Optional[Config] = None) -> None:
         print_log(warning, logger='current', level=logging.WARNING)
 
 
-def _schedulers(cfg: Config) -> list[tuple[int, dict]]:
-    """``(index, scheduler)`` of the config's parameter schedulers that are
-    dicts (``param_scheduler`` may be one dict or a list)."""
-    schedulers = cfg.get('param_scheduler') or []
-    if isinstance(schedulers, dict):
-        schedulers = [schedulers]
-    return [
-        (index, scheduler)
-        for index, scheduler in enumerate(schedulers)
-        if isinstance(scheduler, dict)
-    ]
-
-
-def _schedule_end(cfg: Config) -> Optional[tuple[int, dict, str, int]]:
-    """``(index, scheduler, train_cfg key, its value)`` of the parameter
-    scheduler that ends last in the training loop's unit, or None."""
-    train_cfg = cfg.get('train_cfg') or {}
-    by_epoch = 'max_epochs' in train_cfg
-    unit = 'max_epochs' if by_epoch else 'max_iters'
-    total = train_cfg.get(unit)
-    ends = [
-        (index, scheduler)
-        for index, scheduler in _schedulers(cfg)
-        if scheduler.get('by_epoch', True) == by_epoch
-        and isinstance(scheduler.get('end'), int)
-        and scheduler['end'] < 10**8  # not mmengine's INF (run's end)
-    ]
-    if not isinstance(total, int) or not ends:
-        return None
-    index, last = max(ends, key=lambda item: item[1]['end'])
-    return index, last, unit, total
-
-
-def spans_nothing(scheduler: Any) -> bool:
-    """Whether a parameter scheduler config begins where it ends
-    (``warmup_epochs=0``): it has nothing to schedule, and the runner
-    leaves it out (mmengine's schedulers refuse it)."""
-    return (
-        isinstance(scheduler, dict)
-        and isinstance(scheduler.get('begin', 0), int)
-        and scheduler.get('begin', 0) == scheduler.get('end')
-    )
-
-
-def empty_scheduler(cfg: Config) -> Optional[str]:
-    """The line for a parameter scheduler that ends before it begins
-    (``--cfg-options max_epochs=1`` under a 2-epoch warm-up: mmengine's
-    ValueError, in iterations, once training starts), naming the config
-    variables its ends were set from, or None. One that ends where it
-    begins is left out by the runner (:func:`spans_nothing`)."""
-    train_cfg = cfg.get('train_cfg') or {}
-    for index, scheduler in _schedulers(cfg):
-        begin, end = scheduler.get('begin', 0), scheduler.get('end')
-        if not isinstance(begin, int) or not isinstance(end, int):
-            continue
-        if end < begin:
-            by_epoch = scheduler.get('by_epoch', True)
-            unit = 'epoch' if by_epoch else 'iteration'
-            key = 'max_epochs' if by_epoch else 'max_iters'
-            total = train_cfg.get(key)
-            limit = f' (train_cfg.{key}={total})' if total is not None else ''
-            kind = str(scheduler.get('type', 'scheduler')).split('.')[-1]
-            names = [
-                set_from(cfg, f'param_scheduler.{index}.{end_}')
-                for end_ in ('begin', 'end')
-            ]
-            fix = (
-                f'{names[0]}={begin} must be below {names[1]}={end}'
-                if all(names)
-                else 'give it a begin below its end'
-            )
-            return (
-                f'param_scheduler.{index}: the {kind} begins at {unit} '
-                f'{begin} and ends at {unit} {end}{limit}; {fix} (a '
-                'warm-up must be shorter than training).'
-            )
-    return None
-
-
-def schedule_mismatch(
-    cfg: Config, loaded: Optional[Config] = None
-) -> Optional[str]:
-    """A warning line when the last parameter scheduler ends after the
-    training does (``train_cfg.max_epochs=3`` on a cosine that ends at
-    epoch 12: the learning rate barely decays), or before it while it
-    ended with it in the file as ``loaded`` (``train_cfg.max_epochs=30``:
-    18 epochs at the cosine's last value); else None. A schedule that ends
-    early in the file itself (a cool-down at the last value) is meant."""
-    found = _schedule_end(cfg)
-    if found is None:
-        return None
-    index, last, unit, total = found
-    end = last['end']
-    kind = str(last.get('type', 'the scheduler')).split('.')[-1]
-    key = f'param_scheduler.{index}'
-    also = f' (and {key}.T_max)' if 'T_max' in last else ''
-    if end > total:
-        return (
-            f'{key}.end={end} is after the end of training '
-            f'(train_cfg.{unit}={total}): the {kind} stops early; set '
-            f'{key}.end={total}{also} to finish it.'
-        )
-    before = _schedule_end(loaded) if loaded is not None else None
-    if end < total and before is not None and before[1]['end'] == before[3]:
-        return (
-            f'{key}.end={end} is before the end of training '
-            f'(train_cfg.{unit}={total}), which the file ended it with: '
-            f'the {kind} ends early and its last value stays; set '
-            f'{key}.end={total}{also} to stretch it.'
-        )
-    return None
-
-
 def _describe(path: Union[str, Path], error: Exception) -> str:
     """The ConfigError line of a failure of ``Config.fromfile``."""
     hint = ''
@@ -491,162 +375,6 @@ def _describe(path: Union[str, Path], error: Exception) -> str:
     return ' '.join(f'Cannot load config {path}: {text}{hint}'.split())
 
 
-# Keys a builder takes from the dict besides the class's arguments.
-_BUILDER_KEYS = {'type', '_scope_'}
-_EXTRA_KEYS = {
-    'loop': {'by_epoch'},  # the Runner picks the loop class with it
-    'param scheduler': {'convert_to_iter_based'},
-    'hook': {'priority'},
-    'model': set(),
-    'optimizer': set(),
-    'dataset': set(),
-}
-
-
-def _arguments(cls: type) -> Optional[set[str]]:
-    """The keyword arguments ``cls(...)`` takes, following ``**kwargs``
-    up the classes it inherits from; None when they reach a class whose
-    arguments are open (nothing can be called misspelt then)."""
-    names: set[str] = set()
-    for klass in cls.__mro__:
-        if '__init__' not in vars(klass):
-            continue
-        try:
-            parameters = inspect.signature(klass.__init__).parameters
-        except (TypeError, ValueError):
-            return None
-        names |= {
-            name
-            for name, p in parameters.items()
-            if p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)
-        }
-        if not any(p.kind == p.VAR_KEYWORD for p in parameters.values()):
-            return names - {'self'}
-    return None
-
-
-def _built_dicts(cfg: Config) -> Iterator[tuple[str, dict, str]]:
-    """``(dotted key, dict, kind)`` of the dicts of a config that the
-    Runner builds from a registry: the loops, hooks, the model, the
-    optimizer, the parameter schedulers and the datasets (those a dataset
-    wrapper holds too)."""
-    train_cfg = cfg.get('train_cfg')
-    if isinstance(train_cfg, dict):
-        yield 'train_cfg', train_cfg, 'loop'
-    for key in ('val_cfg', 'test_cfg'):
-        if isinstance(cfg.get(key), dict):
-            yield key, cfg[key], 'loop'
-    for key, hook in (cfg.get('default_hooks') or {}).items():
-        if isinstance(hook, dict):
-            yield f'default_hooks.{key}', hook, 'hook'
-    for index, hook in enumerate(cfg.get('custom_hooks') or []):
-        if isinstance(hook, dict):
-            yield f'custom_hooks.{index}', hook, 'hook'
-    if isinstance(cfg.get('model'), dict):
-        yield 'model', cfg.model, 'model'
-    optimizer = entry(cfg, 'optim_wrapper', 'optimizer')
-    if isinstance(optimizer, dict):
-        yield 'optim_wrapper.optimizer', optimizer, 'optimizer'
-    for index, scheduler in _schedulers(cfg):
-        yield f'param_scheduler.{index}', scheduler, 'param scheduler'
-    for loader in ('train_dataloader', 'val_dataloader', 'test_dataloader'):
-        dataset = entry(cfg, loader, 'dataset')
-        for key, item in dataset_configs(f'{loader}.dataset', dataset):
-            yield key, item, 'dataset'
-
-
-def _loop_class(key: str, loop: dict) -> Optional[str]:
-    """The loop class the Runner builds for a loop dict without a type."""
-    if 'type' in loop:
-        return loop['type']
-    if key == 'train_cfg':
-        if 'by_epoch' not in loop:
-            return None
-        return (
-            'EpochBasedTrainLoop'
-            if loop['by_epoch']
-            else ('IterBasedTrainLoop')
-        )
-    return 'ValLoop' if key == 'val_cfg' else 'TestLoop'
-
-
-def argument_problem(
-    key: str, item: dict, class_name: str, accepted: set[str], kind: str
-) -> Optional[str]:
-    """The line for the first key of ``item`` (the config dict at ``key``
-    that builds ``class_name``, of ``kind``) that is no argument of the
-    class (``accepted``), with the closest one; None if all are."""
-    allowed = accepted | _BUILDER_KEYS | _EXTRA_KEYS[kind]
-    for child_key in item:
-        if child_key in allowed:
-            continue
-        close = nearest(child_key, sorted(accepted))
-        hint = (
-            f'did you mean {close!r}?'
-            if close
-            else f'it takes {", ".join(sorted(accepted))}.'
-        )
-        return (
-            f'{key}.{child_key}: {class_name} takes no argument '
-            f'{child_key!r}; {hint}'
-        )
-    return None
-
-
-def misspelt_keys(cfg: Config) -> Optional[str]:
-    """Why a key of the config's loops, hooks, model (at any depth),
-    optimizer, parameter schedulers or datasets is no argument of the
-    class it goes to, with the closest argument, or None. The class is the
-    one the registry of the config's scope will build, after the
-    ``custom_imports`` and the plugin are imported (a user's class
-    registered over a stock name is judged by its own arguments), read by
-    ``inspect``. Classes that are not registered, or that pass open
-    ``**kwargs`` on, are left to their builders."""
-    from mmengine import registry
-
-    registries = {
-        'loop': registry.LOOPS,
-        'hook': registry.HOOKS,
-        'model': registry.MODELS,
-        'optimizer': registry.OPTIMIZERS,
-        'param scheduler': registry.PARAM_SCHEDULERS,
-        'dataset': registry.DATASETS,
-    }
-    pending = list(_built_dicts(cfg))
-    while pending:
-        key, item, kind = pending.pop(0)
-        name = _loop_class(key, item) if kind == 'loop' else item.get('type')
-        if isinstance(name, str):
-            scope = item.get('_scope_', cfg.get('default_scope'))
-            with registries[kind].switch_scope_and_registry(scope) as found:
-                try:
-                    cls = found.get(name)
-                # the builder reports what cannot be found
-                except Exception:
-                    cls = None
-        else:
-            cls = name  # a class itself (a config of read_base())
-        if cls is None or not inspect.isclass(cls):
-            continue
-        accepted = _arguments(cls)
-        if accepted is None:
-            continue
-        problem = argument_problem(key, item, cls.__name__, accepted, kind)
-        if problem:
-            return problem
-        for child_key, child in item.items():
-            if (
-                kind == 'model'
-                and isinstance(child, dict)
-                and 'type' in child
-                # norm_cfg, act_cfg, init_cfg ...: built by functions
-                # that take more than the class does
-                and not child_key.endswith('_cfg')
-            ):
-                pending.append((f'{key}.{child_key}', child, 'model'))
-    return None
-
-
 def dataset_configs(key: str, dataset: Any) -> Iterator[tuple[str, dict]]:
     """``(dotted key, dict)`` of a dataset config and those it wraps
     (``RepeatDataset``'s ``dataset``, ``ConcatDataset``'s ``datasets``),
@@ -657,64 +385,6 @@ def dataset_configs(key: str, dataset: Any) -> Iterator[tuple[str, dict]]:
     yield from dataset_configs(f'{key}.dataset', dataset.get('dataset'))
     for index, child in enumerate(dataset.get('datasets') or ()):
         yield from dataset_configs(f'{key}.datasets.{index}', child)
-
-
-def arch_problem(cfg: Config) -> Optional[str]:
-    """The line for a T2T-ViT ``arch`` of the model config that is no arch
-    name or a custom arch without the keys it needs, listing the names;
-    None if every arch resolves."""
-    from .archs import resolve_arch
-
-    pending = [('model', cfg.get('model'))]
-    while pending:
-        key, node = pending.pop(0)
-        if not isinstance(node, dict):
-            continue
-        kind = str(node.get('type', '')).split('.')[-1]
-        if kind == 'T2TViT' and 'arch' in node:
-            try:
-                resolve_arch(node['arch'])
-            except ValueError as error:
-                return f'{key}.arch: {error}'
-        pending += [
-            (f'{key}.{name}', child)
-            for name, child in node.items()
-            if isinstance(child, dict)
-        ]
-    return None
-
-
-def topk_problem(cfg: Config) -> Optional[str]:
-    """The line for an accuracy of a top-k above the head's classes
-    (``topk=(1, 5)`` with 3 classes): mmpretrain's ``Accuracy`` fails at
-    the first evaluation, after a whole epoch of training; None if every
-    top-k fits or the classes are not a number of the config."""
-    head = entry(cfg, 'model', 'head')
-    num_classes = head.get('num_classes') if isinstance(head, dict) else None
-    if not isinstance(num_classes, int) or isinstance(num_classes, bool):
-        return None
-    # a head computes its top-k accuracies in training with cal_acc only
-    places = [('model.head', head)] if head.get('cal_acc') else []
-    for key in ('val_evaluator', 'test_evaluator'):
-        evaluators = cfg.get(key)
-        if isinstance(evaluators, dict):
-            places.append((key, evaluators))
-        elif isinstance(evaluators, (list, tuple)):
-            places += [(f'{key}.{i}', e) for i, e in enumerate(evaluators)]
-    for key, place in places:
-        topk = place.get('topk') if isinstance(place, dict) else None
-        values = (topk,) if isinstance(topk, int) else topk
-        if not isinstance(values, (list, tuple)):
-            continue
-        wrong = [k for k in values if isinstance(k, int) and k > num_classes]
-        if wrong:
-            fitting = tuple(k for k in values if k not in wrong) or (1,)
-            return (
-                f'{key}.topk={tuple(values)} asks for top-{wrong[0]}, but '
-                f'model.head.num_classes={num_classes}; set '
-                f'{key}.topk={fitting} (a top-k needs k classes or more).'
-            )
-    return None
 
 
 def set_from(cfg: Any, key: str) -> Optional[str]:
@@ -766,97 +436,4 @@ def _literal_child(node: Optional[ast.expr], part: str) -> Optional[ast.expr]:
         and int(part) < len(node.elts)
     ):
         return node.elts[int(part)]
-    return None
-
-
-def loop_start(path: str) -> str:
-    """A looping path cut at the link that closes the loop."""
-    parts = path.split(os.sep)
-    for index, part in enumerate(parts):
-        if part and part in parts[index + 1 :]:
-            return os.sep.join(parts[: parts.index(part, index + 1)])
-    return path
-
-
-def _same_file(path: str, other: str) -> bool:
-    """Whether two paths are one file or folder (links resolved, hard
-    links included)."""
-    try:
-        return osp.samefile(path, other)
-    except OSError:
-        return osp.realpath(path) == osp.realpath(osp.expanduser(other))
-
-
-def output_problem(
-    path: str,
-    what: str,
-    file: bool = False,
-    inputs: Optional[dict[str, str]] = None,
-    replaces: Optional[tuple[str, Callable[[str], bool]]] = None,
-) -> Optional[str]:
-    """Why ``path`` may not be written, in one line naming it as ``what``,
-    or None: the one rule for everything a run or tool writes (a work dir,
-    ``--out``, ``--out-dir``, an export, a converted checkpoint).
-
-    The path (a ``file``, else a folder) must not be one of ``inputs``
-    (``{'the checkpoint': PATH}``, links resolved) nor lie in an input
-    folder, must not pass through
-    a symbolic link loop or a file, and the folder that holds or would
-    hold it must be writable; a file must not be a folder, nor read-only.
-    ``replaces=(kind, test)``: an existing file may be replaced only if
-    ``test(path)`` says it is of that kind (an earlier output)."""
-    path = osp.abspath(osp.expanduser(path))
-    for name, given in (inputs or {}).items():
-        if given and _same_file(path, given):
-            return (
-                f'{what} {path} is {name}, an input of this command; give '
-                'another path.'
-            )
-        # what is written in an input folder is read by the next run
-        real = osp.realpath(osp.expanduser(given or ''))
-        if (
-            given
-            and osp.isdir(real)
-            and osp.realpath(path).startswith(real.rstrip(os.sep) + os.sep)
-        ):
-            return (
-                f'{what} {path} lies in {name} {given}, an input of this '
-                'command; give a path outside it.'
-            )
-    # the existing part of the path, from the root: loops and files
-    parts = path.split(os.sep)
-    folder = os.sep
-    for depth in range(1, len(parts) + 1):
-        current = os.sep.join(parts[:depth]) or os.sep
-        try:
-            mode = os.stat(current).st_mode
-        except OSError as error:
-            if error.errno == errno.ELOOP:
-                return (
-                    f'{what} {path}: {loop_start(current)} is a symbolic '
-                    'link loop (a link to a folder above it); remove or '
-                    'replace the link.'
-                )
-            break  # does not exist (yet)
-        if not stat.S_ISDIR(mode):
-            if depth < len(parts) or not file:
-                return f'{what} {path}: {current} is a file, not a folder.'
-            break
-        folder = current
-    if osp.isdir(path):
-        if file:
-            return f'{what} {path} is a folder; give a file name.'
-    elif file and osp.exists(path):
-        if not os.access(path, os.W_OK):
-            return f'{what} {path} is read-only; give another path.'
-        if replaces is not None and not replaces[1](path):
-            return (
-                f'{what} {path} exists and is not {replaces[0]}; give a new '
-                'name, or --force to replace it.'
-            )
-    if not os.access(folder, os.W_OK | os.X_OK):
-        return (
-            f'{what} {path}: {folder} is not writable; choose a folder '
-            'you can write to.'
-        )
     return None

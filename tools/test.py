@@ -16,7 +16,7 @@ from mmengine.config import Config
 # Read, changed by the options and checked before ``import t2t_plugin``
 # (seconds of model imports), as in tools/train.py.
 from t2t_preflight import arguments, doc_pages
-from t2t_preflight.config import output_problem
+from t2t_preflight.outputs import output_problem
 
 
 def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:

@@ -11,8 +11,8 @@ from typing import Optional, Union
 import torch
 from mmengine.config import Config
 
-from t2t_preflight.config import output_problem
 from t2t_preflight.errors import ArgumentRefused
+from t2t_preflight.outputs import output_problem
 
 
 def check_device(device: str) -> None:
@@ -100,7 +100,7 @@ def check_writable_folder(
     inputs: Optional[dict[str, str]] = None,
 ) -> None:
     """Check that files can be written into ``folder``
-    (:func:`~t2t_preflight.config.output_problem`, ValueError if not),
+    (:func:`~t2t_preflight.outputs.output_problem`, ValueError if not),
     then make it, before the work whose results go there."""
     problem = output_problem(str(folder), option, inputs=inputs)
     if problem:
@@ -115,7 +115,7 @@ def check_writable_file(
     replaces: Optional[tuple[str, Callable[[str], bool]]] = None,
 ) -> None:
     """Check that ``path`` can be written
-    (:func:`~t2t_preflight.config.output_problem`, ValueError if not),
+    (:func:`~t2t_preflight.outputs.output_problem`, ValueError if not),
     then make its folder."""
     problem = output_problem(
         str(path), option, file=True, inputs=inputs, replaces=replaces

@@ -10,8 +10,9 @@ import sys
 
 from mmengine.config import Config
 
-from t2t_preflight.config import import_custom_modules, misspelt_keys
+from t2t_preflight.config import import_custom_modules
 from t2t_preflight.errors import ConfigError
+from t2t_preflight.keys import misspelt_keys
 
 from ..apis import check_device
 
@@ -34,7 +35,7 @@ def check_arguments(prog: str, args: argparse.Namespace) -> int:
 def check_model_keys(cfg: Config) -> Config:
     """``cfg`` of :func:`~t2t_preflight.arguments.read_model_config`
     with its ``custom_imports`` imported, once no key of a dict it builds
-    is misspelt (:func:`~t2t_preflight.config.misspelt_keys`, against the
+    is misspelt (:func:`~t2t_preflight.keys.misspelt_keys`, against the
     classes the registries build, with the nearest key). Raises
     :class:`~t2t_preflight.errors.ConfigError` with one line."""
     import_custom_modules(cfg)

@@ -23,12 +23,10 @@ from torch import nn
 from torch.utils.data import DataLoader
 
 from t2t_preflight.checks import check_config, schedule_warning
-from t2t_preflight.config import (
-    loop_start,
-    spans_nothing,
-    warn_stale_variables,
-)
+from t2t_preflight.config import warn_stale_variables
 from t2t_preflight.errors import ConfigError, RunCheckError, TrainingStopped
+from t2t_preflight.outputs import loop_start
+from t2t_preflight.schedule import spans_nothing
 
 from ..compat import (
     set_runner_timestamp,

@@ -13,8 +13,8 @@ from mmengine.config import Config
 from mmengine.registry import RUNNERS
 
 from t2t_plugin.apis import check_writable_file, check_writable_folder
-from t2t_preflight.config import output_problem
 from t2t_preflight.errors import ConfigError
+from t2t_preflight.outputs import output_problem
 
 from ..helpers import (
     DEMO,

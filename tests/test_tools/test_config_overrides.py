@@ -18,11 +18,8 @@ from mmpretrain.registry import MODELS
 
 from t2t_plugin.runtime import ConfigError, check_config, load_config
 from t2t_preflight.checks import schedule_warning
-from t2t_preflight.config import (
-    RUNNER_KEYS,
-    misspelt_option,
-    schedule_mismatch,
-)
+from t2t_preflight.config import RUNNER_KEYS, misspelt_option
+from t2t_preflight.schedule import schedule_mismatch
 
 from ..helpers import (
     DEMO,

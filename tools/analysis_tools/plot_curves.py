@@ -11,7 +11,7 @@ import os.path as osp
 import sys
 
 from t2t_plugin.analysis import find_scalar_files, load_scalars, plot_curves
-from t2t_preflight.config import output_problem
+from t2t_preflight.outputs import output_problem
 
 
 def main() -> int:

@@ -11,7 +11,7 @@ from mmengine.dist import is_main_process
 from mmengine.hooks import Hook
 from mmengine.registry import HOOKS
 
-from t2t_preflight.config import output_problem
+from t2t_preflight.outputs import output_problem
 
 from ..checkpoint import remove_stale_temp_files
 from ..sample_seeded_runner import checkpoint_folders
