@@ -22,6 +22,7 @@ from .config import import_custom_modules, load_config, warn_stale_variables
 from .errors import CfgOptionsError, ConfigError
 from .inputs import (
     DEFAULT_MAX_TOKENS,
+    built_datasets,
     class_folder_problem,
     find_missing_data,
     missing_checkpoint,
@@ -77,32 +78,29 @@ def add_device_argument(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def positive_int(text: str) -> int:
+    """A whole number of at least 1, as argparse's ``type=``: argparse
+    refuses anything else in its own line, exit code 2."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f'invalid int value: {text!r}'
+        ) from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f'must be at least 1, got {value}')
+    return value
+
+
 def add_max_tokens_argument(parser: argparse.ArgumentParser) -> None:
     """``--max-tokens``, the largest input a tool feeds the model."""
     parser.add_argument(
         '--max-tokens',
-        type=int,
+        type=positive_int,
         default=DEFAULT_MAX_TOKENS,
         help='refuse inputs of more tokens (default '
         f'{DEFAULT_MAX_TOKENS}, a 1024x1024 input at stride 16)',
     )
-
-
-def parse_tool_args(
-    parser: argparse.ArgumentParser, argv: Optional[Sequence[str]] = None
-) -> argparse.Namespace:
-    """``parser``'s arguments, a ``--max-tokens`` below 1 refused as
-    argparse refuses a bad option, in one line (no usage block) and exit
-    code 2."""
-    args = parser.parse_args(argv)
-    max_tokens = getattr(args, 'max_tokens', None)
-    if max_tokens is not None and max_tokens < 1:
-        parser.exit(
-            2,
-            f'{parser.prog}: error: --max-tokens must be at least 1, '
-            f'got {max_tokens}\n',
-        )
-    return args
 
 
 def add_image_arguments(parser: argparse.ArgumentParser, out_dir: str) -> None:
@@ -331,8 +329,9 @@ def load_checked(
         except ConfigError as error:
             problems, code = [str(error)], 2
     if not problems:
-        problems = find_missing_data(cfg, dataloaders)
-        problem = not problems and class_folder_problem(cfg, dataloaders)
+        built = built_datasets(cfg, dataloaders)
+        problems = find_missing_data(cfg, built)
+        problem = not problems and class_folder_problem(cfg, built)
         problems = problems or ([problem] if problem else [])
     if not problems:
         return cfg, 0

@@ -77,22 +77,21 @@ def preflight(cfg: Config, dataloaders: list[str]) -> list[str]:
     return [problem] if problem else []
 
 
-def check_config(cfg: Config) -> None:
+def check_config(cfg: Config) -> Optional[str]:
     """The checks a Runner makes on its config before it creates the work
-    dir: a warning line for a variable given as an option that does not
-    reach its keys (:func:`~t2t_preflight.config.stale_variables`), then
+    dir, its file read once for them: a warning line for a variable given
+    as an option that does not reach its keys
+    (:func:`~t2t_preflight.config.stale_variables`), then
     :func:`config_problem` and a key that is no argument of the class the
     registry builds for its dict
     (:func:`~t2t_preflight.keys.misspelt_keys`), which raise
-    :class:`ConfigError`."""
-    warn_stale_variables(cfg)
+    :class:`ConfigError`. Returns the warning line a training gives of a
+    schedule that ends after it, or before it where the file ended it with
+    training (:func:`~t2t_preflight.schedule.schedule_mismatch`), or
+    None."""
+    loaded = file_config(cfg)
+    warn_stale_variables(cfg, loaded)
     problem = config_problem(cfg) or misspelt_keys(cfg)
     if problem:
         raise ConfigError(problem)
-
-
-def schedule_warning(cfg: Config) -> Optional[str]:
-    """The warning line of a training's schedule that ends after it, or
-    before it where the file ended it with training
-    (:func:`~t2t_preflight.schedule.schedule_mismatch`); None if it fits."""
-    return schedule_mismatch(cfg, file_config(cfg))
+    return schedule_mismatch(cfg, loaded)

@@ -14,6 +14,7 @@ t2t_plugin``, whose registration imports mmpretrain's models (seconds, and
 mmdet with them where it is installed), so that such mistakes are
 answered at once (:mod:`t2t_preflight`).
 """
+
 import ast
 import difflib
 import logging

@@ -13,6 +13,7 @@ from mmengine.config import Config
 
 from . import doc_pages
 from .config import dataset_configs, entry, few, set_from
+from .keys import built_dicts, registered_class
 
 # 64x64 tokens, a 1024x1024 image at stride 16: attention memory grows with
 # the square of the tokens, so a huge input is refused rather than left to
@@ -20,27 +21,32 @@ from .config import dataset_configs, entry, few, set_from
 DEFAULT_MAX_TOKENS = 4096
 
 
-def built_datasets(cfg: Config, key: str) -> list[Any]:
-    """The datasets the dataloader ``key`` reads files through (those
-    inside its wrappers), each built by its own class with
-    ``lazy_init=True``: its paths resolved as the class resolves them
-    (``data_root``, ``split``, a default ``ann_file``), nothing read yet.
-    Needs the registries (after the models' import); a dataset its class
-    cannot build so is left out: the Runner's build reports it."""
+def built_datasets(cfg: Config, dataloaders: list[str]) -> dict[str, list]:
+    """The datasets each dataloader of ``dataloaders`` (keys, e.g.
+    ``['train_dataloader']``) reads files through (those inside its
+    wrappers), each built by its own class with ``lazy_init=True``: its
+    paths resolved as the class resolves them (``data_root``, ``split``, a
+    default ``ann_file``), nothing read yet. Needs the registries (after
+    the models' import); a dataset its class cannot build so is left out:
+    the Runner's build reports it."""
     from mmengine.registry import DATASETS
 
-    built = []
-    scope = cfg.get('default_scope')
-    with DATASETS.switch_scope_and_registry(scope) as registry:
-        for _, item in dataset_configs(key, entry(cfg, key, 'dataset')):
-            if 'dataset' in item or 'datasets' in item:
-                continue  # a wrapper
-            try:
-                built.append(
-                    registry.build({**item, 'pipeline': [], 'lazy_init': True})
-                )
-            except Exception:  # the Runner's build says why, as the host
-                continue
+    built: dict[str, list] = {key: [] for key in dataloaders}
+    with DATASETS.switch_scope_and_registry(
+        cfg.get('default_scope')
+    ) as registry:
+        for key in dataloaders:
+            for _, item in dataset_configs(key, entry(cfg, key, 'dataset')):
+                if 'dataset' in item or 'datasets' in item:
+                    continue  # a wrapper
+                try:
+                    built[key].append(
+                        registry.build(
+                            {**item, 'pipeline': [], 'lazy_init': True}
+                        )
+                    )
+                except Exception:  # the Runner's build says why, as the host
+                    continue
     return built
 
 
@@ -65,15 +71,13 @@ def missing_path(dataset: Any) -> Optional[str]:
     return root if under else missing[0]
 
 
-def find_missing_data(cfg: Config, dataloaders: list[str]) -> list[str]:
-    """One line per missing dataset folder or file of the dataloaders
-    ``dataloaders`` (keys, e.g. ``['train_dataloader']``), where each
-    dataset's class looks for it (:func:`built_datasets`), naming the doc
-    page of its dataset type. Needs the registries (after the models'
-    import)."""
+def find_missing_data(cfg: Config, built: dict[str, list]) -> list[str]:
+    """One line per missing dataset folder or file of the datasets
+    ``built`` for each dataloader (:func:`built_datasets`), naming the doc
+    page of its dataset type."""
     messages, seen = [], set()
-    for key in dataloaders:
-        for dataset in built_datasets(cfg, key):
+    for datasets in built.values():
+        for dataset in datasets:
             path = missing_path(dataset)
             if path is None or path in seen:
                 continue
@@ -149,26 +153,34 @@ def folder_dataset(dataset: Any) -> bool:
     )
 
 
-def class_folder_problem(cfg: Config, dataloaders: list[str]) -> Optional[str]:
-    """``RunCheckHook``'s judgement of class folders against the head
-    (:func:`class_count_message`), made by our tools before the Runner
-    for a run that has the hook: the first dataloader of ``dataloaders``
-    whose folder datasets (:func:`built_datasets`) cannot train or test
-    the head, their folders listed by mmpretrain's ``find_folders``; None
-    if each fits. Needs the registries (after the models' import)."""
+def class_folder_problem(cfg: Config, built: dict[str, list]) -> Optional[str]:
+    """The judgement of class folders against the head
+    (:func:`class_count_message`) of the hook that checks them (a hook
+    class with ``checks_class_folders``, ``RunCheckHook``), made by our
+    tools before the Runner for a run that has it: the first dataloader
+    whose folder datasets (``built``, :func:`built_datasets`) cannot train
+    or test the head, their folders listed by mmpretrain's
+    ``find_folders``; None if each fits. Needs the registries (after the
+    models' import)."""
+    from mmengine.registry import HOOKS
     from mmpretrain.datasets.custom import find_folders
 
-    hooks = [*(cfg.get('default_hooks') or {}).values()]
-    hooks += cfg.get('custom_hooks') or []
+    scope = cfg.get('default_scope')
     if not any(
-        str(hook.get('type', '')).endswith('RunCheckHook')
-        for hook in hooks
-        if isinstance(hook, dict)
+        getattr(
+            registered_class(
+                HOOKS, hook.get('type'), hook.get('_scope_', scope)
+            ),
+            'checks_class_folders',
+            False,
+        )
+        for _, hook, kind in built_dicts(cfg)
+        if kind == 'hook'
     ):
         return None
     num_classes, variable = head_classes(cfg)
-    for key in dataloaders:
-        for dataset in built_datasets(cfg, key):
+    for key, datasets in built.items():
+        for dataset in datasets:
             folder = dataset.img_prefix if folder_dataset(dataset) else ''
             if not osp.isdir(folder):
                 continue

@@ -5,7 +5,7 @@ read by ``inspect``."""
 
 import inspect
 from collections.abc import Iterator
-from typing import Optional
+from typing import Any, Optional
 
 from mmengine.config import Config
 
@@ -46,7 +46,7 @@ def _arguments(cls: type) -> Optional[set[str]]:
     return None
 
 
-def _built_dicts(cfg: Config) -> Iterator[tuple[str, dict, str]]:
+def built_dicts(cfg: Config) -> Iterator[tuple[str, dict, str]]:
     """``(dotted key, dict, kind)`` of the dicts of a config that the
     Runner builds from a registry: the loops, hooks, the model, the
     optimizer, the parameter schedulers and the datasets (those a dataset
@@ -114,6 +114,20 @@ def argument_problem(
     return None
 
 
+def registered_class(registry: Any, name: Any, scope: Any) -> Optional[type]:
+    """The class ``registry`` builds for the ``type`` ``name`` in
+    ``scope`` (a class itself, as a config of ``read_base()`` holds it,
+    is itself), or None where it finds none: the builder says why."""
+    if not isinstance(name, str):
+        return name if inspect.isclass(name) else None
+    with registry.switch_scope_and_registry(scope) as found:
+        try:
+            cls = found.get(name)
+        except Exception:  # the builder reports what cannot be found
+            return None
+    return cls if inspect.isclass(cls) else None
+
+
 def misspelt_keys(cfg: Config) -> Optional[str]:
     """Why a key of the config's loops, hooks, model (at any depth),
     optimizer, parameter schedulers or datasets is no argument of the
@@ -133,23 +147,13 @@ def misspelt_keys(cfg: Config) -> Optional[str]:
         'param scheduler': registry.PARAM_SCHEDULERS,
         'dataset': registry.DATASETS,
     }
-    pending = list(_built_dicts(cfg))
+    pending = list(built_dicts(cfg))
     while pending:
         key, item, kind = pending.pop(0)
         name = _loop_class(key, item) if kind == 'loop' else item.get('type')
-        if isinstance(name, str):
-            scope = item.get('_scope_', cfg.get('default_scope'))
-            with registries[kind].switch_scope_and_registry(scope) as found:
-                try:
-                    cls = found.get(name)
-                # the builder reports what cannot be found
-                except Exception:
-                    cls = None
-        else:
-            cls = name  # a class itself (a config of read_base())
-        if cls is None or not inspect.isclass(cls):
-            continue
-        accepted = _arguments(cls)
+        scope = item.get('_scope_', cfg.get('default_scope'))
+        cls = registered_class(registries[kind], name, scope)
+        accepted = _arguments(cls) if cls else None
         if accepted is None:
             continue
         problem = argument_problem(key, item, cls.__name__, accepted, kind)

@@ -22,7 +22,7 @@ from t2t_preflight.arguments import (
     add_cfg_options,
     add_device_argument,
     add_max_tokens_argument,
-    parse_tool_args,
+    positive_int,
     read_tool_config,
 )
 
@@ -46,7 +46,10 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
         help="checkpoint file or URL (default: a model name's weights)",
     )
     parser.add_argument(
-        '--topk', type=int, default=5, help='classes to print (default 5)'
+        '--topk',
+        type=positive_int,
+        default=5,
+        help='classes to print (default 5)',
     )
     add_device_argument(parser)
     add_max_tokens_argument(parser)
@@ -58,10 +61,7 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
         'a few misclassified images)',
     )
     add_cfg_options(parser)
-    args = parse_tool_args(parser, argv)
-    if args.topk < 1:
-        parser.error(f'--topk must be at least 1, got {args.topk}')
-    return args
+    return parser.parse_args(argv)
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:

@@ -21,7 +21,7 @@ def check_arguments(prog: str, args: argparse.Namespace) -> int:
     """The ``--device`` of a tool that has one: the exit code, 2 after the
     line ``{prog}: error: ...`` if refused, as argparse ends a tool for a
     bad option (no usage block); else 0. (``--max-tokens`` is checked as
-    the options are parsed: ``t2t_preflight.arguments.parse_tool_args``.)"""
+    the options are parsed: ``t2t_preflight.arguments.positive_int``.)"""
     if getattr(args, 'device', None) is None:
         return 0
     try:

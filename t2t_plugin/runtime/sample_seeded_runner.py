@@ -22,7 +22,7 @@ from mmengine.runner import BaseLoop, Runner
 from torch import nn
 from torch.utils.data import DataLoader
 
-from t2t_preflight.checks import check_config, schedule_warning
+from t2t_preflight.checks import check_config
 from t2t_preflight.config import warn_stale_variables
 from t2t_preflight.errors import ConfigError, RunCheckError, TrainingStopped
 from t2t_preflight.outputs import loop_start
@@ -351,7 +351,7 @@ class SampleSeededRunner(Runner):
     refuses what the config alone answers (a misspelt key, a missing
     checkpoint, ...) and warns of a config variable given as an option
     that does not reach its keys; a training warns of a schedule that
-    ends after it (:func:`t2t_preflight.checks.schedule_warning`).
+    ends after it (the line :func:`t2t_preflight.check_config` returns).
     A run that stops before its first iteration leaves nothing behind: the
     work dir it made, else its own log folder, is removed, and the config
     is saved to the work dir only once the hooks' ``before_run`` let the
@@ -364,8 +364,10 @@ class SampleSeededRunner(Runner):
     @classmethod
     def from_cfg(cls, cfg) -> Runner:
         """mmengine's, after the config's checks."""
-        check_config(cfg)
-        return super().from_cfg(cfg)
+        schedule_warning = check_config(cfg)
+        runner = super().from_cfg(cfg)
+        runner.schedule_warning = schedule_warning
+        return runner
 
     def __init__(self, *args, **kwargs) -> None:
         """mmengine's arguments; a resume without a file (or ``'auto'``)
@@ -405,6 +407,7 @@ class SampleSeededRunner(Runner):
         self.load_from: Optional[str] = choice.load_from
         self.resumes = choice.resumes
         self.mode: Optional[str] = None
+        self.schedule_warning: Optional[str] = None  # from_cfg's check
         if choice.note:
             self.logger.log(choice.note_level, choice.note)
 
@@ -420,9 +423,8 @@ class SampleSeededRunner(Runner):
         """mmengine's, with ``mode`` set for the hooks; a schedule that
         does not fit the training is warned of first."""
         self.mode = 'train'
-        warning = schedule_warning(self.cfg)
-        if warning:
-            self.logger.warning(warning)
+        if self.schedule_warning:
+            self.logger.warning(self.schedule_warning)
         with self._failures():
             return super().train()
 

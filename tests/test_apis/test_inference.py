@@ -410,8 +410,11 @@ def test_token_budget_is_read_from_the_file_header(tmp_path, capsys):
 @pytest.mark.parametrize(
     'option, message',
     [
-        (['--max-tokens', '-5'], '--max-tokens must be at least 1, got -5'),
-        (['--topk', '0'], '--topk must be at least 1, got 0'),
+        (
+            ['--max-tokens', '-5'],
+            'argument --max-tokens: must be at least 1, got -5',
+        ),
+        (['--topk', '0'], 'argument --topk: must be at least 1, got 0'),
     ],
 )
 def test_infer_tool_option_values_are_checked(

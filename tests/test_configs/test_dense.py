@@ -426,13 +426,14 @@ def test_classification_checkpoint_loads_into_the_detector(tmp_path):
 
 def test_missing_coco_points_to_the_dense_readme_section(tmp_path):
     toolbox('mmdet')
-    from t2t_preflight.inputs import find_missing_data
+    from t2t_preflight.inputs import built_datasets, find_missing_data
 
     cfg = Config.fromfile(
         str(CONFIGS / 'det' / 'retinanet_t2t-vit-t-14_fpn_1x_coco.py')
     )
     cfg.train_dataloader.dataset.data_root = str(tmp_path / 'nowhere') + '/'
-    messages = find_missing_data(cfg, ['train_dataloader'])
+    built = built_datasets(cfg, ['train_dataloader'])
+    messages = find_missing_data(cfg, built)
     assert messages[0].startswith(
         f'Dataset not found: expected {tmp_path}/nowhere/'
     )

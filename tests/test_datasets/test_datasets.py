@@ -12,7 +12,7 @@ from sklearn.datasets import load_digits
 
 import t2t_plugin  # noqa: F401
 from t2t_plugin.runtime.hooks.checkpoint_check_hook import init_checkpoints
-from t2t_preflight.inputs import find_missing_data
+from t2t_preflight.inputs import built_datasets, find_missing_data
 
 from ..helpers import (
     CUSTOM,
@@ -160,7 +160,7 @@ LOADERS = ['train_dataloader', 'val_dataloader', 'test_dataloader']
 
 
 def missing_data(cfg: Config) -> list[str]:
-    return find_missing_data(cfg, LOADERS)
+    return find_missing_data(cfg, built_datasets(cfg, LOADERS))
 
 
 def test_missing_imagenet_is_one_line_per_path(tmp_path, monkeypatch):

@@ -16,7 +16,7 @@ import t2t_preflight.checks
 from t2t_plugin.models.backbones import T2TViT
 from t2t_plugin.runtime import CheckpointError, read_checkpoint
 from t2t_preflight import archs, load_config
-from t2t_preflight.inputs import class_folder_problem
+from t2t_preflight.inputs import built_datasets, class_folder_problem
 
 from ..helpers import (
     ROOT,
@@ -326,9 +326,19 @@ def test_one_class_folder_is_refused_before_the_first_step(tmp_path):
     assert str(door(LITE, options, tmp_path / 'door')) == expected
     # our tools ask before the Runner only for a run that has the hook
     cfg = load_config(LITE, options)
-    assert class_folder_problem(cfg, ['train_dataloader']) == expected
+    built = built_datasets(cfg, ['train_dataloader'])
+    assert class_folder_problem(cfg, built) == expected
     cfg.default_hooks.pop('run_check')
-    assert class_folder_problem(cfg, ['train_dataloader']) is None
+    assert class_folder_problem(cfg, built) is None
+    # the hook is known by its class (checks_class_folders), not its name
+    from mmengine.registry import HOOKS
+
+    from t2t_plugin.runtime.hooks import RunCheckHook
+
+    name = f'FolderCheck_{tmp_path.name}'
+    HOOKS.register_module(name=name, module=type(name, (RunCheckHook,), {}))
+    cfg.custom_hooks = [dict(type=name)]
+    assert class_folder_problem(cfg, built) == expected
 
 
 def loader_root(root: Path) -> list:

@@ -322,10 +322,13 @@ def test_the_tool_offers_the_dtypes_the_step_runner_knows():
     [
         (
             ['--batch-size', '0'],
-            'error: --batch-size must be at least 1, got 0',
+            'error: argument --batch-size: must be at least 1, got 0',
         ),
         (['--dtypes', 'fp8'], "invalid choice: 'fp8'"),
-        (['--rounds', '0'], 'error: --rounds must be at least 1, got 0'),
+        (
+            ['--rounds', '0'],
+            'error: argument --rounds: must be at least 1, got 0',
+        ),
         (
             ['--threads', '0'],
             "a thread count is a positive number or 'all', got '0'",

@@ -17,7 +17,6 @@ from mmengine.runner import Runner
 from mmpretrain.registry import MODELS
 
 from t2t_plugin.runtime import ConfigError, check_config, load_config
-from t2t_preflight.checks import schedule_warning
 from t2t_preflight.config import RUNNER_KEYS, misspelt_option
 from t2t_preflight.schedule import schedule_mismatch
 
@@ -341,12 +340,13 @@ def test_schedule_that_ends_before_training_is_one_warning():
         'CosineAnnealingLR ends early and its last value stays; set '
         'param_scheduler.1.end=30 to stretch it.'
     )
-    assert schedule_warning(cfg) == schedule_mismatch(cfg, loaded)
+    # the runner's check reads the file once, for this line too
+    assert check_config(cfg) == schedule_mismatch(cfg, loaded)
     # the ImageNet recipe's cool-down: the cosine ends 10 epochs early
     imagenet = ROOT / 'configs' / 't2t-vit-14_8xb64_in1k.py'
     cfg = load_config(imagenet)
     assert schedule_mismatch(cfg, load_config(imagenet)) is None
-    assert schedule_warning(cfg) is None
+    assert check_config(cfg) is None
 
 
 def test_train_tool_prints_the_schedule_warning_once(tmp_path):
@@ -385,10 +385,19 @@ def test_train_tool_prints_the_schedule_warning_once(tmp_path):
 
 
 def test_mmpretrain_tools_print_the_schedule_warning_in_a_training_only(
-    tmp_path,
+    tmp_path, monkeypatch
 ):
     """The warning comes as the runner trains: once in mmpretrain's
-    train tool, not in its test tool (which reads no schedule)."""
+    train tool, not in its test tool (which reads no schedule). The
+    runner's checks read the config file once, the tool once."""
+    reads = []
+    fromfile = Config.fromfile
+
+    def counted(filename, *args, **kwargs):
+        reads.append(str(filename))
+        return fromfile(filename, *args, **kwargs)
+
+    monkeypatch.setattr(Config, 'fromfile', staticmethod(counted))
     work = tmp_path / 'work'
     result = run_mmpretrain_tool(
         'train', DEMO, '--work-dir', work,
@@ -397,6 +406,7 @@ def test_mmpretrain_tools_print_the_schedule_warning_in_a_training_only(
         'val_dataloader.dataset.indices=32',
     )  # fmt: skip
     assert result.returncode == 0, result.stderr[-3000:]
+    assert reads == [str(DEMO)] * 2
     lines = (result.stdout + result.stderr).splitlines()
     warnings = [line for line in lines if 'param_scheduler.1.end=' in line]
     assert len(warnings) == 1, warnings

@@ -26,7 +26,7 @@ from t2t_preflight.arguments import (
     add_cfg_options,
     add_device_argument,
     add_max_tokens_argument,
-    parse_tool_args,
+    positive_int,
     read_model_config,
 )
 from t2t_preflight.errors import ArgumentRefused, ConfigError
@@ -69,10 +69,10 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
     )
     add_device_argument(parser)
     add_max_tokens_argument(parser)
-    parser.add_argument('--batch-size', type=int, default=8)
+    parser.add_argument('--batch-size', type=positive_int, default=8)
     parser.add_argument(
         '--img-size',
-        type=int,
+        type=positive_int,
         help='input side (default: the size the backbone is built for)',
     )
     parser.add_argument(
@@ -86,11 +86,11 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
         help='fp32, or bf16 / fp16 autocast',
     )
     parser.add_argument(
-        '--iters', type=int, default=10, help='timed steps per round'
+        '--iters', type=positive_int, default=10, help='timed steps per round'
     )
     parser.add_argument(
         '--rounds',
-        type=int,
+        type=positive_int,
         default=1,
         help='timed rounds, the configs in turn in each; images/s is the '
         'median round',
@@ -110,18 +110,13 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
     )
     parser.add_argument(
         '--profile',
-        type=int,
+        type=positive_int,
         metavar='TOP',
         help='list the TOP operators of each training step (torch.profiler)',
     )
     parser.add_argument('--json', type=Path, help='also write the rows here')
     add_cfg_options(parser)
-    args = parse_tool_args(parser, argv)
-    for name in ('batch_size', 'iters', 'rounds', 'img_size', 'profile'):
-        value = getattr(args, name)
-        if value is not None and value < 1:
-            option = '--' + name.replace('_', '-')
-            parser.error(f'{option} must be at least 1, got {value}')
+    args = parser.parse_args(argv)
     if args.profile and 'train' not in args.modes:
         parser.error('--profile lists a training step: add train to --modes')
     return args
@@ -259,7 +254,7 @@ def measure(
                 batch_size=images.shape[0],
                 img_size=images.shape[-1],
                 device=images.device.type,
-                threads=count,
+                threads=positive_int,
                 images_per_s=images.shape[0]
                 * args.iters
                 / statistics.median(seconds[name]),

@@ -18,7 +18,6 @@ from mmengine.config import Config
 from t2t_preflight.arguments import (
     add_cfg_options,
     add_max_tokens_argument,
-    parse_tool_args,
     read_tool_config,
 )
 from t2t_preflight.config import dataset_configs, entry
@@ -49,7 +48,7 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
     )
     add_max_tokens_argument(parser)
     add_cfg_options(parser)
-    args = parse_tool_args(parser, argv)
+    args = parser.parse_args(argv)
     if bool(args.config) == args.all:
         parser.error('give either a CONFIG or --all')
     if args.shape and len(args.shape) not in (1, 2):

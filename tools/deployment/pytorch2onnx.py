@@ -16,7 +16,6 @@ from typing import Optional
 from t2t_preflight.arguments import (
     add_cfg_options,
     add_max_tokens_argument,
-    parse_tool_args,
     read_tool_config,
 )
 
@@ -69,7 +68,7 @@ def parse_args(argv: Optional[list[str]] = None) -> argparse.Namespace:
     )
     add_max_tokens_argument(parser)
     add_cfg_options(parser)
-    args = parse_tool_args(parser, argv)
+    args = parser.parse_args(argv)
     if args.batch_size < 1:
         parser.error(f'--batch-size must be positive, got {args.batch_size}.')
     if args.opset is not None and not 7 <= args.opset <= 23:

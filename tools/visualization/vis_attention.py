@@ -20,7 +20,6 @@ from mmengine.config import Config
 # imports (seconds), as in tools/train.py.
 from t2t_preflight.arguments import (
     add_image_arguments,
-    parse_tool_args,
     read_tool_config,
 )
 
@@ -43,7 +42,7 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
         default=0.5,
         help='opacity of the attention map (default 0.5)',
     )
-    args = parse_tool_args(parser, argv)
+    args = parser.parse_args(argv)
     if not 0 <= args.alpha <= 1:
         parser.error('--alpha must be between 0 and 1')
     return args

@@ -16,7 +16,6 @@ from typing import Optional
 # imports (seconds), as in tools/train.py.
 from t2t_preflight.arguments import (
     add_image_arguments,
-    parse_tool_args,
     read_tool_config,
 )
 
@@ -40,7 +39,7 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
         default=64,
         help='side of one channel in pixels (default 64)',
     )
-    args = parse_tool_args(parser, argv)
+    args = parser.parse_args(argv)
     if args.channels < 1 or args.panel_size < 1:
         parser.error('--channels and --panel-size must be positive')
     return args

@@ -137,6 +137,7 @@ class RunCheckHook(Hook):
     """
 
     priority = 'VERY_HIGH'
+    checks_class_folders = True  # our tools ask before the Runner too
 
     def before_run(self, runner) -> None:
         """Check the model's widths and the datasets of the loops the run
