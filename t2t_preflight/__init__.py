@@ -1,6 +1,6 @@
 """The start of a run of ``t2t_plugin``, importable without it: reading a
 config with its ``--cfg-options``, the command-line options of the tools,
-and every check of a config that needs no model (:func:`preflight`).
+and every check of a config that needs no model (:mod:`.checks`).
 
 ``import t2t_plugin`` registers the models, and with them imports torch
 and mmpretrain's models (seconds); this package imports only the standard
@@ -9,7 +9,7 @@ folder or file before that. ``t2t_plugin`` uses it too: one reader, one
 check of each decision.
 """
 
-from .checks import check_config, preflight
+from .checks import check_config
 from .config import load_config
 from .errors import ConfigError
 
@@ -17,5 +17,4 @@ __all__ = [
     'ConfigError',
     'check_config',
     'load_config',
-    'preflight',
 ]

@@ -16,8 +16,8 @@ from typing import Optional
 
 from mmengine.config import Config, ConfigDict, DictAction
 
+from . import checks
 from .archs import arch_problem
-from .checks import preflight
 from .config import import_custom_modules, load_config, warn_stale_variables
 from .errors import CfgOptionsError, ConfigError
 from .inputs import (
@@ -298,9 +298,10 @@ def load_checked(
 ) -> tuple[Optional[Config], int]:
     """The config of ``args.config`` with its ``--cfg-options`` merged and
     the tool's other options applied (``merge_args``), checked by the
-    pre-flight (:func:`~t2t_preflight.preflight`) on the ``dataloaders``
-    the tool reads, then its ``custom_imports`` imported, its datasets
-    found and their class folders counted (``find_missing_data``,
+    pre-flight (:func:`~t2t_preflight.checks.config_problem`) for the
+    ``dataloaders`` the tool reads, then its ``custom_imports`` imported,
+    its datasets built once, found and their class folders counted
+    (``find_missing_data``,
     ``class_folder_problem`` of :mod:`t2t_preflight.inputs`); with exit
     code 0. Else None and the exit code, after the lines saying why: a
     missing or broken file, an option that does not apply (2), a mistake
@@ -322,7 +323,9 @@ def load_checked(
     except (ValueError, KeyError) as error:
         print(f'Invalid options for {args.config}: {error}', file=sys.stderr)
         return None, 2
-    problems, code = preflight(cfg, dataloaders), 1
+    # what the config and the disk answer alone, before the imports
+    problem = checks.config_problem(cfg, 'train_dataloader' in dataloaders)
+    problems, code = ([problem] if problem else []), 1
     if not problems:
         try:
             import_custom_modules(cfg)

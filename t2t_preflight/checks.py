@@ -1,8 +1,8 @@
 """The pre-flight of a run: every check of a config's inputs and outputs
-that needs no model, in one place. Our tools run :func:`preflight` before
-the models are imported; the Runner runs :func:`check_config` as it is
-built, whichever door builds it, and its hooks check what only the built
-datasets can tell."""
+that needs no model, in one place. Our tools run :func:`config_problem`
+before the models are imported (``arguments.load_checked``); the Runner
+runs :func:`check_config` as it is built, whichever door builds it, and
+its hooks check what only the built datasets can tell."""
 
 from typing import Optional
 
@@ -65,16 +65,6 @@ def config_problem(cfg: Config, training: bool = False) -> Optional[str]:
         or (work_dir and output_problem(work_dir, '--work-dir'))
         or None
     )
-
-
-def preflight(cfg: Config, dataloaders: list[str]) -> list[str]:
-    """What stops a run of ``cfg`` on the ``dataloaders`` it reads, before
-    anything is built: the config's own mistake (:func:`config_problem`),
-    in one line, empty if none. (The datasets are judged after the
-    models' import, where their classes say where they look:
-    :func:`~t2t_preflight.inputs.find_missing_data`.)"""
-    problem = config_problem(cfg, 'train_dataloader' in dataloaders)
-    return [problem] if problem else []
 
 
 def check_config(cfg: Config) -> Optional[str]:

@@ -142,18 +142,6 @@ def import_custom_modules(cfg: Config) -> None:
         raise ConfigError(_describe(cfg.filename, error)) from None
 
 
-def _assigned_name(node: ast.stmt) -> Optional[str]:
-    """The name a statement ``name = value`` (or ``name: T = value``)
-    assigns, else None."""
-    if isinstance(node, ast.AnnAssign) and node.value is not None:
-        targets = [node.target]
-    else:
-        targets = getattr(node, 'targets', [])
-    if len(targets) == 1 and isinstance(targets[0], ast.Name):
-        return targets[0].id
-    return None
-
-
 def nearest(
     word: Any, candidates: Iterable[str], cutoff: float = 0.6
 ) -> Optional[str]:
@@ -202,7 +190,7 @@ def misspelt_option(cfg: Config, key: str) -> Optional[str]:
         # ``lr=``, ``batch_size=``: a key the config holds deeper down
         deeper = [
             dotted
-            for dotted, _ in _leaves(cfg.to_dict())
+            for dotted, _ in leaves(cfg)
             if dotted.rsplit('.', 1)[-1] == parts[0]
             and 'pipeline' not in dotted
         ]
@@ -227,9 +215,10 @@ def misspelt_option(cfg: Config, key: str) -> Optional[str]:
     return None
 
 
-def _leaves(value: Any, path: str = '') -> Iterator[tuple[str, Any]]:
-    """``(dotted key, value)`` of every entry below ``value``."""
-    if isinstance(value, dict):
+def leaves(value: Any, path: str = '') -> Iterator[tuple[str, Any]]:
+    """``(dotted key, value)`` of every entry below ``value`` (a config,
+    a dict or a list)."""
+    if isinstance(value, (dict, Config)):
         items = value.items()
     elif isinstance(value, (list, tuple)):
         items = enumerate(value)
@@ -238,7 +227,7 @@ def _leaves(value: Any, path: str = '') -> Iterator[tuple[str, Any]]:
     for key, child in items:
         dotted = f'{path}.{key}' if path else str(key)
         yield dotted, child
-        yield from _leaves(child, dotted)
+        yield from leaves(child, dotted)
 
 
 def environment_variable(text: str, name: str) -> Optional[str]:
@@ -272,13 +261,13 @@ def stale_variables(cfg: Config, loaded: Config) -> Optional[str]:
             or value == old
         ):
             continue
-        named = _keys_given(cfg.filename, name)
+        named = file_variables(cfg.filename)
         stale = [
             key
-            for top, child in cfg.items()
-            if top != name
-            for key, held in _leaves(child, top)
-            if (key.rsplit('.', 1)[-1] == name or key in named) and held == old
+            for key, held in leaves(cfg)
+            if key != name
+            and (key.rsplit('.', 1)[-1] == name or named.get(key) == name)
+            and held == old
         ]
         if not stale:
             continue
@@ -297,24 +286,30 @@ def stale_variables(cfg: Config, loaded: Config) -> Optional[str]:
     return None
 
 
-def _keys_given(filename: Optional[str], name: str) -> set[str]:
-    """The dotted keys that the file ``filename`` itself writes as the
-    variable ``name`` (``train_cfg = dict(max_epochs=epochs)``:
-    ``train_cfg.max_epochs`` for ``epochs``), where its dicts and lists
-    are literals; empty where it cannot be read."""
+def file_variables(filename: Optional[str]) -> dict[str, str]:
+    """The dotted keys that the file ``filename`` itself sets from a
+    top-level variable, each with the variable's name (``train_cfg =
+    dict(max_epochs=epochs)``: ``{'train_cfg.max_epochs': 'epochs'}``),
+    where its dicts and lists are literals; empty where it cannot be
+    read."""
     try:
         tree = ast.parse(Path(filename or '').read_text())
     except (OSError, SyntaxError, ValueError):
-        return set()
-    found, pending = set(), []
+        return {}
+    found, pending = {}, []
     for statement in tree.body:
-        top = _assigned_name(statement)
-        if top is not None and top != name:
-            pending.append((top, statement.value))
+        if isinstance(statement, ast.Assign):
+            targets = statement.targets
+        elif isinstance(statement, ast.AnnAssign) and statement.value:
+            targets = [statement.target]  # ``steps: int = 1``
+        else:
+            continue
+        if len(targets) == 1 and isinstance(targets[0], ast.Name):
+            pending.append((targets[0].id, statement.value))
     while pending:
         key, node = pending.pop()
-        if isinstance(node, ast.Name) and node.id == name:
-            found.add(key)
+        if isinstance(node, ast.Name):
+            found[key] = node.id
         elif (
             isinstance(node, ast.Call)
             and getattr(node.func, 'id', '') == 'dict'
@@ -390,51 +385,17 @@ def dataset_configs(key: str, dataset: Any) -> Iterator[tuple[str, dict]]:
 
 def set_from(cfg: Any, key: str) -> Optional[str]:
     """What sets the dotted ``key`` (``model.head.num_classes``) where
-    the config file sets it from a top-level variable of its own: the
-    environment variable the file reads that variable from
-    (``NUM_CLASSES``), else the variable (``num_classes``); None where the
-    file sets the key another way, a base config sets it, or the key was
-    given another value since."""
-    filename = getattr(cfg, 'filename', None)
-    if not filename or not osp.isfile(filename):
-        return None
-    try:
-        text = Path(filename).read_text()
-        tree = ast.parse(text)
-    except (OSError, SyntaxError, ValueError):
-        return None
-    variables = {
-        _assigned_name(statement): statement.value for statement in tree.body
-    }
-    top, *rest = key.split('.')
-    node = variables.get(top)
-    for part in rest:
-        node = _literal_child(node, part)
-    if not isinstance(node, ast.Name) or node.id not in variables:
+    the config file sets it from a top-level variable of its own
+    (:func:`file_variables`): the environment variable the file reads
+    that variable from (``NUM_CLASSES``), else the variable
+    (``num_classes``); None where the file sets the key another way, a
+    base config sets it, or the key was given another value since."""
+    variable = file_variables(getattr(cfg, 'filename', None)).get(key)
+    if variable is None or variable not in cfg:
         return None
     held: Any = cfg
     for part in key.split('.'):
         found, held = _child(held, part)
-    if not found or held != cfg.get(node.id):
+    if not found or held != cfg.get(variable):
         return None  # set since, not from the variable
-    return environment_variable(text, node.id) or node.id
-
-
-def _literal_child(node: Optional[ast.expr], part: str) -> Optional[ast.expr]:
-    """The node of entry ``part`` of a ``dict(...)``, ``{...}`` or list
-    literal node."""
-    if isinstance(node, ast.Call) and getattr(node.func, 'id', '') == 'dict':
-        for keyword in node.keywords:
-            if keyword.arg == part:
-                return keyword.value
-    elif isinstance(node, ast.Dict):
-        for name, value in zip(node.keys, node.values):
-            if isinstance(name, ast.Constant) and name.value == part:
-                return value
-    elif (
-        isinstance(node, (ast.List, ast.Tuple))
-        and part.isdigit()
-        and int(part) < len(node.elts)
-    ):
-        return node.elts[int(part)]
-    return None
+    return environment_variable(cfg.text, variable) or variable

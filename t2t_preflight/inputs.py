@@ -6,13 +6,14 @@ runner and its hooks for every other door.
 """
 
 import os.path as osp
-from collections.abc import Iterator, Sequence
+import re
+from collections.abc import Sequence
 from typing import Any, Optional
 
 from mmengine.config import Config
 
 from . import doc_pages
-from .config import dataset_configs, entry, few, set_from
+from .config import dataset_configs, entry, few, leaves, set_from
 from .keys import built_dicts, registered_class
 
 # 64x64 tokens, a 1024x1024 image at stride 16: attention memory grows with
@@ -193,30 +194,20 @@ def class_folder_problem(cfg: Config, built: dict[str, list]) -> Optional[str]:
     return None
 
 
-def init_checkpoints(node: object) -> Iterator[str]:
-    """``checkpoint`` entries of every ``init_cfg`` of a model config, and
-    every ``*_checkpoint`` string of a model part (a part that reads more
-    weights when it is initialised, e.g. a teacher's)."""
-    if isinstance(node, dict):
-        yield from (
-            value
-            for key, value in node.items()
-            if str(key).endswith('_checkpoint') and isinstance(value, str)
+def init_checkpoints(node: object) -> list[str]:
+    """``checkpoint`` entries of every ``init_cfg`` (a dict, or a list of
+    them) of a model config, and every ``*_checkpoint`` string of a model
+    part (a part that reads more weights when it is initialised, e.g. a
+    teacher's)."""
+    return [
+        value
+        for key, value in leaves(node)
+        if isinstance(value, str)
+        and (
+            key.rsplit('.', 1)[-1].endswith('_checkpoint')
+            or re.search(r'(^|\.)init_cfg(\.\d+)?\.checkpoint$', key)
         )
-        init_cfgs = node.get('init_cfg')
-        for init_cfg in (
-            init_cfgs if isinstance(init_cfgs, list) else [init_cfgs]
-        ):
-            if isinstance(init_cfg, dict) and isinstance(
-                init_cfg.get('checkpoint'), str
-            ):
-                yield init_cfg['checkpoint']
-        for key, value in node.items():
-            if key != 'init_cfg':
-                yield from init_checkpoints(value)
-    elif isinstance(node, (list, tuple)):
-        for value in node:
-            yield from init_checkpoints(value)
+    ]
 
 
 def missing_checkpoint(
@@ -241,7 +232,7 @@ def checkpoint_paths(cfg: Config, training: bool = False) -> list[str]:
     if cfg.get('load_from') and resume != 'auto':
         paths.append(str(cfg.load_from))
     if training and not resume:
-        paths += list(init_checkpoints(cfg.get('model')))
+        paths += init_checkpoints(cfg.get('model'))
     return paths
 
 

@@ -18,9 +18,6 @@ _EXTRA_KEYS = {
     'loop': {'by_epoch'},  # the Runner picks the loop class with it
     'param scheduler': {'convert_to_iter_based'},
     'hook': {'priority'},
-    'model': set(),
-    'optimizer': set(),
-    'dataset': set(),
 }
 
 
@@ -51,10 +48,7 @@ def built_dicts(cfg: Config) -> Iterator[tuple[str, dict, str]]:
     Runner builds from a registry: the loops, hooks, the model, the
     optimizer, the parameter schedulers and the datasets (those a dataset
     wrapper holds too)."""
-    train_cfg = cfg.get('train_cfg')
-    if isinstance(train_cfg, dict):
-        yield 'train_cfg', train_cfg, 'loop'
-    for key in ('val_cfg', 'test_cfg'):
+    for key in ('train_cfg', 'val_cfg', 'test_cfg'):
         if isinstance(cfg.get(key), dict):
             yield key, cfg[key], 'loop'
     for key, hook in (cfg.get('default_hooks') or {}).items():
@@ -77,18 +71,15 @@ def built_dicts(cfg: Config) -> Iterator[tuple[str, dict, str]]:
 
 
 def _loop_class(key: str, loop: dict) -> Optional[str]:
-    """The loop class the Runner builds for a loop dict without a type."""
-    if 'type' in loop:
-        return loop['type']
-    if key == 'train_cfg':
-        if 'by_epoch' not in loop:
-            return None
+    """The loop class the Runner builds for a loop dict: its type, else
+    by the loop (a train loop by its ``by_epoch``; None without it)."""
+    if 'type' in loop or key != 'train_cfg':
+        return loop.get('type', 'ValLoop' if key == 'val_cfg' else 'TestLoop')
+    if 'by_epoch' in loop:
         return (
-            'EpochBasedTrainLoop'
-            if loop['by_epoch']
-            else ('IterBasedTrainLoop')
+            'EpochBasedTrainLoop' if loop['by_epoch'] else 'IterBasedTrainLoop'
         )
-    return 'ValLoop' if key == 'val_cfg' else 'TestLoop'
+    return None
 
 
 def argument_problem(
@@ -97,7 +88,7 @@ def argument_problem(
     """The line for the first key of ``item`` (the config dict at ``key``
     that builds ``class_name``, of ``kind``) that is no argument of the
     class (``accepted``), with the closest one; None if all are."""
-    allowed = accepted | _BUILDER_KEYS | _EXTRA_KEYS[kind]
+    allowed = accepted | _BUILDER_KEYS | _EXTRA_KEYS.get(kind, set())
     for child_key in item:
         if child_key in allowed:
             continue

@@ -254,7 +254,7 @@ def measure(
                 batch_size=images.shape[0],
                 img_size=images.shape[-1],
                 device=images.device.type,
-                threads=positive_int,
+                threads=count,
                 images_per_s=images.shape[0]
                 * args.iters
                 / statistics.median(seconds[name]),
