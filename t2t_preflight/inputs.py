@@ -249,8 +249,5 @@ def checkpoint_problem(
     doc = doc_pages.DENSE_PREDICTION if dense else doc_pages.TRAINING
     if paths is None:
         paths = checkpoint_paths(cfg, training)
-    for path in paths:
-        problem = missing_checkpoint(path, doc)
-        if problem:
-            return problem
-    return None
+    problems = (missing_checkpoint(path, doc) for path in paths)
+    return next(filter(None, problems), None)
