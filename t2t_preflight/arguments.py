@@ -37,25 +37,33 @@ class CfgOptionsAction(DictAction):
     """mmengine's ``DictAction``, refusing a value it would alter: it
     deletes every space, so ``data_root='data/my set'`` would become
     ``data/myset``. Refused in one line, exit code 2, as argparse refuses
-    an option."""
+    an option; a value it cannot parse (``x=[1,2``) is argparse's usage
+    error, not a traceback."""
 
     def __call__(self, parser, namespace, values, option_string=None):
-        for item in values:
-            key, _, value = item.partition('=')
-            if _ALTERING_SPACE.search(value):
-                # what mmengine's own parsing makes of it
-                parsed = argparse.Namespace()
-                DictAction([], 'parsed')(parser, parsed, [item])
-                altered = parsed.parsed[key]
-                parser.exit(
-                    2,
-                    f'{parser.prog}: error: --cfg-options {key}: mmengine '
-                    f'deletes the spaces of {value!r}, which would become '
-                    f'{altered!r}; set such a value in the config file, or '
-                    'in the environment variable the config reads it '
-                    'from.\n',
-                )
-        super().__call__(parser, namespace, values, option_string)
+        try:
+            for item in values:
+                key, _, value = item.partition('=')
+                if _ALTERING_SPACE.search(value):
+                    # what mmengine's own parsing makes of it
+                    parsed = argparse.Namespace()
+                    DictAction([], 'parsed')(parser, parsed, [item])
+                    altered = parsed.parsed[key]
+                    parser.exit(
+                        2,
+                        f'{parser.prog}: error: --cfg-options {key}: mmengine '
+                        f'deletes the spaces of {value!r}, which would become '
+                        f'{altered!r}; set such a value in the config file, '
+                        'or in the environment variable the config reads it '
+                        'from.\n',
+                    )
+            super().__call__(parser, namespace, values, option_string)
+        except (AssertionError, RecursionError, ValueError, SyntaxError):
+            # how mmengine's DictAction fails on values it cannot parse
+            parser.error(
+                'cannot parse the --cfg-options values; write lists '
+                'as key=[a,b] and give dicts in a config file'
+            )
 
 
 def add_cfg_options(
@@ -174,8 +182,7 @@ def parse_launch_args(
     argv: Optional[Sequence[str]] = None,
 ) -> argparse.Namespace:
     """Add ``--cfg-options`` (``cfg_example`` in its help), ``--launcher``
-    and ``--local_rank``, then parse the command line; unparsable
-    ``--cfg-options`` are a usage error, not a traceback."""
+    and ``--local_rank``, then parse the command line."""
     add_cfg_options(parser, cfg_example)
     parser.add_argument(
         '--launcher',
@@ -185,14 +192,7 @@ def parse_launch_args(
     )
     # torch.distributed.launch passes --local_rank (or --local-rank).
     parser.add_argument('--local_rank', '--local-rank', type=int, default=0)
-    try:
-        args = parser.parse_args(argv)
-    except (AssertionError, RecursionError, ValueError, SyntaxError):
-        # mmengine's DictAction fails this way on values it cannot parse.
-        parser.error(
-            'cannot parse the --cfg-options values; write lists '
-            'as key=[a,b] and give dicts in a config file'
-        )
+    args = parser.parse_args(argv)
     os.environ.setdefault('LOCAL_RANK', str(args.local_rank))
     return args
 

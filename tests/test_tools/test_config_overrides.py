@@ -649,6 +649,14 @@ def test_a_value_whose_spaces_mmengine_would_delete_is_refused(
         'the config reads it from.\n'
     )
     assert list(tmp_path.iterdir()) == []
+    # a value mmengine cannot parse: argparse's usage error, no traceback
+    result = run_main(tool, *args, '--cfg-options', 'x=[1,2')
+    assert result.returncode == 2
+    assert result.stderr.strip().splitlines()[-1] == (
+        f'{prog}.py: error: cannot parse the --cfg-options values; write '
+        'lists as key=[a,b] and give dicts in a config file'
+    )
+    assert list(tmp_path.iterdir()) == []
     parsed = load_tool(f'tools/{tool}.py').parse_args(
         [*args, '--cfg-options', 'val_evaluator.topk=(1, 2)', 'x=[a, [b]]']
     )
