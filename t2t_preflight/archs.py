@@ -7,6 +7,8 @@ from typing import Optional, Union
 
 from mmengine.config import Config
 
+from .config import leaves
+
 # name: token layer, embed_dims, encoder layers, heads, mlp ratio
 _ARCHS = {
     '7': ('performer', 256, 7, 4, 2),
@@ -96,20 +98,14 @@ def arch_problem(cfg: Config) -> Optional[str]:
     """The line for a T2T-ViT ``arch`` of the model config that is no arch
     name or a custom arch without the keys it needs, listing the names;
     None if every arch resolves."""
-    pending = [('model', cfg.get('model'))]
-    while pending:
-        key, node = pending.pop(0)
-        if not isinstance(node, dict):
-            continue
-        kind = str(node.get('type', '')).split('.')[-1]
-        if kind == 'T2TViT' and 'arch' in node:
+    for key, node in leaves({'model': cfg.get('model')}):
+        if (
+            isinstance(node, dict)
+            and str(node.get('type', '')).split('.')[-1] == 'T2TViT'
+            and 'arch' in node
+        ):
             try:
                 resolve_arch(node['arch'])
             except ValueError as error:
                 return f'{key}.arch: {error}'
-        pending += [
-            (f'{key}.{name}', child)
-            for name, child in node.items()
-            if isinstance(child, dict)
-        ]
     return None
