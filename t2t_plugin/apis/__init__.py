@@ -5,7 +5,6 @@ exceptions with one-line messages and never print; the tools
 (``t2t_plugin.cli``) report them."""
 
 from t2t_preflight.errors import ArgumentRefused
-from t2t_preflight.inputs import DEFAULT_MAX_TOKENS
 
 from .image_files import (
     IMAGE_SUFFIXES,
@@ -31,7 +30,6 @@ from .input_checks import (
 )
 
 __all__ = [
-    'DEFAULT_MAX_TOKENS',
     'IMAGE_ERRORS',
     'IMAGE_SUFFIXES',
     'ArgumentRefused',

@@ -31,9 +31,6 @@ from .runtimes import TILING_KEY
 
 OPSET = 18
 OUTPUTS = ('logits', 'scores')
-# metadata_props keys of an exported file: what a runtime needs to feed it
-# an image file
-METADATA_KEYS = ('mean', 'std', 'input_size', 'channel_order', 'classes')
 # torch.export needs an upper bound for a symbolic size
 MAX_BATCH = 4096
 MAX_SIDE = 8192
@@ -62,10 +59,6 @@ class ModelForExport(nn.Module):
         self.neck = neck
         self.head = head
         self.output = output
-
-    @property
-    def pyramid(self) -> Optional[nn.Module]:
-        return self.neck
 
     def forward(self, images: torch.Tensor):
         feats = self.backbone(images)
@@ -96,12 +89,12 @@ class ExportableModel:
     classes: list[str] = field(default_factory=list)
 
     def metadata(self) -> dict[str, str]:
-        """The ``metadata_props`` of an exported file
-        (:data:`METADATA_KEYS`): lists as JSON, the channel order as it
+        """The ``metadata_props`` of an exported file, what a runtime needs
+        to feed it an image file: lists as JSON, the channel order as it
         is."""
-        lists = (self.mean, self.std, list(self.input_size), self.classes)
-        keys = [key for key in METADATA_KEYS if key != 'channel_order']
-        props = {key: json.dumps(value) for key, value in zip(keys, lists)}
+        lists = dict(mean=self.mean, std=self.std, classes=self.classes)
+        lists['input_size'] = list(self.input_size)
+        props = {key: json.dumps(value) for key, value in lists.items()}
         return {**props, 'channel_order': self.channel_order}
 
 

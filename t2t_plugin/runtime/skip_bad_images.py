@@ -9,8 +9,6 @@ import torch
 from mmengine.logging import print_log
 from PIL import Image
 
-from ..datasets.option_checks import check_int
-
 
 def base_datasets(dataset: Any) -> Iterator[Any]:
     """The datasets that read samples, inside any wrappers
@@ -116,12 +114,6 @@ class SkipBadImages:
         in_channels: Optional[int] = None,
         size_multiple: Optional[int] = None,
     ) -> None:
-        for name, value in (
-            ('in_channels', in_channels),
-            ('size_multiple', size_multiple),
-        ):
-            if value is not None:
-                check_int('SkipBadImages', name, value)
         self.dataset = dataset
         self.pipeline = pipeline
         self.in_channels = in_channels

@@ -192,7 +192,7 @@ def test_pyramid_backbone_levels_match_pytorch(tmp_path):
         },
         **{
             f'neck.0.{k}': v
-            for k, v in reference.module.pyramid.state_dict().items()
+            for k, v in reference.module.neck.state_dict().items()
         },
         'neck.1.lateral_convs.0.conv.weight': torch.zeros(1),
     }
