@@ -165,9 +165,10 @@ def run(args: argparse.Namespace, cfg, console) -> int:
         dynamic += ['height', 'width']
         multiples = f' (H, W multiples of {model.stride})'
     weights = external_data_file(args.out)
-    # above protobuf's 2 GB the weights cannot be inside the .onnx
+    # too large for protobuf's 2 GB, the weights cannot be inside the .onnx
     beside = (
-        f' and its weights {weights} (above 2 GB: keep the two together)'
+        f' and its weights {weights} (too large for one file: keep the two '
+        'together)'
         if weights
         else ''
     )
