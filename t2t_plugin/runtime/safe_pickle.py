@@ -103,17 +103,6 @@ _DAMAGED_PICKLE = (
 )
 
 
-def _refused(error: UnsafePickleError) -> str:
-    if isinstance(error, _PersistentIdError):
-        return 'a persistent id (a reference to an object outside the file)'
-    return f'the Python global {error}'
-
-
-def _damaged(error: Exception) -> str:
-    detail = ' '.join(str(error).split())[:120]
-    return type(error).__name__ + (f': {detail}' if detail else '')
-
-
 def _tensor_storage(data: bytes) -> Any:
     # torch pickles a tensor's storage as a nested torch.save stream, read
     # back by torch.storage._load_from_bytes with weights_only=False; the
@@ -178,12 +167,18 @@ class SafePickleHandler(PickleHandler):
     def load_from_fileobj(self, file, **kwargs):
         try:
             return _DataUnpickler(file, **kwargs).load()
+        except _PersistentIdError:
+            raise _refuse(
+                'a persistent id (a reference to an object outside the file)'
+            ) from None
         except UnsafePickleError as error:
-            raise _refuse(_refused(error)) from None
+            raise _refuse(f'the Python global {error}') from None
         except _DAMAGED_PICKLE as error:
+            detail = ' '.join(str(error).split())[:120]
+            kind = type(error).__name__ + (f': {detail}' if detail else '')
             raise DataFileError(
-                f'is not a complete pickle file ({_damaged(error)}); '
-                'replace it with a clean copy, or write it as JSON (.json).'
+                f'is not a complete pickle file ({kind}); replace it with a '
+                'clean copy, or write it as JSON (.json).'
             ) from None
 
 
