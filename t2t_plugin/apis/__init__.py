@@ -23,8 +23,7 @@ from .inference import (
 from .input_checks import (
     check_device,
     check_shape_budget,
-    check_writable_file,
-    check_writable_folder,
+    check_writable,
     config_num_layers,
     config_stride,
 )
@@ -36,8 +35,7 @@ __all__ = [
     'check_device',
     'check_shape_budget',
     'check_token_budget',
-    'check_writable_file',
-    'check_writable_folder',
+    'check_writable',
     'class_folder',
     'config_num_layers',
     'config_stride',

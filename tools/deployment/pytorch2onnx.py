@@ -113,7 +113,7 @@ def run(args: argparse.Namespace, cfg, console) -> int:
     :func:`~t2t_preflight.arguments.read_model_config`), then check it."""
     from t2t_plugin.apis import (
         check_shape_budget,
-        check_writable_file,
+        check_writable,
         config_stride,
     )
     from t2t_plugin.cli.options import check_model_keys
@@ -135,9 +135,10 @@ def run(args: argparse.Namespace, cfg, console) -> int:
         check_shape_budget(args.shape, config_stride(cfg), args.max_tokens)
     # before the model is built: never over an input, nor over a file
     # that is not an earlier export unless asked
-    check_writable_file(
+    check_writable(
         args.out,
         'The output',
+        file=True,
         inputs={'the checkpoint': args.checkpoint, 'the config': args.config},
         replaces=None if args.force else ('an ONNX model', is_onnx_model),
     )
