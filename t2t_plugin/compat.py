@@ -5,7 +5,7 @@ Features are detected by name, so that a backport counts."""
 import warnings
 from collections.abc import Iterable
 from contextlib import AbstractContextManager, nullcontext
-from typing import Any, Optional
+from typing import Any
 
 import torch
 from mmengine.utils import digit_version
@@ -90,36 +90,21 @@ def profiler_event_start_ns(event: Any) -> int:
     return event.start_us() * 1000
 
 
-def mmcv_cuda_ops_problem(
-    cuda_available: bool, compiled_cuda: Optional[str]
-) -> Optional[str]:
-    """Why mmcv's compiled ops will fail on this machine's GPU, or None.
-
-    Args:
-        cuda_available (bool): ``torch.cuda.is_available()``.
-        compiled_cuda (str, optional): mmcv's
-            ``get_compiling_cuda_version()``, or None for mmcv-lite.
-    """
-    if not cuda_available or compiled_cuda != 'not available':
-        return None
-    return (
-        'mmcv was built without CUDA ops, but torch sees a GPU: mmdet '
-        'and mmseg models will fail on CUDA tensors (nms, roi_align); '
-        f'install a CUDA build of mmcv ({doc_pages.INSTALL}).'
-    )
-
-
 def warn_if_mmcv_ops_lack_cuda() -> None:
-    """Warn once when torch sees a GPU and mmcv's ops are CPU-only."""
+    """Warn once when torch sees a GPU and mmcv's compiled ops are CPU-only
+    (mmcv-lite has no ops, which then nothing uses)."""
     if not torch.cuda.is_available():
         return
     try:
         from mmcv import _ext
-    except ImportError:  # mmcv-lite: no ops, nothing will use them
+    except ImportError:
         return
-    problem = mmcv_cuda_ops_problem(True, _ext.get_compiling_cuda_version())
-    if problem:
-        warn_once(problem)
+    if _ext.get_compiling_cuda_version() == 'not available':
+        warn_once(
+            'mmcv was built without CUDA ops, but torch sees a GPU: mmdet '
+            'and mmseg models will fail on CUDA tensors (nms, roi_align); '
+            f'install a CUDA build of mmcv ({doc_pages.INSTALL}).'
+        )
 
 
 # Private names of torch, mmengine, mmpretrain, numpy and Python, used

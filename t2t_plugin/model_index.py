@@ -10,7 +10,6 @@ from mmpretrain.apis import ModelHub
 NAME_SUFFIX = '_t2tp'
 
 _PACKAGE = Path(__file__).resolve().parent
-_registered = False
 
 
 def package_root() -> Path:
@@ -21,14 +20,10 @@ def package_root() -> Path:
 
 
 def register_model_index() -> None:
-    """Add this plugin's model index to mmpretrain's ``ModelHub`` once
-    (a second time, its names would conflict with themselves)."""
+    """Add this plugin's model index to mmpretrain's ``ModelHub``, once,
+    as ``import t2t_plugin`` does (a second time, its names would conflict
+    with themselves)."""
     root = package_root()
     index = root / 'model-index.yml'
-    if not index.is_file():  # e.g. a copy of the package alone
-        return
-    global _registered
-    if _registered:
-        return
-    ModelHub.register_model_index(index, config_prefix=root)
-    _registered = True
+    if index.is_file():  # not in a copy of the package alone
+        ModelHub.register_model_index(index, config_prefix=root)

@@ -5,7 +5,6 @@ exceptions with one-line messages and never print; the tools
 (``t2t_plugin.cli``) report them."""
 
 from t2t_preflight.errors import ArgumentRefused
-from t2t_preflight.inputs import DEFAULT_MAX_TOKENS
 
 from .image_files import (
     IMAGE_SUFFIXES,
@@ -24,22 +23,19 @@ from .inference import (
 from .input_checks import (
     check_device,
     check_shape_budget,
-    check_writable_file,
-    check_writable_folder,
+    check_writable,
     config_num_layers,
     config_stride,
 )
 
 __all__ = [
-    'DEFAULT_MAX_TOKENS',
     'IMAGE_ERRORS',
     'IMAGE_SUFFIXES',
     'ArgumentRefused',
     'check_device',
     'check_shape_budget',
     'check_token_budget',
-    'check_writable_file',
-    'check_writable_folder',
+    'check_writable',
     'class_folder',
     'config_num_layers',
     'config_stride',

@@ -16,13 +16,14 @@ from mmpretrain.apis import ModelHub, get_model
 from mmpretrain.datasets import remove_transform
 from mmpretrain.datasets.categories import IMAGENET_CATEGORIES
 from mmpretrain.registry import TRANSFORMS
+from PIL import Image
 from torch import nn
 
 from t2t_preflight.config import load_config
 
 from ..compat import model_config, model_dataset_meta, set_model_dataset_meta
 from ..runtime.checkpoint import load_state_dict_strictly, read_checkpoint
-from ..runtime.skip_bad_images import image_size, too_many_pixels
+from ..runtime.skip_bad_images import image_size
 from .input_checks import token_count
 
 # What a bad image file raises on decoding: OpenCV asserts (cv2.error) on
@@ -116,23 +117,21 @@ def read_image_input(image: Union[str, Path, np.ndarray]) -> dict:
 def read_image_size(image: Union[str, Path]) -> tuple[int, int]:
     """``(width, height)`` of an image file from its header alone, so that
     an image too large to decode is refused at no cost (FileNotFoundError;
-    ValueError: empty, not an image, :func:`too_many_pixels`)."""
+    ValueError: empty, not an image, too many pixels)."""
     path = Path(image)
     if not path.is_file():
         raise FileNotFoundError(f'Image not found: {image}.')
     if path.stat().st_size == 0:
         raise ValueError(f'{image} is empty (0 bytes); replace or remove it.')
     try:
-        width, height = image_size(path)
+        return image_size(path)
+    except Image.DecompressionBombError as error:
+        raise ValueError(f'{image}: {error} first.') from None
     except (OSError, SyntaxError, ValueError) as error:
         raise ValueError(
             f'{image} is not an image that can be read ({error}); give a '
             'JPEG, PNG or other image file.'
         ) from None
-    too_large = too_many_pixels(width, height)
-    if too_large:
-        raise ValueError(f'{image}: {too_large} first.')
-    return width, height
 
 
 def check_token_budget(

@@ -94,32 +94,19 @@ def check_shape_budget(
         )
 
 
-def check_writable_folder(
-    folder: Union[str, Path],
-    option: str,
-    inputs: Optional[dict[str, str]] = None,
-) -> None:
-    """Check that files can be written into ``folder``
-    (:func:`~t2t_preflight.outputs.output_problem`, ValueError if not),
-    then make it, before the work whose results go there."""
-    problem = output_problem(str(folder), option, inputs=inputs)
-    if problem:
-        raise ValueError(problem)
-    Path(folder).mkdir(parents=True, exist_ok=True)
-
-
-def check_writable_file(
+def check_writable(
     path: Union[str, Path],
     option: str,
+    file: bool = False,
     inputs: Optional[dict[str, str]] = None,
     replaces: Optional[tuple[str, Callable[[str], bool]]] = None,
 ) -> None:
-    """Check that ``path`` can be written
-    (:func:`~t2t_preflight.outputs.output_problem`, ValueError if not),
-    then make its folder."""
-    problem = output_problem(
-        str(path), option, file=True, inputs=inputs, replaces=replaces
-    )
+    """Check that the folder ``path`` (or, with ``file``, the file) can be
+    written (:func:`~t2t_preflight.outputs.output_problem`, with the same
+    arguments; ValueError if not), then make that folder (the file's
+    folder), before the work whose results go there."""
+    problem = output_problem(str(path), option, file, inputs, replaces)
     if problem:
         raise ValueError(problem)
-    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    folder = Path(path).parent if file else Path(path)
+    folder.mkdir(parents=True, exist_ok=True)

@@ -18,7 +18,7 @@ from ..apis import (
     IMAGE_ERRORS,
     IMAGE_SUFFIXES,
     check_token_budget,
-    check_writable_folder,
+    check_writable,
     config_num_layers,
     image_stem,
     list_images,
@@ -112,7 +112,7 @@ def draw_images(
         # drawn into the image folder, a PNG is an image of the next run
         # and can be replaced by that run's drawing
         kind = 'the image folder' if Path(args.image).is_dir() else 'the image'
-        check_writable_folder(args.out_dir, '--out-dir', {kind: args.image})
+        check_writable(args.out_dir, '--out-dir', inputs={kind: args.image})
         model = load_model(cfg, args.checkpoint, args.device)
     except LOAD_ERRORS as error:
         line = running_line(error, args.config, args.checkpoint)

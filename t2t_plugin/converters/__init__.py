@@ -11,7 +11,6 @@ from .official import (
     is_official,
     matching_config,
     official_to_plugin,
-    strip_module_prefix,
 )
 
 __all__ = [
@@ -24,5 +23,4 @@ __all__ = [
     'matching_config',
     'mmpretrain_to_plugin',
     'official_to_plugin',
-    'strip_module_prefix',
 ]

@@ -20,7 +20,6 @@ from torch import nn
 
 from t2t_preflight.config import load_config
 
-from ..analysis.speed import tensor_bytes
 from ..models.necks import T2TFeaturePyramid
 from ..runtime.checkpoint import (
     checkpoint_weights,
@@ -31,15 +30,9 @@ from .runtimes import TILING_KEY
 
 OPSET = 18
 OUTPUTS = ('logits', 'scores')
-# metadata_props keys of an exported file: what a runtime needs to feed it
-# an image file
-METADATA_KEYS = ('mean', 'std', 'input_size', 'channel_order', 'classes')
 # torch.export needs an upper bound for a symbolic size
 MAX_BATCH = 4096
 MAX_SIDE = 8192
-# protobuf refuses messages of 2 GiB or more; a model whose tensors leave
-# less than 64 MiB for the graph keeps its weights in a file beside it
-INLINE_LIMIT = 2**31 - 2**26
 
 
 class ModelForExport(nn.Module):
@@ -62,10 +55,6 @@ class ModelForExport(nn.Module):
         self.neck = neck
         self.head = head
         self.output = output
-
-    @property
-    def pyramid(self) -> Optional[nn.Module]:
-        return self.neck
 
     def forward(self, images: torch.Tensor):
         feats = self.backbone(images)
@@ -96,12 +85,12 @@ class ExportableModel:
     classes: list[str] = field(default_factory=list)
 
     def metadata(self) -> dict[str, str]:
-        """The ``metadata_props`` of an exported file
-        (:data:`METADATA_KEYS`): lists as JSON, the channel order as it
+        """The ``metadata_props`` of an exported file, what a runtime needs
+        to feed it an image file: lists as JSON, the channel order as it
         is."""
-        lists = (self.mean, self.std, list(self.input_size), self.classes)
-        keys = [key for key in METADATA_KEYS if key != 'channel_order']
-        props = {key: json.dumps(value) for key, value in zip(keys, lists)}
+        lists = dict(mean=self.mean, std=self.std, classes=self.classes)
+        lists['input_size'] = list(self.input_size)
+        props = {key: json.dumps(value) for key, value in lists.items()}
         return {**props, 'channel_order': self.channel_order}
 
 
@@ -256,7 +245,7 @@ def export_onnx(
     dynamic_batch: bool = True,
     dynamic_size: bool = True,
     batch_size: int = 2,
-    external_data: Optional[bool] = None,
+    external_data: bool = False,
 ) -> Path:
     """Write ``model`` as an ONNX file with one input called ``images``.
 
@@ -264,8 +253,9 @@ def export_onnx(
     unless made static; the graph is captured with a batch of
     ``batch_size``, the file's batch when that axis is static. The file
     holds its weights (it loads alone from any folder) unless
-    ``external_data`` is True, or None and they exceed protobuf's 2 GB
-    limit: then they go to ``<path>.data`` beside it
+    ``external_data`` is True, or they are too large for protobuf's 2 GB
+    (torch's exporter decides, from 1.5 GiB): then they go to
+    ``<path>.data`` beside it
     (:func:`external_data_file`). Both are written beside ``path`` under
     temporary names (in ``.<name>.<random>.tmp/``, which the next export
     to ``path`` removes if a kill left it) and renamed into place at the
@@ -274,9 +264,6 @@ def export_onnx(
     """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    if external_data is None:
-        weights = (*model.module.parameters(), *model.module.buffers())
-        external_data = tensor_bytes(weights) > INLINE_LIMIT
     # written in a folder of its own beside the file, then renamed into
     # place: a kill or an error leaves an earlier export as it was
     for killed in path.parent.glob(f'.{glob.escape(path.name)}.*.tmp'):

@@ -90,17 +90,6 @@ class AllowListUnpickler(pickle.Unpickler):
         return found
 
 
-class _DataUnpickler(AllowListUnpickler):
-    """Allowed globals, and no persistent ids: a data file refers to
-    nothing outside itself (pickle's own refusal is a bare
-    UnpicklingError). Not on :class:`AllowListUnpickler`: torch.load sets
-    its own ``persistent_load`` on the instance for checkpoints, which a
-    method of the class would override."""
-
-    def persistent_load(self, pid: Any) -> Any:
-        raise _PersistentIdError('a persistent id')
-
-
 # What a damaged or cut pickle raises while it is read: the C unpickler's
 # errors, and those of allowed constructors given garbage.
 _DAMAGED_PICKLE = (
@@ -114,39 +103,6 @@ _DAMAGED_PICKLE = (
 )
 
 
-def _refused(error: UnsafePickleError) -> str:
-    if isinstance(error, _PersistentIdError):
-        return 'a persistent id (a reference to an object outside the file)'
-    return f'the Python global {error}'
-
-
-def _damaged(error: Exception) -> str:
-    detail = ' '.join(str(error).split())[:120]
-    return type(error).__name__ + (f': {detail}' if detail else '')
-
-
-def load_data_pickle(file: BinaryIO, path: str = '') -> Any:
-    """Unpickle an open data file that may hold only data: containers, str,
-    bytes, numbers and numpy arrays (Python 2 strings as latin-1 ``str``,
-    as in the CIFAR files). Any other global raises
-    :class:`UnsafePickleError`, a damaged file :class:`DataFileError`,
-    both naming ``path``."""
-    try:
-        return _DataUnpickler(file, encoding='latin1').load()
-    except UnsafePickleError as error:
-        raise UnsafePickleError(
-            f'{path or "The pickle file"} holds {_refused(error)}, which is '
-            'not data; refusing to load it (replace the file with a clean '
-            'copy of the dataset).'
-        ) from None
-    except _DAMAGED_PICKLE as error:
-        raise DataFileError(
-            f'is not a complete pickle file ({_damaged(error)}); replace it '
-            'with a clean copy of the dataset.',
-            path,
-        ) from None
-
-
 def _tensor_storage(data: bytes) -> Any:
     # torch pickles a tensor's storage as a nested torch.save stream, read
     # back by torch.storage._load_from_bytes with weights_only=False; the
@@ -154,9 +110,14 @@ def _tensor_storage(data: bytes) -> Any:
     return torch.load(io.BytesIO(data), weights_only=True)
 
 
-class _AnnotationUnpickler(_DataUnpickler):
+class _DataUnpickler(AllowListUnpickler):
     """Data globals plus the containers pickle names by global and what a
-    pickled tensor needs, as mmengine's ``DumpResults`` writes them."""
+    pickled tensor needs, as mmengine's ``DumpResults`` writes them; no
+    persistent ids: a data file refers to nothing outside itself (pickle's
+    own refusal is a bare UnpicklingError). Not on
+    :class:`AllowListUnpickler`: torch.load sets its own
+    ``persistent_load`` on the instance for checkpoints, which a method of
+    the class would override."""
 
     allowed = {
         **_ALLOWED,
@@ -168,6 +129,9 @@ class _AnnotationUnpickler(_DataUnpickler):
         ('torch._utils', '_rebuild_tensor_v2'): rebuild_tensor(),
         ('torch.storage', '_load_from_bytes'): _tensor_storage,
     }
+
+    def persistent_load(self, pid: Any) -> Any:
+        raise _PersistentIdError('a persistent id')
 
 
 # The file extensions of the handlers registered below.
@@ -192,7 +156,8 @@ def _refuse(what: str) -> UnsafeDataFileError:
     # dataset's ann_file is known (SampleSeededRunner.build_dataloader)
     return UnsafeDataFileError(
         f'holds {what}, which a data file does not need; refusing to load '
-        'it: write it as JSON (.json), which holds data only.'
+        'it: replace it with a clean copy, or write it as JSON (.json), '
+        'which holds data only.'
     )
 
 
@@ -201,14 +166,31 @@ class SafePickleHandler(PickleHandler):
 
     def load_from_fileobj(self, file, **kwargs):
         try:
-            return _AnnotationUnpickler(file, **kwargs).load()
-        except UnsafePickleError as error:
-            raise _refuse(_refused(error)) from None
-        except _DAMAGED_PICKLE as error:
-            raise DataFileError(
-                f'is not a complete pickle file ({_damaged(error)}); '
-                'replace it with a clean copy, or write it as JSON (.json).'
+            return _DataUnpickler(file, **kwargs).load()
+        except _PersistentIdError:
+            raise _refuse(
+                'a persistent id (a reference to an object outside the file)'
             ) from None
+        except UnsafePickleError as error:
+            raise _refuse(f'the Python global {error}') from None
+        except _DAMAGED_PICKLE as error:
+            detail = ' '.join(str(error).split())[:120]
+            kind = type(error).__name__ + (f': {detail}' if detail else '')
+            raise DataFileError(
+                f'is not a complete pickle file ({kind}); replace it with a '
+                'clean copy, or write it as JSON (.json).'
+            ) from None
+
+
+def load_data_pickle(file: BinaryIO, path: str = '') -> Any:
+    """Unpickle an open data file (Python 2 strings as latin-1 ``str``, as
+    in the CIFAR files) through :class:`SafePickleHandler`'s allow-list:
+    :class:`UnsafeDataFileError` or :class:`DataFileError` naming
+    ``path``."""
+    try:
+        return SafePickleHandler().load_from_fileobj(file, encoding='latin1')
+    except DataFileError as error:
+        raise error.naming(path) from None
 
 
 # libyaml's parser where PyYAML has it, as mmengine's own handler: an

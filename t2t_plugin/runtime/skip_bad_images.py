@@ -1,14 +1,13 @@
 import logging
 import multiprocessing
 import os.path as osp
+import warnings
 from collections.abc import Iterator
 from typing import Any, Callable, NamedTuple, Optional
 
 import torch
 from mmengine.logging import print_log
 from PIL import Image
-
-from ..datasets.option_checks import check_int
 
 
 def base_datasets(dataset: Any) -> Iterator[Any]:
@@ -30,47 +29,42 @@ def base_datasets(dataset: Any) -> Iterator[Any]:
 
 
 def image_size(path: Any) -> tuple[int, int]:
-    """``(width, height)`` of an image file from its header alone, however
-    many pixels it has (OSError, SyntaxError or ValueError for a file
-    Pillow cannot identify)."""
-    limit = Image.MAX_IMAGE_PIXELS
-    try:
-        # the limit is checked by too_many_pixels, with a message of ours
-        Image.MAX_IMAGE_PIXELS = None
-        with Image.open(path) as image:
-            return image.size
-    finally:
-        Image.MAX_IMAGE_PIXELS = limit
-
-
-def too_many_pixels(width: int, height: int) -> Optional[str]:
-    """Why an image of ``width`` x ``height`` is too large to decode: more
-    pixels than ``PIL.Image.MAX_IMAGE_PIXELS``, the one limit of training
-    and of tools/infer.py; else None.
+    """``(width, height)`` of an image file from its header alone: OSError,
+    SyntaxError or ValueError for a file Pillow cannot identify, and
+    Pillow's decompression-bomb check made strict: its
+    ``DecompressionBombError`` for more pixels than
+    ``PIL.Image.MAX_IMAGE_PIXELS`` (Pillow itself only warns up to twice
+    that), the one limit of training and of tools/infer.py.
 
     OpenCV, mmcv's default decoder, decodes up to 2**30 pixels: a
-    20000x20000 PNG of about a megabyte takes gigabytes before any
-    resize of the pipeline.
+    20000x20000 PNG of about a megabyte takes gigabytes before any resize
+    of the pipeline.
     """
-    limit = Image.MAX_IMAGE_PIXELS
-    if not limit or width * height <= limit:
-        return None
-    return (
-        f'{width}x{height} pixels, above the {limit} that are decoded at '
-        'most (PIL.Image.MAX_IMAGE_PIXELS); resize the image'
-    )
+    with warnings.catch_warnings():
+        warnings.simplefilter('error', Image.DecompressionBombWarning)
+        try:
+            with Image.open(path) as image:
+                return image.size
+        except (Image.DecompressionBombError, Image.DecompressionBombWarning):
+            raise Image.DecompressionBombError(
+                f'more pixels than the {Image.MAX_IMAGE_PIXELS} that are '
+                'decoded at most (PIL.Image.MAX_IMAGE_PIXELS); resize the '
+                'image'
+            ) from None
 
 
 def oversized_image(path: Any) -> Optional[str]:
-    """:func:`too_many_pixels` of a local image file, from its header; None
-    for a file Pillow cannot identify (the pipeline's reader decides) or a
-    path that is not a local file."""
-    if not isinstance(path, str) or not osp.isfile(path):
-        return None
-    try:
-        return too_many_pixels(*image_size(path))
-    except (OSError, SyntaxError, ValueError):
-        return None
+    """Why a local image file is too large to decode (:func:`image_size`);
+    None for a file Pillow cannot identify (the pipeline's reader decides)
+    or a path that is not a local file."""
+    if isinstance(path, str) and osp.isfile(path):
+        try:
+            image_size(path)
+        except Image.DecompressionBombError as error:
+            return str(error)
+        except (OSError, SyntaxError, ValueError):
+            pass
+    return None
 
 
 class BadImage(NamedTuple):
@@ -120,12 +114,6 @@ class SkipBadImages:
         in_channels: Optional[int] = None,
         size_multiple: Optional[int] = None,
     ) -> None:
-        for name, value in (
-            ('in_channels', in_channels),
-            ('size_multiple', size_multiple),
-        ):
-            if value is not None:
-                check_int('SkipBadImages', name, value)
         self.dataset = dataset
         self.pipeline = pipeline
         self.in_channels = in_channels

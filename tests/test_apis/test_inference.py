@@ -383,9 +383,9 @@ def test_infer_tool_carries_on_past_bad_files_and_names_them(tmp_path, capsys):
     ]
     assert captured.err.strip().splitlines() == [
         f'error: {empty} is empty (0 bytes); replace or remove it.',
-        f'error: {huge}: 20000x20000 pixels, above the '
-        f'{Image.MAX_IMAGE_PIXELS} that are decoded at most '
-        '(PIL.Image.MAX_IMAGE_PIXELS); resize the image first.',
+        f'error: {huge}: more pixels than the {Image.MAX_IMAGE_PIXELS} that '
+        'are decoded at most (PIL.Image.MAX_IMAGE_PIXELS); resize the image '
+        'first.',
         'error: 2 of 14 images failed: 01b.png, 99.png',
     ]
 

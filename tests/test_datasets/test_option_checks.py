@@ -80,15 +80,6 @@ def test_wrapper_and_guard_options_are_checked():
             'its config (a dict with its type).',
         ),
         (
-            lambda: SkipBadImages(digits, digits.pipeline, in_channels=0),
-            'SkipBadImages got in_channels=0; give an integer of at least 1.',
-        ),
-        (
-            lambda: SkipBadImages(digits, digits.pipeline, size_multiple=2.0),
-            'SkipBadImages got size_multiple=2.0; give an integer of at '
-            'least 1.',
-        ),
-        (
             lambda: DATA_SAMPLERS.build(
                 sampler, default_args=dict(dataset=digits)
             ),

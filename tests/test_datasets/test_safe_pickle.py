@@ -91,7 +91,8 @@ DAMAGED = {
         external_pickle,
         'holds a persistent id (a reference to an object outside the '
         'file), which a data file does not need; refusing to load it: '
-        'write it as JSON (.json), which holds data only.',
+        'replace it with a clean copy, or write it as JSON (.json), which '
+        'holds data only.',
     ),
     'cut.pkl': (
         truncated_pickle,
@@ -124,8 +125,8 @@ def test_annotation_files_never_run_code(suffix, tmp_path):
     # mmengine's load gives the handlers no file name
     message = (
         f'A data file holds {found}, which a data file does not need; '
-        'refusing to load it: write it as JSON (.json), which holds data '
-        'only.'
+        'refusing to load it: replace it with a clean copy, or write it as '
+        'JSON (.json), which holds data only.'
     )
     with pytest.raises(UnsafeDataFileError) as error:
         BaseDataset(ann_file=str(path))
@@ -195,15 +196,17 @@ def test_cifar_batches_that_are_cut_are_named(tmp_path):
         load_data_pickle(f, str(path))
     assert str(error.value) == (
         f'{path} is not a complete pickle file (UnpicklingError: pickle '
-        'data was truncated); replace it with a clean copy of the dataset.'
+        'data was truncated); replace it with a clean copy, or write it as '
+        'JSON (.json).'
     )
     external = external_pickle(tmp_path / 'b')
     with open(external, 'rb') as f, pytest.raises(ValueError) as error:
         load_data_pickle(f, str(external))
     assert str(error.value) == (
         f'{external} holds a persistent id (a reference to an object '
-        'outside the file), which is not data; refusing to load it (replace '
-        'the file with a clean copy of the dataset).'
+        'outside the file), which a data file does not need; refusing to '
+        'load it: replace it with a clean copy, or write it as JSON (.json), '
+        'which holds data only.'
     )
 
 

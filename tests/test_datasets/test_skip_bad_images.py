@@ -107,10 +107,16 @@ def test_an_image_too_large_to_decode_is_skipped_from_its_header(tmp_path):
     limit = Image.MAX_IMAGE_PIXELS  # Pillow's default: 89478485
     assert limit < 20000 * 20000
     problem = (
-        f'20000x20000 pixels, above the {limit} that are decoded at most '
+        f'more pixels than the {limit} that are decoded at most '
         '(PIL.Image.MAX_IMAGE_PIXELS); resize the image'
     )
     assert oversized_image(str(huge)) == problem
+    # between the limit and twice it, where Pillow itself only warns
+    between = write_image(
+        tmp_path / 'between.png', (10000, 10000), content='header'
+    )
+    assert limit < 10000 * 10000 < 2 * limit
+    assert oversized_image(str(between)) == problem
     assert oversized_image(str(root / 'val' / 'c2' / '0.jpg')) is None
     options = lite_options(root, 'train_cfg.val_interval=1')
     for name, run in (('ours', run_main), ('theirs', run_mmpretrain_tool)):

@@ -12,7 +12,7 @@ import torch
 from mmengine.config import Config
 from mmengine.registry import RUNNERS
 
-from t2t_plugin.apis import check_writable_file, check_writable_folder
+from t2t_plugin.apis import check_writable
 from t2t_preflight.errors import ConfigError
 from t2t_preflight.outputs import output_problem
 
@@ -81,10 +81,10 @@ def test_output_problem_names_each_case(tmp_path):
     )
     # the library's checks raise the same line, and make the folder
     with pytest.raises(ValueError, match='symbolic link loop'):
-        check_writable_folder(loop / 'run', '--out-dir')
+        check_writable(loop / 'run', '--out-dir')
     with pytest.raises(ValueError, match='is the checkpoint'):
-        check_writable_file(link, 'OUT', inputs)
-    check_writable_file(tmp_path / 'made' / 'x.onnx', 'OUT')
+        check_writable(link, 'OUT', file=True, inputs=inputs)
+    check_writable(tmp_path / 'made' / 'x.onnx', 'OUT', file=True)
     assert (tmp_path / 'made').is_dir()
 
 

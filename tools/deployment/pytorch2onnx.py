@@ -112,7 +112,7 @@ def run(args: argparse.Namespace, cfg, console) -> int:
     :func:`~t2t_preflight.arguments.read_model_config`), then check it."""
     from t2t_plugin.apis import (
         check_shape_budget,
-        check_writable_file,
+        check_writable,
         config_stride,
     )
     from t2t_plugin.cli.options import check_model_keys
@@ -134,9 +134,10 @@ def run(args: argparse.Namespace, cfg, console) -> int:
         check_shape_budget(args.shape, config_stride(cfg), args.max_tokens)
     # before the model is built: never over an input, nor over a file
     # that is not an earlier export unless asked
-    check_writable_file(
+    check_writable(
         args.out,
         'The output',
+        file=True,
         inputs={'the checkpoint': args.checkpoint, 'the config': args.config},
         replaces=None if args.force else ('an ONNX model', is_onnx_model),
     )
@@ -164,9 +165,10 @@ def run(args: argparse.Namespace, cfg, console) -> int:
         dynamic += ['height', 'width']
         multiples = f' (H, W multiples of {model.stride})'
     weights = external_data_file(args.out)
-    # above protobuf's 2 GB the weights cannot be inside the .onnx
+    # too large for protobuf's 2 GB, the weights cannot be inside the .onnx
     beside = (
-        f' and its weights {weights} (above 2 GB: keep the two together)'
+        f' and its weights {weights} (too large for one file: keep the two '
+        'together)'
         if weights
         else ''
     )

@@ -12,7 +12,7 @@ import torch
 from mmpretrain.datasets.categories import IMAGENET_CATEGORIES
 from rich.console import Console
 
-from t2t_plugin.apis import check_writable_file
+from t2t_plugin.apis import check_writable
 from t2t_plugin.cli.reporting import progress
 from t2t_plugin.converters import (
     convert_official_checkpoint,
@@ -136,9 +136,10 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         jobs = collect_jobs(args.src, args.dst)
         sources = {f'the source {src}': str(src) for src, _ in jobs}
         for _, dst in jobs:  # before anything is converted
-            check_writable_file(
+            check_writable(
                 dst,
                 'DST',
+                file=True,
                 inputs=sources,
                 replaces=None if args.force else ('a checkpoint', is_intact),
             )
