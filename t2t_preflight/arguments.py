@@ -23,7 +23,7 @@ from .config import (
     load_config,
     warn_stale_variables,
 )
-from .errors import CfgOptionsError, ConfigError
+from .errors import ConfigError
 from .inputs import (
     DEFAULT_MAX_TOKENS,
     class_folder_problem,
@@ -319,9 +319,6 @@ def load_checked(
             warn=False,
         )  # fmt: skip
         cfg = merge_args(cfg, args)
-    except CfgOptionsError as error:
-        print(f'Invalid options for {args.config}: {error}', file=sys.stderr)
-        return None, 2
     except ConfigError as error:
         print(error, file=sys.stderr)
         return None, 2
