@@ -119,7 +119,7 @@ def test_a_test_refuses_a_classifier_of_another_count(tmp_path):
     weights['head.layers.head.bias'] = torch.zeros(3)
     torch.save(dict(state_dict=weights), checkpoint)
     error = door(DEMO, dict(load_from=str(checkpoint)), tmp_path / 'd', 'test')
-    assert isinstance(error, CheckpointError)
+    assert isinstance(error, CheckpointError) and error.classes == 3
     assert str(error) == (
         f"The checkpoint {checkpoint} classifies 3 classes, this model's "
         'head 10 (num_classes); use the config it was trained with (its '
