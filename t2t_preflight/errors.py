@@ -15,9 +15,10 @@ class RunCheckError(ValueError):
 
 
 class ConfigError(RunCheckError):
-    """A config that cannot be loaded or run, or an option of it (a
-    ``--cfg-options`` entry, an argument of a model or dataset part) that
-    it cannot take; the message is one line."""
+    """A config that cannot be loaded or run, or a ``--cfg-options`` entry
+    that does not apply to it; the message is one line. (A model or
+    dataset part refuses a wrong argument with a ValueError, as the host's
+    parts do.)"""
 
 
 class ArgumentRefused(RunCheckError):
