@@ -19,7 +19,7 @@ from mmengine.config import Config, ConfigDict, DictAction
 from . import checks
 from .archs import arch_problem
 from .config import import_custom_modules, load_config, warn_stale_variables
-from .errors import CfgOptionsError, ConfigError
+from .errors import ConfigError
 from .inputs import (
     DEFAULT_MAX_TOKENS,
     built_datasets,
@@ -314,9 +314,6 @@ def load_checked(
             warn=False,
         )  # fmt: skip
         cfg = merge_args(cfg, args)
-    except CfgOptionsError as error:
-        print(f'Invalid options for {args.config}: {error}', file=sys.stderr)
-        return None, 2
     except ConfigError as error:
         print(error, file=sys.stderr)
         return None, 2

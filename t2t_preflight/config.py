@@ -26,7 +26,7 @@ from typing import Any, Optional, Union
 
 from mmengine.config import Config
 
-from .errors import CfgOptionsError, ConfigError
+from .errors import ConfigError
 
 # Top-level keys the host reads: the arguments of mmengine's Runner
 # (written out, so that this file need not import torch), what its
@@ -96,17 +96,18 @@ def load_config(
             'A config must be a file path or a Config, got '
             f'{type(config).__name__}.'
         )
+    invalid = f'Invalid options for {cfg.filename or "the config"}'
     for key in options:
         problem = misspelt_option(cfg, key)
         if problem:
-            raise CfgOptionsError(f'--cfg-options {key}: {problem}')
+            raise ConfigError(f'{invalid}: --cfg-options {key}: {problem}')
     if options:
         loaded = cfg.copy()
         try:
             cfg.merge_from_dict(options)
         except (KeyError, TypeError, ValueError, IndexError) as error:
-            raise CfgOptionsError(
-                f'Cannot apply the options {options}: {error}'
+            raise ConfigError(
+                f'{invalid}: cannot apply the options {options}: {error}'
             ) from None
         if warn:
             warn_stale_variables(cfg, loaded)

@@ -38,8 +38,8 @@ def load_model(
     cfg_options: Optional[dict] = None,
 ) -> nn.Module:
     """Build a classifier with ``get_model``, load weights strictly and
-    return it in eval mode (ConfigError, CheckpointError,
-    CheckpointMismatchError; ValueError for a name not in the index).
+    return it in eval mode (ConfigError, CheckpointError; ValueError for a
+    name not in the index).
 
     Args:
         model (str | Path | Config): A config file, a config, or a name of

@@ -11,25 +11,11 @@ from rich.console import Console
 from rich.progress import track
 
 from t2t_preflight.config import environment_variable
-from t2t_preflight.errors import ConfigError
-
-from ..models.checkpoint_checks import ClassCountError
-from ..runtime.checkpoint import CheckpointError, CheckpointMismatchError
-from ..runtime.distributed import LaunchError
-from ..runtime.hooks import RunCheckError, TrainingStopped
+from t2t_preflight.errors import CheckpointError, RunCheckError
 
 # What a wrong config or option raises while mmengine builds the run
 # (model, datasets, loops, optimizer): a user mistake, not a bug.
 BUILD_ERRORS = (AssertionError, ValueError, TypeError, KeyError)
-# What the run's checks raise: their messages are one line for the user.
-CHECK_ERRORS = (
-    ConfigError,
-    RunCheckError,
-    TrainingStopped,
-    CheckpointError,
-    CheckpointMismatchError,
-    FileNotFoundError,
-)
 # What loading a model raises on a user mistake (SyntaxError: a broken
 # config, ImportError: a missing toolbox).
 LOAD_ERRORS = (OSError, ValueError, TypeError, SyntaxError, ImportError)
@@ -88,10 +74,11 @@ def running_line(error: BaseException, config: str, checkpoint: str) -> str:
     inference, export, drawing) from ``config`` and ``checkpoint``: a
     checkpoint of another number of classes says which config or option
     fits it, instead of the training's advice."""
-    if isinstance(error, ClassCountError) and error.advice:
+    line = one_line(error)
+    if isinstance(error, CheckpointError) and error.advice:
         advice = run_config_advice(checkpoint, error.classes, config)
-        error = error.advising(advice)
-    return one_line(error)
+        line = line.replace(error.advice, advice)
+    return line
 
 
 def run_reported(
@@ -102,9 +89,10 @@ def run_reported(
 ) -> tuple[int, Any]:
     """Run ``action`` (building the Runner, or its ``train`` / ``test``):
     the exit code and what it returned. The errors of the run's checks
-    (the machine's too: the Runner turns them into check errors) become
-    one line and exit code 1 (2: processes not started as ``--launcher``
-    says; 130 for Ctrl-C); anything else keeps its traceback.
+    (:class:`~t2t_preflight.errors.RunCheckError` and its kinds; the
+    machine's too: the Runner turns them into check errors) and a missing
+    file become one line and the error's ``exit_code`` (130 for Ctrl-C);
+    anything else keeps its traceback.
 
     Args:
         action (Callable): What to run.
@@ -116,12 +104,11 @@ def run_reported(
             runs the model (a test): its errors say so
             (:func:`running_line`).
     """
+    code = 1
     try:
         return 0, action()
-    except LaunchError as error:
-        print(error, file=sys.stderr)
-        return 2, None
-    except CHECK_ERRORS as error:
+    except (RunCheckError, FileNotFoundError) as error:
+        code = getattr(error, 'exit_code', code)
         if checkpoint is not None:
             error = running_line(error, config, checkpoint)
         message = ' '.join(str(error).split())
@@ -136,4 +123,4 @@ def run_reported(
         print('Interrupted; resume with --resume.', file=sys.stderr)
         return 130, None
     print(message, file=sys.stderr)
-    return 1, None
+    return code, None

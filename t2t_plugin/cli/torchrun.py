@@ -20,11 +20,9 @@ from torch.distributed.elastic.multiprocessing import SignalException
 from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
 from torch.distributed.run import parse_args, run
 
-from ..runtime.distributed import (
-    LaunchError,
-    gpu_shortage,
-    rendezvous_failures,
-)
+from t2t_preflight.errors import ArgumentRefused
+
+from ..runtime.distributed import gpu_shortage, rendezvous_failures
 
 # torchrun's agent logs each failed worker (and its stopping of the
 # others) before it raises; the one line below says it instead
@@ -78,9 +76,9 @@ def torchrun(argv: Sequence[str]) -> int:
     try:
         with rendezvous_failures(args.master_port, 'PORT'):
             run(args)
-    except LaunchError as error:
+    except ArgumentRefused as error:
         print(error, file=sys.stderr)
-        return 2
+        return error.exit_code
     except ChildFailedError as error:
         line, code = failed_worker_line(error)
         print(line, file=sys.stderr)

@@ -13,7 +13,6 @@ from typing import Any
 # One set of checks for every part: the type and range rules, and the
 # wording of the line, are the model options'.
 from ..models.option_checks import (  # noqa: F401
-    OptionError,
     _refuse,
     check_bool,
     check_choice,

@@ -18,38 +18,7 @@ from mmengine.logging import MMLogger
 from torch import nn
 
 from t2t_preflight.config import few
-
-
-class CheckpointError(ValueError):
-    """A checkpoint that cannot be read; the message is one line."""
-
-
-class CheckpointMismatchError(RuntimeError, ValueError):
-    """A checkpoint whose weights do not fit the model; one line.
-
-    A RuntimeError as torch's strict loading raises, and a ValueError as
-    every other user mistake.
-    """
-
-
-class ClassCountError(CheckpointMismatchError):
-    """A checkpoint whose classifier has ``classes`` classes, not the
-    head's number. The message ends with ``advice``, what to do in
-    training; a tool that only runs the model gives its own
-    (:meth:`advising`)."""
-
-    def __init__(
-        self, message: str, classes: int = 0, advice: str = ''
-    ) -> None:
-        super().__init__(message)
-        self.classes = classes
-        self.advice = advice
-
-    def advising(self, advice: str) -> 'ClassCountError':
-        """This error with ``advice`` in place of the training's."""
-        message = str(self).replace(self.advice, advice)
-        return type(self)(message, self.classes, advice)
-
+from t2t_preflight.errors import CheckpointError
 
 # what to do with a checkpoint whose classifier has other classes, where
 # a run needs its classifier (a test, an inference, a resume)
@@ -179,7 +148,7 @@ def check_fit(
             values, compared with the arch the checkpoint records.
 
     Raises:
-        CheckpointMismatchError: One line naming the file the reader read
+        CheckpointError: One line naming the file the reader read
             the weights from.
     """
     source = source_of(state_dict, prefix)
@@ -187,7 +156,7 @@ def check_fit(
     for key, value in (arch or {}).items():
         recorded = source.arch.get(key) if source else None
         if recorded is not None and _plain(recorded) != _plain(value):
-            raise CheckpointMismatchError(
+            raise CheckpointError(
                 f'The {the} was trained with {key}={_plain(recorded)}, this '
                 f'model has {key}={_plain(value)}: the weights have the same '
                 'shapes but mean something else; use the config it was '
@@ -202,7 +171,7 @@ def check_fit(
         if not isinstance(v, torch.Tensor)
     ]
     if wrong:
-        raise CheckpointMismatchError(
+        raise CheckpointError(
             f'The {the} holds {len(wrong)} weight(s) of {owner} that are not '
             f'tensors, e.g. {wrong[0][0]!r} (a {wrong[0][1]}); it was not '
             'saved from model.state_dict(): save one with '
@@ -217,7 +186,7 @@ def check_fit(
         or v.is_floating_point() != own[k].is_floating_point()
     ]
     if other_kind:
-        raise CheckpointMismatchError(
+        raise CheckpointError(
             f'The {the} holds {len(other_kind)} weight(s) of {owner} of '
             f'another kind than the model, e.g. {other_kind[0]}; only '
             'floating-point weights load: save the weights of the trained '
@@ -225,7 +194,7 @@ def check_fit(
         )
     if not entries:
         found = [str(key) for key in state_dict]
-        raise CheckpointMismatchError(
+        raise CheckpointError(
             f'The {the} holds none of the {len(own)} weights of {owner} '
             f'(expected e.g. {_examples([prefix + k for k in own])}; it has '
             f'{len(found)} entries here'
@@ -236,7 +205,7 @@ def check_fit(
         prefix + k for k in own if k not in entries and k not in optional
     ]
     if missing:
-        raise CheckpointMismatchError(
+        raise CheckpointError(
             f'The {the} lacks {len(missing)} of the {len(own)} weights of '
             f'{owner} (e.g. {_examples(missing)}): {advice}.'
         )
@@ -250,7 +219,7 @@ def check_fit(
     ]
     if unused:
         under = f' under {prefix!r}' if prefix else ''
-        raise CheckpointMismatchError(
+        raise CheckpointError(
             f'The {the} holds {len(unused)} entries{under} that {owner} does '
             f'not have (e.g. {_examples(unused)}), which would be left '
             f'unused: {advice}.'
@@ -261,14 +230,14 @@ def check_fit(
         if v.shape != own[k].shape
     ]
     if other_shapes:
-        raise CheckpointMismatchError(
+        raise CheckpointError(
             f'{len(other_shapes)} weight(s) of the {the} have other shapes '
             f'than those of {owner}, e.g. {"; ".join(other_shapes[:2])} '
             f'(checkpoint vs model): {advice}.'
         )
     not_finite = [prefix + k for k in non_finite_tensors(entries)]
     if not_finite:
-        raise CheckpointMismatchError(
+        raise CheckpointError(
             f'The {the} holds NaN or infinite values in {len(not_finite)} '
             f'weight(s) of {owner}, e.g. {_examples(not_finite)}; it comes '
             'from a run that diverged: take an earlier checkpoint.'
@@ -305,7 +274,7 @@ def _check_shapes_arch(backbone: nn.Module, state_dict: dict, prefix: str):
     tensor = isinstance(table, torch.Tensor) and table.dim() > 0
     width = table.shape[-1] if tensor else backbone.embed_dims
     if width != backbone.embed_dims:
-        raise CheckpointMismatchError(
+        raise CheckpointError(
             f'{the()} embed_dims={width}, this T2T-ViT has '
             f'{backbone.embed_dims} {arch}was trained with.'
         )
@@ -313,7 +282,7 @@ def _check_shapes_arch(backbone: nn.Module, state_dict: dict, prefix: str):
     layers = [re.match(pattern, str(k)) for k in state_dict]
     depth = max((int(m.group(1)) + 1 for m in layers if m), default=None)
     if depth not in (None, backbone.num_layers):
-        raise CheckpointMismatchError(
+        raise CheckpointError(
             f'{the()} {depth} encoder layers, this T2T-ViT has '
             f'{backbone.num_layers} {arch}was trained with.'
         )
@@ -323,7 +292,7 @@ def _check_shapes_arch(backbone: nn.Module, state_dict: dict, prefix: str):
             k.startswith(prefix + 'tokens_to_token.') and f'.attn.{part}.' in k
             for k in state_dict
         ):
-            raise CheckpointMismatchError(
+            raise CheckpointError(
                 f'{the()} {kind} T2T layers, this T2T-ViT has '
                 f'{token_layer} ones. Pick the matching arch: performer archs '
                 "are '7'...'24', transformer ones 't-14', 't-19', 't-24'."
@@ -399,7 +368,7 @@ def report_load(module: nn.Module, incompatible_keys: Any = None) -> None:
 
 def missing_prefix_error(
     owner: str, init_cfg: Any, marker: str
-) -> Optional[CheckpointMismatchError]:
+) -> Optional[CheckpointError]:
     """The refusal of a ``Pretrained`` init whose ``prefix`` no key of the
     file it just read starts with (mmengine asserts that, bare), saying
     what the file holds and which prefix would do (``marker``: a key of
@@ -438,7 +407,7 @@ def missing_prefix_error(
                 f'with this {owner} (a classifier, detector or segmentor, or '
                 'the bare backbone)'
             )
-        return CheckpointMismatchError(
+        return CheckpointError(
             f"Checkpoint {source.path} holds no weights under init_cfg's "
             f'prefix {full!r} ({held}); {advice}.'
         )
@@ -449,7 +418,7 @@ def whole_model_error(
     model: nn.Module,
     weights: Mapping[str, Any],
     advice: str = 'use the config it was trained with',
-) -> Optional[CheckpointMismatchError]:
+) -> Optional[CheckpointError]:
     """What the modules' load hooks cannot refuse, for a door that runs
     ``model`` as it was trained (a test, an inference, a resume): a
     classifier of another number of classes (a head's
@@ -462,7 +431,7 @@ def whole_model_error(
         classes = getattr(module, 'checkpoint_classes', None)
         count = classes and classes(weights, f'{name}.' * bool(name))
         if count:
-            return ClassCountError(
+            return CheckpointError(
                 f"The {the} classifies {count} classes, this model's head "
                 f'{module.num_classes} (num_classes); {advice}.',
                 classes=count,
@@ -478,7 +447,7 @@ def whole_model_error(
         }
     )
     if foreign:
-        return CheckpointMismatchError(
+        return CheckpointError(
             f'The {the} holds weights of {few(foreign)}, which this '
             f"{type(model).__name__} does not have: it is another model's "
             'checkpoint; use the config it was trained with.'
@@ -497,9 +466,8 @@ def load_state_dict_strictly(
     else the file the reader read.
 
     Raises:
-        CheckpointMismatchError: If weights are missing, unexpected or of
-            another shape, or the classifier has other classes
-            (:class:`ClassCountError`).
+        CheckpointError: If weights are missing, unexpected or of another
+            shape, or the classifier has other classes (its ``classes``).
     """
     weights = checkpoint.get('state_dict', checkpoint)
     error = whole_model_error(model, weights, RUN_ADVICE)
@@ -509,7 +477,7 @@ def load_state_dict_strictly(
     try:
         result = model.load_state_dict(weights, strict=False)
     except RuntimeError as error:  # shapes of a module without our hooks
-        if isinstance(error, CheckpointMismatchError):
+        if isinstance(error, CheckpointError):
             raise
         # torch's message: a header line, then one line per problem
         problems = [
@@ -520,11 +488,11 @@ def load_state_dict_strictly(
         detail = '; '.join(problems[1:] or problems)
         if len(detail) > 600:  # e.g. hundreds of unexpected keys
             detail = detail[:600] + ' ...'
-        raise CheckpointMismatchError(
+        raise CheckpointError(
             f'{the} does not fit the model: {detail}.'
         ) from None
     if result.missing_keys or result.unexpected_keys:
-        raise CheckpointMismatchError(
+        raise CheckpointError(
             f'{the} does not fit the model: '
             f'{len(result.missing_keys)} weights missing (e.g. '
             f'{result.missing_keys[:2]}), {len(result.unexpected_keys)} '

@@ -2,9 +2,10 @@
 
 Every option of the backbone, the T2T module, its token layers, the head
 and the neck (and of the parts of ``projects/``) goes through these
-functions, so that a wrong value is one line at build time, whatever door
-builds the model (our tools, mmpretrain's ``get_model``, ``MODELS.build``):
-the class, the option, the value given and what is accepted. A bool is a
+functions, so that a wrong value is one ValueError line at build time,
+whatever door builds the model (our tools, which print it after the
+config's name, mmpretrain's ``get_model``, ``MODELS.build``): the class,
+the option, the value given and what is accepted. A bool is a
 bool (``'no'`` is no bool), a count a positive int, a loss weight a finite
 positive number; a key a part does not take is named with its nearest
 valid key.
@@ -19,12 +20,8 @@ from typing import Any, Callable, Optional
 from t2t_preflight.config import nearest
 
 
-class OptionError(ValueError):
-    """A model part's option has a value the part cannot take."""
-
-
-def _refuse(owner: str, name: str, value: Any, accepted: str) -> OptionError:
-    return OptionError(f'{owner} got {name}={value!r}; {accepted}.')
+def _refuse(owner: str, name: str, value: Any, accepted: str) -> ValueError:
+    return ValueError(f'{owner} got {name}={value!r}; {accepted}.')
 
 
 def check_bool(owner: str, name: str, value: Any) -> bool:
@@ -135,7 +132,7 @@ def check_keys(
         if key not in known:
             close = nearest(key, known)
             hint = f"did you mean '{close}'? " if close else ''
-            raise OptionError(
+            raise ValueError(
                 f'{owner} got an unknown key {key!r} in {name}; {hint}'
                 f'it takes {", ".join(known)}.'
             )
@@ -183,7 +180,7 @@ def check_size(owner: str, name: str, value: Any) -> tuple[int, int]:
     )
     try:
         return check_ints(owner, name, pair, 2)
-    except OptionError:
+    except ValueError:
         raise _refuse(
             owner, name, value, 'give a positive integer or a pair of them'
         ) from None

@@ -5,12 +5,10 @@ the process group of a distributed run, CPU autocast and the layer-decay
 optimizer constructor."""
 
 from t2t_preflight import check_config, load_config
-from t2t_preflight.errors import ConfigError
+from t2t_preflight.errors import CheckpointError, ConfigError, DataFileError
 
 from .checkpoint import (
     AtomicLocalBackend,
-    CheckpointError,
-    CheckpointMismatchError,
     read_checkpoint,
     remove_stale_temp_files,
 )
@@ -18,11 +16,8 @@ from .hooks import TrainingCurvesHook
 from .optim_constructor import BackboneLayerDecayOptimWrapperConstructor
 from .optim_wrapper import AutocastOptimWrapper
 from .safe_pickle import (
-    DataFileError,
     SafePickleHandler,
     SafeYamlHandler,
-    UnsafeDataFileError,
-    UnsafePickleError,
     load_data_pickle,
 )
 from .sample_seeded_runner import (
@@ -46,8 +41,6 @@ __all__ = [
     'SampleSeedSampler',
     'SampleSeededDataset',
     'SkipBadImages',
-    'UnsafeDataFileError',
-    'UnsafePickleError',
     'load_data_pickle',
     'own_generator',
     'sample_seed',
@@ -56,7 +49,6 @@ __all__ = [
     'AutocastOptimWrapper',
     'BackboneLayerDecayOptimWrapperConstructor',
     'CheckpointError',
-    'CheckpointMismatchError',
     'ConfigError',
     'SampleSeededRunner',
     'TrainingCurvesHook',

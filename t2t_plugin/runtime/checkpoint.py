@@ -30,6 +30,7 @@ from mmengine.dist import get_dist_info
 from mmengine.logging import HistoryBuffer, print_log
 from mmengine.runner import checkpoint as mmengine_checkpoint
 
+from t2t_preflight.errors import CheckpointError, DataFileError
 from t2t_preflight.inputs import missing_checkpoint
 
 from ..compat import (
@@ -43,13 +44,11 @@ from ..compat import (
 from ..converters.mmpretrain import mmpretrain_to_plugin
 from ..converters.official import official_to_plugin, strip_module_prefix
 from ..models.checkpoint_checks import (  # noqa: F401 (the tools' name)
-    CheckpointError,
-    CheckpointMismatchError,
     CheckpointSource,
     load_state_dict_strictly,
     note_source,
 )
-from .safe_pickle import AllowListUnpickler, UnsafePickleError
+from .safe_pickle import AllowListUnpickler
 
 # The process umask can only be read by setting it; read it once, before
 # any thread could create files under a temporary umask of 0.
@@ -232,8 +231,8 @@ def _refused_object(error: Exception) -> Optional[str]:
     ``'a x.y object'``, or None when ``error`` is no refusal (a damaged
     file)."""
     text = str(error)
-    if isinstance(error, UnsafePickleError):  # torch < 2.4: ours
-        return f'GLOBAL {text}'
+    if isinstance(error, DataFileError):  # torch < 2.4: our unpickler's
+        return 'GLOBAL ' + error.problem.split()[-1]
     # torch names a refused global 'GLOBAL x.y' or 'Unsupported global:
     # GLOBAL x.y was not ...', depending on the version; the getattr
     # stand-in adds its arguments

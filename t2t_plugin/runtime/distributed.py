@@ -23,6 +23,8 @@ import torch
 import torch.distributed as torch_dist
 from mmengine.dist import init_dist
 
+from t2t_preflight.errors import ArgumentRefused
+
 from .. import compat
 
 # Seconds a collective operation waits for the other ranks before the run
@@ -49,16 +51,12 @@ def heartbeat_key(rank: int) -> str:
     return f't2t_heartbeat/{rank}'
 
 
-class LaunchError(RuntimeError):
-    """The processes were not started the way ``--launcher`` says; the
-    message names what is missing and how to start them."""
-
-
 def _require(launcher: str, names: tuple, start: str) -> None:
-    """Raise a LaunchError naming the launcher variables that are unset."""
+    """Refuse the launcher (:class:`ArgumentRefused`) naming its variables
+    that are unset."""
     missing = [name for name in names if name not in os.environ]
     if missing:
-        raise LaunchError(
+        raise ArgumentRefused(
             f'launcher={launcher!r} needs the environment variables '
             f'{", ".join(missing)}; {start}.'
         )
@@ -79,7 +77,7 @@ def _export_slurm_env() -> None:
             text=True,
         )
         if result.returncode != 0 or not result.stdout.strip():
-            raise LaunchError(
+            raise ArgumentRefused(
                 'Could not resolve the first Slurm node with scontrol; set '
                 'MASTER_ADDR to its host name.'
             )
@@ -163,10 +161,10 @@ def gpu_shortage(processes: int, gpus: int) -> Optional[str]:
 def rendezvous_failures(
     port: Optional[int] = None, variable: str = 'MASTER_PORT'
 ) -> Iterator[None]:
-    """Within it, a rendezvous port held by another process ends as a
-    :class:`LaunchError` of :func:`busy_port_message`, the original error
-    as its cause. ``port`` defaults to ``MASTER_PORT`` of the environment,
-    ``variable`` is the setting the message names."""
+    """Within it, a rendezvous port held by another process ends as an
+    :class:`ArgumentRefused` of :func:`busy_port_message`, the original
+    error as its cause. ``port`` defaults to ``MASTER_PORT`` of the
+    environment, ``variable`` is the setting the message names."""
     try:
         yield
     except RuntimeError as error:  # torch's DistNetworkError
@@ -174,7 +172,7 @@ def rendezvous_failures(
             raise
         if port is None:
             port = int(os.environ.get('MASTER_PORT') or 0)
-        raise LaunchError(busy_port_message(port, variable)) from error
+        raise ArgumentRefused(busy_port_message(port, variable)) from error
 
 
 def open_process_group(launcher: str, dist_cfg: dict) -> None:
@@ -183,7 +181,7 @@ def open_process_group(launcher: str, dist_cfg: dict) -> None:
     with ``dist_cfg`` (its ``timeout`` in seconds) once this process has
     a GPU of its own. A port held by another process, a launcher's
     variables that are unset and a node with fewer GPUs than processes
-    raise :class:`LaunchError`."""
+    raise :class:`ArgumentRefused`."""
     with rendezvous_failures():
         if not torch.cuda.is_available():
             init_cpu_dist(launcher, timeout=dist_cfg['timeout'])
@@ -211,7 +209,7 @@ def open_process_group(launcher: str, dist_cfg: dict) -> None:
         gpus = torch.cuda.device_count()
         shortage = gpu_shortage(max(processes, local_rank + 1), gpus)
         if shortage:
-            raise LaunchError(
+            raise ArgumentRefused(
                 f'{shortage}; start at most {gpus} processes per node '
                 '(NGPUS of tools/dist_train.sh, GPUS_PER_NODE of '
                 'tools/slurm_train.sh), or hide the GPUs '

@@ -18,50 +18,9 @@ import yaml
 from mmengine.fileio import PickleHandler, YamlHandler
 
 from t2t_preflight.config import dataset_configs
+from t2t_preflight.errors import DataFileError
 
 from ..compat import numpy_pickle_globals, python3_module, rebuild_tensor
-
-
-class UnsafePickleError(pickle.UnpicklingError, ValueError):
-    """A pickled data file names a global that data files do not need (a
-    ValueError too: the tools report it as a user mistake, in one line)."""
-
-
-class _PersistentIdError(UnsafePickleError):
-    """A pickle refers to an object kept outside the file (a persistent
-    id), which only the program that wrote it can resolve."""
-
-
-class DataFileError(ValueError):
-    """A data file that cannot be read as data: damaged, malformed, or
-    holding what would run code. The message is one line, starting with
-    the file's path where it is known (``path``, else ``'A data file'``).
-
-    Args:
-        problem (str): What is wrong and what to do, after the file's name.
-        path (str): The file. Defaults to '' (not known where raised).
-    """
-
-    def __init__(self, problem: str, path: str = '') -> None:
-        super().__init__(f'{path or "A data file"} {problem}')
-        self.problem = problem
-        self.path = path
-
-    def __reduce__(self) -> tuple:
-        # sent back from data-loader workers: both arguments, not args
-        return (type(self), (self.problem, self.path))
-
-    def naming(self, path: str) -> 'DataFileError':
-        """The same error, naming ``path``."""
-        return type(self)(self.problem, path)
-
-
-class UnsafeDataFileError(UnsafePickleError, DataFileError):
-    """A data file that would run code when read; the message is one line."""
-
-    def __init__(self, problem: str, path: str = '') -> None:
-        DataFileError.__init__(self, problem, path)
-
 
 # (module, name) -> object: what rebuilds arrays, under the module names of
 # numpy 1 and 2 (protocol 5 writes arrays as buffers for _frombuffer), and
@@ -77,7 +36,8 @@ _ALLOWED = {
 class AllowListUnpickler(pickle.Unpickler):
     """An unpickler that resolves only the globals of :attr:`allowed`
     (``(module, name) -> object``, set by subclasses); any other global is
-    refused with :class:`UnsafePickleError` before it is resolved."""
+    refused with :class:`~t2t_preflight.errors.DataFileError` before it is
+    resolved."""
 
     allowed: Mapping[tuple[str, str], Any] = _ALLOWED
 
@@ -86,7 +46,7 @@ class AllowListUnpickler(pickle.Unpickler):
         module = python3_module(module)
         found = self.allowed.get((module, name))
         if found is None:
-            raise UnsafePickleError(f'{module}.{name}')
+            raise DataFileError(f'holds the Python global {module}.{name}')
         return found
 
 
@@ -131,7 +91,9 @@ class _DataUnpickler(AllowListUnpickler):
     }
 
     def persistent_load(self, pid: Any) -> Any:
-        raise _PersistentIdError('a persistent id')
+        raise DataFileError(
+            'holds a persistent id (a reference to an object outside the file)'
+        )
 
 
 # The file extensions of the handlers registered below.
@@ -150,14 +112,14 @@ def annotation_files(dataset: Any) -> list[str]:
     ]
 
 
-def _refuse(what: str) -> UnsafeDataFileError:
+def _refuse(problem: str) -> DataFileError:
     # mmengine's load hands its handlers an in-memory copy of the file and
     # no public way to its name: the refusal names the file where the
     # dataset's ann_file is known (SampleSeededRunner.build_dataloader)
-    return UnsafeDataFileError(
-        f'holds {what}, which a data file does not need; refusing to load '
-        'it: replace it with a clean copy, or write it as JSON (.json), '
-        'which holds data only.'
+    return DataFileError(
+        f'{problem}, which a data file does not need; refusing to load it: '
+        'replace it with a clean copy, or write it as JSON (.json), which '
+        'holds data only.'
     )
 
 
@@ -167,12 +129,8 @@ class SafePickleHandler(PickleHandler):
     def load_from_fileobj(self, file, **kwargs):
         try:
             return _DataUnpickler(file, **kwargs).load()
-        except _PersistentIdError:
-            raise _refuse(
-                'a persistent id (a reference to an object outside the file)'
-            ) from None
-        except UnsafePickleError as error:
-            raise _refuse(f'the Python global {error}') from None
+        except DataFileError as error:
+            raise _refuse(error.problem) from None
         except _DAMAGED_PICKLE as error:
             detail = ' '.join(str(error).split())[:120]
             kind = type(error).__name__ + (f': {detail}' if detail else '')
@@ -185,8 +143,7 @@ class SafePickleHandler(PickleHandler):
 def load_data_pickle(file: BinaryIO, path: str = '') -> Any:
     """Unpickle an open data file (Python 2 strings as latin-1 ``str``, as
     in the CIFAR files) through :class:`SafePickleHandler`'s allow-list:
-    :class:`UnsafeDataFileError` or :class:`DataFileError` naming
-    ``path``."""
+    :class:`~t2t_preflight.errors.DataFileError` naming ``path``."""
     try:
         return SafePickleHandler().load_from_fileobj(file, encoding='latin1')
     except DataFileError as error:

@@ -19,7 +19,7 @@ from mmengine.dist import get_rank, sync_random_seed
 from mmengine.registry import DATA_SAMPLERS, DATASETS
 from torch.utils.data import Sampler, get_worker_info
 
-from ..datasets.option_checks import OptionError, check_int
+from ..datasets.option_checks import check_int
 
 
 class SeededIndex(int):
@@ -120,7 +120,7 @@ class SampleSeededDataset:
                 hasattr(dataset, '__getitem__') and hasattr(dataset, '__len__')
             )
         ):
-            raise OptionError(
+            raise ValueError(
                 f'SampleSeededDataset got dataset={dataset!r}; give a '
                 'dataset or its config (a dict with its type).'
             )

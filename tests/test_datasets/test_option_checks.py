@@ -118,8 +118,7 @@ def test_a_dataset_option_of_the_wrong_type_stops_the_run(tool, tmp_path):
     assert result.returncode != 0
     if tool == 'train':
         assert result.stderr == (
-            f'{DEMO}: OptionError: {line} (set T2T_DEBUG=1 for the '
-            'traceback)\n'
+            f'{DEMO}: ValueError: {line} (set T2T_DEBUG=1 for the traceback)\n'
         )
     else:
-        assert result.stderr.strip().endswith(f'OptionError: {line}')
+        assert result.stderr.strip().endswith(f'ValueError: {line}')

@@ -18,7 +18,6 @@ from mmpretrain.datasets import BaseDataset as PretrainDataset
 
 from t2t_plugin.runtime import (
     DataFileError,
-    UnsafeDataFileError,
     load_data_pickle,
 )
 from t2t_plugin.runtime.hooks import release_locks
@@ -128,7 +127,7 @@ def test_annotation_files_never_run_code(suffix, tmp_path):
         'refusing to load it: replace it with a clean copy, or write it as '
         'JSON (.json), which holds data only.'
     )
-    with pytest.raises(UnsafeDataFileError) as error:
+    with pytest.raises(DataFileError) as error:
         BaseDataset(ann_file=str(path))
     assert str(error.value) == message
     assert isinstance(error.value, ValueError)

@@ -19,7 +19,7 @@ from mmpretrain.registry import DATASETS
 
 from t2t_plugin.runtime import (
     AtomicLocalBackend,
-    UnsafePickleError,
+    DataFileError,
     load_data_pickle,
 )
 from t2t_plugin.runtime.hooks import (
@@ -70,7 +70,7 @@ def test_crafted_cifar_batch_runs_no_code(tmp_path):
     for name in [f'data_batch_{i}' for i in range(1, 6)] + ['test_batch']:
         with open(folder / name, 'wb') as f:
             pickle.dump({'data': rows, 'labels': [_Payload(marker)]}, f)
-    with pytest.raises(UnsafePickleError) as info:
+    with pytest.raises(DataFileError) as info:
         DATASETS.build(
             dict(type='LocalCIFAR10', data_root=str(tmp_path), split='test')
         )

@@ -67,7 +67,7 @@ def test_no_gpu_builds_cpu_ops_even_with_a_compiler():
     [dict(nvcc_version=None), dict(cuda_home=None, nvcc_version=None)],
 )
 def test_gpu_without_compiler_is_refused_in_one_line(changes):
-    with pytest.raises(mmcv_build.BuildRefused) as error:
+    with pytest.raises(RuntimeError) as error:
         mmcv_build.plan_build(machine(**changes))
     message = str(error.value)
     assert '\n' not in message
@@ -77,7 +77,7 @@ def test_gpu_without_compiler_is_refused_in_one_line(changes):
 
 
 def test_compiler_of_another_cuda_major_is_refused():
-    with pytest.raises(mmcv_build.BuildRefused, match='nvcc is CUDA 13.0'):
+    with pytest.raises(RuntimeError, match='nvcc is CUDA 13.0'):
         mmcv_build.plan_build(machine(nvcc_version='13.0'))
 
 
@@ -89,7 +89,7 @@ def test_wheel_kind_is_read_from_the_compiled_library(tmp_path):
     lite = tmp_path / 'lite.whl'
     with zipfile.ZipFile(lite, 'w') as archive:
         archive.writestr('mmcv/__init__.py', '')
-    with pytest.raises(mmcv_build.BuildRefused, match='no compiled ops'):
+    with pytest.raises(RuntimeError, match='no compiled ops'):
         mmcv_build.wheel_has_cuda_ops(str(lite))
 
 
@@ -98,7 +98,7 @@ def test_cpu_only_wheel_is_refused_where_torch_sees_a_gpu(tmp_path):
         tmp_path / 'mmcv-2.1.0-cp311-cp311-linux_x86_64.whl', b'libc10.so'
     )
     mmcv_build.check_wheel(cpu, machine(cuda_available=False))
-    with pytest.raises(mmcv_build.BuildRefused) as error:
+    with pytest.raises(RuntimeError) as error:
         mmcv_build.check_wheel(cpu, machine())
     assert 'CPU-only ops but torch sees a GPU' in str(error.value)
     assert '\n' not in str(error.value)

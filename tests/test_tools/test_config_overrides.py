@@ -282,7 +282,9 @@ def test_misspelt_model_key_of_a_config_file_names_the_class(tmp_path):
 def test_misspelt_options_at_any_depth(key, expected):
     with pytest.raises(ConfigError) as caught:
         load_config(LITE, {key: 1}, import_custom_modules=False)
-    assert str(caught.value) == f'--cfg-options {key}: {expected}'
+    assert str(caught.value) == (
+        f'Invalid options for {LITE}: --cfg-options {key}: {expected}'
+    )
 
 
 def test_a_config_made_in_code_is_checked_too():

@@ -17,7 +17,8 @@ from mmengine.config import Config
 from mmengine.registry import RUNNERS
 
 from t2t_plugin.cli.torchrun import torchrun
-from t2t_plugin.runtime.distributed import LaunchError, open_process_group
+from t2t_plugin.runtime.distributed import open_process_group
+from t2t_preflight.errors import ArgumentRefused
 
 from ..helpers import (
     DEMO,
@@ -353,7 +354,7 @@ def test_a_busy_port_inside_the_run_is_one_line(
     cfg.merge_from_dict(
         dict(work_dir=str(tmp_path / 'theirs'), launcher='pytorch')
     )
-    with pytest.raises(LaunchError) as info:
+    with pytest.raises(ArgumentRefused) as info:
         RUNNERS.build(cfg)  # as mmpretrain's tools/train.py builds it
     advised_port(str(info.value), busy_port, 'MASTER_PORT')
 
@@ -386,7 +387,7 @@ def test_a_rank_without_a_gpu_is_refused_in_the_run(one_gpu, monkeypatch):
         WORLD_SIZE='2', LOCAL_RANK='1', LOCAL_WORLD_SIZE='2',
     ).items():  # fmt: skip
         monkeypatch.setenv(name, value)
-    with pytest.raises(LaunchError) as info:
+    with pytest.raises(ArgumentRefused) as info:
         open_process_group('pytorch', dict(timeout=5))
     assert str(info.value) == (
         '2 processes on this node need one GPU each, but it has 1 '

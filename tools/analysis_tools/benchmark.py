@@ -29,7 +29,7 @@ from t2t_preflight.arguments import (
     positive_int,
     read_model_config,
 )
-from t2t_preflight.errors import ArgumentRefused, ConfigError
+from t2t_preflight.errors import ArgumentRefused, RunCheckError
 
 if TYPE_CHECKING:
     import torch
@@ -348,12 +348,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     args = parse_args(argv)
     try:
         configs = read_configs(args)
-    except ArgumentRefused as error:
+    except RunCheckError as error:
         print(f'benchmark.py: error: {error}', file=sys.stderr)
-        return 2
-    except ConfigError as error:
-        print(f'benchmark.py: error: {error}', file=sys.stderr)
-        return 1
+        return error.exit_code
     from rich.console import Console
 
     from t2t_plugin.cli.options import check_arguments
@@ -367,12 +364,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         console.width = 160
     try:
         rows = measure(args, configs, console)
-    except ArgumentRefused as error:
-        print(f'benchmark.py: error: {error}', file=sys.stderr)
-        return 2
-    except (ValueError, RuntimeError) as error:  # ConfigError included
+    except (ValueError, RuntimeError) as error:  # RunCheckError included
         print(f'benchmark.py: error: {one_line(error)}', file=sys.stderr)
-        return 1
+        return getattr(error, 'exit_code', 1)
     print_tables(args, rows, console)
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)

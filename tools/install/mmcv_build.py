@@ -2,7 +2,9 @@
 
 mmcv 2.1.0's ``setup.py`` compiles CUDA ops whenever torch sees a GPU and
 fails without ``nvcc``; a wheel built on a CPU node fails on CUDA tensors.
-The decision goes into the wheel cache's key (``cpu`` or ``cu121``).
+The decision goes into the wheel cache's key (``cpu`` or ``cu121``). A
+machine that cannot build or use the mmcv it needs is a RuntimeError with
+a one-line reason.
 
 Usage: ``mmcv_build.py plan | check-wheel WHEEL``.
 """
@@ -18,10 +20,6 @@ from typing import Optional
 MMCV_VERSION = '2.1.0'
 INSTALL_DOC = 'docs/install.md'
 EXT_PATTERN = r'mmcv/_ext[.].*so$'  # the compiled ops in a wheel
-
-
-class BuildRefused(Exception):
-    """The machine cannot build or use the mmcv it needs; one-line reason."""
 
 
 @dataclass
@@ -52,7 +50,7 @@ class BuildPlan:
 
 def plan_build(machine: Machine) -> BuildPlan:
     """CUDA ops when torch sees a GPU and a CUDA compiler of torch's major
-    version exists, CPU ops when it sees no GPU; else BuildRefused."""
+    version exists, CPU ops when it sees no GPU; else RuntimeError."""
     prefix = f'mmcv-{MMCV_VERSION}-torch{machine.torch_version}'
     env = dict(MMCV_WITH_OPS='1', FORCE_CUDA='0')
     if not machine.cuda_available:
@@ -62,14 +60,14 @@ def plan_build(machine: Machine) -> BuildPlan:
         f'wheel: mim install mmcv=={MMCV_VERSION} ({INSTALL_DOC})'
     )
     if machine.nvcc_version is None or machine.cuda_home is None:
-        raise BuildRefused(
+        raise RuntimeError(
             f'torch {machine.torch_version} sees a GPU but no CUDA compiler '
             f'was found (nvcc, CUDA_HOME): mmcv needs CUDA ops there. '
             f'Install the CUDA {machine.torch_cuda} toolkit and set '
             f'CUDA_HOME, {prebuilt}.'
         )
     if machine.nvcc_version.split('.')[0] != machine.torch_cuda.split('.')[0]:
-        raise BuildRefused(
+        raise RuntimeError(
             f'nvcc is CUDA {machine.nvcc_version} but torch '
             f'{machine.torch_version} was built with CUDA '
             f'{machine.torch_cuda}: point CUDA_HOME at a CUDA '
@@ -82,11 +80,11 @@ def plan_build(machine: Machine) -> BuildPlan:
 
 def wheel_has_cuda_ops(wheel: str) -> bool:
     """Whether an mmcv wheel's ``mmcv._ext`` links torch's CUDA libraries
-    (read without importing it); BuildRefused if it has no compiled ops."""
+    (read without importing it); RuntimeError if it has no compiled ops."""
     with zipfile.ZipFile(wheel) as archive:
         names = [n for n in archive.namelist() if re.match(EXT_PATTERN, n)]
         if not names:
-            raise BuildRefused(
+            raise RuntimeError(
                 f'{wheel} has no compiled ops (mmcv/_ext); '
                 'rebuild it with build_mmcv.sh.'
             )
@@ -95,9 +93,9 @@ def wheel_has_cuda_ops(wheel: str) -> bool:
 
 
 def check_wheel(wheel: str, machine: Machine) -> None:
-    """Refuse (BuildRefused) a CPU-only wheel where torch sees a GPU."""
+    """Refuse (RuntimeError) a CPU-only wheel where torch sees a GPU."""
     if machine.cuda_available and not wheel_has_cuda_ops(wheel):
-        raise BuildRefused(
+        raise RuntimeError(
             f'{os.path.basename(wheel)} has CPU-only ops but torch sees a '
             f'GPU, where mmdet/mmseg would fail on CUDA tensors: remove it '
             f'and rerun build_mmcv.sh on this node, or install the prebuilt '
@@ -175,7 +173,7 @@ def main(argv: Optional[list[str]] = None) -> int:
                 file=sys.stderr,
             )
             return 2
-    except BuildRefused as refusal:
+    except RuntimeError as refusal:
         print(f'build_mmcv.sh: {refusal}', file=sys.stderr)
         return 2
     return 0

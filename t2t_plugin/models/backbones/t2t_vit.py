@@ -12,9 +12,9 @@ from mmpretrain.registry import MODELS
 from torch import nn
 
 from t2t_preflight.archs import ARCH_ZOO, arch_names, resolve_arch
+from t2t_preflight.errors import CheckpointError
 
 from ..checkpoint_checks import (
-    CheckpointMismatchError,
     checkpoint_name,
     fit_backbone,
     missing_prefix_error,
@@ -351,7 +351,7 @@ class T2TViT(BaseModule):
             if side > 0 and side * side == length - extra:
                 break
         else:
-            raise CheckpointMismatchError(
+            raise CheckpointError(
                 'The position table of the '
                 f'{checkpoint_name(state_dict, prefix)} has {length} '
                 'positions, which is no square token grid (with or without '

@@ -4,15 +4,12 @@ from mmengine.hooks import Hook
 from mmengine.registry import HOOKS
 
 from t2t_preflight import doc_pages
+from t2t_preflight.errors import CheckpointError
 from t2t_preflight.inputs import checkpoint_problem, few, init_checkpoints
 
 from ...models.backbones import T2TViT
-from ...models.checkpoint_checks import (
-    RUN_ADVICE,
-    ClassCountError,
-    whole_model_error,
-)
-from ..checkpoint import CheckpointMismatchError, checkpoint_weights
+from ...models.checkpoint_checks import RUN_ADVICE, whole_model_error
+from ..checkpoint import checkpoint_weights
 from .run_checks import (
     RunCheckError,
     bare_model,
@@ -102,7 +99,7 @@ class CheckpointCheckHook(Hook):
                 raise error
         if not is_training(runner):
             if mismatch:
-                raise CheckpointMismatchError(
+                raise CheckpointError(
                     f'{mismatch}; the labels would not match (check the '
                     'dataset folders or the checkpoint).'
                 )
@@ -113,19 +110,19 @@ class CheckpointCheckHook(Hook):
                 or 'epoch' not in meta
                 or 'optimizer' not in checkpoint
             ):
-                raise CheckpointMismatchError(
+                raise CheckpointError(
                     f'{path} holds weights only (no epoch, optimizer or '
                     'scheduler state), so training cannot resume from it; '
                     'start a new run from its weights with --cfg-options '
                     f'load_from={path} instead of --resume.'
                 )
             if mismatch:
-                raise CheckpointMismatchError(
+                raise CheckpointError(
                     f'{mismatch}; resume only with the dataset the run '
                     'started with.'
                 )
-        elif mismatch and not isinstance(
-            whole_model_error(model, weights), ClassCountError
+        elif mismatch and not getattr(
+            whole_model_error(model, weights), 'classes', 0
         ):
             # a classifier of the same number of classes is loaded as it
             # is: other names (or their order) may be a mistake; another
