@@ -167,7 +167,7 @@ class SafeYamlHandler(YamlHandler):
         except yaml.constructor.ConstructorError as error:
             found = re.search(r"tag '([^']+)'", str(error.problem))
             tag = f'the YAML tag {found.group(1)}' if found else 'a YAML tag'
-            raise _refuse(tag) from None
+            raise _refuse(f'holds {tag}') from None
         except yaml.YAMLError as error:
             raise DataFileError(
                 f'is not valid YAML ({_yaml_problem(error)}); fix the file, '
