@@ -66,15 +66,19 @@ PYTEST_ARGS ?=
 # files go out in tests/conftest.py's order, those with slow tests first.
 # PYTEST_WORKERS=0 runs it in this process.
 PYTEST_WORKERS ?= 2
-PARALLEL = $(if $(filter 0,$(PYTEST_WORKERS)),,-n $(PYTEST_WORKERS) \
-	--dist loadfile --no-loadscope-reorder)
-PYTEST = OMP_NUM_THREADS=1 $(1) -m pytest $(PARALLEL)
+# The other two stacks' suites (STACK_TESTS): as many, or as make test
+# sets, one each.
+STACK_WORKERS ?= $(PYTEST_WORKERS)
+PARALLEL = $(if $(filter 0,$(1)),,-n $(1) --dist loadfile --no-loadscope-reorder)
+# $(call PYTEST,PYTHON,WORKERS)
+PYTEST = OMP_NUM_THREADS=1 $(1) -m pytest $(call PARALLEL,$(2))
 # Disk each step takes, measured with everything installed (GB, rounded up).
 VENV_GB := 7
 OLD_VENV_GB := 6
 ONEDL_VENV_GB := 7
 
-.PHONY: install install-tests install-dense test test-pinned test-torch2.1 \
+.PHONY: install install-tests install-dense test test-pinned pinned-suite \
+	test-torch2.1 \
 	test-onedl test-slurm slurm-packages test-torch2.1-then-slurm \
 	test-dev-scripts lint demo demo-env gpu-check gpu-wheels
 
@@ -124,16 +128,17 @@ install-dense: install
 	$(call UV_INSTALL,$(PYTHON)) -r setup.py --extra dense
 	$(EDITABLE) '.[dense]'
 
-# Lint and the whole suite on the pinned stack; then, side by side, the
-# torch 2.1 stack (its install, its stack tests, then the Slurm test) and
-# the onedl stack (its install, its stack tests), each suite in one worker
-# process: every worker imports and collects anew, and the last file of a
-# suite leaves a core idle. Each side's output comes when it ends.
-# Both environments and apt-get's Slurm install at once; only the onedl
-# environment's editable install of the checkout waits for the torch 2.1
-# one (both rewrite the checkout's t2t_plugin.egg-info). From a fresh
-# clone here this part took 255 s, the installs 43 s of it (the onedl
-# side waited over 100 s for its tests when it installed after).
+# Lint, then the three stacks' suites at once: the pinned one (all the
+# tests, PYTEST_WORKERS processes), the torch 2.1 one (its stack tests,
+# then the Slurm test) and the onedl one (its stack tests), these two in
+# one worker process each. Run one after the other, the stacks' suites
+# waited for the pinned one, and the last file of each suite left a core
+# idle: all at once, both cores stay busy until the end. The two
+# environments and apt-get's Slurm install first, at once; the editable
+# installs of the checkout one after the other (each rewrites the
+# checkout's t2t_plugin.egg-info, which openmim reads in the pinned
+# suite's mim tests), the pinned suite once both are done. Each suite's
+# output comes when it ends.
 # The suite's processes write the .pyc files of what they import, once,
 # into the environments and the checkout: where PYTHONDONTWRITEBYTECODE
 # is set, installing would compile all 13,000-17,000 files of each
@@ -141,10 +146,11 @@ install-dense: install
 # and the suite imports a third of them. make test took 695 s, against
 # 776 s with the environments compiled.
 test: export PYTHONDONTWRITEBYTECODE :=
-test: lint test-pinned
-	$(MAKE) --no-print-directory -j3 --output-sync=target PYTEST_WORKERS=1 \
+test: lint install-dense
+	$(MAKE) --no-print-directory -j4 --output-sync=target STACK_WORKERS=1 \
 		ONEDL_INSTALL_AFTER='$(OLD_VENV)/installed slurm-packages' \
-		test-torch2.1-then-slurm test-onedl
+		PINNED_AFTER='$(OLD_VENV)/installed $(ONEDL_VENV)/installed' \
+		pinned-suite test-torch2.1-then-slurm test-onedl
 
 # The suite, the tests of the research code in projects/ (run by make test
 # as the product's are) and those of the contributors' scripts that run
@@ -156,8 +162,14 @@ DEV_SCRIPT_TESTS := .dev_scripts/tests/test_gpu_check.py \
 	.dev_scripts/tests/test_first_second.py
 
 test-pinned: install-tests install-dense
-	$(call PYTEST,$(PYTHON)) tests $(PROJECT_TESTS) $(DEV_SCRIPT_TESTS) \
-		-m 'not slurm' $(PYTEST_ARGS)
+	@$(MAKE) --no-print-directory pinned-suite
+
+# The pinned suite without its installs (make test installs first);
+# after PINNED_AFTER.
+PINNED_AFTER ?=
+pinned-suite: | $(PINNED_AFTER)
+	$(call PYTEST,$(PYTHON),$(PYTEST_WORKERS)) tests $(PROJECT_TESTS) \
+		$(DEV_SCRIPT_TESTS) -m 'not slurm' $(PYTEST_ARGS)
 
 # What the other two stacks run: the tests of the parts that call into
 # torch, mmengine and mmpretrain, whose behaviour differs between their
@@ -181,7 +193,8 @@ $(OLD_VENV)/installed: Makefile setup.py | $(OLD_VENV)/bin/python
 	touch $@
 
 test-torch2.1: $(OLD_VENV)/installed
-	$(call PYTEST,$(OLD_VENV)/bin/python) $(STACK_TESTS) -m $(STACK_MARKS) $(PYTEST_ARGS)
+	$(call PYTEST,$(OLD_VENV)/bin/python,$(STACK_WORKERS)) $(STACK_TESTS) \
+		-m $(STACK_MARKS) $(PYTEST_ARGS)
 
 # torch comes from the registry (or the local disk it mirrors), the two
 # source distributions from uv's cache once built. The onedl environment
@@ -208,7 +221,8 @@ $(ONEDL_VENV)/installed: $(ONEDL_VENV)/pins setup.py | $(ONEDL_INSTALL_AFTER)
 # The compiled-backbone tests are left out: this stack's torch is the
 # pinned one, which compiles the same graphs (~25 s here).
 test-onedl: $(ONEDL_VENV)/installed
-	$(call PYTEST,$(ONEDL_VENV)/bin/python) $(STACK_TESTS) -m $(STACK_MARKS) \
+	$(call PYTEST,$(ONEDL_VENV)/bin/python,$(STACK_WORKERS)) $(STACK_TESTS) \
+		-m $(STACK_MARKS) \
 		--deselect tests/test_models/test_fast_paths.py::test_compiled_backbone_matches_eager \
 		$(PYTEST_ARGS)
 

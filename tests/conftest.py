@@ -119,7 +119,7 @@ def _stop_loader_workers():
 #     the test, whatever scope it switches to.
 # A tool is run in-process with ``helpers.run_main(tool, *args)``; only a
 # test that needs a real process (a kill, torchrun, a fresh interpreter)
-# starts one (``helpers.run_tool``).
+# starts one, with ``helpers.tool_env()`` as its environment.
 
 from .helpers import DEMO, TINY_ARCH, TINY_DEMO, run_main  # noqa: E402
 

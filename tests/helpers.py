@@ -106,17 +106,6 @@ def tool_env() -> dict:
     return env
 
 
-def run_tool(*args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, *args],
-        cwd=cwd,
-        env=tool_env(),
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-
-
 def evaluate_in_process(checkpoint: str) -> tuple:
     """Top-1 / top-5 (%) on the digits val split, computed directly."""
     cfg = Config.fromfile(DEMO)

@@ -1,13 +1,12 @@
 """The cases of the corpus trained end to end (test_trainings*.py), each
-through our tools/train.py and mmpretrain's, in processes of their own on
+through our tools/train.py and mmpretrain's, in the test's process on
 the tiny image sets."""
 
+import contextlib
 import json
-import subprocess
-import sys
 from pathlib import Path
 
-from ..helpers import MMPRETRAIN_TOOLS, ROOT, tool_env
+from ..helpers import MMPRETRAIN_TOOLS, ROOT, run_main
 from .corpus import (
     ITER_BASED,
     OWN_BASE,
@@ -76,24 +75,16 @@ TOOLS = {'ours': ROOT / 'tools', 'mmpretrain': MMPRETRAIN_TOOLS}
 def run_both(
     case: Case, folder: Path, data: Path, *extra: str, tool: str = 'train'
 ) -> None:
-    """Run ``tools/<tool>.py`` of ours and of mmpretrain on ``case`` at
-    once, each in ``folder/<ours|mmpretrain>`` (its work dir ``work``),
-    ``extra`` (formatted) after the case's own options."""
-    started = {}
+    """Run ``tools/<tool>.py`` of ours and of mmpretrain on ``case``, one
+    after the other in this process (:func:`run_main`), each in
+    ``folder/<ours|mmpretrain>`` (its work dir ``work``), ``extra``
+    (formatted) after the case's own options."""
     for name, tools in TOOLS.items():
         written = write_case(case, folder / name, data)
         argv = [*written.argv, *(a.format(**written.fields) for a in extra)]
-        started[name] = subprocess.Popen(
-            [sys.executable, str(tools / f'{tool}.py'), *argv],
-            cwd=folder / name,
-            env=tool_env(),
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            text=True,
-        )
-    for name, process in started.items():
-        out, _ = process.communicate(timeout=300)
-        assert process.returncode == 0, f'{name}: {out[-3000:]}'
+        with contextlib.chdir(folder / name):
+            done = run_main(tools / f'{tool}.py', *argv)
+        assert done.returncode == 0, f'{name}: {done.stderr[-3000:]}'
 
 
 def train_both(case: Case, folder: Path, data: Path, *extra: str) -> dict:
