@@ -13,8 +13,8 @@ from rich.progress import track
 from t2t_preflight.config import environment_variable
 from t2t_preflight.errors import ConfigError
 
-from ..models.checkpoint_checks import ClassCountError
 from ..runtime.checkpoint import CheckpointError, CheckpointMismatchError
+from ..runtime.checkpoint_fit import ClassCountError
 from ..runtime.distributed import LaunchError
 from ..runtime.hooks import RunCheckError, TrainingStopped
 

@@ -14,7 +14,6 @@ from .checkpoint import (
     read_checkpoint,
     remove_stale_temp_files,
 )
-from .hooks import TrainingCurvesHook
 from .optim_constructor import BackboneLayerDecayOptimWrapperConstructor
 from .optim_wrapper import AutocastOptimWrapper
 from .safe_pickle import (
@@ -59,7 +58,6 @@ __all__ = [
     'CheckpointMismatchError',
     'ConfigError',
     'SampleSeededRunner',
-    'TrainingCurvesHook',
     'build_runner',
     'check_config',
     'load_config',
