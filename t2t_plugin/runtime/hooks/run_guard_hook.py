@@ -140,6 +140,10 @@ class RunGuardHook(Hook):
     def before_train(self, runner) -> None:
         """Guard the training datasets; start the heartbeat thread."""
         self._guard(runner, 'train')
+        self.start_heartbeat()
+
+    def start_heartbeat(self) -> None:
+        """Start the heartbeat thread (in a distributed run)."""
         if not (torch_dist.is_available() and torch_dist.is_initialized()):
             return
         self._thread = threading.Thread(
