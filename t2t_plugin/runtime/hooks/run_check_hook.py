@@ -1,3 +1,4 @@
+import errno
 import fcntl
 import json
 import os
@@ -49,7 +50,7 @@ from .run_checks import (
 
 LOCK_FILE = 'train.lock'
 
-# The work-dir locks this process holds (path -> open file); the kernel
+# The work-dir locks this process holds (path -> open file); the system
 # gives a lock back when its process ends, and a run that failed in a
 # process that goes on (a notebook, a tool called in-process) gives it
 # back with release_locks().
@@ -63,16 +64,23 @@ def release_locks() -> None:
 
 
 def lock_work_dir(work_dir: str) -> None:
-    """Hold ``<work_dir>/train.lock`` (``fcntl.flock``, which the kernel
-    drops when the process ends) for this process, with its process id
-    and host in it for the message of a run refused."""
+    """Hold ``<work_dir>/train.lock`` for this process, with its process
+    id and host in it for the message of a run refused.
+
+    A POSIX record lock (``fcntl.lockf``), which the system gives back
+    when the process ends, however it ends: unlike ``flock``'s, it is
+    not shared with the data-loader workers the process forks, which
+    would hold it past the end of their run (or its kill)."""
     path = osp.join(work_dir, LOCK_FILE)
     if path in _HELD:
         return
     lock = open(path, 'a+')  # noqa: SIM115  held until the run ends
     try:
-        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
+        fcntl.lockf(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError as error:
+        if error.errno not in (errno.EACCES, errno.EAGAIN):
+            lock.close()
+            raise
         lock.seek(0)
         try:
             holder = json.load(lock)
@@ -253,7 +261,7 @@ class RunCheckHook(Hook):
     gets one warning line.
 
     The ``--out`` and ``--show-dir`` paths must be writable, and a
-    training holds ``<work_dir>/train.lock`` (``fcntl.flock``: the kernel
+    training holds ``<work_dir>/train.lock`` (``fcntl.lockf``: the system
     gives it back when the process ends), which refuses a second training
     into the work dir; once it holds the lock, it removes the temporary
     files a hard kill left beside checkpoints (in the work dir, and in the

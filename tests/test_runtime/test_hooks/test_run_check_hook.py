@@ -4,10 +4,11 @@ against the dataset's, another model's checkpoint; output paths that
 cannot be written are refused before the work, and one training at a
 time in a work dir."""
 
-import fcntl
 import os.path as osp
 import shutil
 import socket
+import subprocess
+import sys
 from unittest import mock
 
 import pytest
@@ -21,6 +22,8 @@ from t2t_plugin.runtime.checkpoint_fit import whole_model_error
 from t2t_plugin.runtime.hooks import (
     RunCheckError,
     class_mismatch,
+    release_locks,
+    run_check_hook,
 )
 from t2t_plugin.runtime.hooks.run_check_hook import _where, pipeline_problem
 from t2t_preflight.errors import ConfigError
@@ -29,6 +32,7 @@ from ...helpers import (
     CUSTOM,
     DEMO,
     DIGIT_CLASSES,
+    ROOT,
     TINY_DEMO,
     as_dict,
     custom_options,
@@ -464,12 +468,39 @@ def test_a_second_training_into_a_work_dir_is_refused(tmp_path):
         error = door(DEMO, {}, work_dir)
         assert isinstance(error, RunCheckError) and str(error) == expected
         assert not list(work_dir.glob('*.pth'))
-    # the first run is gone (killed): the kernel gave its lock back, and
+    # the first run is gone (killed): the system gave its lock back, and
     # this run gives its own back at the end
     ours = run_main(
         'train', DEMO, '--work-dir', work_dir, '--cfg-options', *TINY_DEMO
     )
     assert ours.returncode == 0, ours.stderr[-2000:]
     assert (work_dir / 'epoch_1.pth').is_file()
-    with open(lock) as f:
-        fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)  # free
+    run_check_hook.lock_work_dir(str(work_dir))  # free
+    release_locks()
+
+
+def test_a_killed_training_leaves_no_lock_in_its_workers(tmp_path):
+    """A training killed (-9) while the data-loader workers it forked still
+    run: its lock is free at once (the workers do not share it, as they
+    would an flock)."""
+    script = (
+        'import os, signal, sys, time\n'
+        'from t2t_plugin.runtime.hooks import run_check_hook\n'
+        'run_check_hook.lock_work_dir(sys.argv[1])\n'
+        'if os.fork() == 0:\n'
+        '    os.close(1)\n'  # the test reads the parent's output to its end
+        '    os.close(2)\n'
+        '    time.sleep(30)\n'
+        '    os._exit(0)\n'
+        "print('locked', flush=True)\n"
+        'os.kill(os.getpid(), signal.SIGKILL)\n'
+    )
+    run = subprocess.run(
+        [sys.executable, '-c', script, str(tmp_path)],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+    )
+    assert run.stdout.strip() == 'locked', run.stderr[-2000:]
+    run_check_hook.lock_work_dir(str(tmp_path))  # free
+    release_locks()
