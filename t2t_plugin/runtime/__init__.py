@@ -14,6 +14,15 @@ from .checkpoint import (
     read_checkpoint,
     remove_stale_temp_files,
 )
+from .hooks import (
+    ExactResumeHook,
+    PyramidStrideCheckHook,
+    ReadableVisualizationHook,
+    RunCheckHook,
+    RunGuardHook,
+    RunSummaryHook,
+    SaveFirstCheckpointHook,
+)
 from .optim_constructor import BackboneLayerDecayOptimWrapperConstructor
 from .optim_wrapper import AutocastOptimWrapper
 from .safe_pickle import (
@@ -57,6 +66,13 @@ __all__ = [
     'CheckpointError',
     'CheckpointMismatchError',
     'ConfigError',
+    'ExactResumeHook',
+    'PyramidStrideCheckHook',
+    'ReadableVisualizationHook',
+    'RunCheckHook',
+    'RunGuardHook',
+    'RunSummaryHook',
+    'SaveFirstCheckpointHook',
     'SampleSeededRunner',
     'build_runner',
     'check_config',

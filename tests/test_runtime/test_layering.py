@@ -4,6 +4,8 @@ the model offers what the runtime reads through attributes
 (docs/architecture.md)."""
 
 import ast
+import subprocess
+import sys
 from pathlib import Path
 from typing import Optional
 
@@ -87,3 +89,26 @@ def test_the_check_finds_an_import_of_the_models():
     assert chain[0] == 't2t_plugin.analysis.complexity'
     assert chain[-1].startswith('t2t_plugin.models')
     assert 't2t_plugin.runtime.hooks.run_check_hook' in RUNTIME
+
+
+def test_importing_the_plugin_registers_every_hook():
+    """``custom_imports=['t2t_plugin']`` is all a config needs: the import
+    registers the hooks the configs name (a fresh process, which has not
+    imported ``t2t_plugin.runtime.hooks`` itself)."""
+    names = [
+        'RunCheckHook', 'RunGuardHook', 'ExactResumeHook',
+        'PyramidStrideCheckHook', 'SaveFirstCheckpointHook',
+        'ReadableVisualizationHook', 'RunSummaryHook',
+    ]  # fmt: skip
+    script = (
+        'import sys, t2t_plugin\n'
+        'from mmpretrain.registry import HOOKS\n'
+        'print([n for n in sys.argv[1:] if HOOKS.get(n) is None])\n'
+    )
+    run = subprocess.run(
+        [sys.executable, '-c', script, *names],
+        capture_output=True,
+        text=True,
+        cwd=PACKAGE.parent,
+    )
+    assert run.stdout.strip() == '[]', run.stderr[-2000:]
