@@ -244,7 +244,7 @@ def checkpoint_problem(
     """The line for the first of ``paths`` that is not there
     (:func:`missing_checkpoint`, naming the page of ``cfg``'s scope), or
     None. ``paths``: the files the config names (:func:`checkpoint_paths`)
-    unless given (``CheckpointCheckHook``: the files the run chose)."""
+    unless given (``RunCheckHook``: the files the run chose)."""
     dense = cfg.get('default_scope') in ('mmdet', 'mmseg')
     doc = doc_pages.DENSE_PREDICTION if dense else doc_pages.TRAINING
     if paths is None:

@@ -3,6 +3,7 @@ modules or run as processes, the digits demo config, and a tiny model with
 its checkpoint and images written to a folder."""
 
 import argparse
+import contextlib
 import copy
 import importlib
 import importlib.util
@@ -13,6 +14,7 @@ import socket
 import subprocess
 import sys
 import weakref
+from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType, SimpleNamespace
 
@@ -468,6 +470,34 @@ def door(
     return None
 
 
+@contextlib.contextmanager
+def held_work_dir(work_dir: Path) -> Iterator[subprocess.Popen]:
+    """A process that holds the lock of ``work_dir`` as a running training
+    does (``RunCheckHook``'s), killed (-9) at the end."""
+    holder = subprocess.Popen(
+        [
+            sys.executable,
+            '-c',
+            'import sys\n'
+            'from t2t_plugin.runtime.hooks import run_check_hook\n'
+            'run_check_hook.lock_work_dir(sys.argv[1])\n'
+            "print('locked', flush=True)\n"
+            'sys.stdin.read()',
+            str(work_dir),
+        ],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+        cwd=ROOT,
+    )
+    try:
+        assert holder.stdout.readline().strip() == 'locked'
+        yield holder
+    finally:
+        holder.kill()
+        holder.wait()
+
+
 def as_dict(options: list) -> dict:
     """``--cfg-options`` as mmengine's argument parser reads them."""
     namespace = argparse.Namespace()
@@ -496,8 +526,9 @@ def save_checkpoint(path: Path, classes, **backbone) -> Path:
 
 
 def fake_runner(model=None):
-    """What a hook reads of a Runner at iteration and epoch 0."""
-    return SimpleNamespace(iter=0, epoch=0, model=model)
+    """What a hook reads of a Runner at iteration and epoch 0 (without
+    hooks or a work dir)."""
+    return SimpleNamespace(iter=0, epoch=0, model=model, hooks=[], work_dir='')
 
 
 def loader_options(root: Path, *loaders: str) -> list:

@@ -137,7 +137,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             file=sys.stderr,
         )
         return 2
-    if args.out_item == 'metrics':  # WorkDirHook checks DumpResults' file
+    if args.out_item == 'metrics':  # RunCheckHook checks DumpResults' file
         problem = output_problem(
             args.out,
             '--out',

@@ -22,37 +22,30 @@ default_hooks = dict(
     # mmpretrain's VisualizationHook, drawing small images scaled up and
     # named after their class folder (`--show-dir` of any test tool).
     visualization=dict(type='ReadableVisualizationHook', enable=False),
-    # Stops a diverging run (5 non-finite losses in a row) and never saves
-    # non-finite weights.
-    non_finite=dict(type='NonFiniteGuardHook', max_consecutive=5),
-    # Checkpoints carry every random generator's state: exact resume.
-    random_state=dict(type='RandomStateHook'),
-    # work_dirs/<config>/curves.png (loss, lr, accuracy) after training.
-    curves=dict(type='TrainingCurvesHook'),
-    # At the end of training: best and last top-1, the checkpoint, the
-    # curves, the config saved in the work dir and the commands to test,
-    # infer and export with them.
-    summary=dict(type='RunSummaryHook'),
-    # Checks before the first step: head and neck widths vs the backbone,
-    # classes vs num_classes, empty class folders, sizes the strides cannot
-    # tile, loop settings, a resume past the end (docs/troubleshooting.md).
+    # Checks before the first step (docs/troubleshooting.md): head and neck
+    # widths vs the backbone, classes vs num_classes, empty class folders,
+    # sizes the strides cannot tile, loop settings, a resume past the end;
+    # the checkpoints exist and fit (another model's or other classes'
+    # refused); writable --out / --show-dir; one training per work dir
+    # (train.lock).
     run_check=dict(type='RunCheckHook'),
-    # Checkpoints exist; refuse another model's or other classes'
-    # checkpoint, or NaN weights under test.
-    checkpoint_check=dict(type='CheckpointCheckHook'),
-    # One training per work dir (train.lock); writable --out / --show-dir;
-    # room on disk for each checkpoint.
-    work_dir=dict(type='WorkDirHook'),
-    # A resume deletes no other run's best checkpoint and names a batch
-    # size or learning rate other than the checkpoint's.
-    resume_guard=dict(type='ResumeGuardHook'),
-    # Unreadable or unusable images of any split are skipped, counted and
-    # summarised; more than max_bad_images different ones stop the run.
-    bad_images=dict(type='BadImageHook', max_bad_images=100),
-    # A test whose predictions hold NaN or infinity fails.
-    non_finite_outputs=dict(type='NonFiniteOutputHook'),
-    # Names the rank that stopped answering in a distributed run.
-    rank_heartbeat=dict(type='RankHeartbeatHook'),
+    # Guards during the run: stops a diverging run (5 non-finite losses in
+    # a row) and never saves non-finite weights; skips, counts and
+    # summarises unusable images of any split (more than max_bad_images
+    # different ones stop the run); fails a test whose predictions hold
+    # NaN or infinity; stops before a save the disk cannot hold; names the
+    # rank that stopped answering in a distributed run.
+    run_guard=dict(type='RunGuardHook', max_consecutive=5, max_bad_images=100),
+    # Checkpoints carry every random generator's state and the training
+    # settings: exact resume; a resume deletes no other run's best
+    # checkpoint and names a batch size or learning rate other than the
+    # checkpoint's.
+    exact_resume=dict(type='ExactResumeHook'),
+    # At the end of training: work_dirs/<config>/curves.png (loss, lr,
+    # accuracy), best and last top-1, the checkpoint, the curves, the
+    # config saved in the work dir and the commands to test, infer and
+    # export with them.
+    summary=dict(type='RunSummaryHook'),
 )
 
 env_cfg = dict(

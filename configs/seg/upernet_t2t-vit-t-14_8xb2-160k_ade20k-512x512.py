@@ -17,10 +17,7 @@ custom_imports = dict(imports=['t2t_plugin'], allow_failed_imports=False)
 # new augmentation every epoch and an exact resume (see this project's
 # docs/training.md#resume).
 runner_type = 'SampleSeededRunner'
-default_hooks = dict(
-    random_state=dict(type='RandomStateHook'),
-    resume_guard=dict(type='ResumeGuardHook'),
-)
+default_hooks = dict(exact_resume=dict(type='ExactResumeHook'))
 
 # The official ImageNet-1k release, converted on load (any checkpoint of
 # configs/t2t-vit-t-14_8xb64_in1k.py or in mmpretrain's layout works too).

@@ -13,8 +13,8 @@ from mmpretrain.registry import DATASETS
 
 from t2t_preflight import doc_pages
 
+from ..option_checks import check_choice, check_dataset_options, check_path
 from ..runtime.safe_pickle import load_data_pickle
-from .option_checks import check_choice, check_dataset_options, check_path
 
 
 class _LocalCIFARMixin:

@@ -4,7 +4,7 @@ import numpy as np
 from mmpretrain.datasets import BaseDataset
 from mmpretrain.registry import DATASETS
 
-from .option_checks import (
+from ..option_checks import (
     check_choice,
     check_dataset_options,
     check_int,

@@ -19,41 +19,12 @@ from typing import Any, Callable, Optional
 
 from t2t_preflight.config import nearest
 
-
-def _refuse(owner: str, name: str, value: Any, accepted: str) -> ValueError:
-    return ValueError(f'{owner} got {name}={value!r}; {accepted}.')
-
-
-def check_bool(owner: str, name: str, value: Any) -> bool:
-    """``value`` if it is a bool (``'yes'``, ``'no'``, 0 and 1 are not)."""
-    if not isinstance(value, bool):
-        raise _refuse(owner, name, value, 'give True or False')
-    return value
-
-
-def check_int(
-    owner: str,
-    name: str,
-    value: Any,
-    minimum: int = 1,
-    maximum: Optional[int] = None,
-) -> int:
-    """``value`` if it is an int (not a bool) of at least ``minimum`` (and
-    at most ``maximum``: a size whose memory grows with it)."""
-    if (
-        isinstance(value, bool)
-        or not isinstance(value, Integral)
-        or value < minimum
-        or (maximum is not None and value > maximum)
-    ):
-        limit = f' and at most {maximum}' if maximum is not None else ''
-        raise _refuse(
-            owner,
-            name,
-            value,
-            f'give an integer of at least {minimum}{limit}',
-        )
-    return int(value)
+from ..option_checks import (  # noqa: F401 (the model parts' names)
+    _refuse,
+    check_bool,
+    check_choice,
+    check_int,
+)
 
 
 def _real(value: Any) -> bool:
@@ -98,24 +69,6 @@ def check_fraction(
         interval = '[0, 1]' if closed else '[0, 1)'
         raise _refuse(owner, name, value, f'give a number in {interval}')
     return float(value)
-
-
-def check_choice(
-    owner: str, name: str, value: Any, choices: Iterable[str]
-) -> str:
-    """``value`` if it is one of ``choices``; else the line names them and
-    the nearest one."""
-    choices = tuple(choices)
-    if isinstance(value, str) and value in choices:
-        return value
-    close = nearest(value, choices) if isinstance(value, str) else None
-    hint = f" (did you mean '{close}'?)" if close else ''
-    raise _refuse(
-        owner,
-        name,
-        value,
-        f'choose one of {", ".join(repr(c) for c in choices)}{hint}',
-    )
 
 
 def check_keys(

@@ -12,7 +12,15 @@ from .checkpoint import (
     read_checkpoint,
     remove_stale_temp_files,
 )
-from .hooks import TrainingCurvesHook
+from .hooks import (
+    ExactResumeHook,
+    PyramidStrideCheckHook,
+    ReadableVisualizationHook,
+    RunCheckHook,
+    RunGuardHook,
+    RunSummaryHook,
+    SaveFirstCheckpointHook,
+)
 from .optim_constructor import BackboneLayerDecayOptimWrapperConstructor
 from .optim_wrapper import AutocastOptimWrapper
 from .safe_pickle import (
@@ -50,8 +58,14 @@ __all__ = [
     'BackboneLayerDecayOptimWrapperConstructor',
     'CheckpointError',
     'ConfigError',
+    'ExactResumeHook',
+    'PyramidStrideCheckHook',
+    'ReadableVisualizationHook',
+    'RunCheckHook',
+    'RunGuardHook',
+    'RunSummaryHook',
+    'SaveFirstCheckpointHook',
     'SampleSeededRunner',
-    'TrainingCurvesHook',
     'build_runner',
     'check_config',
     'load_config',

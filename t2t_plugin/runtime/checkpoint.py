@@ -43,7 +43,7 @@ from ..compat import (
 )
 from ..converters.mmpretrain import mmpretrain_to_plugin
 from ..converters.official import official_to_plugin, strip_module_prefix
-from ..models.checkpoint_checks import (  # noqa: F401 (the tools' name)
+from .checkpoint_fit import (  # noqa: F401 (the tools' name)
     CheckpointSource,
     load_state_dict_strictly,
     note_source,

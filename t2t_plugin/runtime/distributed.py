@@ -5,7 +5,7 @@ stopped answering.
 mmengine's ``init_dist`` calls ``torch.cuda.set_device`` whatever the
 backend: without CUDA, :class:`~t2t_plugin.runtime.SampleSeededRunner`
 opens the group with :func:`init_cpu_dist` instead (and gives DDP no
-device ids). Used by the runner, :class:`RankHeartbeatHook` and the
+device ids). Used by the runner, ``RunGuardHook`` and the
 launcher of ``tools/dist_*.sh``; nothing here imports the rest of the
 runtime.
 """
@@ -32,7 +32,7 @@ from .. import compat
 # half an hour). Set env_cfg.dist_cfg.timeout in a config to change it.
 DEFAULT_TIMEOUT = 300
 
-# Seconds between two signs of life of a rank (RankHeartbeatHook).
+# Seconds between two signs of life of a rank (RunGuardHook).
 HEARTBEAT_INTERVAL = 2.0
 
 # Words of the errors a collective raises when a peer stops answering
@@ -247,7 +247,7 @@ def is_timeout(error: BaseException) -> bool:
 
 def silent_ranks_message(timeout: float) -> str:
     """One line naming the ranks that stopped answering: those whose
-    ``RankHeartbeatHook`` counter did not move in a few heartbeats.
+    ``RunGuardHook`` counter did not move in a few heartbeats.
     ``timeout`` is the process-group timeout, for the message."""
     try:
         store = compat.default_store()

@@ -10,6 +10,7 @@ import shutil
 import zipfile
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from types import SimpleNamespace
 from typing import Optional, Union
 
 import torch
@@ -278,15 +279,18 @@ def one_line_failures(
         raise TrainingStopped(silent_ranks_message(timeout)) from error
 
 
-class LoaderGuard:
-    """A hook that guards the training loader before its workers start
-    (they copy the datasets then): :class:`SampleSeededRunner` calls its
-    :meth:`guard` as it builds that loader. The hooks import the runner,
-    not the other way round."""
-
-    def guard(self, runner: Runner, loader: DataLoader, key: str) -> None:
-        """Guard the datasets ``loader`` (the ``key`` loader) reads."""
-        raise NotImplementedError
+def config_dump_path(runner: Runner) -> Optional[str]:
+    """Where mmengine's ``Runner.dump_config`` writes the run's config,
+    asked of it (a stand-in config records the path); None on the ranks
+    that write nothing."""
+    asked: list[str] = []
+    stand_in = SimpleNamespace(filename=runner.cfg.filename, dump=asked.append)
+    Runner.dump_config(
+        SimpleNamespace(
+            cfg=stand_in, work_dir=runner.work_dir, timestamp=runner.timestamp
+        )
+    )
+    return asked[0] if asked else None
 
 
 @contextlib.contextmanager
@@ -459,8 +463,7 @@ class SampleSeededRunner(Runner):
         config with ``--cfg-options``)."""
         if not self.config_dumped:
             return
-        name = self.cfg.filename or f'{self.timestamp}.py'
-        target = osp.join(self.work_dir, osp.basename(name))
+        target = config_dump_path(self)
         if self.cfg.filename and osp.realpath(target) == osp.realpath(
             self.cfg.filename
         ):
@@ -608,10 +611,10 @@ class SampleSeededRunner(Runner):
 
     def build_train_loop(self, loop: Union[BaseLoop, dict]) -> BaseLoop:
         """Build the training loop with a per-sample seeded loader, which
-        the run's :class:`LoaderGuard` hooks (``BadImageHook``) guard
-        first: an iteration-based loop starts the loader's workers when it
-        is built, before any hook is called, and the workers keep the
-        datasets as they were then."""
+        the run's hooks that guard loaders (``RunGuardHook``'s
+        ``guard_loader``) guard first: an iteration-based loop starts the
+        loader's workers when it is built, before any hook is called, and
+        the workers keep the datasets as they were then."""
         loader = unbuilt_train_dataloader(self)
         if isinstance(loader, dict):
             randomness = self.cfg.get('randomness') or {}
@@ -622,8 +625,8 @@ class SampleSeededRunner(Runner):
             )
             set_train_dataloader(self, loader)
             for hook in self.hooks:
-                if isinstance(hook, LoaderGuard):
-                    hook.guard(self, loader, 'train_dataloader')
+                if callable(getattr(hook, 'guard_loader', None)):
+                    hook.guard_loader(self, loader, 'train_dataloader')
         loop = super().build_train_loop(loop)
         own_generator(loop.dataloader)
         return loop

@@ -19,7 +19,7 @@ from mmengine.dist import get_rank, sync_random_seed
 from mmengine.registry import DATA_SAMPLERS, DATASETS
 from torch.utils.data import Sampler, get_worker_info
 
-from ..datasets.option_checks import check_int
+from ..option_checks import check_int
 
 
 class SeededIndex(int):
@@ -106,7 +106,7 @@ class SampleSeededDataset:
 
     In the main process (``num_workers=0``) the generators are put back
     after the batch, so that dropout, drop path and mixup keep drawing from
-    the training process's own stream, the one ``RandomStateHook`` saves.
+    the training process's own stream, the one ``ExactResumeHook`` saves.
 
     Args:
         dataset (dict | Dataset): The dataset, or its config.

@@ -86,7 +86,7 @@ class SkipBadImages:
     strides cannot tile or with the wrong channels would otherwise end a
     run, and its rerun would die at the same image. It is reported in one
     warning line and replaced by the next sample (not a random one: the
-    generators stay as they were, for an exact resume). ``BadImageHook``
+    generators stay as they were, for an exact resume). ``RunGuardHook``
     wraps every dataset of a run, gathers the reports from the workers and
     stops the run past its limit.
 
@@ -118,7 +118,7 @@ class SkipBadImages:
         self.pipeline = pipeline
         self.in_channels = in_channels
         self.size_multiple = size_multiple
-        # Filled in data-loader workers, drained by BadImageHook in the
+        # Filled in data-loader workers, drained by RunGuardHook in the
         # main process (a queue made before the workers start).
         self.reports = multiprocessing.get_context().Queue()
 

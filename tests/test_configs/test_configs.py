@@ -367,7 +367,7 @@ def test_imagenet_evaluation_and_hooks(name):
     assert cfg.default_hooks.checkpoint.backend_args == dict(
         backend='atomic_local'
     )
-    assert cfg.default_hooks.curves.type == 'TrainingCurvesHook'
+    assert cfg.default_hooks.summary.type == 'RunSummaryHook'
     if name.endswith('384px'):
         assert cfg.load_from.endswith('t2t-vit-14_8xb64_in1k/epoch_310.pth')
 

@@ -11,8 +11,11 @@ from mmpretrain.registry import DATASETS
 from sklearn.datasets import load_digits
 
 import t2t_plugin  # noqa: F401
-from t2t_plugin.runtime.hooks.checkpoint_check_hook import init_checkpoints
-from t2t_preflight.inputs import built_datasets, find_missing_data
+from t2t_preflight.inputs import (
+    built_datasets,
+    find_missing_data,
+    init_checkpoints,
+)
 
 from ..helpers import (
     CUSTOM,
@@ -310,7 +313,7 @@ def test_missing_checkpoints_are_reported(tmp_path):
     assert list(init_checkpoints(cfg.model)) == [
         'work_dirs/t2t-vit-14_8xb64_in1k/epoch_310.pth'
     ]
-    # CheckpointCheckHook, before the weights are initialised
+    # RunCheckHook, before the weights are initialised
     missing = tmp_path / 'missing.pth'
     result = run_main(
         'train', DEMO, '--work-dir', tmp_path / 'w', '--cfg-options',

@@ -87,16 +87,14 @@ def test_wrapper_and_guard_options_are_checked():
         ),
         (
             lambda: HOOKS.build(
-                dict(type='BadImageHook', max_bad_images=True)
+                dict(type='RunGuardHook', max_bad_images=True)
             ),
-            'BadImageHook got max_bad_images=True; give an integer of at '
+            'RunGuardHook got max_bad_images=True; give an integer of at '
             'least 0.',
         ),
         (
-            lambda: HOOKS.build(
-                dict(type='NonFiniteGuardHook', max_consecutive=0)
-            ),
-            'NonFiniteGuardHook got max_consecutive=0; give an integer of at '
+            lambda: HOOKS.build(dict(type='RunGuardHook', max_consecutive=0)),
+            'RunGuardHook got max_consecutive=0; give an integer of at '
             'least 1.',
         ),
     ]

@@ -438,7 +438,7 @@ def test_a_missing_checkpoint_is_one_line_through_every_door(tmp_path):
         '--cfg-options', *loader_root(root),
     )  # fmt: skip
     assert ours.returncode == 1 and one_line(ours.stderr) == expected
-    # mmengine's own Runner: CheckpointCheckHook
+    # mmengine's own Runner: RunCheckHook
     error = door(LITE, as_dict(loader_root(root)), tmp_path / 'door', 'test')
     assert error is None  # no checkpoint: nothing to judge
     options = as_dict([*loader_root(root), f'load_from={missing}'])
@@ -483,10 +483,10 @@ def test_a_variable_of_a_base_config_is_merged_as_mmengine_does(tmp_path):
 def test_the_hook_checks_the_checkpoint_through_every_door(
     tmp_path, monkeypatch
 ):
-    from t2t_plugin.runtime.hooks import checkpoint_check_hook
+    from t2t_plugin.runtime.hooks import run_check_hook
 
     judged = []
-    for module, name in ((checkpoint_check_hook, 'checkpoint_problem'),):
+    for module, name in ((run_check_hook, 'checkpoint_problem'),):
         original = getattr(module, name)
 
         def spy(*args, _original=original, _name=name, **kwargs):

@@ -1,7 +1,7 @@
 """A dataset of numbered samples whose transform keeps the random numbers
 it drew, and its loader: what the per-sample seeding tests
 (test_sample_seeding.py, test_sample_seeded_runner.py,
-test_hooks/test_random_state_hook.py) run."""
+test_hooks/test_exact_resume_hook.py) run."""
 
 import random
 

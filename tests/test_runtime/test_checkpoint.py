@@ -585,26 +585,34 @@ def test_weights_of_another_kind_are_refused(kind, tmp_path):
 
 def _saved_by_a_run(path, **options):
     """The demo classifier's checkpoint as a run of our configs saves it:
-    CheckpointCheckHook records the backbone's arch in its meta."""
+    ExactResumeHook records the backbone's arch in its meta."""
     from types import SimpleNamespace
 
-    from t2t_plugin.runtime.hooks.checkpoint_check_hook import (
-        CheckpointCheckHook,
-    )
+    from t2t_plugin.runtime.hooks import ExactResumeHook
+    from t2t_plugin.runtime.hooks.exact_resume_hook import SETTINGS_KEY
 
     cfg = Config.fromfile(DEMO)
     cfg.merge_from_dict(options)
     model = MODELS.build(cfg.model)
     checkpoint = {'state_dict': model.state_dict(), 'meta': {'epoch': 1}}
-    CheckpointCheckHook().before_save_checkpoint(
-        SimpleNamespace(model=model), checkpoint
+    ExactResumeHook().before_save_checkpoint(
+        # what the hook reads of a run besides the model: no loader or
+        # optimizer state to record here
+        SimpleNamespace(
+            model=model,
+            train_dataloader=SimpleNamespace(),
+            optim_wrapper=None,
+        ),
+        checkpoint,
     )
+    checkpoint['meta'].pop(SETTINGS_KEY)
+    checkpoint.pop('random_state')
     torch.save(checkpoint, path)
     return checkpoint['meta']
 
 
 def test_a_run_records_its_arch_in_the_checkpoint(one_epoch, tmp_path):
-    """Our configs' CheckpointCheckHook records the arch in every
+    """Our configs' ExactResumeHook records the arch in every
     checkpoint a run saves."""
     meta = read_checkpoint(one_epoch / 'epoch_1.pth')['meta']
     assert meta == {**meta, **_saved_by_a_run(tmp_path / 'run.pth')}
@@ -1279,7 +1287,7 @@ OWNERS = {
     'layout converted': ('t2t_plugin.runtime.checkpoint', 'plugin_layout'),
     'weights fit': ('t2t_plugin.models.checkpoint_checks', 'check_fit'),
     'classes match': (
-        't2t_plugin.runtime.hooks.checkpoint_check_hook',
+        't2t_plugin.runtime.hooks.run_check_hook',
         'class_mismatch',
     ),
 }

@@ -2,7 +2,7 @@
 input, no link loop, no file on the way, a writable folder, no other file
 replaced unless asked), through its doors: the work dir of our
 tools/train.py and of the configs' runner, the --out of our tools/test.py
-and of mmpretrain's tools/test.py (WorkDirHook)."""
+and of mmpretrain's tools/test.py (RunCheckHook)."""
 
 import os
 from pathlib import Path
@@ -124,7 +124,7 @@ def test_a_work_dir_through_a_link_loop_is_one_line(tmp_path):
 
 def test_test_out_never_replaces_the_checkpoint(tmp_path):
     """A checkpoint saved as x.pkl and --out x.pkl: refused in one line by
-    our tools/test.py and by WorkDirHook under mmpretrain's --out; the
+    our tools/test.py and by RunCheckHook under mmpretrain's --out; the
     checkpoint is left as it was."""
     checkpoint = save_checkpoint(tmp_path / 'x.pth', DIGIT_CLASSES)
     pickled = checkpoint.rename(tmp_path / 'x.pkl')
@@ -153,10 +153,10 @@ def test_test_out_never_replaces_the_checkpoint(tmp_path):
 
 
 def test_every_door_asks_output_problem(monkeypatch, tmp_path):
-    """The rule patched: the configs' runner (the work dir), WorkDirHook
+    """The rule patched: the configs' runner (the work dir), RunCheckHook
     (--out of mmpretrain's test.py) and the export tool answer with it."""
     from t2t_plugin.apis import input_checks
-    from t2t_plugin.runtime.hooks import work_dir_hook
+    from t2t_plugin.runtime.hooks import run_check_hook
     from t2t_preflight import checks
 
     from ..helpers import load_tool
@@ -167,7 +167,7 @@ def test_every_door_asks_output_problem(monkeypatch, tmp_path):
         asked.append(what)
         return f'{what}: refused by the owner'
 
-    for module in (checks, input_checks, work_dir_hook):
+    for module in (checks, input_checks, run_check_hook):
         monkeypatch.setattr(module, 'output_problem', owner)
     cfg = Config.fromfile(DEMO)
     cfg.work_dir = str(tmp_path / 'w')

@@ -7,7 +7,7 @@ Rows tested elsewhere: the checkpoint read, its structure, its layout, the
 weights' fit and its classes
 (test_checkpoint.py::test_every_door_reaches_each_owner_once_per_load),
 the start point
-(test_hooks/test_resume_guard_hook.py::test_every_door_asks_start_point),
+(test_hooks/test_exact_resume_hook.py::test_every_door_asks_start_point),
 the output path
 (test_config_outputs.py::test_every_door_asks_output_problem)."""
 
@@ -22,7 +22,7 @@ from mmpretrain.registry import MODELS
 
 from t2t_plugin.runtime import CheckpointError
 from t2t_plugin.runtime.hooks import (
-    resume_guard_hook,
+    exact_resume_hook,
     run_check_hook,
 )
 from t2t_preflight import archs, arguments, checks, inputs
@@ -62,7 +62,7 @@ def refused_by_our_tool(tool: str, *args, code: int = 1) -> str:
 
 def test_the_checkpoint_exists(monkeypatch, tmp_path):
     """An existing file refused by the patched owner: the pre-flight of
-    tools/test.py, the configs' runner, CheckpointCheckHook under
+    tools/test.py, the configs' runner, RunCheckHook under
     mmengine's own Runner and the reader (get_model)."""
     checkpoint = save_checkpoint(tmp_path / 'm.pth', DIGIT_CLASSES)
     expected = f'{checkpoint}: {REFUSED}'
@@ -230,7 +230,7 @@ def test_topk_within_the_classes(monkeypatch, tmp_path):
 
 @pytest.mark.parametrize('owner_name', ['after_load_checkpoint', 'settings'])
 def test_what_a_resume_keeps(owner_name, monkeypatch, tmp_path):
-    """ResumeGuardHook, the owner of what a resume deletes (its
+    """ExactResumeHook, the owner of what a resume deletes (its
     after_load_checkpoint) and of the settings it names
     (settings_changes): a resume of our tools/train.py and of mmengine's
     own Runner with the config's hooks."""
@@ -255,10 +255,10 @@ def test_what_a_resume_keeps(owner_name, monkeypatch, tmp_path):
         raise RunCheckError(REFUSED)
 
     if owner_name == 'settings':
-        monkeypatch.setattr(resume_guard_hook, 'settings_changes', owner)
+        monkeypatch.setattr(exact_resume_hook, 'settings_changes', owner)
     else:
         monkeypatch.setattr(
-            resume_guard_hook.ResumeGuardHook, 'after_load_checkpoint', owner
+            exact_resume_hook.ExactResumeHook, 'after_load_checkpoint', owner
         )
     assert (
         refused_by_our_tool(

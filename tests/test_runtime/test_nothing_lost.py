@@ -9,19 +9,22 @@ a run's saved config leaves it as it is. Through our tools and
 mmpretrain's."""
 
 import hashlib
-import json
-import subprocess
-import sys
 from pathlib import Path
-from socket import gethostname
 
 import pytest
 import torch
 
-from t2t_plugin.runtime.hooks.resume_guard_hook import optimizer_mismatch
+from t2t_plugin.runtime.hooks.run_check_hook import optimizer_mismatch
 from t2t_plugin.runtime.sample_seeded_runner import start_point
 
-from ..helpers import DEMO, TINY_DEMO, one_line, run_main, run_mmpretrain_tool
+from ..helpers import (
+    DEMO,
+    TINY_DEMO,
+    held_work_dir,
+    one_line,
+    run_main,
+    run_mmpretrain_tool,
+)
 
 
 def test_a_pointer_elsewhere_is_named_for_what_it_is(tmp_path):
@@ -246,16 +249,10 @@ def test_a_refused_training_writes_nothing(tmp_path, tool):
     work_dir = tmp_path / 'w'
     work_dir.mkdir()
     (work_dir / Path(DEMO).name).write_text("# the running run's config\n")
-    running = subprocess.Popen([sys.executable, '-c', 'input()'], stdin=-1)
-    lock = work_dir / 'train.lock'
-    lock.write_text(json.dumps(dict(pid=running.pid, host=gethostname())))
-    before = snapshot(work_dir)
     main = run_main if tool == 'ours' else run_mmpretrain_tool
-    try:
+    with held_work_dir(work_dir):
+        before = snapshot(work_dir)
         refused = main('train', DEMO, '--work-dir', work_dir)
-    finally:
-        running.kill()
-        running.wait()
     assert refused.returncode == 1
     assert f'{work_dir} is in use by another training' in refused.stderr
     assert snapshot(work_dir) == before
@@ -348,12 +345,12 @@ def test_default_hooks_key_none_switches_a_check_off(tmp_path, tool):
     main = run_main if tool == 'ours' else run_mmpretrain_tool
     run = main(
         'train', DEMO, '--work-dir', work_dir, '--cfg-options', *TINY_DEMO,
-        'default_hooks.curves=None', 'default_hooks.run_check=None',
+        'default_hooks.summary=None', 'default_hooks.run_check=None',
         'default_hooks.checkpoint=None',
     )  # fmt: skip
     assert run.returncode == 0, run.stderr[-3000:]
     assert not (work_dir / 'curves.png').exists()
     assert not list(work_dir.glob('*.pth'))
     logs = ''.join(path.read_text() for path in work_dir.glob('*/*.log'))
-    assert 'RunCheckHook' not in logs
-    assert 'RunSummaryHook' in logs  # the others stay
+    assert 'RunCheckHook' not in logs and 'RunSummaryHook' not in logs
+    assert 'RunGuardHook' in logs  # the others stay

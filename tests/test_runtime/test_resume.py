@@ -1,6 +1,6 @@
 """Kill-and-resume: a run killed with SIGKILL mid-epoch and resumed from
 its last checkpoint logs the same losses and ends with the same accuracy as
-the uninterrupted run (RandomStateHook, and the per-sample augmentation
+the uninterrupted run (ExactResumeHook, and the per-sample augmentation
 seeds of SampleSeededRunner for data-loader workers, persistent or not).
 The digits runs here, the custom-data run in test_resume_custom_data.py
 (two files: the suite's workers take one each)."""

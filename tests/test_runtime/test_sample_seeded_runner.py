@@ -23,6 +23,7 @@ from t2t_plugin.runtime import (
 )
 from t2t_plugin.runtime.sample_seeded_runner import (
     checkpoint_folders,
+    config_dump_path,
     start_point,
 )
 
@@ -215,3 +216,23 @@ def test_resume_auto_falls_back_on_load_from(one_epoch, tmp_path):
         "dir's; set runner_type = 'SampleSeededRunner' or leave load_from "
         'out.'
     )
+
+
+def test_the_saved_config_is_where_mmengine_writes_it(tmp_path):
+    """config_dump_path asks mmengine's Runner.dump_config where it writes
+    the config: the config file's name in the work dir, else the run's
+    timestamp."""
+    source = tmp_path / 'cfgs' / 'run.py'
+    source.parent.mkdir()
+    source.write_text('a = 1\n')
+    runner = SimpleNamespace(
+        cfg=Config.fromfile(str(source)),
+        work_dir=str(tmp_path / 'work'),
+        timestamp='20260101_000000',
+    )
+    assert config_dump_path(runner) == str(tmp_path / 'work' / 'run.py')
+    runner.cfg = Config(dict(a=1))
+    assert config_dump_path(runner) == str(
+        tmp_path / 'work' / '20260101_000000.py'
+    )
+    assert not (tmp_path / 'work').exists()  # asked, nothing written

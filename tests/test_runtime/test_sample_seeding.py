@@ -123,4 +123,4 @@ def test_every_config_seeds_per_sample_and_saves_the_random_state(config):
     cfg = Config.fromfile(ROOT / config)
     with RUNNERS.switch_scope_and_registry(cfg.get('default_scope')) as found:
         assert found.get(cfg.runner_type) is SampleSeededRunner
-    assert cfg.default_hooks.random_state.type == 'RandomStateHook'
+    assert cfg.default_hooks.exact_resume.type == 'ExactResumeHook'

@@ -2,7 +2,7 @@
 
 Give a work dir (all starts of its latest run, resumed ones included) or
 one or more json-lines logs (``<timestamp>/vis_data/scalars.json`` or
-``<timestamp>.json``). The figure is the one ``TrainingCurvesHook`` writes
+``<timestamp>.json``). The figure is the one ``RunSummaryHook`` writes
 at the end of training.
 """
 

@@ -36,7 +36,7 @@ class T2TClsHead(VisionTransformerClsHead):
     number of classes (a fine-tune: the head keeps its initialisation, and
     the log says so in one line); the doors that need the classifier (a
     test, an inference, a resume) refuse it
-    (:func:`~t2t_plugin.models.checkpoint_checks.whole_model_error`).
+    (:func:`~t2t_plugin.runtime.checkpoint_fit.whole_model_error`).
     ``pool='attention'`` is CCT's sequence pooling (softmax over a linear
     score per token) of ``out_type='raw'`` or ``'featmap'`` outputs.
 

@@ -1,47 +1,33 @@
 """Registered hooks that check and guard a run, set by
 ``configs/_base_/default_runtime.py``, so that every tool that builds an
-mmengine Runner from our configs gets them."""
+mmengine Runner from our configs gets them: before the run
+(:class:`RunCheckHook`), during it (:class:`RunGuardHook`), for an exact
+resume (:class:`ExactResumeHook`), a detector's pyramid strides
+(:class:`PyramidStrideCheckHook`); mmengine's ``CheckpointHook`` that
+removes a checkpoint only once its successor is saved, mmpretrain's
+``VisualizationHook`` drawing readable pictures, and the summary at the
+end of a training."""
 
-from .bad_image_hook import BadImageHook, TooManyBadImagesError
-from .checkpoint_check_hook import CheckpointCheckHook, class_mismatch
-from .non_finite_guard_hook import NonFiniteGuardHook, NonFiniteLossError
-from .non_finite_output_hook import NonFiniteOutputHook
-from .pyramid_stride_check_hook import (
-    PyramidStrideCheckHook,
-    PyramidStrideError,
-)
-from .random_state_hook import RandomStateHook
-from .rank_heartbeat_hook import RankHeartbeatHook
-from .resume_guard_hook import ResumeGuardHook
-from .run_check_hook import RunCheckHook
-from .run_checks import RunCheckError, TrainingStopped
+from t2t_preflight.errors import RunCheckError, TrainingStopped
+
+from .exact_resume_hook import ExactResumeHook
+from .pyramid_stride_check_hook import PyramidStrideCheckHook
+from .run_check_hook import RunCheckHook, class_mismatch, release_locks
+from .run_guard_hook import RunGuardHook
 from .run_summary_hook import RunSummaryHook
 from .save_first_checkpoint_hook import SaveFirstCheckpointHook
-from .training_curves_hook import TrainingCurvesHook
 from .visualization_hook import ReadableVisualizationHook
-from .work_dir_hook import DiskFullError, WorkDirHook, release_locks
 
 __all__ = [
-    'BadImageHook',
-    'CheckpointCheckHook',
-    'DiskFullError',
-    'NonFiniteGuardHook',
-    'NonFiniteLossError',
-    'NonFiniteOutputHook',
+    'ExactResumeHook',
     'PyramidStrideCheckHook',
-    'PyramidStrideError',
-    'RandomStateHook',
     'ReadableVisualizationHook',
-    'RankHeartbeatHook',
-    'ResumeGuardHook',
     'RunCheckError',
     'RunCheckHook',
+    'RunGuardHook',
     'RunSummaryHook',
     'SaveFirstCheckpointHook',
-    'TooManyBadImagesError',
-    'TrainingCurvesHook',
     'TrainingStopped',
-    'WorkDirHook',
     'class_mismatch',
     'release_locks',
 ]

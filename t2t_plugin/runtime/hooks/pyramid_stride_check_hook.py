@@ -3,12 +3,9 @@ from mmengine.hooks import Hook
 from mmengine.registry import HOOKS
 from torch import nn
 
-from .run_checks import (
-    TrainingStopped,
-    bare_model,
-    dotted_getattr,
-    width_problem,
-)
+from t2t_preflight.errors import TrainingStopped
+
+from .run_checks import bare_model, dotted_getattr, width_problem
 
 # Where mmdet's heads state the strides of the maps they read.
 _STRIDES = (
@@ -17,10 +14,6 @@ _STRIDES = (
     'roi_head.bbox_roi_extractor.featmap_strides',
     'roi_head.mask_roi_extractor.featmap_strides',
 )
-
-
-class PyramidStrideError(TrainingStopped):
-    """A detector's feature maps are not at the strides its heads assume."""
 
 
 def _format(strides: list[tuple[int, int]]) -> str:
@@ -70,7 +63,8 @@ class PyramidStrideCheckHook(Hook):
         self.in_channels = in_channels
 
     def before_run(self, runner) -> None:
-        """Raise PyramidStrideError when the strides differ."""
+        """Stop the run (:class:`TrainingStopped`) when the strides
+        differ."""
         model = bare_model(runner)
         expected = self.expected_strides(model)
         # a neck of other widths than the backbone's fails the probe:
@@ -92,7 +86,7 @@ class PyramidStrideCheckHook(Hook):
                 else measured
             )
             if compared != strides:
-                raise PyramidStrideError(
+                raise TrainingStopped(
                     f'The neck returns maps at strides {_format(measured)} '
                     f'but {where} are {_format(strides)}: the head would '
                     'place its anchors at the wrong positions. Make the neck '

@@ -1,32 +1,146 @@
+import errno
+import fcntl
+import json
+import os
+import os.path as osp
+import socket
 from collections.abc import Iterator, Sequence
-from typing import Optional
+from typing import Any, Optional
 
+from mmengine.dist import is_main_process
 from mmengine.hooks import Hook
 from mmengine.registry import HOOKS
 from mmengine.runner import EpochBasedTrainLoop
 
+from t2t_preflight import doc_pages
 from t2t_preflight.config import dataset_configs, entry
+from t2t_preflight.errors import CheckpointError, RunCheckError
 from t2t_preflight.inputs import (
+    checkpoint_problem,
     class_count_message,
     few,
     folder_dataset,
     head_classes,
+    init_checkpoints,
 )
+from t2t_preflight.outputs import output_problem
 
 from ...datasets.dataset_checks import (
     label_range_problem,
     linked_folders_problem,
 )
+from ..checkpoint import remove_stale_temp_files
+from ..checkpoint_fit import (
+    RUN_ADVICE,
+    whole_model_error,
+)
+from ..sample_seeded_runner import checkpoint_folders
 from ..skip_bad_images import base_datasets
 from .run_checks import (
-    RunCheckError,
     bare_model,
     built_loaders,
+    is_training,
     resumed_name,
+    run_mode,
     start_of,
     t2t_module,
     width_problem,
 )
+
+LOCK_FILE = 'train.lock'
+
+# The work-dir locks this process holds (path -> open file); the system
+# gives a lock back when its process ends, and a run that failed in a
+# process that goes on (a notebook, a tool called in-process) gives it
+# back with release_locks().
+_HELD: dict[str, Any] = {}
+
+
+def release_locks() -> None:
+    """Give back the work-dir locks of this process's runs."""
+    for path in list(_HELD):
+        _HELD.pop(path).close()
+
+
+def lock_work_dir(work_dir: str) -> None:
+    """Hold ``<work_dir>/train.lock`` for this process, with its process
+    id and host in it for the message of a run refused.
+
+    A POSIX record lock (``fcntl.lockf``), which the system gives back
+    when the process ends, however it ends: unlike ``flock``'s, it is
+    not shared with the data-loader workers the process forks, which
+    would hold it past the end of their run (or its kill)."""
+    path = osp.join(work_dir, LOCK_FILE)
+    if path in _HELD:
+        return
+    lock = open(path, 'a+')  # noqa: SIM115  held until the run ends
+    try:
+        fcntl.lockf(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError as error:
+        if error.errno not in (errno.EACCES, errno.EAGAIN):
+            lock.close()
+            raise
+        lock.seek(0)
+        try:
+            holder = json.load(lock)
+        except ValueError:  # the holder has not written it yet
+            holder = {}
+        lock.close()
+        raise RunCheckError(
+            f'{work_dir} is in use by another training (process '
+            f'{holder.get("pid")} on {holder.get("host")}, see {path}); '
+            'choose another --work-dir, or wait until it has ended.'
+        ) from None
+    lock.truncate(0)
+    json.dump(dict(pid=os.getpid(), host=socket.gethostname()), lock)
+    lock.flush()
+    _HELD[path] = lock
+
+
+def class_mismatch(checkpoint: dict, classes, path: str) -> Optional[str]:
+    """One line when a checkpoint's classes differ from a dataset's, or
+    None when they agree or either side does not say."""
+    meta = checkpoint.get('meta') or {}
+    saved = (meta.get('dataset_meta') or {}).get('classes')
+    if saved is None or classes is None or list(saved) == list(classes):
+        return None
+    return (
+        f'{path} was trained on {len(saved)} classes ({few(saved)}), but '
+        f'the dataset has {len(classes)} classes ({few(classes)})'
+    )
+
+
+def group_sizes(param_groups: Any) -> list[int]:
+    """How many parameters each optimizer group holds ([] if unknown)."""
+    if not isinstance(param_groups, list):
+        return []
+    return [
+        len(group['params'])
+        for group in param_groups
+        if isinstance(group, dict) and isinstance(group.get('params'), list)
+    ]
+
+
+def optimizer_mismatch(path: str, saved: Any, now: Any) -> Optional[str]:
+    """One line if the optimizer state of checkpoint ``path`` (its
+    ``param_groups``) was saved for other parameters than the run's
+    optimizer holds (``now``), else None."""
+    saved_groups = (
+        saved.get('param_groups') if isinstance(saved, dict) else None
+    )
+    before, after = group_sizes(saved_groups), group_sizes(now)
+    if not before or not after or before == after:
+        return None
+    return (
+        f'The checkpoint {path} holds the optimizer state of '
+        f'{sum(before)} parameters in {len(before)} groups, this run '
+        f'optimises {sum(after)} in {len(after)}: the trainable parts of '
+        'the model differ (e.g. a training-only loss switched on or off). '
+        'Resume with the config it was trained with, or start a new '
+        f'training from its weights with load_from={path} instead of '
+        '--resume.'
+    )
+
 
 # Pipeline transforms that give every sample one fixed size, and the
 # argument that holds it.
@@ -122,7 +236,8 @@ def _where(dataset) -> str:
 
 @HOOKS.register_module()
 class RunCheckHook(Hook):
-    """Check a run's data, model and loop settings before its first step.
+    """Check a run before its first step: its data, model, loop settings,
+    the checkpoint it starts from and what it writes.
 
     mmengine finds such mistakes late or never: class folders that do not
     match the head's classes, labels outside them, train and val sets of
@@ -134,23 +249,81 @@ class RunCheckHook(Hook):
     labels fit the head but whose class list is of another length (an
     annotation file on a subset of ImageNet's classes) is named in one
     warning line, and the run goes on.
+
+    The checkpoint the run starts from and the ``init_cfg`` checkpoints
+    must exist (``start_point`` chooses what a resume without a file
+    continues from; under mmengine's Runner, a checkpoint
+    ``last_checkpoint`` names that is cut short or lies outside the work
+    dir is refused). As it loads, a resumed checkpoint must be a training
+    checkpoint of these classes and of the run's optimizer groups, a
+    tested one have the dataset's classes; fine-tuning on other classes
+    gets one warning line.
+
+    The ``--out`` and ``--show-dir`` paths must be writable, and a
+    training holds ``<work_dir>/train.lock`` (``fcntl.lockf``: the system
+    gives it back when the process ends), which refuses a second training
+    into the work dir; once it holds the lock, it removes the temporary
+    files a hard kill left beside checkpoints (in the work dir, and in the
+    checkpoint hook's ``out_dir``).
     """
 
     priority = 'VERY_HIGH'
-    checks_class_folders = True  # our tools ask before the Runner too
+    # t2t_preflight's class-folder check is made before the Runner for a
+    # run that has this hook
+    checks_class_folders = True
 
     def before_run(self, runner) -> None:
-        """Check the model's widths and the datasets of the loops the run
-        has built."""
+        """Check the model's widths, the datasets of the loops the run has
+        built, the checkpoints and the outputs; lock the work dir of a
+        training."""
         problem = width_problem(bare_model(runner))
         if problem:
             raise RunCheckError(problem)
+        self._check_datasets(runner)
+        start = start_of(runner)
+        if start.problem:
+            raise RunCheckError(start.problem)
+        paths = [start.load_from] if start.load_from else []
+        if is_training(runner) and not start.resumes:
+            paths += list(init_checkpoints(runner.cfg.get('model')))
+        problem = paths and checkpoint_problem(runner.cfg, paths=paths)
+        if problem:
+            raise RunCheckError(problem)
+        inputs = {'the checkpoint': start.load_from}
+        inputs['the config'] = runner.cfg.filename
+        for what, path in self._outputs(runner):
+            problem = output_problem(
+                path, what, file=what == '--out', inputs=inputs
+            )
+            if problem:
+                raise RunCheckError(problem)
+        if is_training(runner) and is_main_process():
+            lock_work_dir(runner.work_dir)
+            folders = checkpoint_folders(
+                runner.work_dir, runner.cfg.get('default_hooks')
+            )
+            for folder in folders:
+                removed = remove_stale_temp_files(folder)
+                if removed:
+                    runner.logger.info(
+                        f'Removed {len(removed)} temporary checkpoint '
+                        f'file(s) left in {folder} by an interrupted save.'
+                    )
+
+    def after_run(self, runner) -> None:
+        """Give back the work-dir lock."""
+        lock = _HELD.pop(osp.join(runner.work_dir, LOCK_FILE), None)
+        if lock is not None:
+            lock.close()
+
+    def _check_datasets(self, runner) -> None:
         head = getattr(bare_model(runner), 'head', None)
         num_classes = getattr(head, 'num_classes', None)
         _, variable = head_classes(runner.cfg)
         t2t = t2t_module(runner)
+        loaders = built_loaders(runner)
         first = None
-        for key, loader in built_loaders(runner).items():
+        for key, loader in loaders.items():
             for dataset in base_datasets(loader.dataset):
                 warning = self._check_dataset(
                     key, dataset, num_classes, variable
@@ -179,7 +352,6 @@ class RunCheckHook(Hook):
                 problem = pipeline_problem(pipeline, t2t)
                 if problem:
                     raise RunCheckError(f'{dotted}: {problem}')
-        loaders = built_loaders(runner)
         if 'train_dataloader' in loaders and 'val_dataloader' in loaders:
             for train in base_datasets(loaders['train_dataloader'].dataset):
                 for val in base_datasets(loaders['val_dataloader'].dataset):
@@ -220,6 +392,96 @@ class RunCheckHook(Hook):
             f'({few(classes)}), model.head.num_classes={num_classes}; its '
             'labels fit the head, so the run goes on.'
         )
+
+    @staticmethod
+    def _outputs(runner) -> Iterator[tuple[str, str]]:
+        # test() builds its loop before the hooks run; the property would
+        # build (and read) the test set of a training
+        loop = runner.test_loop if run_mode(runner) == 'test' else None
+        for metric in getattr(getattr(loop, 'evaluator', None), 'metrics', []):
+            if getattr(metric, 'out_file_path', None):
+                yield '--out', metric.out_file_path
+        for hook in runner.hooks:
+            if getattr(hook, 'enable', False) or getattr(hook, 'draw', False):
+                # mmpretrain's out_dir is taken from the current folder;
+                # mmdet's relative test_out_dir lies in the run's log dir
+                folder = getattr(hook, 'out_dir', None)
+                if not isinstance(folder, str):
+                    folder = getattr(hook, 'test_out_dir', None)
+                    folder = folder if osp.isabs(str(folder)) else None
+                if folder:
+                    yield '--show-dir', folder
+
+    def after_load_checkpoint(self, runner, checkpoint: dict) -> None:
+        """Check a checkpoint just read, before its weights are loaded."""
+        start = start_of(runner)
+        path, resumes = start.load_from, start.resumes
+        training = is_training(runner)
+        key = 'train_dataloader' if training else 'test_dataloader'
+        dataset = getattr(built_loaders(runner).get(key), 'dataset', None)
+        classes = getattr(dataset, 'metainfo', {}).get('classes')
+        mismatch = class_mismatch(checkpoint, classes, path)
+        model = bare_model(runner)
+        weights = checkpoint.get('state_dict', checkpoint)
+        # Shapes, missing weights and non-finite values are the model's own
+        # load hooks' to refuse (every loader passes through them); this
+        # hook adds what only the run knows: whether it needs the
+        # checkpoint's classifier, and the dataset's classes.
+        if not training or resumes:
+            # a test or a resume needs the classifier as it was trained
+            # (a fine-tune's load_from leaves it out, with a warning); and
+            # the model's load hooks see their own parts only: what lies
+            # outside them would be left out without a word of ours
+            advice = (
+                'resume with the config the run started with'
+                if resumes
+                else RUN_ADVICE
+            )
+            error = whole_model_error(model, weights, advice)
+            if error:
+                raise error
+        if not training:
+            if mismatch:
+                raise CheckpointError(
+                    f'{mismatch}; the labels would not match (check the '
+                    'dataset folders or the checkpoint).'
+                )
+        elif resumes:
+            meta = checkpoint.get('meta')
+            if (
+                not isinstance(meta, dict)
+                or 'epoch' not in meta
+                or 'optimizer' not in checkpoint
+            ):
+                raise CheckpointError(
+                    f'{path} holds weights only (no epoch, optimizer or '
+                    'scheduler state), so training cannot resume from it; '
+                    'start a new run from its weights with --cfg-options '
+                    f'load_from={path} instead of --resume.'
+                )
+            if mismatch:
+                raise CheckpointError(
+                    f'{mismatch}; resume only with the dataset the run '
+                    'started with.'
+                )
+            problem = optimizer_mismatch(
+                path,
+                checkpoint.get('optimizer'),
+                getattr(runner.optim_wrapper, 'param_groups', None),
+            )
+            if problem:
+                raise RunCheckError(problem)
+        elif mismatch and not getattr(
+            whole_model_error(model, weights), 'classes', 0
+        ):
+            # a classifier of the same number of classes is loaded as it
+            # is: other names (or their order) may be a mistake; another
+            # number is a fine-tune, which the head's load hook reports
+            runner.logger.warning(
+                f'load_from: {mismatch}; its head is loaded as it is (to '
+                'start a new head, load the backbone only, see '
+                f'{doc_pages.WEIGHTS}).'
+            )
 
     def before_train(self, runner) -> None:
         """Check the loop settings mmengine would fail on late."""

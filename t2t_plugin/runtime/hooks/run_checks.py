@@ -1,20 +1,20 @@
-"""What the checking hooks share: their errors (``runtime/errors.py``),
-what the run does and starts from, the loops it has built and the
-plugin's modules of its model."""
+"""What the hooks share: what the run does and starts from, the loops it
+has built, and what it reads of the model.
+
+The runtime imports nothing of ``t2t_plugin.models``: it reads the few
+facts a model part owns through attributes (docs/architecture.md, "What
+the runtime reads of a model"). A backbone that records its arch
+(``arch_record()``) is this plugin's, and its ``tokens_to_token`` gives
+``in_channels``, ``total_stride`` and ``output_sizes(size)``; a neck
+states ``backbone_widths(backbone)`` and ``width_problem(widths, key)``,
+a head ``backbone_problem(backbone)``."""
 
 from typing import Any, Optional
 
 from mmengine.hooks import CheckpointHook
 from mmengine.optim import BaseOptimWrapper
 
-from t2t_preflight.errors import RunCheckError, TrainingStopped
-
-from ...models.backbones import T2TViT
-from ...models.heads import T2TClsHead
-from ...models.necks import T2TFeaturePyramid
 from ..sample_seeded_runner import SampleSeededRunner, StartPoint, start_point
-
-__all__ = ['RunCheckError', 'TrainingStopped']
 
 
 def run_mode(runner) -> str:
@@ -76,33 +76,44 @@ def dotted_getattr(obj: Any, path: str) -> Any:
     return obj
 
 
+def plugin_backbone(model: Any) -> Optional[Any]:
+    """The model's backbone if it is this plugin's (it records its arch),
+    else None (mmpretrain's ``T2T_ViT`` has a ``tokens_to_token`` of its
+    own, but no arch record)."""
+    backbone = getattr(model, 'backbone', None)
+    return (
+        backbone if callable(getattr(backbone, 'arch_record', None)) else None
+    )
+
+
 def t2t_module(runner) -> Optional[Any]:
-    """The backbone's T2T module, or None for another backbone
-    (mmpretrain's ``T2T_ViT`` has a ``tokens_to_token`` of its own)."""
-    backbone = getattr(bare_model(runner), 'backbone', None)
-    return backbone.tokens_to_token if isinstance(backbone, T2TViT) else None
+    """The backbone's T2T module, or None for another backbone."""
+    backbone = plugin_backbone(bare_model(runner))
+    return None if backbone is None else backbone.tokens_to_token
 
 
 def width_problem(model: Any) -> Optional[str]:
-    """One line when the stated ``in_channels`` of a T2TClsHead right
-    after a T2TViT, or of a T2TFeaturePyramid, are not the widths the
-    backbone gives (another arch than they were stated for), naming the
-    config key to set, or when the head cannot read what the backbone
-    gives in another way (``T2TClsHead.backbone_problem``); None when they
-    agree."""
-    backbone = getattr(model, 'backbone', None)
-    if not isinstance(backbone, T2TViT):
+    """One line when the stated ``in_channels`` of the head right after
+    this plugin's backbone, or of a neck that states the backbone's
+    widths, are not the widths the backbone gives (another arch than they
+    were stated for), naming the config key to set, or when the head
+    cannot read what the backbone gives in another way (its
+    ``backbone_problem``); None when they agree."""
+    backbone = plugin_backbone(model)
+    if backbone is None:
         return None
     for name, module in model.named_modules():
         problem = None
-        if isinstance(module, T2TFeaturePyramid):
+        if hasattr(module, 'backbone_widths'):
             try:
-                widths = T2TFeaturePyramid.backbone_widths(backbone)
+                widths = module.backbone_widths(backbone)
             except ValueError:
                 continue  # no maps: the neck's first forward says what to do
-            problem = module.width_problem(widths, f'model.{name}.in_channels')
+            if widths is not None:
+                key = f'model.{name}.in_channels'
+                problem = module.width_problem(widths, key)
         elif (
-            isinstance(module, T2TClsHead)
+            hasattr(module, 'backbone_problem')
             and name == 'head'
             and getattr(model, 'neck', None) is None
         ):

@@ -12,8 +12,10 @@ from ...analysis.curves import (
     NON_METRIC_KEYS,
     find_scalar_files,
     load_scalars,
+    plot_curves,
 )
 from ..console_log import SHOWN
+from ..sample_seeded_runner import config_dump_path
 from .run_checks import is_training
 
 # The tools of this repository, when the package runs from its checkout.
@@ -31,15 +33,9 @@ def shown_path(path: str) -> str:
 
 def saved_config(runner) -> Optional[str]:
     """The config the Runner wrote to its work dir (with the options the
-    run was given), as mmengine's ``Runner.dump_config`` names it, or None
-    where it is not there."""
-    name = (
-        osp.basename(runner.cfg.filename)
-        if runner.cfg.filename
-        else f'{runner.timestamp}.py'
-    )
-    path = osp.join(runner.work_dir, name)
-    return path if osp.isfile(path) else None
+    run was given), or None where it is not there."""
+    path = config_dump_path(runner)
+    return path if path and osp.isfile(path) else None
 
 
 def image_folder(cfg) -> Optional[str]:
@@ -58,23 +54,28 @@ def image_folder(cfg) -> Optional[str]:
 
 @HOOKS.register_module()
 class RunSummaryHook(Hook):
-    """At the end of a training, what it gave and what to run next.
+    """At the end of a training, its curves, what it gave and what to run
+    next.
 
-    On the main process, after the run: the best and the last value of
-    ``metric`` with their epochs (iterations for an iteration-based loop),
-    the checkpoint to use (the best one the ``CheckpointHook`` kept, else
-    the last), the curves PNG, the config the Runner saved in the work dir
-    and the commands of this repository's test, inference and export tools
-    on them. The evaluations are those ``LocalVisBackend`` recorded, as
-    the curves read them (a resumed run's earlier starts included). The
-    lines reach the terminal also where a tool prints the progress only.
+    Once training (and its last evaluation) is done, the loss, learning
+    rate and metrics that ``LocalVisBackend`` logged in every start of the
+    run are drawn to ``<work_dir>/<curves>``, as ``plot_curves.py`` draws
+    them later. On the main process, after the run: the best and the last
+    value of ``metric`` with their epochs (iterations for an
+    iteration-based loop), the checkpoint to use (the best one the
+    ``CheckpointHook`` kept, else the last), the curves PNG, the config
+    the Runner saved in the work dir and the commands of this
+    repository's test, inference and export tools on them. The
+    evaluations are those ``LocalVisBackend`` recorded, as the curves read
+    them (a resumed run's earlier starts included). The lines reach the
+    terminal also where a tool prints the progress only.
 
     Args:
         metric (str): The evaluation metric to report; the first one of
             the records where they have no such entry. Defaults to
             ``'accuracy/top1'``.
-        curves (str): The curves PNG in the work dir
-            (``TrainingCurvesHook``'s). Defaults to ``'curves.png'``.
+        curves (str): The file name of the curves PNG in the work dir.
+            Defaults to ``'curves.png'``.
     """
 
     priority = 'LOWEST'
@@ -102,6 +103,26 @@ class RunSummaryHook(Hook):
     @staticmethod
     def _by_epoch(runner) -> bool:
         return isinstance(runner.train_loop, EpochBasedTrainLoop)
+
+    @master_only
+    def after_train(self, runner) -> None:
+        """Draw the curves PNG."""
+        files = find_scalar_files(runner.work_dir)
+        if not files:
+            runner.logger.warning(
+                'RunSummaryHook found no vis_data/scalars.json in '
+                f'{runner.work_dir}; add LocalVisBackend to the visualizer '
+                f'to get {self.curves}.'
+            )
+            return
+        train, val = load_scalars(files)
+        out_path = plot_curves(
+            train,
+            val,
+            osp.join(runner.work_dir, self.curves),
+            title=osp.basename(osp.normpath(runner.work_dir)),
+        )
+        runner.logger.info(f'Training curves saved to {out_path}')
 
     @master_only
     def after_run(self, runner) -> None:

@@ -58,7 +58,7 @@ def test_anchor_strides_that_miss_the_pyramid_stop_before_training(tmp_path):
     RetinaNet's anchors (strides 8-128), through mmdet's Runner."""
     toolbox('mmdet')
 
-    from t2t_plugin.runtime.hooks import PyramidStrideError
+    from t2t_plugin.runtime.hooks import TrainingStopped
 
     config = tiny_retinanet(
         WRONG_FPN_RETINANET, tmp_path, 'retinanet_wrong_fpn.py'
@@ -66,7 +66,7 @@ def test_anchor_strides_that_miss_the_pyramid_stop_before_training(tmp_path):
     cfg = Config.fromfile(str(config))
     cfg.work_dir = str(tmp_path / 'work')
     runner = plain_runner(cfg)
-    with pytest.raises(PyramidStrideError) as error:
+    with pytest.raises(TrainingStopped) as error:
         runner.train()
     assert str(error.value) == (
         'The neck returns maps at strides (4, 8, 16, 32, 64) but '

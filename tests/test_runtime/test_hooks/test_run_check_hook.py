@@ -1,32 +1,50 @@
-"""RunCheckHook: the dataset's class folders against the head's
-num_classes and pipeline sizes the T2T module cannot tile, refused before
-the work starts through every door; what it cannot be sure of (an empty
-class folder, labels that fit a longer class list) goes on with a
-warning."""
+"""RunCheckHook: the dataset's class folders against the head's classes,
+labels, pipelines and widths, loop settings; a checkpoint's classes
+against the dataset's, another model's checkpoint; output paths that
+cannot be written are refused before the work, and one training at a
+time in a work dir."""
 
 import os.path as osp
 import shutil
+import socket
+import subprocess
+import sys
 from unittest import mock
 
 import pytest
+import torch
 from mmengine.config import Config
+from mmengine.evaluator import DumpResults
 from mmengine.registry import RUNNERS
 
-from t2t_plugin.runtime.hooks import RunCheckError
+from t2t_plugin.runtime.checkpoint_fit import whole_model_error
+from t2t_plugin.runtime.hooks import (
+    RunCheckError,
+    class_mismatch,
+    release_locks,
+    run_check_hook,
+)
 from t2t_plugin.runtime.hooks.run_check_hook import _where, pipeline_problem
+from t2t_preflight.errors import CheckpointError, ConfigError
 
 from ...helpers import (
     CUSTOM,
+    DEMO,
+    DIGIT_CLASSES,
+    ROOT,
+    TINY_DEMO,
     as_dict,
     custom_options,
     digit_model,
     door,
     forget_visualizers_and_loggers,
+    held_work_dir,
     last_line,
     one_line,
     plain_runner,
     run_main,
     run_mmpretrain_tool,
+    save_checkpoint,
     write_class_folders,
 )
 
@@ -277,3 +295,211 @@ def test_mmpretrain_t2t_vit_is_not_checked_as_ours():
         t2t_module(SimpleNamespace(model=ours))
         is ours.backbone.tokens_to_token
     )
+
+
+def assert_test_refuses(checkpoint, expected: str, tmp_path) -> None:
+    """Testing the demo with ``checkpoint`` stops with the line
+    ``expected``: through our tools/test.py, and through mmengine's own
+    Runner with the configs' hooks, as mmpretrain's tools/test.py builds
+    it."""
+    ours = run_main('test', DEMO, checkpoint, '--work-dir', tmp_path / 'w')
+    assert ours.returncode == 1 and one_line(ours.stderr) == expected
+    error = door(DEMO, dict(load_from=str(checkpoint)), tmp_path / 'd', 'test')
+    assert isinstance(error, CheckpointError)
+    assert str(error) == expected
+
+
+def test_class_mismatch_names_counts_and_a_few_names():
+    many = tuple(f'n{i:04d}' for i in range(1000))
+    message = class_mismatch(
+        dict(meta=dict(dataset_meta=dict(classes=many))),
+        ['cat', 'emu'],
+        'model.pth',
+    )
+    assert message == (
+        'model.pth was trained on 1000 classes (n0000, n0001, n0002, '
+        'n0003, n0004 and 995 more), but the dataset has 2 classes (cat, '
+        'emu)'
+    )
+    assert class_mismatch(dict(meta={}), ['a'], 'x.pth') is None
+    same = dict(meta=dict(dataset_meta=dict(classes=('a',))))
+    assert class_mismatch(same, ['a'], 'x.pth') is None
+
+
+def test_fine_tuning_on_other_classes_warns_in_one_short_line(tmp_path):
+    many = [f'n{i:04d}' for i in range(1000)]
+    pretrained = save_checkpoint(tmp_path / 'in1k.pth', many)
+    options = [*TINY_DEMO, f'load_from={pretrained}']
+    ours = run_main(
+        'train', DEMO, '--work-dir', tmp_path / 'ours', '--cfg-options',
+        *options,
+    )  # fmt: skip
+    assert ours.returncode == 0, ours.stderr[-2000:]
+    line = next(ln for ln in ours.stdout.splitlines() if 'load_from:' in ln)
+    assert line.endswith(
+        f'load_from: {pretrained} was trained on 1000 classes (n0000, '
+        'n0001, n0002, n0003, n0004 and 995 more), but the dataset has 10 '
+        'classes (0, 1, 2, 3, 4 and 5 more); its head is loaded as it is (to '
+        'start a new head, load the backbone only, see docs/weights.md).'
+    )
+    assert len(line) < 400
+
+
+def test_test_tool_refuses_a_checkpoint_of_other_classes(tmp_path):
+    classes = [f'c{i}' for i in range(10)]
+    checkpoint = save_checkpoint(tmp_path / 'other.pth', classes)
+    expected = (
+        f'{checkpoint} was trained on 10 classes (c0, c1, c2, c3, c4 and 5 '
+        'more), but the dataset has 10 classes (0, 1, 2, 3, 4 and 5 more); '
+        'the labels would not match (check the dataset folders or the '
+        'checkpoint).'
+    )
+    assert_test_refuses(checkpoint, expected, tmp_path)
+
+
+def test_weights_of_parts_the_model_lacks_are_refused(tmp_path):
+    """A neck's weights into a model without a neck: no load hook of the
+    backbone or head sees them, and mmengine would only warn."""
+    model = digit_model()
+    weights = dict(model.state_dict())
+    weights['neck.fc.weight'] = torch.zeros(2, 2)
+    weights['neck.fc.bias'] = torch.zeros(2)
+    checkpoint = tmp_path / 'with_neck.pth'
+    torch.save(
+        dict(
+            state_dict=weights,
+            meta=dict(dataset_meta=dict(classes=tuple(DIGIT_CLASSES))),
+        ),
+        checkpoint,
+    )
+    expected = (
+        f'The checkpoint {checkpoint} holds weights of neck, which this '
+        "ImageClassifier does not have: it is another model's checkpoint; "
+        'use the config it was trained with.'
+    )
+    assert str(whole_model_error(model, weights)) == expected.replace(
+        f' {checkpoint}', ''
+    )
+    assert whole_model_error(model, model.state_dict()) is None
+    assert_test_refuses(checkpoint, expected, tmp_path)
+
+
+def test_a_test_refuses_a_classifier_of_another_count(tmp_path):
+    """What a fine-tune's load_from leaves out, a test needs: mmengine's
+    Runner, as mmpretrain's tools/test.py builds it, stops before the
+    weights load (our tools/test.py: tests/test_tools)."""
+    checkpoint = tmp_path / 'three.pth'
+    model = digit_model()
+    model.head.num_classes = 3
+    weights = dict(model.state_dict())
+    weights['head.layers.head.weight'] = torch.zeros(3, 64)
+    weights['head.layers.head.bias'] = torch.zeros(3)
+    torch.save(dict(state_dict=weights), checkpoint)
+    error = door(DEMO, dict(load_from=str(checkpoint)), tmp_path / 'd', 'test')
+    assert isinstance(error, CheckpointError)
+    assert str(error) == (
+        f"The checkpoint {checkpoint} classifies 3 classes, this model's "
+        'head 10 (num_classes); use the config it was trained with (its '
+        'model.head.num_classes).'
+    )
+
+
+@pytest.mark.parametrize('option', ['--out', '--show-dir', '--work-dir'])
+def test_output_paths_are_checked_before_the_work(option, tmp_path):
+    blocker = tmp_path / 'a_file'
+    blocker.write_text('')
+    checkpoint = save_checkpoint(tmp_path / 'm.pth', DIGIT_CLASSES)
+    target = blocker / 'out.pkl'
+    args = [DEMO, checkpoint, '--work-dir', tmp_path / 'w']
+    args += [option, target] if option != '--work-dir' else []
+    if option == '--work-dir':
+        args[3] = target
+    ours = run_main('test', *args)
+    assert ours.returncode == 1
+    assert one_line(ours.stderr) == (
+        f'{option} {target}: {blocker} is a file, not a folder.'
+    )
+    assert 'accuracy' not in ours.stdout
+    if option == '--out':  # the metrics file, which the tool writes itself
+        metrics = run_main('test', *args, '--out-item', 'metrics')
+        assert metrics.returncode == 1
+        assert one_line(metrics.stderr) == one_line(ours.stderr)
+        assert 'accuracy' not in metrics.stdout
+    if option == '--work-dir':
+        # the configs' runner checks it before it makes the folder, for
+        # every tool that builds it (mmengine's own Runner: its OSError)
+        cfg = Config.fromfile(DEMO)
+        cfg.merge_from_dict(dict(work_dir=str(target)))
+        with pytest.raises(ConfigError) as info:
+            RUNNERS.build(cfg)
+        assert str(info.value) == one_line(ours.stderr)
+        assert not target.exists()
+        return
+    # what mmpretrain's test.py makes of --out and --show-dir
+    cfg = Config.fromfile(DEMO)
+    cfg.merge_from_dict(
+        dict(work_dir=str(tmp_path / 'd'), load_from=str(checkpoint))
+    )
+    if option == '--show-dir':
+        cfg.default_hooks.visualization.update(
+            enable=True, out_dir=str(target)
+        )
+    runner = plain_runner(cfg)
+    if option == '--out':
+        runner.test_evaluator.metrics.append(DumpResults(str(target)))
+    with pytest.raises(RunCheckError) as info:
+        runner.test()
+    assert str(info.value) == one_line(ours.stderr)
+
+
+def test_a_second_training_into_a_work_dir_is_refused(tmp_path):
+    work_dir = tmp_path / 'w'
+    work_dir.mkdir()
+    lock = work_dir / 'train.lock'
+    with held_work_dir(work_dir) as first:
+        expected = (
+            f'{work_dir} is in use by another training (process {first.pid} '
+            f'on {socket.gethostname()}, see {lock}); choose another '
+            '--work-dir, or wait until it has ended.'
+        )
+        ours = run_main('train', DEMO, '--work-dir', work_dir)
+        assert ours.returncode == 1 and one_line(ours.stderr) == expected
+        error = door(DEMO, {}, work_dir)
+        assert isinstance(error, RunCheckError) and str(error) == expected
+        assert not list(work_dir.glob('*.pth'))
+    # the first run is gone (killed): the system gave its lock back, and
+    # this run gives its own back at the end
+    ours = run_main(
+        'train', DEMO, '--work-dir', work_dir, '--cfg-options', *TINY_DEMO
+    )
+    assert ours.returncode == 0, ours.stderr[-2000:]
+    assert (work_dir / 'epoch_1.pth').is_file()
+    run_check_hook.lock_work_dir(str(work_dir))  # free
+    release_locks()
+
+
+def test_a_killed_training_leaves_no_lock_in_its_workers(tmp_path):
+    """A training killed (-9) while the data-loader workers it forked still
+    run: its lock is free at once (the workers do not share it, as they
+    would an flock)."""
+    script = (
+        'import os, signal, sys, time\n'
+        'from t2t_plugin.runtime.hooks import run_check_hook\n'
+        'run_check_hook.lock_work_dir(sys.argv[1])\n'
+        'if os.fork() == 0:\n'
+        '    os.close(1)\n'  # the test reads the parent's output to its end
+        '    os.close(2)\n'
+        '    time.sleep(30)\n'
+        '    os._exit(0)\n'
+        "print('locked', flush=True)\n"
+        'os.kill(os.getpid(), signal.SIGKILL)\n'
+    )
+    run = subprocess.run(
+        [sys.executable, '-c', script, str(tmp_path)],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+    )
+    assert run.stdout.strip() == 'locked', run.stderr[-2000:]
+    run_check_hook.lock_work_dir(str(tmp_path))  # free
+    release_locks()

@@ -41,10 +41,9 @@ param_scheduler = [
 ]
 
 custom_hooks = [
-    # loss, learning-rate and metric curves as <work_dir>/curves.png
-    dict(type='TrainingCurvesHook'),
-    # at the end: best and last mAP, the checkpoint, the saved config and
-    # the test and export commands on them
+    # at the end: loss, learning-rate and metric curves as
+    # <work_dir>/curves.png, best and last mAP, the checkpoint, the saved
+    # config and the test and export commands on them
     dict(type='RunSummaryHook', metric='coco/bbox_mAP'),
     # the strides of the neck's maps against the heads' anchor strides (a
     # mismatch trains silently to a poor mAP)
@@ -52,10 +51,5 @@ custom_hooks = [
     # the plugin's checks and guards (docs/troubleshooting.md), as in
     # configs/_base_/default_runtime.py
     dict(type='RunCheckHook'),
-    dict(type='CheckpointCheckHook'),
-    dict(type='WorkDirHook'),
-    dict(type='BadImageHook', max_bad_images=100),
-    dict(type='NonFiniteGuardHook', max_consecutive=5),
-    dict(type='NonFiniteOutputHook'),
-    dict(type='RankHeartbeatHook'),
+    dict(type='RunGuardHook', max_consecutive=5, max_bad_images=100),
 ]

@@ -42,20 +42,13 @@ param_scheduler = [
 ]
 
 default_hooks = dict(
-    # loss, learning-rate and metric curves as <work_dir>/curves.png
-    curves=dict(type='TrainingCurvesHook'),
-    # at the end: best and last mIoU, the checkpoint, the saved config and
-    # the test and export commands on them
+    # at the end: loss, learning-rate and metric curves as
+    # <work_dir>/curves.png, best and last mIoU, the checkpoint, the saved
+    # config and the test and export commands on them
     summary=dict(type='RunSummaryHook', metric='mIoU'),
     # the plugin's checks and guards (docs/troubleshooting.md), as in
     # configs/_base_/default_runtime.py
     run_check=dict(type='RunCheckHook'),
-    checkpoint_check=dict(type='CheckpointCheckHook'),
-    work_dir=dict(type='WorkDirHook'),
-    resume_guard=dict(type='ResumeGuardHook'),
-    bad_images=dict(type='BadImageHook', max_bad_images=100),
-    non_finite=dict(type='NonFiniteGuardHook', max_consecutive=5),
-    non_finite_outputs=dict(type='NonFiniteOutputHook'),
-    random_state=dict(type='RandomStateHook'),
-    rank_heartbeat=dict(type='RankHeartbeatHook'),
+    run_guard=dict(type='RunGuardHook', max_consecutive=5, max_bad_images=100),
+    exact_resume=dict(type='ExactResumeHook'),
 )

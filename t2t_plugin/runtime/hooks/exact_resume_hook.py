@@ -1,5 +1,6 @@
 import random
-from typing import Optional
+from collections.abc import MutableMapping
+from typing import Any, Optional
 
 import numpy as np
 import torch
@@ -9,12 +10,18 @@ from mmengine.hooks import Hook
 from mmengine.registry import HOOKS
 from torch.utils import data
 
+from ..sample_seeded_runner import checkpoint_folders, lies_in
 from ..sample_seeding import SampleSeededDataset, SampleSeedSampler
-from .run_checks import checkpoint_hook, resumed_name, start_of
+from .run_checks import (
+    bare_model,
+    checkpoint_hook,
+    plugin_backbone,
+    resumed_name,
+    start_of,
+)
 
-# After every other hook of the end of an epoch (their random draws belong
-# to the epoch), before CheckpointHook (VERY_LOW, 90) saves.
-RANDOM_STATE_PRIORITY = 85
+# Where the training settings a resume compares go in a checkpoint's meta.
+SETTINGS_KEY = 'train_settings'
 
 
 def exact_samplers() -> tuple[type, ...]:
@@ -114,10 +121,47 @@ def _samplers(loader) -> tuple:
     return None, sampler, batch_sampler
 
 
+def base_lrs(param_groups: Any) -> list[float]:
+    """The learning rate each parameter group was configured with (the
+    schedulers keep it as ``initial_lr``)."""
+    if not isinstance(param_groups, list):
+        return []
+    return [
+        float(group.get('initial_lr', group.get('lr')))
+        for group in param_groups
+        if isinstance(group, dict) and group.get('lr') is not None
+    ]
+
+
+def train_settings(runner) -> dict:
+    """The batch size (all ranks together) and the configured learning
+    rates of a training run."""
+    loader = runner.train_dataloader
+    batch = getattr(loader, 'batch_size', None)
+    groups = getattr(runner.optim_wrapper, 'param_groups', None)
+    return dict(
+        batch_size=batch * get_world_size() if batch else None,
+        lr=base_lrs(groups),
+    )
+
+
+def settings_changes(saved: dict, now: dict) -> list[str]:
+    """``'batch size 64 -> 32'``, ``'lr 0.001 -> 0.002'``: what differs
+    between a checkpoint's training settings and the run's."""
+    changes = []
+    batches = saved.get('batch_size'), now.get('batch_size')
+    if all(batches) and batches[0] != batches[1]:
+        changes.append(f'batch size {batches[0]} -> {batches[1]}')
+    saved_lr, lr = saved.get('lr') or [], now.get('lr') or []
+    if saved_lr and lr and saved_lr != lr:
+        changes.append(f'lr {max(saved_lr):g} -> {max(lr):g}')
+    return changes
+
+
 @HOOKS.register_module()
-class RandomStateHook(Hook):
-    """Save every random generator training draws from, so that a resumed
-    run continues exactly as the uninterrupted one.
+class ExactResumeHook(Hook):
+    """Make a resumed run continue exactly as the uninterrupted one, and
+    keep it to its own work dir.
 
     mmengine's checkpoints hold the seed but no generator state, so the
     epochs after a resume draw other dropout masks, drop paths and mixup
@@ -127,9 +171,29 @@ class RandomStateHook(Hook):
     generators back after it (a resumed run does not repeat it). A warning
     line names any setting that leaves augmentation to the workers' own
     generators or whose sampler order is not known to be reproducible.
+
+    Each checkpoint also records the batch size (all ranks) and learning
+    rates it was trained with; a resume with others says so in one warning
+    line (the learning rates and their schedule come back from the
+    checkpoint's optimizer state; the batch size is the new one). And it
+    records the backbone's arch (``meta['t2t_arch']``): a load into
+    another arch of the same weight shapes (other heads or strides) is
+    then refused by the models' load hooks.
+
+    mmengine's ``CheckpointHook`` takes the path of the best checkpoint
+    from the state a resume restores (the checkpoint's message hub) and
+    removes that file when a better score comes, wherever it lies:
+    ``--resume runA/epoch_1.pth --work-dir runB`` would delete run A's
+    best checkpoint. Before the message hub is restored, a path there that
+    lies outside the run's checkpoint folders is dropped: the file stays,
+    one line says so, and the next best checkpoint is written in this
+    run's folder (the best score is kept, so it is the best of the whole
+    training).
     """
 
-    priority = RANDOM_STATE_PRIORITY
+    # After every other hook of the end of an epoch (their random draws
+    # belong to the epoch), before CheckpointHook (VERY_LOW, 90) saves.
+    priority = 85
 
     def __init__(self) -> None:
         self._states: Optional[list[dict]] = None
@@ -163,7 +227,13 @@ class RandomStateHook(Hook):
             self._before_val = None
 
     def before_save_checkpoint(self, runner, checkpoint: dict) -> None:
-        """Store the random states and the samplers' seeds."""
+        """Store the random states, the samplers' seeds, the training
+        settings and the backbone's arch."""
+        meta = checkpoint.setdefault('meta', {})
+        meta[SETTINGS_KEY] = train_settings(runner)
+        backbone = plugin_backbone(bare_model(runner))
+        if backbone is not None:
+            meta['t2t_arch'] = backbone.arch_record()
         states = self._states or [get_random_state()]
         seeder, sampler, _ = _samplers(runner.train_dataloader)
         checkpoint['random_state'] = dict(
@@ -173,8 +243,26 @@ class RandomStateHook(Hook):
         )
 
     def after_load_checkpoint(self, runner, checkpoint: dict) -> None:
-        """Keep the saved state for :meth:`before_train`."""
+        """Keep the saved random state for :meth:`before_train`; before a
+        resume restores the checkpoint's state, drop the other runs' files
+        from it, and name the changed settings."""
         self._loaded = checkpoint.get('random_state')
+        start = start_of(runner)
+        if not start.resumes:
+            return
+        self._keep_other_runs(runner, checkpoint)
+        meta = checkpoint.get('meta')
+        saved = meta.get(SETTINGS_KEY) if isinstance(meta, dict) else None
+        if not isinstance(saved, dict):
+            return
+        changes = settings_changes(saved, train_settings(runner))
+        if changes:
+            runner.logger.warning(
+                f'Resuming {start.load_from} with {", ".join(changes)} '
+                '(checkpoint -> this run): the learning rate and its '
+                'schedule continue from the checkpoint, the batch size is '
+                'the new one.'
+            )
 
     def before_train(self, runner) -> None:
         """Warn about inexact settings; restore the state when resuming."""
@@ -187,7 +275,7 @@ class RandomStateHook(Hook):
             if runner.iter > 0:
                 runner.logger.warning(
                     f'The {checkpoint} holds no random state (written '
-                    'without RandomStateHook): the resumed run draws other '
+                    'without ExactResumeHook): the resumed run draws other '
                     'random numbers than an uninterrupted one would.'
                 )
             return
@@ -255,4 +343,28 @@ class RandomStateHook(Hook):
                     'known to order the samples by the seed and the epoch '
                     'only: a resumed run sees the samples of the '
                     'uninterrupted one only if it does.'
+                )
+
+    @staticmethod
+    def _keep_other_runs(runner, checkpoint: dict) -> None:
+        # the message hub's state_dict(), which mmengine restores
+        hub = checkpoint.get('message_hub')
+        info = hub.get('runtime_info') if isinstance(hub, dict) else None
+        if not isinstance(info, MutableMapping):
+            return
+        resumed = hub.get('resumed_keys')
+        folders = checkpoint_folders(
+            runner.work_dir, runner.cfg.get('default_hooks')
+        )
+        for key in [k for k in info if str(k).startswith('best_ckpt')]:
+            best = info[key]
+            local = isinstance(best, str) and '://' not in best
+            if local and not lies_in(best, folders):
+                info.pop(key)
+                if isinstance(resumed, MutableMapping):
+                    resumed.pop(key, None)
+                runner.logger.warning(
+                    f'The best checkpoint so far, {best}, lies outside '
+                    'this run and is kept; a new best checkpoint goes to '
+                    f'{folders[-1]}.'
                 )

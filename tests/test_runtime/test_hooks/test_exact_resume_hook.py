@@ -1,8 +1,7 @@
-"""ResumeGuardHook: a resume of another run's checkpoint deletes nothing
-of that run (mmengine's CheckpointHook removes the best checkpoint the
-restored state names), and a resume with another batch size or learning
-rate says so; the choice of the checkpoint a run starts from
-(``start_point``) for a ``last_checkpoint`` outside the work dir."""
+"""ExactResumeHook: a resumed run draws what the uninterrupted one would,
+and a resume of another run's checkpoint deletes nothing of that run
+(mmengine's CheckpointHook removes the best checkpoint the resumed state
+names) and names the settings it changes."""
 
 import hashlib
 import shutil
@@ -10,8 +9,10 @@ from pathlib import Path
 
 import pytest
 import torch
+from mmengine.model import BaseModel
 
-from t2t_plugin.runtime.hooks.resume_guard_hook import settings_changes
+from t2t_plugin.runtime import SampleSeededRunner, SampleSeedSampler
+from t2t_plugin.runtime.hooks.exact_resume_hook import settings_changes
 from t2t_plugin.runtime.sample_seeded_runner import StartPoint, start_point
 
 from ...helpers import (
@@ -22,6 +23,82 @@ from ...helpers import (
     run_main,
     run_mmpretrain_tool,
 )
+from ..recorded_draws import KINDS, SEED, NumberedDataset, loader_config
+
+
+class RecordingModel(BaseModel):
+    """Keeps the sample numbers and draws of every training batch."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.weight = torch.nn.Parameter(torch.zeros(1))
+        self.batches = []
+
+    def forward(self, mode='loss', **batch):
+        self.batches.append(
+            list(zip(batch['number'], *(batch[kind] for kind in KINDS)))
+        )
+        return dict(loss=self.weight.sum() * 0 + self.weight.square())
+
+
+def iteration_run(work_dir, resume_from=None) -> list:
+    """6 iterations of an iteration-based loop (InfiniteSampler, 2
+    persistent workers, no config seed), a checkpoint at iteration 3."""
+    config = loader_config(2, True)
+    config['sampler'] = dict(type='InfiniteSampler', shuffle=True)
+    model = RecordingModel()
+    runner = SampleSeededRunner(
+        model=model,
+        work_dir=str(work_dir),
+        train_dataloader=config,
+        train_cfg=dict(by_epoch=False, max_iters=6),
+        optim_wrapper=dict(optimizer=dict(type='SGD', lr=0.1)),
+        default_hooks=dict(
+            checkpoint=dict(type='CheckpointHook', interval=3, by_epoch=False)
+        ),
+        custom_hooks=[dict(type='ExactResumeHook')],
+        randomness=dict(seed=None),
+        load_from=resume_from,
+        resume=resume_from is not None,
+    )
+    runner.train()
+    return model.batches
+
+
+def test_iteration_based_run_without_seed_resumes_exactly(tmp_path):
+    """The loop starts its loader before the resume restores the seeds:
+    the sampler and the batches asked for already follow them again."""
+    whole = iteration_run(tmp_path / 'whole')
+    resumed = iteration_run(
+        tmp_path / 'resumed', resume_from=str(tmp_path / 'whole/iter_3.pth')
+    )
+    assert len(whole) == 6 and len(resumed) == 3
+    assert resumed == whole[3:]
+
+
+def test_samplers_known_to_be_exact_are_found_by_class():
+    """The samplers whose order follows the seed and the epoch alone are
+    the classes themselves: a subclass may order otherwise and gets the
+    warning."""
+    from mmengine.dataset import DefaultSampler, InfiniteSampler
+
+    from t2t_plugin.runtime.hooks.exact_resume_hook import _is_exact
+
+    dataset = NumberedDataset(pipeline=[])
+
+    class OwnOrderSampler(DefaultSampler):
+        pass
+
+    for exact in (
+        InfiniteSampler(dataset, seed=SEED),
+        torch.utils.data.RandomSampler(dataset),
+    ):
+        assert _is_exact(exact)
+    assert _is_exact(DefaultSampler(dataset, seed=SEED))
+    assert not _is_exact(OwnOrderSampler(dataset, seed=SEED))
+    assert not _is_exact(
+        SampleSeedSampler(dict(type='DefaultSampler'), dataset)
+    )
 
 
 def contents(folder: Path) -> dict:
@@ -188,7 +265,7 @@ def test_a_pointer_outside_the_work_dir_is_not_followed(one_epoch, tmp_path):
 
 def test_every_door_asks_start_point(monkeypatch, tmp_path):
     """The choice patched: the configs' runner (what mmpretrain's and our
-    tools build) and CheckpointCheckHook under mmengine's own Runner take
+    tools build) and RunCheckHook under mmengine's own Runner take
     its answer."""
     from mmengine.config import Config
     from mmengine.registry import RUNNERS
