@@ -77,7 +77,8 @@ def _no_runner_globals():
     loggers: a Runner (or a failed mmdet build) leaves its scope as the
     current one, and a later ``MODELS.build`` would then look in that
     toolbox's registry; see ``helpers.forget_visualizers_and_loggers`` for
-    the others."""
+    the others. The scope is dropped again as the test ends: a module's
+    fixture is made before the next test's own setup."""
     from mmengine.registry import DefaultScope
 
     from .helpers import forget_visualizers_and_loggers
@@ -85,6 +86,7 @@ def _no_runner_globals():
     DefaultScope._instance_dict.clear()
     forget_visualizers_and_loggers()
     yield
+    DefaultScope._instance_dict.clear()
 
 
 @pytest.fixture(autouse=True)
