@@ -416,29 +416,25 @@ def write_dense_data(root: Path) -> None:
 
 
 def tiny_classifier(head: str, num_classes: int):
-    """The tiny T2T-ViT classifier with ``head`` (built in mmpretrain's
-    scope whatever scope an earlier test of the process left current: a
-    dense test leaves mmseg's)."""
-    from mmengine.registry import DefaultScope
+    """The tiny T2T-ViT classifier with ``head``."""
     from mmpretrain.registry import MODELS
 
     backbone = Config.fromstring(
         f'backbone = {tiny_backbone(32)}', '.py'
     ).backbone
     backbone.pop('_delete_')
-    with DefaultScope.overwrite_default_scope('mmpretrain'):
-        return MODELS.build(
-            dict(
-                type='ImageClassifier',
-                backbone=backbone,
-                head=dict(
-                    type=head,
-                    num_classes=num_classes,
-                    in_channels=32,
-                    loss=dict(type='CrossEntropyLoss'),
-                ),
-            )
+    return MODELS.build(
+        dict(
+            type='ImageClassifier',
+            backbone=backbone,
+            head=dict(
+                type=head,
+                num_classes=num_classes,
+                in_channels=32,
+                loss=dict(type='CrossEntropyLoss'),
+            ),
         )
+    )
 
 
 # Resolving a config through each tool.
