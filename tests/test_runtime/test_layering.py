@@ -13,6 +13,8 @@ import pytest
 
 import t2t_plugin
 
+from ..helpers import last_line
+
 PACKAGE = Path(t2t_plugin.__file__).parent
 
 
@@ -112,4 +114,4 @@ def test_importing_the_plugin_registers_every_hook():
         cwd=PACKAGE.parent,
     )
     # the last line: onedl's mmpretrain prints a line on import
-    assert run.stdout.strip().splitlines()[-1:] == ['[]'], run.stderr[-2000:]
+    assert last_line(run.stdout) == '[]', run.stderr[-2000:]

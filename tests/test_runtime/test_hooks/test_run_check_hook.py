@@ -501,7 +501,6 @@ def test_a_killed_training_leaves_no_lock_in_its_workers(tmp_path):
         cwd=ROOT,
     )
     # the last line: onedl's mmpretrain prints a line on import
-    last = run.stdout.strip().splitlines()[-1:]
-    assert last == ['locked'], run.stderr[-2000:]
+    assert last_line(run.stdout) == 'locked', run.stderr[-2000:]
     run_check_hook.lock_work_dir(str(tmp_path))  # free
     release_locks()
