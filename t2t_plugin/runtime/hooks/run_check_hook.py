@@ -56,10 +56,19 @@ LOCK_FILE = 'train.lock'
 _HELD: dict[str, Any] = {}
 
 
-def release_locks() -> None:
-    """Give back the work-dir locks of this process's runs."""
-    for path in list(_HELD):
-        _HELD.pop(path).close()
+def release_locks(work_dir: Optional[str] = None) -> None:
+    """Give back the lock of ``work_dir``, or of every run of this
+    process if it is None."""
+    paths = list(_HELD) if work_dir is None else [lock_path(work_dir)]
+    for path in paths:
+        lock = _HELD.pop(path, None)
+        if lock is not None:
+            lock.close()
+
+
+def lock_path(work_dir: str) -> str:
+    """The file a training into ``work_dir`` holds locked."""
+    return osp.join(work_dir, LOCK_FILE)
 
 
 def lock_work_dir(work_dir: str) -> None:
@@ -70,7 +79,7 @@ def lock_work_dir(work_dir: str) -> None:
     when the process ends, however it ends: unlike ``flock``'s, it is
     not shared with the data-loader workers the process forks, which
     would hold it past the end of their run (or its kill)."""
-    path = osp.join(work_dir, LOCK_FILE)
+    path = lock_path(work_dir)
     if path in _HELD:
         return
     lock = open(path, 'a+')  # noqa: SIM115  held until the run ends
@@ -312,9 +321,7 @@ class RunCheckHook(Hook):
 
     def after_run(self, runner) -> None:
         """Give back the work-dir lock."""
-        lock = _HELD.pop(osp.join(runner.work_dir, LOCK_FILE), None)
-        if lock is not None:
-            lock.close()
+        release_locks(runner.work_dir)
 
     def _check_datasets(self, runner) -> None:
         head = getattr(bare_model(runner), 'head', None)

@@ -146,6 +146,8 @@ class RunGuardHook(Hook):
         """Start the heartbeat thread (in a distributed run)."""
         if not (torch_dist.is_available() and torch_dist.is_initialized()):
             return
+        # a fresh event: the one of an earlier train() of this hook is set
+        self._stop = threading.Event()
         self._thread = threading.Thread(
             target=_beat,
             args=(
