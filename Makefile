@@ -123,22 +123,26 @@ install-tests: install
 	$(EDITABLE) '.[tests,deploy]'
 	$(PIP) install --no-deps $(MIM_PIN)
 
-install-dense: install
+# DENSE_AFTER: make test's install-tests, whose editable install must not
+# run at the same time.
+DENSE_AFTER ?=
+install-dense: install | $(DENSE_AFTER)
 	PYTHON=$(PYTHON) bash tools/install/build_mmcv.sh
 	$(call UV_INSTALL,$(PYTHON)) -r setup.py --extra dense
 	$(EDITABLE) '.[dense]'
 
-# Lint, then the three stacks' suites at once: the pinned one (all the
+# Lint and the three stacks' suites at once: the pinned one (all the
 # tests, PYTEST_WORKERS processes), the torch 2.1 one (its stack tests,
 # then the Slurm test) and the onedl one (its stack tests), these two in
 # one worker process each. Run one after the other, the stacks' suites
 # waited for the pinned one, and the last file of each suite left a core
-# idle: all at once, both cores stay busy until the end. The two
-# environments and apt-get's Slurm install first, at once; the editable
-# installs of the checkout one after the other (each rewrites the
-# checkout's t2t_plugin.egg-info, which openmim reads in the pinned
-# suite's mim tests), the pinned suite once both are done. Each suite's
-# output comes when it ends.
+# idle: all at once, both cores stay busy until the end. The pins of the
+# two other environments install while the project environment installs
+# and lint runs, with apt-get's Slurm install; the editable installs of
+# the checkout one after the other (each rewrites the checkout's
+# t2t_plugin.egg-info, which openmim reads in the pinned suite's mim
+# tests, and two at once in one environment would race), the pinned
+# suite once all are done. Each suite's output comes when it ends.
 # The suite's processes write the .pyc files of what they import, once,
 # into the environments and the checkout: where PYTHONDONTWRITEBYTECODE
 # is set, installing would compile all 13,000-17,000 files of each
@@ -146,10 +150,11 @@ install-dense: install
 # and the suite imports a third of them. make test took 695 s, against
 # 776 s with the environments compiled.
 test: export PYTHONDONTWRITEBYTECODE :=
-test: lint install-dense
+test:
 	$(MAKE) --no-print-directory -j4 --output-sync=target STACK_WORKERS=1 \
+		DENSE_AFTER=install-tests OLD_INSTALL_AFTER=install-dense \
 		ONEDL_INSTALL_AFTER='$(OLD_VENV)/installed slurm-packages' \
-		PINNED_AFTER='$(OLD_VENV)/installed $(ONEDL_VENV)/installed' \
+		PINNED_AFTER='lint install-dense $(OLD_VENV)/installed $(ONEDL_VENV)/installed' \
 		pinned-suite test-torch2.1-then-slurm test-onedl
 
 # The suite, the tests of the research code in projects/ (run by make test
@@ -185,11 +190,19 @@ STACK_TESTS := tests/test_models tests/test_runtime tests/test_datasets \
 	$(PROJECT_TESTS)
 STACK_MARKS := 'not dense and not slurm and (not slow or mim)'
 
-$(OLD_VENV)/installed: Makefile setup.py | $(OLD_VENV)/bin/python
+# The pins first, the checkout once OLD_INSTALL_AFTER is made (make test:
+# the project environment's last editable install).
+OLD_INSTALL = $(call UV_INSTALL,$(OLD_VENV)/bin/python) $(OLD_PINS) pytest \
+	$(XDIST_PIN) wheel
+OLD_INSTALL_AFTER ?=
+$(OLD_VENV)/pins: Makefile | $(OLD_VENV)/bin/python
 	$(OLD_VENV)/bin/python -c 'import torch' 2>/dev/null || \
 		$(NEED_SPACE) $(OLD_VENV) $(OLD_VENV_GB) "the torch 2.1 environment $(OLD_VENV)"
-	$(call UV_INSTALL,$(OLD_VENV)/bin/python) $(OLD_PINS) pytest $(XDIST_PIN) \
-		wheel -e '.[openmmlab]'
+	$(OLD_INSTALL)
+	touch $@
+
+$(OLD_VENV)/installed: $(OLD_VENV)/pins setup.py | $(OLD_INSTALL_AFTER)
+	$(OLD_INSTALL) -e '.[openmmlab]'
 	touch $@
 
 test-torch2.1: $(OLD_VENV)/installed

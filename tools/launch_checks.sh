@@ -29,7 +29,7 @@ torchrun_tool() {
         'the place of this node among the NNODES'
     require_count PORT "$PORT" 1 65535 'the port where the processes meet'
     PYTHONPATH="$TOOLS/..${PYTHONPATH:+:$PYTHONPATH}" \
-    exec "${PYTHON:-python}" -m t2t_plugin.cli.torchrun \
+    exec "${PYTHON:-python}" -m t2t_preflight.launch \
         --nnodes="$NNODES" \
         --node_rank="$NODE_RANK" \
         --master_addr="$MASTER_ADDR" \

@@ -10,20 +10,17 @@ launcher of ``tools/dist_*.sh``; nothing here imports the rest of the
 runtime.
 """
 
-import contextlib
 import datetime
 import os
-import socket
 import subprocess
 import time
-from collections.abc import Iterator
-from typing import Optional
 
 import torch
 import torch.distributed as torch_dist
 from mmengine.dist import init_dist
 
 from t2t_preflight.errors import ArgumentRefused
+from t2t_preflight.launch import gpu_shortage, rendezvous_failures
 
 from .. import compat
 
@@ -108,71 +105,6 @@ def _export_mpi_env() -> None:
     os.environ['WORLD_SIZE'] = os.environ['OMPI_COMM_WORLD_SIZE']
     os.environ['RANK'] = os.environ['OMPI_COMM_WORLD_RANK']
     os.environ['LOCAL_RANK'] = os.environ['OMPI_COMM_WORLD_LOCAL_RANK']
-
-
-def port_in_use(error: BaseException) -> bool:
-    """Whether ``error`` is a rendezvous server that could not listen on
-    its port because another process listens there."""
-    text = str(error)
-    return 'EADDRINUSE' in text or 'address already in use' in text.lower()
-
-
-def free_port_after(port: int) -> Optional[int]:
-    """The first port above ``port`` that this host can listen on now,
-    for the advice of :func:`busy_port_message`; None if none is near."""
-    for candidate in range(port + 1, min(port + 100, 65536)):
-        with socket.socket() as sock:
-            # as torch's TCPStore does: a port left in TIME_WAIT is free
-            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-            try:
-                sock.bind(('', candidate))
-            except OSError:
-                continue
-            return candidate
-    return None
-
-
-def busy_port_message(port: int, variable: str) -> str:
-    """One line for a rendezvous port that another process holds, naming
-    the environment variable that sets it (``PORT`` of tools/dist_*.sh,
-    ``MASTER_PORT`` of the other launchers)."""
-    free = free_port_after(port)
-    example = f', e.g. {variable}={free}' if free is not None else ''
-    return (
-        f'Port {port} is in use on this host (another run or program '
-        f'listens on it), so the processes cannot meet there; set '
-        f'{variable} to a free port{example}.'
-    )
-
-
-def gpu_shortage(processes: int, gpus: int) -> Optional[str]:
-    """Why ``processes`` processes of a node cannot have one of its
-    ``gpus`` CUDA devices each, or None if they can."""
-    if processes <= gpus:
-        return None
-    return (
-        f'{processes} processes on this node need one GPU each, but it has '
-        f'{gpus} (torch.cuda.device_count(), which CUDA_VISIBLE_DEVICES '
-        'limits)'
-    )
-
-
-@contextlib.contextmanager
-def rendezvous_failures(
-    port: Optional[int] = None, variable: str = 'MASTER_PORT'
-) -> Iterator[None]:
-    """Within it, a rendezvous port held by another process ends as an
-    :class:`ArgumentRefused` of :func:`busy_port_message`, the original
-    error as its cause. ``port`` defaults to ``MASTER_PORT`` of the
-    environment, ``variable`` is the setting the message names."""
-    try:
-        yield
-    except RuntimeError as error:  # torch's DistNetworkError
-        if not port_in_use(error):
-            raise
-        if port is None:
-            port = int(os.environ.get('MASTER_PORT') or 0)
-        raise ArgumentRefused(busy_port_message(port, variable)) from error
 
 
 def open_process_group(launcher: str, dist_cfg: dict) -> None:

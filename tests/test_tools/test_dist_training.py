@@ -16,9 +16,9 @@ import torch
 from mmengine.config import Config
 from mmengine.registry import RUNNERS
 
-from t2t_plugin.cli.torchrun import torchrun
 from t2t_plugin.runtime.distributed import open_process_group
 from t2t_preflight.errors import ArgumentRefused
+from t2t_preflight.launch import torchrun
 
 from ..helpers import (
     DEMO,
@@ -255,7 +255,7 @@ def two_workers(script) -> list[str]:
     return [
         sys.executable,
         '-m',
-        't2t_plugin.cli.torchrun',
+        't2t_preflight.launch',
         '--nproc_per_node=2',
         f'--master_port={free_port()}',
         str(script),
