@@ -15,7 +15,8 @@ GPU; each stage has its own time limit):
 4. ``dist_train.sh CONFIG 1`` (NCCL) on the digits demo config.
 
 ``--dry-run`` runs the same stages on the CPU with tiny models, images and
-iteration counts, to check the script's own wiring where there is no GPU.
+iteration counts (and a part of the digits), to check the script's own
+wiring where there is no GPU.
 Use it through ``.dev_scripts/gpu_check.sh`` or ``make gpu-check``.
 """
 
@@ -107,6 +108,10 @@ class Settings:
     dist_epochs: int
     compile_backend: str
     workers: int
+    # synthetic images of the --amp runs
+    amp_images: int
+    # more --cfg-options of the dist_train.sh run
+    dist_options: list[str]
     dry_run: bool = False
 
 
@@ -123,6 +128,14 @@ def settings_for(dry_run: bool) -> Settings:
             1,
             'eager',
             0,
+            # one pass of the 3 batches: mmengine's loop sleeps 2 s each
+            # time it restarts the loader
+            6,
+            # 2 training batches of 64 and one of validation
+            [
+                'train_dataloader.dataset.indices=128',
+                'val_dataloader.dataset.indices=64',
+            ],
             dry_run=True,
         )
     return Settings(
@@ -136,6 +149,8 @@ def settings_for(dry_run: bool) -> Settings:
         2,
         'inductor',
         8,
+        64,
+        [],
     )
 
 
@@ -343,7 +358,7 @@ def read_losses(work_dir: Path) -> list[float]:
 
 def amp_stage(s: Settings, work: Path, stage: Stage) -> None:
     data = work / 'synthetic-imagenet'
-    write_images(data, s.batch_size, s.img_size + s.img_size // 8)
+    write_images(data, s.amp_images, s.img_size + s.img_size // 8)
     for label, arch in s.archs.items():
         config = work / f'amp_{label}.py'
         tiny = not isinstance(arch, str)
@@ -409,6 +424,7 @@ def dist_stage(s: Settings, work: Path, stage: Stage) -> None:
             f'env_cfg.dist_cfg.backend={backend}',
             f'train_cfg.max_epochs={s.dist_epochs}',
             f'train_cfg.val_interval={s.dist_epochs}',
+            *s.dist_options,
         ],
         log,
         150,

@@ -13,6 +13,7 @@ import random
 import socket
 import subprocess
 import sys
+import tempfile
 import weakref
 from collections.abc import Iterator
 from pathlib import Path
@@ -427,6 +428,69 @@ def answer_before_models(tool: str, *args, cwd: Path):
         cwd=cwd, env=tool_env(), capture_output=True, text=True, timeout=120,
     )  # fmt: skip
     return result.stderr.strip(), result.stdout.splitlines()
+
+
+# Runs several tools as scripts in turn in one interpreter, each in its own
+# folder with its own environment variables and output files, and says
+# after each what had been imported by then (so far, in all of them: a
+# case answered before the models is proven so only when every case before
+# it was too).
+ANSWERS_BEFORE_MODELS = """
+import json, os, runpy, sys, traceback
+environ = dict(os.environ)
+for case in json.loads(sys.argv[1]):
+    os.chdir(case['cwd'])
+    os.environ.clear()
+    os.environ.update(environ, **case['env'])
+    sys.argv = [case['tool'], *case['args']]
+    saved = os.dup(1), os.dup(2)
+    with open(case['stdout'], 'w') as out, open(case['stderr'], 'w') as err:
+        os.dup2(out.fileno(), 1)
+        os.dup2(err.fileno(), 2)
+        try:
+            runpy.run_path(case['tool'], run_name='__main__')
+        except SystemExit as exit_info:
+            print('exit', exit_info.code)
+        except Exception:
+            traceback.print_exc()
+        print('imported', 'mmpretrain.models' in sys.modules,
+              't2t_plugin' in sys.modules, 'torch' in sys.modules)
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os.dup2(saved[0], 1)
+        os.dup2(saved[1], 2)
+"""
+
+
+def answers_before_models(cases: list[dict]) -> list[tuple[str, list]]:
+    """:func:`answer_before_models` of several ``cases`` (dicts of
+    ``tool``, ``args``, ``cwd`` and environment variables ``env``) in one
+    fresh interpreter, in their order: those that import the least
+    first."""
+    with tempfile.TemporaryDirectory() as folder:
+        runs = [
+            dict(
+                tool=str(ROOT / 'tools' / f'{case["tool"]}.py'),
+                args=list(map(str, case['args'])),
+                cwd=str(case['cwd']),
+                env=case.get('env', {}),
+                stdout=f'{folder}/{index}.out',
+                stderr=f'{folder}/{index}.err',
+            )
+            for index, case in enumerate(cases)
+        ]
+        result = subprocess.run(
+            [sys.executable, '-c', ANSWERS_BEFORE_MODELS, json.dumps(runs)],
+            env=tool_env(), capture_output=True, text=True, timeout=300,
+        )  # fmt: skip
+        assert result.returncode == 0, result.stderr[-3000:]
+        return [
+            (
+                Path(run['stderr']).read_text().strip(),
+                Path(run['stdout']).read_text().splitlines(),
+            )
+            for run in runs
+        ]
 
 
 def last_line(text: str) -> str:

@@ -23,7 +23,7 @@ from t2t_preflight.schedule import schedule_mismatch
 from ..helpers import (
     DEMO,
     ROOT,
-    answer_before_models,
+    answers_before_models,
     load_tool,
     one_line,
     run_main,
@@ -501,71 +501,100 @@ def optional_packages(*names):
 # What is answered before the models' import, and what needs them: the
 # dataset's class (where it looks for its data), mmengine's DumpResults.
 # Both before the Runner: no work dir.
-@pytest.mark.parametrize(
-    'options, code, message, models',
-    [
-        ([], 1, 'Dataset not found: expected data/custom (see '
-         'docs/custom_data.md).', True),
-        (['--cfg-options', 'train_cfg.max_epoch=3'], 2,
-         f"Invalid options for {LITE}: --cfg-options train_cfg.max_epoch: "
-         "train_cfg has no key 'max_epoch'; did you mean 'max_epochs'?",
-         False),
-    ],
-)  # fmt: skip
-def test_train_tool_answers_before_importing_the_models(
-    options, code, message, models, tmp_path
-):
-    stderr, stdout = answer_before_models(
-        'train', LITE, '--work-dir', tmp_path / 'work', *options,
-        cwd=tmp_path,
-    )  # fmt: skip
-    assert stderr == message
-    assert stdout == [f'exit {code}', f'imported {models} {models} {models}']
-    assert not (tmp_path / 'work').exists()
+TRAIN_ANSWERS = [
+    ([], 1, 'Dataset not found: expected data/custom (see '
+     'docs/custom_data.md).', True),
+    (['--cfg-options', 'train_cfg.max_epoch=3'], 2,
+     f"Invalid options for {LITE}: --cfg-options train_cfg.max_epoch: "
+     "train_cfg has no key 'max_epoch'; did you mean 'max_epochs'?",
+     False),
+]  # fmt: skip
+TEST_ANSWERS = [
+    ([], 1, 'Dataset not found: expected data/custom (see '
+     'docs/custom_data.md).', True),
+    (['--out', 'scores.txt', '--cfg-options',
+      'test_dataloader.dataset.data_root=.'], 2,
+     f'Invalid options for {LITE}: --out scores.txt: The output file '
+     "must be a pkl file (mmengine's DumpResults takes .pkl or "
+     '.pickle; --out-item metrics saves the metrics as .json or .yaml '
+     'too).', True),
+    (['--cfg-options', 'test_dataloader.batch_sise=3'], 2,
+     f'Invalid options for {LITE}: --cfg-options '
+     "test_dataloader.batch_sise: test_dataloader has no key "
+     "'batch_sise'; did you mean 'batch_size'?", False),
+]  # fmt: skip
 
 
-@pytest.mark.parametrize(
-    'options, code, message, models',
-    [
-        ([], 1, 'Dataset not found: expected data/custom (see '
-         'docs/custom_data.md).', True),
-        (['--out', 'scores.txt', '--cfg-options',
-          'test_dataloader.dataset.data_root=.'], 2,
-         f'Invalid options for {LITE}: --out scores.txt: The output file '
-         "must be a pkl file (mmengine's DumpResults takes .pkl or "
-         '.pickle; --out-item metrics saves the metrics as .json or .yaml '
-         'too).', True),
-        (['--cfg-options', 'test_dataloader.batch_sise=3'], 2,
-         f'Invalid options for {LITE}: --cfg-options '
-         "test_dataloader.batch_sise: test_dataloader has no key "
-         "'batch_sise'; did you mean 'batch_size'?", False),
-    ],
-)  # fmt: skip
-def test_test_tool_answers_before_importing_the_models(
-    options, code, message, models, tmp_path
-):
-    (tmp_path / 'epoch_1.pth').write_bytes(b'')
-    write_class_folders(tmp_path, 3, splits=('val',))  # data_root=.
-    stderr, stdout = answer_before_models(
-        'test', LITE, 'epoch_1.pth', '--work-dir', tmp_path / 'work',
-        *options, cwd=tmp_path,
-    )  # fmt: skip
-    assert stderr == message
-    assert stdout == [f'exit {code}', f'imported {models} {models} {models}']
-    assert not (tmp_path / 'work').exists()
+def tool_case(tool: str, options: list, folder: Path) -> dict:
+    """tools/train.py or tools/test.py of the small-image recipe with
+    ``options`` in ``folder`` (for tools/test.py an empty checkpoint file,
+    which nothing reads before these answers, and a val split there)."""
+    checkpoint = []
+    if tool == 'test':
+        (folder / 'epoch_1.pth').write_bytes(b'')
+        write_class_folders(folder, 3, splits=('val',))  # data_root=.
+        checkpoint = ['epoch_1.pth']
+    args = [LITE, *checkpoint, '--work-dir', folder / 'work', *options]
+    return dict(tool=tool, args=args, cwd=folder)
 
 
-def run_on_folders(tool: str, root: Path, work_dir: Path, cwd: Path, env):
-    """:func:`answer_before_models` of the small-image recipe on the class
-    folders ``root`` (tools/test.py with an empty checkpoint file, which
-    nothing reads before these answers)."""
-    checkpoint = [cwd / 'epoch_1.pth'] if tool == 'test' else []
+def unwritable_case(tool: str, folder: Path) -> dict:
+    """The recipe on class folders (``DATA_ROOT``) with its work dir under
+    a file, ``folder / 'a_file'`` (for tools/test.py an empty checkpoint
+    file, which nothing reads before this answer)."""
+    root = write_class_folders(folder / 'data', ('cat', 'dog', 'fox'), 1)
+    (folder / 'a_file').write_text('')
+    checkpoint = [folder / 'epoch_1.pth'] if tool == 'test' else []
     for path in checkpoint:
         path.write_bytes(b'')
-    env.setenv('DATA_ROOT', str(root))
-    return answer_before_models(
-        tool, LITE, *checkpoint, '--work-dir', work_dir, cwd=cwd
+    args = [LITE, *checkpoint, '--work-dir', folder / 'a_file' / 'work']
+    return dict(
+        tool=tool, args=args, cwd=folder, env=dict(DATA_ROOT=str(root))
     )
+
+
+@pytest.fixture(scope='module')
+def answers(tmp_path_factory) -> dict:
+    """The cases of the tests below, each in a folder of its own, in one
+    fresh interpreter: those answered before torch's import first, then
+    the unwritable work dirs (mmengine's logger, which says an environment
+    variable was used, imports torch), then those that need the models.
+    The stderr, stdout and folder of each, by test and options."""
+    first, then, last = {}, {}, {}
+    for tool, table in (('train', TRAIN_ANSWERS), ('test', TEST_ANSWERS)):
+        for options, _, _, models in table:
+            folder = tmp_path_factory.mktemp(tool)
+            case = tool_case(tool, options, folder)
+            (last if models else first)[tool, tuple(options)] = case
+    for tool in ('train', 'test'):
+        folder = tmp_path_factory.mktemp(f'unwritable_{tool}')
+        then['unwritable', tool] = unwritable_case(tool, folder)
+    cases = {**first, **then, **last}
+    results = answers_before_models(list(cases.values()))
+    return {
+        key: (*result, case['cwd'])
+        for (key, case), result in zip(cases.items(), results)
+    }
+
+
+@pytest.mark.parametrize('options, code, message, models', TRAIN_ANSWERS)
+def test_train_tool_answers_before_importing_the_models(
+    options, code, message, models, answers
+):
+    stderr, stdout, folder = answers['train', tuple(options)]
+    assert stderr == message
+    assert stdout == [f'exit {code}', f'imported {models} {models} {models}']
+    assert not (folder / 'work').exists()
+
+
+@pytest.mark.parametrize('options, code, message, models', TEST_ANSWERS)
+def test_test_tool_answers_before_importing_the_models(
+    options, code, message, models, answers
+):
+    stderr, stdout, folder = answers['test', tuple(options)]
+    assert stderr == message
+    assert stdout == [f'exit {code}', f'imported {models} {models} {models}']
+    assert not (folder / 'work').exists()
 
 
 @pytest.mark.parametrize('tool', ['train', 'test'])
@@ -596,14 +625,10 @@ def test_class_count_is_answered_before_the_first_step(
 
 @pytest.mark.parametrize('tool', ['train', 'test'])
 def test_unwritable_work_dir_is_answered_before_importing_the_models(
-    tool, tmp_path, monkeypatch
+    tool, answers
 ):
-    root = write_class_folders(tmp_path / 'data', ('cat', 'dog', 'fox'), 1)
-    blocker = tmp_path / 'a_file'
-    blocker.write_text('')
-    stderr, stdout = run_on_folders(
-        tool, root, blocker / 'work', tmp_path, monkeypatch
-    )
+    stderr, stdout, folder = answers['unwritable', tool]
+    blocker = folder / 'a_file'
     assert stderr == (
         f'--work-dir {blocker / "work"}: {blocker} is a file, not a folder.'
     )
