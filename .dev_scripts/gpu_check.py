@@ -68,17 +68,22 @@ train_dataloader = dict(
     batch_size={batch_size},
     num_workers={workers},
     persistent_workers=False,
+    # repeated to one pass for the whole run: mmengine's loop sleeps 2 s
+    # each time it restarts the loader
     dataset=dict(
         _delete_=True,
-        type='CustomDataset',
-        data_root={data_root!r},
-        with_label=True,
-        pipeline=[
-            dict(type='LoadImageFromFile'),
-            dict(type='RandomResizedCrop', scale={img_size}),
-            dict(type='RandomFlip', prob=0.5, direction='horizontal'),
-            dict(type='PackInputs'),
-        ]))
+        type='RepeatDataset',
+        times={times},
+        dataset=dict(
+            type='CustomDataset',
+            data_root={data_root!r},
+            with_label=True,
+            pipeline=[
+                dict(type='LoadImageFromFile'),
+                dict(type='RandomResizedCrop', scale={img_size}),
+                dict(type='RandomFlip', prob=0.5, direction='horizontal'),
+                dict(type='PackInputs'),
+            ])))
 train_cfg = dict(_delete_=True, type='IterBasedTrainLoop', max_iters={iters})
 val_dataloader = None
 val_cfg = None
@@ -128,8 +133,6 @@ def settings_for(dry_run: bool) -> Settings:
             1,
             'eager',
             0,
-            # one pass of the 3 batches: mmengine's loop sleeps 2 s each
-            # time it restarts the loader
             6,
             # 2 training batches of 64 and one of validation
             [
@@ -372,6 +375,7 @@ def amp_stage(s: Settings, work: Path, stage: Stage) -> None:
                 workers=s.workers,
                 data_root=str(data),
                 iters=s.amp_iters,
+                times=math.ceil(s.batch_size * s.amp_iters / s.amp_images),
             )
         )
         run_dir, log = work / f'amp_{label}', work / f'amp_{label}.log'
