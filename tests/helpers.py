@@ -10,6 +10,7 @@ import importlib.util
 import json
 import os
 import random
+import signal
 import socket
 import subprocess
 import sys
@@ -28,7 +29,7 @@ from PIL import Image
 from torch.utils.data.dataloader import _MultiProcessingDataLoaderIter
 
 import t2t_plugin  # noqa: F401  registers the models and datasets
-from t2t_plugin.runtime.hooks import release_locks
+from t2t_plugin.runtime.hooks import release_locks, run_check_hook
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -535,33 +536,32 @@ def door(
 
 
 @contextlib.contextmanager
-def held_work_dir(work_dir: Path) -> Iterator[subprocess.Popen]:
+def held_work_dir(work_dir: Path) -> Iterator[SimpleNamespace]:
     """A process that holds the lock of ``work_dir`` as a running training
-    does (``RunCheckHook``'s), killed (-9) at the end."""
-    holder = subprocess.Popen(
-        [
-            sys.executable,
-            '-c',
-            'import sys\n'
-            'from t2t_plugin.runtime.hooks import run_check_hook\n'
-            'run_check_hook.lock_work_dir(sys.argv[1])\n'
-            "print('locked', flush=True)\n"
-            'sys.stdin.read()',
-            str(work_dir),
-        ],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        text=True,
-        cwd=ROOT,
-    )
+    does (``RunCheckHook``'s), killed (-9) at the end: a fork of this one,
+    which has imported the plugin already (a fresh interpreter spends
+    seconds importing it only to take a lock). A POSIX lock belongs to
+    the process that took it, so this one's own attempt is refused."""
+    read_end, write_end = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the holder: never returns into the test
+        try:
+            os.close(read_end)
+            run_check_hook.lock_work_dir(str(work_dir))
+            os.write(write_end, b'locked')
+            while True:
+                signal.pause()
+        finally:
+            os._exit(1)
+    os.close(write_end)
     try:
-        # onedl's mmpretrain prints a line on import
-        lines = iter(holder.stdout.readline, '')
-        assert any(line.strip() == 'locked' for line in lines)
-        yield holder
+        # one write of a few bytes arrives whole; b'' if the holder failed
+        assert os.read(read_end, 16) == b'locked'
+        yield SimpleNamespace(pid=pid)
     finally:
-        holder.kill()
-        holder.wait()
+        os.close(read_end)
+        os.kill(pid, signal.SIGKILL)
+        os.waitpid(pid, 0)
 
 
 def as_dict(options: list) -> dict:

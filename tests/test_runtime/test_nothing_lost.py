@@ -128,19 +128,29 @@ def digest(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
-@pytest.mark.parametrize('tool', ['ours', 'mmpretrain'])
-def test_resume_with_the_localisation_loss_switched_off(tmp_path, tool):
-    """A run with the localisation loss resumed without it: its optimizer
-    state holds the loss's MLP too. One line, exit 1, before mmengine's
-    ``different number of parameter groups``; the checkpoint is left as
-    it was, and its weights start a new training with ``load_from``."""
-    drloc, plain = write_configs(tmp_path)
-    run_a = tmp_path / 'runA'
+@pytest.fixture(scope='module')
+def localisation_run(tmp_path_factory) -> tuple[Path, Path]:
+    """The configs of :func:`write_configs` and the checkpoint of one
+    epoch with the localisation loss, which the tests only read."""
+    folder = tmp_path_factory.mktemp('localisation')
+    drloc, plain = write_configs(folder)
+    run_a = folder / 'runA'
     run_main(
         'train', drloc, '--work-dir', run_a, '--cfg-options', *TINY_DEMO,
         check=True,
     )  # fmt: skip
-    checkpoint = run_a / 'epoch_1.pth'
+    return plain, run_a / 'epoch_1.pth'
+
+
+@pytest.mark.parametrize('tool', ['ours', 'mmpretrain'])
+def test_resume_with_the_localisation_loss_switched_off(
+    localisation_run, tmp_path, tool
+):
+    """A run with the localisation loss resumed without it: its optimizer
+    state holds the loss's MLP too. One line, exit 1, before mmengine's
+    ``different number of parameter groups``; the checkpoint is left as
+    it was, and its weights start a new training with ``load_from``."""
+    plain, checkpoint = localisation_run
     kept = digest(checkpoint)
     options = [*TINY_DEMO, 'train_cfg.max_epochs=2']
     main = run_main if tool == 'ours' else run_mmpretrain_tool

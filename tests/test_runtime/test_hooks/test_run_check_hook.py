@@ -4,11 +4,11 @@ against the dataset's, another model's checkpoint; output paths that
 cannot be written are refused before the work, and one training at a
 time in a work dir."""
 
+import os
 import os.path as osp
 import shutil
+import signal
 import socket
-import subprocess
-import sys
 from unittest import mock
 
 import pytest
@@ -31,7 +31,6 @@ from ...helpers import (
     CUSTOM,
     DEMO,
     DIGIT_CLASSES,
-    ROOT,
     TINY_DEMO,
     as_dict,
     custom_options,
@@ -481,26 +480,34 @@ def test_a_second_training_into_a_work_dir_is_refused(tmp_path):
 def test_a_killed_training_leaves_no_lock_in_its_workers(tmp_path):
     """A training killed (-9) while the data-loader workers it forked still
     run: its lock is free at once (the workers do not share it, as they
-    would an flock)."""
-    script = (
-        'import os, signal, sys, time\n'
-        'from t2t_plugin.runtime.hooks import run_check_hook\n'
-        'run_check_hook.lock_work_dir(sys.argv[1])\n'
-        'if os.fork() == 0:\n'
-        '    os.close(1)\n'  # the test reads the parent's output to its end
-        '    os.close(2)\n'
-        '    time.sleep(30)\n'
-        '    os._exit(0)\n'
-        "print('locked', flush=True)\n"
-        'os.kill(os.getpid(), signal.SIGKILL)\n'
-    )
-    run = subprocess.run(
-        [sys.executable, '-c', script, str(tmp_path)],
-        capture_output=True,
-        text=True,
-        cwd=ROOT,
-    )
-    # the last line: onedl's mmpretrain prints a line on import
-    assert last_line(run.stdout) == 'locked', run.stderr[-2000:]
-    run_check_hook.lock_work_dir(str(tmp_path))  # free
-    release_locks()
+    would an flock). The training is a fork of this process, which has
+    imported the plugin already; its worker runs until the test has
+    looked."""
+    locked, says_locked = os.pipe()
+    looked_at, has_looked = os.pipe()
+    training = os.fork()
+    if training == 0:  # never returns into the test
+        try:
+            os.close(locked)
+            os.close(has_looked)
+            run_check_hook.lock_work_dir(str(tmp_path))
+            if os.fork() == 0:  # a worker: the lock's file is open in it
+                os.close(says_locked)
+                os.read(looked_at, 1)
+                os._exit(0)
+            os.write(says_locked, b'locked')
+            os.kill(os.getpid(), signal.SIGKILL)
+        finally:
+            os._exit(1)
+    os.close(says_locked)
+    os.close(looked_at)
+    try:
+        assert os.read(locked, 16) == b'locked'
+        _, status = os.waitpid(training, 0)
+        assert os.WIFSIGNALED(status)
+        assert os.WTERMSIG(status) == signal.SIGKILL
+        run_check_hook.lock_work_dir(str(tmp_path))  # free
+        release_locks()
+    finally:
+        os.close(locked)
+        os.close(has_looked)  # the worker ends

@@ -6,12 +6,14 @@ ends a distributed run within the timeout, and the line names it."""
 
 import math
 import os
+import select
 import shutil
 import signal
-import subprocess
 import sys
 import time
+import traceback
 from pathlib import Path
+from typing import Optional
 
 import pytest
 import torch
@@ -30,7 +32,6 @@ from ...helpers import (
     CUSTOM,
     DEMO,
     MMPRETRAIN_TOOLS,
-    ROOT,
     TINY_DEMO,
     as_dict,
     custom_options,
@@ -292,53 +293,89 @@ def test_bad_images_in_a_row_count_once_each(tmp_path):
         ) in done.stdout
 
 
-FROZEN_RANK = r"""
-import os, signal, sys
-import torch, torch.distributed as dist
-from t2t_plugin.runtime.distributed import init_cpu_dist
-from t2t_plugin.runtime.hooks import RunGuardHook, TrainingStopped
-from t2t_plugin.runtime.sample_seeded_runner import one_line_failures
-init_cpu_dist('pytorch', timeout=3)
-hook, rank = RunGuardHook(), dist.get_rank()
-hook.start_heartbeat()
-try:
-    with one_line_failures(timeout=3):
-        for step in range(50):
-            if rank == 1 and step == 3:
-                os.kill(os.getpid(), signal.SIGSTOP)
-            dist.all_reduce(torch.ones(4))
-except TrainingStopped as error:
-    print(error, file=sys.stderr)
-    sys.exit(1)
-"""
+def frozen_rank() -> None:
+    """Rank ``RANK`` of a 2-rank gloo group that all-reduces 50 times:
+    rank 1 stops itself (SIGSTOP) at its 4th step, rank 0 ends with the
+    line of the TrainingStopped it gets on stderr and exit code 1."""
+    from t2t_plugin.runtime.distributed import init_cpu_dist
+    from t2t_plugin.runtime.sample_seeded_runner import one_line_failures
+
+    init_cpu_dist('pytorch', timeout=3)
+    hook, rank = RunGuardHook(), torch.distributed.get_rank()
+    hook.start_heartbeat()
+    try:
+        with one_line_failures(timeout=3):
+            for step in range(50):
+                if rank == 1 and step == 3:
+                    os.kill(os.getpid(), signal.SIGSTOP)
+                torch.distributed.all_reduce(torch.ones(4))
+    except TrainingStopped as error:
+        print(error, file=sys.stderr)
+        sys.exit(1)
+
+
+def start_rank(rank: int, env: dict) -> tuple[int, int]:
+    """:func:`frozen_rank` as ``rank`` in a process of its own, a fork of
+    this one (which has imported the plugin already): its process id and
+    the read end of its stderr."""
+    read_end, write_end = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # never returns into the test
+        code = 1
+        try:
+            os.close(read_end)
+            os.dup2(write_end, 2)
+            sys.stderr = open(2, 'w', buffering=1, closefd=False)  # noqa: SIM115
+            os.environ.update(env, RANK=str(rank))
+            frozen_rank()
+            code = 0
+        except SystemExit as exit_info:
+            code = exit_info.code if isinstance(exit_info.code, int) else 1
+        except BaseException:
+            traceback.print_exc()
+        finally:
+            sys.stderr.flush()
+            os._exit(code)
+    os.close(write_end)
+    return pid, read_end
+
+
+def read_to_end(fd: int, seconds: float) -> Optional[str]:
+    """What is written to ``fd`` until its last writer ends; None if it
+    has not ended within ``seconds``."""
+    deadline, chunks = time.monotonic() + seconds, []
+    while (left := deadline - time.monotonic()) > 0:
+        if select.select([fd], [], [], left)[0]:
+            chunk = os.read(fd, 65536)
+            if not chunk:
+                return b''.join(chunks).decode(errors='replace')
+            chunks.append(chunk)
+    return None
 
 
 def test_frozen_rank_ends_the_run_naming_it():
     env = dict(
-        os.environ,
-        PYTHONPATH=str(ROOT),
         MASTER_ADDR='127.0.0.1',
         MASTER_PORT=str(free_port()),
         WORLD_SIZE='2',
     )
-    processes = [
-        subprocess.Popen(
-            [sys.executable, '-c', FROZEN_RANK],
-            env=dict(env, RANK=str(rank)),
-            stderr=subprocess.PIPE,
-            text=True,
-        )
-        for rank in range(2)
+    (first, first_err), (second, second_err) = [
+        start_rank(rank, env) for rank in range(2)
     ]
+    err = None
     try:
         # The bound only stops a hang; the message says when rank 0 noticed.
-        _, err = processes[0].communicate(timeout=300)
+        err = read_to_end(first_err, 300)
     finally:
-        for process in processes:
-            if process.poll() is None:
-                process.send_signal(signal.SIGKILL)
-            process.wait()
-    assert processes[0].returncode == 1, err[-3000:]
+        os.kill(second, signal.SIGKILL)
+        if err is None:  # rank 0 hangs
+            os.kill(first, signal.SIGKILL)
+        status = os.waitpid(first, 0)[1]
+        os.waitpid(second, 0)
+        os.close(first_err)
+        os.close(second_err)
+    assert err is not None, 'rank 0 did not end within 300 s'
+    assert os.waitstatus_to_exitcode(status) == 1, err[-3000:]
     line = err.strip().splitlines()[-1]
     assert line.startswith(
         'Rank 0: rank(s) 1 stopped answering (no heartbeat for 5 s)'
