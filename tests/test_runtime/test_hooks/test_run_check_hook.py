@@ -4,6 +4,7 @@ against the dataset's, another model's checkpoint; output paths that
 cannot be written are refused before the work, and one training at a
 time in a work dir."""
 
+import fcntl
 import os
 import os.path as osp
 import shutil
@@ -511,3 +512,35 @@ def test_a_killed_training_leaves_no_lock_in_its_workers(tmp_path):
     finally:
         os.close(locked)
         os.close(has_looked)  # the worker ends
+
+
+def test_a_run_gives_back_its_own_lock_only(tmp_path):
+    """``release_locks(work_dir)``, as a run's end calls it, frees that
+    run's lock and keeps the others this process holds."""
+
+    def lock_in_another_process(work_dir) -> int:
+        # the system's lock itself: a fork's copy of this process's table
+        # of held locks would answer that it holds them
+        child = os.fork()
+        if child == 0:  # never returns into the test
+            try:
+                with open(run_check_hook.lock_path(str(work_dir))) as lock:
+                    fcntl.lockf(lock, fcntl.LOCK_SH | fcntl.LOCK_NB)
+                os._exit(0)
+            except OSError:
+                os._exit(3)
+            finally:
+                os._exit(1)
+        return os.waitstatus_to_exitcode(os.waitpid(child, 0)[1])
+
+    first, second = tmp_path / 'first', tmp_path / 'second'
+    first.mkdir()
+    second.mkdir()
+    run_check_hook.lock_work_dir(str(first))
+    run_check_hook.lock_work_dir(str(second))
+    try:
+        release_locks(str(first))
+        assert lock_in_another_process(first) == 0
+        assert lock_in_another_process(second) == 3
+    finally:
+        release_locks()

@@ -17,11 +17,14 @@ from typing import Optional
 
 import pytest
 import torch
+import torch.distributed as torch_dist
 from mmengine.config import Config
 from mmpretrain.registry import DATASETS
 from mmpretrain.structures import DataSample
 
+from t2t_plugin.compat import default_store
 from t2t_plugin.runtime import SkipBadImages
+from t2t_plugin.runtime.distributed import HEARTBEAT_INTERVAL, heartbeat_key
 from t2t_plugin.runtime.hooks import (
     RunGuardHook,
     TrainingStopped,
@@ -409,3 +412,25 @@ def test_too_little_space_for_a_checkpoint_stops_before_saving(
     error = door(DEMO, as_dict(TINY_DEMO), tmp_path / 'door')
     assert isinstance(error, TrainingStopped)
     assert str(error).startswith('Training stopped before saving')
+
+
+def test_a_second_training_of_the_hook_beats_again(tmp_path):
+    # a hook that trains twice in one process (a notebook) starts its
+    # heartbeat again: the first stop must not end the second beat
+    torch_dist.init_process_group(
+        'gloo',
+        init_method=f'file://{tmp_path / "store"}',
+        rank=0,
+        world_size=1,
+    )
+    try:
+        hook, key = RunGuardHook(), heartbeat_key(0)
+        hook.start_heartbeat()
+        hook.stop_heartbeat()
+        beats = default_store().add(key, 0)
+        hook.start_heartbeat()
+        time.sleep(2.5 * HEARTBEAT_INTERVAL)
+        hook.stop_heartbeat()
+        assert default_store().add(key, 0) > beats
+    finally:
+        torch_dist.destroy_process_group()
