@@ -1,7 +1,7 @@
 # The suite's fixtures (tests/conftest.py): the same random state, no
 # Runner globals left behind, and the shared builders.
 from tests.conftest import (  # noqa: F401
-    _format_each_config_once,
+    _config_text_unformatted,
     _no_runner_globals,
     _seed,
     _stop_loader_workers,
