@@ -10,6 +10,7 @@ import json
 import os
 import pickle
 import signal
+import subprocess
 import sys
 import time
 
@@ -30,9 +31,9 @@ from ..helpers import (
     DEMO,
     ROOT,
     evaluate_in_process,
-    forget_visualizers_and_loggers,
     load_tool,
     run_main,
+    tool_env,
 )
 
 EPOCH_LENGTH = 5  # 320 of the training images in batches of 64
@@ -72,50 +73,38 @@ def demo_lrs(num_iters: int) -> list:
 
 @pytest.fixture(scope='module')
 def interrupted_run(tmp_path_factory):
-    """A 3-epoch demo run killed after its first checkpoint, then resumed.
-    The killed run is a process of its own, a fork of this one (which has
-    imported the plugin already)."""
+    """A 3-epoch demo run killed after its first checkpoint, then resumed."""
     work_dir = tmp_path_factory.mktemp('interrupted')
-    first = os.fork()
-    if first == 0:  # never returns into the test
-        try:
-            devnull = os.open(os.devnull, os.O_WRONLY)
-            os.dup2(devnull, 1)
-            os.dup2(devnull, 2)
-            sys.stdout = sys.stderr = open(  # noqa: SIM115
-                1, 'w', closefd=False
-            )
-            # as helpers.tool_env runs a tool: on the CPU, one thread
-            os.environ.update(CUDA_VISIBLE_DEVICES='')
-            torch.set_num_threads(1)
-            forget_visualizers_and_loggers()  # as a fresh process
-            load_tool('tools/train.py').main(
-                [DEMO, '--work-dir', str(work_dir), *SHORT_RUN]
-            )
-        finally:
-            os._exit(1)
-
-    def running() -> bool:
-        flags = os.WEXITED | os.WNOHANG | os.WNOWAIT
-        return os.waitid(os.P_PID, first, flags) is None
-
+    args = [
+        sys.executable,
+        'tools/train.py',
+        DEMO,
+        '--work-dir',
+        str(work_dir),
+        *SHORT_RUN,
+    ]
+    first = subprocess.Popen(
+        args,
+        cwd=ROOT,
+        env=tool_env(),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     # mmengine names the checkpoint to resume from in last_checkpoint,
     # written right after the checkpoint itself.
     pointer = work_dir / 'last_checkpoint'
     deadline = time.time() + 240
-    try:
-        while not (
-            pointer.exists()
-            and pointer.read_text().strip().endswith('epoch_1.pth')
-        ):
-            assert running(), 'training stopped before epoch 1'
-            assert time.time() < deadline, 'no checkpoint after 240 s'
-            time.sleep(0.02)
-        time.sleep(0.2)  # into epoch 2
-        killed_mid_run = running()
-    finally:
-        os.kill(first, signal.SIGKILL)  # an ended one is a zombie still
-        os.waitpid(first, 0)
+    while not (
+        pointer.exists()
+        and pointer.read_text().strip().endswith('epoch_1.pth')
+    ):
+        assert first.poll() is None, 'training stopped before epoch 1'
+        assert time.time() < deadline, 'no checkpoint after 240 s'
+        time.sleep(0.02)
+    time.sleep(0.2)  # into epoch 2
+    killed_mid_run = first.poll() is None
+    first.send_signal(signal.SIGKILL)
+    first.wait()
     resumed = run_main(
         'train',
         DEMO,
