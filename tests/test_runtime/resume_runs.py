@@ -1,24 +1,17 @@
 """The runs of the kill-and-resume tests (test_resume*.py): a training
-killed with SIGKILL mid-epoch in a process of its own (a fork of this
-one), then resumed; the uninterrupted and the resumed runs are
-tools/train.py's main in this process, on one thread as the killed
-one."""
+killed with SIGKILL mid-epoch in a process of its own, then resumed; the
+uninterrupted and the resumed runs are tools/train.py's main in this
+process, on one thread as the killed one."""
 
 import json
 import os
 import signal
+import subprocess
 import sys
 import time
-import traceback
 from pathlib import Path
 
-from tests.helpers import (
-    ROOT,
-    forget_visualizers_and_loggers,
-    load_tool,
-    run_main,
-    write_image,
-)
+from tests.helpers import ROOT, run_main, write_image
 
 DIGITS = ROOT / 'configs' / 't2t-vit-mini_1xb64_digits.py'
 CUSTOM = ROOT / 'configs' / 't2t-vit-7_1xb64_custom-64px.py'
@@ -148,39 +141,22 @@ def run_killed_and_resumed(
     the resumed run's output."""
     # its output beside the work dir, for assert_same_run's message
     output = work_dir.with_name(work_dir.name + '-killed.txt').open('wb')
-    arguments = train_arguments(work_dir, options, resume=False, config=config)
-    # The training: a fork of this process, which has imported the plugin
-    # already, computing on one thread as this one does
-    training = os.fork()
-    if training == 0:  # never returns into the test
-        try:
-            os.dup2(output.fileno(), 1)
-            os.dup2(output.fileno(), 2)
-            sys.stdout = sys.stderr = open(  # noqa: SIM115
-                1, 'w', buffering=1, closefd=False
-            )
-            forget_visualizers_and_loggers()  # as a fresh process
-            load_tool('tools/train.py').main(arguments)
-        except BaseException:
-            traceback.print_exc()
-        finally:
-            os._exit(1)
+    process = subprocess.Popen(
+        [sys.executable, str(ROOT / 'tools' / 'train.py')]
+        + train_arguments(work_dir, options, resume=False, config=config),
+        env=dict(os.environ, PYTHONPATH=str(ROOT), OMP_NUM_THREADS='1'),
+        stdout=output,
+        stderr=subprocess.STDOUT,
+    )
     deadline = time.time() + 600
     try:
-        while time.time() < deadline and running(training):
+        while time.time() < deadline and process.poll() is None:
             if max(logged(work_dir)[0], default=0) >= kill_at_iter:
                 break
             time.sleep(0.2)
-        assert running(training), 'training ended before the kill'
+        assert process.poll() is None, 'training ended before the kill'
+        os.kill(process.pid, signal.SIGKILL)
     finally:
-        os.kill(training, signal.SIGKILL)  # an ended one is a zombie still
-        os.waitpid(training, 0)
+        process.wait()
         output.close()
     return train(work_dir, options, resume=True, config=config)
-
-
-def running(pid: int) -> bool:
-    """Whether the child process ``pid`` has not ended (it is left to be
-    waited for)."""
-    flags = os.WEXITED | os.WNOHANG | os.WNOWAIT
-    return os.waitid(os.P_PID, pid, flags) is None
