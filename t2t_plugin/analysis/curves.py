@@ -1,6 +1,7 @@
 """Training curves as a PNG, from the json-lines records that mmengine's
 ``LocalVisBackend`` writes to ``<timestamp>/vis_data/scalars.json``."""
 
+import ast
 import glob
 import json
 import os.path as osp
@@ -23,13 +24,28 @@ def find_scalar_files(work_dir: str) -> list[str]:
     files: list[str] = []
     for path in reversed(runs):
         files.insert(0, path)
-        config = osp.join(osp.dirname(path), 'config.py')
-        if not osp.isfile(config):
+        if not resumed(osp.join(osp.dirname(path), 'config.py')):
             break
-        with open(config, encoding='utf-8') as f:
-            if not any(line.strip() == 'resume = True' for line in f):
-                break
     return files
+
+
+def resumed(config: str) -> bool:
+    """Whether the config a run saved sets ``resume = True`` at its top
+    level, however it is laid out; read with ``ast``, never run."""
+    try:
+        with open(config, encoding='utf-8') as f:
+            tree = ast.parse(f.read())
+    except (OSError, SyntaxError, ValueError):
+        return False
+    return any(
+        isinstance(node, ast.Assign)
+        and any(
+            getattr(target, 'id', None) == 'resume' for target in node.targets
+        )
+        and isinstance(node.value, ast.Constant)
+        and node.value.value is True
+        for node in tree.body
+    )
 
 
 def load_scalars(files: Sequence[str]) -> tuple[list[dict], list[dict]]:

@@ -386,3 +386,28 @@ def test_plot_curves_tool_redraws_from_a_work_dir(
         'another path.'
     )
     assert log.read_bytes() == before
+
+
+@pytest.mark.parametrize(
+    'text, resumed',
+    [
+        ('resume = True\n', True),  # as mmengine's formatted dump writes it
+        ("load_from=None\nresume=True\nwork_dir='w'\n", True),  # unformatted
+        ('resume = False\n', False),
+        ("# resume = True\nresume = 'auto'\n", False),
+        ('model = dict(resume=True)\n', False),  # not the top-level key
+        ('resume = (\n', False),  # a cut-off file
+    ],
+)
+def test_curves_follow_a_start_that_resumed(tmp_path, text, resumed):
+    # two starts of one work dir: the later one's curves take in the
+    # earlier one's only where its saved config resumed
+    for start, config in (('20260101_000000', ''), ('20260101_000100', text)):
+        scalars = tmp_path / start / 'vis_data' / 'scalars.json'
+        scalars.parent.mkdir(parents=True)
+        scalars.write_text('')
+        (tmp_path / start / 'vis_data' / 'config.py').write_text(config)
+    starts = [
+        path.split(os.sep)[-3] for path in find_scalar_files(str(tmp_path))
+    ]
+    assert starts == ['20260101_000000'] * resumed + ['20260101_000100']
