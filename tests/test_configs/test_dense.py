@@ -7,6 +7,7 @@ install-dense``); without them these tests are skipped.
 """
 
 import argparse
+import copy
 import importlib
 import time
 from pathlib import Path
@@ -17,6 +18,7 @@ import torch
 from mmengine.config import Config, DictAction
 from mmengine.dataset import pseudo_collate
 from mmengine.optim import build_optim_wrapper
+from mmengine.registry import init_default_scope
 
 from t2t_plugin.models import T2TViT
 from t2t_plugin.runtime.hooks.run_checks import width_problem
@@ -49,6 +51,53 @@ SEG_CONFIGS = sorted(
 )
 
 
+@pytest.fixture(scope='module')
+def read_config():
+    """``dense_config(path, tiny)``, each file parsed once per module: a
+    dense config's ``mmdet::`` / ``mmseg::`` bases cost mmengine a second
+    a read (it loads every metafile of the toolbox). Each call gives a
+    copy of its own to change."""
+    parsed = {}
+
+    def read(path: Path, tiny: bool) -> Config:
+        key = (str(path), tiny)
+        if key not in parsed:
+            parsed[key] = dense_config(path, tiny)
+        return copy.deepcopy(parsed[key])
+
+    return read
+
+
+# the configs whose real models two tests build
+LR_DECAY_CONFIGS = [
+    CONFIGS / 'det' / 'retinanet_t2t-vit-t-14_fpn_1x_coco.py',
+    CONFIGS / 'seg' / 'upernet_t2t-vit-t-14_8xb2-160k_ade20k-512x512.py',
+]
+
+
+@pytest.fixture(scope='module')
+def real_model(read_config):
+    """``(cfg, model)`` of a config with its real backbone, in its scope;
+    the models of :data:`LR_DECAY_CONFIGS` are built once per module, for
+    tests that only read them (a forward without gradients, the
+    optimizer's parameter groups)."""
+    built = {}
+
+    def build(path: Path) -> tuple:
+        scope = 'mmdet' if path.parent.name == 'det' else 'mmseg'
+        toolbox(scope)
+        if path in built:
+            init_default_scope(scope)
+            return built[path]
+        cfg = read_config(path, tiny=False)
+        model = build_dense_model(cfg, scope)
+        if path in LR_DECAY_CONFIGS:
+            built[path] = cfg, model
+        return cfg, model
+
+    return build
+
+
 def backbone_grads_are_nonzero(model) -> bool:
     grads = [
         (name, param.grad)
@@ -79,16 +128,14 @@ def test_configs_are_all_here():
 @pytest.mark.parametrize(
     'path', DET_CONFIGS + SEG_CONFIGS, ids=lambda path: path.stem
 )
-def test_config_builds_with_the_real_backbone(path):
+def test_config_builds_with_the_real_backbone(path, real_model):
     scope = 'mmdet' if path.parent.name == 'det' else 'mmseg'
-    toolbox(scope)
-    cfg = dense_config(path, tiny=False)
+    cfg, model = real_model(path)
     assert cfg.default_scope == scope
     assert cfg.custom_imports.imports == ['t2t_plugin']
     backbone_cfg = cfg.model.backbone
     assert backbone_cfg.type == 'mmpretrain.T2TViT'
     assert backbone_cfg.init_cfg.prefix == 'backbone.'
-    model = build_dense_model(cfg, scope)
 
     expected_layer = (
         'transformer' if 't2t-vit-t-14' in path.name else ('performer')
@@ -116,20 +163,10 @@ def test_config_builds_with_the_real_backbone(path):
         ]
 
 
-@pytest.mark.parametrize(
-    'path',
-    [
-        CONFIGS / 'det' / 'retinanet_t2t-vit-t-14_fpn_1x_coco.py',
-        CONFIGS / 'seg' / 'upernet_t2t-vit-t-14_8xb2-160k_ade20k-512x512.py',
-    ],
-    ids=lambda path: path.stem,
-)
-def test_layer_wise_lr_decay_matches_get_layer_depth(path):
+@pytest.mark.parametrize('path', LR_DECAY_CONFIGS, ids=lambda path: path.stem)
+def test_layer_wise_lr_decay_matches_get_layer_depth(path, real_model):
     """The configs' optimizer follows the backbone's layer depths."""
-    scope = 'mmdet' if path.parent.name == 'det' else 'mmseg'
-    toolbox(scope)
-    cfg = dense_config(path, tiny=False)
-    model = build_dense_model(cfg, scope)
+    cfg, model = real_model(path)
     optim_wrapper = build_optim_wrapper(model, cfg.optim_wrapper)
     base_lr = cfg.optim_wrapper.optimizer.lr
     base_wd = cfg.optim_wrapper.optimizer.weight_decay
@@ -220,10 +257,12 @@ def train_step(model, cfg: Config, batch, record_property) -> dict:
         'mask-rcnn_t2t-vit-t-14_fpn_1x_coco.py',
     ],
 )
-def test_detector_trains_on_coco_format_data(name, tmp_path, record_property):
+def test_detector_trains_on_coco_format_data(
+    name, tmp_path, record_property, read_config
+):
     toolbox('mmdet')
     write_coco(tmp_path, size=128)
-    cfg = dense_config(CONFIGS / 'det' / name, tiny=True)
+    cfg = read_config(CONFIGS / 'det' / name, tiny=True)
     dataset = cfg.train_dataloader.dataset
     dataset.update(
         data_root=str(tmp_path),
@@ -271,10 +310,12 @@ def test_detector_trains_on_coco_format_data(name, tmp_path, record_property):
         'upernet_t2t-vit-14_8xb2-160k_ade20k-512x512.py',
     ],
 )
-def test_segmentor_trains_on_ade_layout_data(name, tmp_path, record_property):
+def test_segmentor_trains_on_ade_layout_data(
+    name, tmp_path, record_property, read_config
+):
     toolbox('mmseg')
     write_ade(tmp_path)
-    cfg = dense_config(CONFIGS / 'seg' / name, tiny=True)
+    cfg = read_config(CONFIGS / 'seg' / name, tiny=True)
     crop_size = (64, 64)
     cfg.model.data_preprocessor.size = crop_size
     dataset = cfg.train_dataloader.dataset
@@ -297,12 +338,12 @@ def test_segmentor_trains_on_ade_layout_data(name, tmp_path, record_property):
     assert backbone_grads_are_nonzero(model)
 
 
-def test_segmentor_tests_whole_images_of_any_size():
+def test_segmentor_tests_whole_images_of_any_size(read_config):
     """Whole-image inference pads to a multiple of 32 and crops back."""
     toolbox('mmseg')
     from mmseg.structures import SegDataSample
 
-    cfg = dense_config(
+    cfg = read_config(
         CONFIGS / 'seg' / 'upernet_t2t-vit-t-14_8xb2-160k_ade20k-512x512.py',
         tiny=True,
     )
@@ -374,7 +415,9 @@ def test_train_tool_runs_a_detection_config(tmp_path):
 # ------------------------------------------------------------- weights --
 
 
-def test_classification_checkpoint_loads_into_the_detector(tmp_path):
+def test_classification_checkpoint_loads_into_the_detector(
+    tmp_path, read_config
+):
     """An ImageClassifier(T2TViT, T2TClsHead) checkpoint initialises the
     detector's backbone through the config's Pretrained init_cfg."""
     toolbox('mmdet')
@@ -404,8 +447,8 @@ def test_classification_checkpoint_loads_into_the_detector(tmp_path):
     )
 
     path = CONFIGS / 'det' / 'mask-rcnn_t2t-vit-t-14_fpn_1x_coco.py'
-    cfg = dense_config(path, tiny=True)
-    init_cfg = Config.fromfile(str(path)).model.backbone.init_cfg
+    cfg = read_config(path, tiny=True)
+    init_cfg = read_config(path, tiny=False).model.backbone.init_cfg
     init_cfg.checkpoint = str(checkpoint)
     cfg.model.backbone.init_cfg = init_cfg
     detector = build_dense_model(cfg, 'mmdet')
@@ -424,12 +467,14 @@ def test_classification_checkpoint_loads_into_the_detector(tmp_path):
         torch.testing.assert_close(loaded[key], value, rtol=0, atol=0)
 
 
-def test_missing_coco_points_to_the_dense_readme_section(tmp_path):
+def test_missing_coco_points_to_the_dense_readme_section(
+    tmp_path, read_config
+):
     toolbox('mmdet')
     from t2t_preflight.inputs import built_datasets, find_missing_data
 
-    cfg = Config.fromfile(
-        str(CONFIGS / 'det' / 'retinanet_t2t-vit-t-14_fpn_1x_coco.py')
+    cfg = read_config(
+        CONFIGS / 'det' / 'retinanet_t2t-vit-t-14_fpn_1x_coco.py', tiny=False
     )
     cfg.train_dataloader.dataset.data_root = str(tmp_path / 'nowhere') + '/'
     built = built_datasets(cfg, ['train_dataloader'])
@@ -457,12 +502,14 @@ def test_missing_coco_points_to_the_dense_readme_section(tmp_path):
         ),
     ],
 )
-def test_another_arch_through_models_build(path, scope, arch, widths):
+def test_another_arch_through_models_build(
+    path, scope, arch, widths, read_config
+):
     """As mmdet's and mmseg's own tools build a model: MODELS.build on
     cfg.model, no tool of ours in between. The arch alone is refused at the
     first forward in one line naming the key; with it, the model runs."""
     toolbox(scope)
-    cfg = Config.fromfile(str(CONFIGS / path))
+    cfg = read_config(CONFIGS / path, tiny=False)
     cfg.merge_from_dict(
         {'model.backbone.arch': arch, 'model.backbone.init_cfg': None}
     )
@@ -502,14 +549,14 @@ def test_another_arch_through_models_build(path, scope, arch, widths):
         'seg/upernet_t2t-vit-7_1xb4-4k_custom-256x256.py',
     ],
 )
-def test_custom_configs_export_to_onnx(path, tmp_path, capsys):
+def test_custom_configs_export_to_onnx(path, tmp_path, capsys, read_config):
     pytest.importorskip('onnxruntime')
     pytest.importorskip('onnxscript')
     from ..helpers import load_tool
 
     scope = path.split('/')[0].replace('det', 'mmdet').replace('seg', 'mmseg')
     toolbox(scope)
-    cfg = Config.fromfile(str(CONFIGS / path))
+    cfg = read_config(CONFIGS / path, tiny=False)
     cfg.model.backbone.init_cfg = None
     model = build_dense_model(cfg, scope)
     checkpoint = tmp_path / 'model.pth'
