@@ -205,9 +205,12 @@ $(OLD_VENV)/installed: $(OLD_VENV)/pins setup.py | $(OLD_INSTALL_AFTER)
 	$(OLD_INSTALL) -e '.[openmmlab]'
 	touch $@
 
+# The --out forms of the test tool are left out: mmengine's and
+# mmpretrain's dumping, whose releases here are the pinned stack's.
 test-torch2.1: $(OLD_VENV)/installed
 	$(call PYTEST,$(OLD_VENV)/bin/python,$(STACK_WORKERS)) $(STACK_TESTS) \
-		-m $(STACK_MARKS) $(PYTEST_ARGS)
+		-m $(STACK_MARKS) \
+		--ignore tests/test_tools/test_test_tool_outputs.py $(PYTEST_ARGS)
 
 # torch comes from the registry (or the local disk it mirrors), the two
 # source distributions from uv's cache once built. The onedl environment
@@ -231,12 +234,12 @@ $(ONEDL_VENV)/installed: $(ONEDL_VENV)/pins setup.py | $(ONEDL_INSTALL_AFTER)
 	$(ONEDL_INSTALL) -e '.[onedl,tests]'
 	touch $@
 
-# The compiled-backbone tests are left out: this stack's torch is the
-# pinned one, which compiles the same graphs (~25 s here).
+# The fast paths of the model (fused attention, torch.compile, activation
+# checkpointing) are left out: torch's alone, and this stack's torch is
+# the pinned one.
 test-onedl: $(ONEDL_VENV)/installed
 	$(call PYTEST,$(ONEDL_VENV)/bin/python,$(STACK_WORKERS)) $(STACK_TESTS) \
-		-m $(STACK_MARKS) \
-		--deselect tests/test_models/test_fast_paths.py::test_compiled_backbone_matches_eager \
+		-m $(STACK_MARKS) --ignore tests/test_models/test_fast_paths.py \
 		$(PYTEST_ARGS)
 
 # Slurm (slurmctld, slurmd, munge) on this machine, started by the test
