@@ -6,6 +6,7 @@ from the converter). Every way of loading it must give the logits of the
 converter tool's output.
 """
 
+import copy
 import pickle
 import sys
 from pathlib import Path
@@ -136,8 +137,11 @@ def converted_model(cfg, release, tmp_path):
     return model, slim
 
 
-@pytest.fixture(params=['performer', 'transformer'])
-def release(request, tmp_path):
+@pytest.fixture(scope='module', params=['performer', 'transformer'])
+def release(request, tmp_path_factory):
+    """An official release of a tiny model and what it computes, made once
+    per token layer for the tests that read it."""
+    tmp_path = tmp_path_factory.mktemp(f'release-{request.param}')
     config = tiny_config(tmp_path, request.param)
     cfg = Config.fromfile(str(config))
     path = tmp_path / 'official.pth.tar'
@@ -194,7 +198,7 @@ def test_load_checkpoint_reads_official_releases(release):
 
 
 def test_pretrained_init_reads_official_releases(release):
-    cfg = release['cfg']
+    cfg = copy.deepcopy(release['cfg'])
     cfg.model.backbone.init_cfg = dict(
         type='Pretrained', checkpoint=str(release['path']), prefix='backbone.'
     )
