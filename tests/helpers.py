@@ -407,30 +407,6 @@ def run_mmpretrain_tool(tool: str, *args) -> subprocess.CompletedProcess:
     return run_main(MMPRETRAIN_TOOLS / f'{tool}.py', *args)
 
 
-# Runs a tool as a script, then says what it had imported.
-ANSWER_BEFORE_MODELS = """
-import runpy, sys
-tool, sys.argv = sys.argv[1], sys.argv[1:]
-try:
-    runpy.run_path(tool, run_name='__main__')
-except SystemExit as exit_info:
-    print('exit', exit_info.code)
-print('imported', 'mmpretrain.models' in sys.modules,
-      't2t_plugin' in sys.modules, 'torch' in sys.modules)
-"""
-
-
-def answer_before_models(tool: str, *args, cwd: Path):
-    """Run ``tools/<tool>.py`` with ``args``: its stderr and what it had
-    imported when it ended (its exit code first)."""
-    result = subprocess.run(
-        [sys.executable, '-c', ANSWER_BEFORE_MODELS,
-         str(ROOT / 'tools' / f'{tool}.py'), *map(str, args)],
-        cwd=cwd, env=tool_env(), capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
-    return result.stderr.strip(), result.stdout.splitlines()
-
-
 # Runs several tools as scripts in turn in one interpreter, each in its own
 # folder with its own environment variables and output files, and says
 # after each what had been imported by then (so far, in all of them: a
@@ -464,10 +440,11 @@ for case in json.loads(sys.argv[1]):
 
 
 def answers_before_models(cases: list[dict]) -> list[tuple[str, list]]:
-    """:func:`answer_before_models` of several ``cases`` (dicts of
+    """Run the ``tools/<tool>.py`` of each of ``cases`` (dicts of
     ``tool``, ``args``, ``cwd`` and environment variables ``env``) in one
-    fresh interpreter, in their order: those that import the least
-    first."""
+    fresh interpreter, in their order (those that import the least
+    first): for each, its stderr and what had been imported when it ended
+    (its exit code first)."""
     with tempfile.TemporaryDirectory() as folder:
         runs = [
             dict(
@@ -492,6 +469,12 @@ def answers_before_models(cases: list[dict]) -> list[tuple[str, list]]:
             )
             for run in runs
         ]
+
+
+def answer_before_models(tool: str, *args, cwd: Path):
+    """Run ``tools/<tool>.py`` with ``args`` in a fresh interpreter: its
+    stderr and what it had imported when it ended (its exit code first)."""
+    return answers_before_models([dict(tool=tool, args=args, cwd=cwd)])[0]
 
 
 def last_line(text: str) -> str:

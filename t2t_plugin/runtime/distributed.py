@@ -5,9 +5,10 @@ stopped answering.
 mmengine's ``init_dist`` calls ``torch.cuda.set_device`` whatever the
 backend: without CUDA, :class:`~t2t_plugin.runtime.SampleSeededRunner`
 opens the group with :func:`init_cpu_dist` instead (and gives DDP no
-device ids). Used by the runner, ``RunGuardHook`` and the
-launcher of ``tools/dist_*.sh``; nothing here imports the rest of the
-runtime.
+device ids). Used by the runner and ``RunGuardHook``; the launcher of
+``tools/dist_*.sh`` is ``t2t_preflight.launch``, whose busy-port and
+GPU-count messages the group's opening shares. Nothing here imports the
+rest of the runtime.
 """
 
 import datetime
