@@ -304,14 +304,14 @@ def frozen_rank() -> None:
     from t2t_plugin.runtime.sample_seeded_runner import one_line_failures
 
     init_cpu_dist('pytorch', timeout=3)
-    hook, rank = RunGuardHook(), torch.distributed.get_rank()
+    hook, rank = RunGuardHook(), torch_dist.get_rank()
     hook.start_heartbeat()
     try:
         with one_line_failures(timeout=3):
             for step in range(50):
                 if rank == 1 and step == 3:
                     os.kill(os.getpid(), signal.SIGSTOP)
-                torch.distributed.all_reduce(torch.ones(4))
+                torch_dist.all_reduce(torch.ones(4))
     except TrainingStopped as error:
         print(error, file=sys.stderr)
         sys.exit(1)
